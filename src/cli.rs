@@ -1,0 +1,202 @@
+//! The command line: clap definitions and what each subcommand does.
+//!
+//! Commands that change state go to the running server over the control
+//! socket when one is up, and otherwise take the data dir lock and do the
+//! work in-process through the same [`crate::control::dispatch`].
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::app::App;
+use crate::config::{Config, Settings};
+use crate::control::{self, Reply, Request, client::Client};
+use crate::datadir::{DataDir, DataDirError};
+use crate::git::Git;
+use crate::repos::RepoInfo;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "vole",
+    version,
+    about = "A self-hosted git forge that lives in your git repository"
+)]
+pub struct Cli {
+    /// Data directory: repositories, the log, the control socket [default: ./data].
+    #[arg(long, global = true, env = "VOLE_DATA", value_name = "DIR")]
+    pub data: Option<PathBuf>,
+
+    /// git binary to run [default: the first `git` on PATH].
+    #[arg(long, global = true, env = "VOLE_GIT", value_name = "PATH")]
+    pub git: Option<PathBuf>,
+
+    /// Config file (TOML, keys as the long flags) [default: ./vole.toml if present].
+    #[arg(long, global = true, env = "VOLE_CONFIG", value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the server.
+    Serve(ServeArgs),
+    /// Manage repositories.
+    #[command(subcommand)]
+    Repo(RepoCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RepoCommand {
+    /// Create a bare repository `owner/name`.
+    Create {
+        /// `owner/name`: letters, digits, '.', '_', '-'.
+        name: String,
+        /// One line describing the repository.
+        #[arg(long)]
+        description: Option<String>,
+    },
+    /// List repositories.
+    List {
+        /// Print JSON instead of one line per repository.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Settings from the environment alone, for commands without serve's flags.
+#[derive(Debug, Parser)]
+struct EnvOnly {
+    #[command(flatten)]
+    settings: Settings,
+}
+
+/// Entry point of the binary: one line on error, never a backtrace.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("vole: error: {}", error_chain(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VOLE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
+}
+
+/// `outer: inner: innermost`, skipping links that repeat their source.
+fn error_chain(error: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if !parts.last().is_some_and(|last| last.contains(&text)) {
+            parts.push(text);
+        }
+    }
+    parts.join(": ")
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let mut settings = match &cli.command {
+        Command::Serve(args) => args.settings.clone(),
+        _ => EnvOnly::try_parse_from(["vole"])
+            .map(|e| e.settings)
+            .context("reading VOLE_* settings")?,
+    };
+    settings.data = cli.data.clone();
+    settings.git = cli.git.clone();
+    let config = Config::resolve(settings, cli.config.as_deref())?;
+
+    match cli.command {
+        Command::Serve(_) => {
+            let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+            runtime.block_on(crate::server::run(config))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Repo(RepoCommand::Create { name, description }) => {
+            let info: RepoInfo = call(
+                &config,
+                Request::RepoCreate {
+                    repo: name,
+                    description,
+                },
+            )?;
+            println!("created {}", info.name);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Repo(RepoCommand::List { json }) => {
+            let repos: Vec<RepoInfo> = call(&config, Request::RepoList)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&repos)?);
+            } else {
+                for repo in repos {
+                    println!("{}\t{}", repo.name, repo.description);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// How long the CLI waits for a server that holds the lock but has not yet
+/// opened its control socket (it is starting up).
+const SERVER_STARTING_WAIT: Duration = Duration::from_secs(10);
+
+/// Carries out `request` through the running server, or in-process under the
+/// data dir lock when none runs; decodes the reply's data as `T`.
+fn call<T: serde::de::DeserializeOwned>(config: &Config, request: Request) -> anyhow::Result<T> {
+    let data = DataDir::new(config.data_dir.clone());
+    let deadline = Instant::now() + SERVER_STARTING_WAIT;
+    let reply = loop {
+        if let Some(mut client) = Client::connect(&data.socket_path())? {
+            break client.call(request)?;
+        }
+        data.prepare()?;
+        match data.lock("vole cli") {
+            Ok(lock) => {
+                let git = Git::locate(config.git.as_deref())?;
+                let app = App::new(config.clone(), git);
+                let reply = control::dispatch(&app, request);
+                drop(lock);
+                break reply;
+            }
+            Err(DataDirError::Locked { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    };
+    decode(reply)
+}
+
+fn decode<T: serde::de::DeserializeOwned>(reply: Reply) -> anyhow::Result<T> {
+    if !reply.ok {
+        bail!(
+            "{}",
+            reply.error.unwrap_or_else(|| "request failed".to_string())
+        );
+    }
+    serde_json::from_value(reply.data.unwrap_or_default())
+        .context("the server's reply did not have the expected shape")
+}

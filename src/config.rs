@@ -1,0 +1,246 @@
+//! Configuration in two phases: the raw settings as given (flags and `VOLE_*`
+//! environment, parsed by clap in [`crate::cli`], and an optional `vole.toml`),
+//! then one validated [`Config`] with every default filled in.
+//!
+//! Precedence, highest first: command-line flag, environment variable, config
+//! file, built-in default. Every default is documented once, here, on
+//! [`Settings`]; `vole serve --help` prints the same text.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Built-in defaults.
+pub mod defaults {
+    pub const DATA_DIR: &str = "./data";
+    pub const LISTEN: &str = "127.0.0.1:8080";
+    pub const DEFAULT_BRANCH: &str = "main";
+    pub const SHUTDOWN_GRACE: &str = "30s";
+    pub const QUARANTINE_MAX_AGE: &str = "1h";
+    pub const CONFIG_FILE: &str = "vole.toml";
+}
+
+/// Raw settings: what one source (flags+env, or the config file) said.
+/// `None` means "this source did not say".
+#[derive(Debug, Default, Clone, Deserialize, clap::Args)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Settings {
+    /// Address the HTTP server listens on [default: 127.0.0.1:8080].
+    #[arg(long, env = "VOLE_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
+
+    /// Branch HEAD points at in a newly created repository [default: main].
+    #[arg(long, env = "VOLE_DEFAULT_BRANCH", value_name = "NAME")]
+    pub default_branch: Option<String>,
+
+    /// How long a stopping server waits for in-flight requests before it
+    /// exits anyway [default: 30s].
+    #[arg(long, env = "VOLE_SHUTDOWN_GRACE", value_name = "DURATION")]
+    pub shutdown_grace: Option<String>,
+
+    /// Age after which git's leftover quarantine directories
+    /// (`objects/tmp_objdir-incoming-*`) are removed at start [default: 1h].
+    #[arg(long, env = "VOLE_QUARANTINE_MAX_AGE", value_name = "DURATION")]
+    pub quarantine_max_age: Option<String>,
+
+    /// Data directory (repos, log, socket). Set in the file as `data`; on the
+    /// command line it is the global `--data`.
+    #[arg(skip)]
+    pub data: Option<PathBuf>,
+
+    /// git binary. Set in the file as `git`; on the command line it is the
+    /// global `--git`.
+    #[arg(skip)]
+    pub git: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Fills every field this source left unset from `lower`.
+    fn or(self, lower: Settings) -> Settings {
+        Settings {
+            listen: self.listen.or(lower.listen),
+            default_branch: self.default_branch.or(lower.default_branch),
+            shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
+            quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
+            data: self.data.or(lower.data),
+            git: self.git.or(lower.git),
+        }
+    }
+}
+
+/// The validated configuration every part of vole reads.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// `None`: the first `git` on `PATH`.
+    pub git: Option<PathBuf>,
+    pub default_branch: String,
+    pub shutdown_grace: Duration,
+    pub quarantine_max_age: Duration,
+}
+
+/// A setting that cannot be used, named so the operator can fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    ReadFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path} is not valid: {message}")]
+    ParseFile { path: PathBuf, message: String },
+    #[error("{setting} = {value:?} is not valid: {reason}")]
+    Invalid {
+        setting: &'static str,
+        value: String,
+        reason: String,
+    },
+}
+
+impl Config {
+    /// Resolves flags/env over the config file over the defaults.
+    ///
+    /// `config_file`: the file named by `--config`/`VOLE_CONFIG` (must exist),
+    /// or `None` to use `./vole.toml` when it exists.
+    pub fn resolve(flags: Settings, config_file: Option<&Path>) -> Result<Config, ConfigError> {
+        let file = match config_file {
+            Some(path) => read_file(path)?,
+            None if Path::new(defaults::CONFIG_FILE).is_file() => {
+                read_file(Path::new(defaults::CONFIG_FILE))?
+            }
+            None => Settings::default(),
+        };
+        let raw = flags.or(file);
+
+        let listen_text = raw.listen.as_deref().unwrap_or(defaults::LISTEN);
+        let listen = listen_text.parse().map_err(|_| ConfigError::Invalid {
+            setting: "listen",
+            value: listen_text.to_string(),
+            reason: "expected IP:PORT, e.g. 127.0.0.1:8080".into(),
+        })?;
+        let default_branch = raw
+            .default_branch
+            .unwrap_or_else(|| defaults::DEFAULT_BRANCH.to_string());
+        validate_branch_name(&default_branch)?;
+
+        Ok(Config {
+            data_dir: raw.data.unwrap_or_else(|| defaults::DATA_DIR.into()),
+            listen,
+            git: raw.git,
+            default_branch,
+            shutdown_grace: duration(
+                "shutdown-grace",
+                raw.shutdown_grace.as_deref(),
+                defaults::SHUTDOWN_GRACE,
+            )?,
+            quarantine_max_age: duration(
+                "quarantine-max-age",
+                raw.quarantine_max_age.as_deref(),
+                defaults::QUARANTINE_MAX_AGE,
+            )?,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<Settings, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::ReadFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|e| ConfigError::ParseFile {
+        path: path.to_path_buf(),
+        message: e.message().to_string(),
+    })
+}
+
+fn duration(
+    setting: &'static str,
+    value: Option<&str>,
+    default: &str,
+) -> Result<Duration, ConfigError> {
+    let text = value.unwrap_or(default);
+    humantime::parse_duration(text).map_err(|e| ConfigError::Invalid {
+        setting,
+        value: text.to_string(),
+        reason: format!("{e} (write e.g. 30s, 5m, 1h)"),
+    })
+}
+
+fn validate_branch_name(name: &str) -> Result<(), ConfigError> {
+    let bad = name.is_empty()
+        || name.len() > 200
+        || name.starts_with(['-', '.', '/'])
+        || name.ends_with(['/', '.'])
+        || name.ends_with(".lock")
+        || name.contains("..")
+        || name.contains("//")
+        || name.contains("@{")
+        || name
+            .chars()
+            .any(|c| c.is_ascii_control() || " ~^:?*[\\".contains(c));
+    if bad {
+        return Err(ConfigError::Invalid {
+            setting: "default-branch",
+            value: name.to_string(),
+            reason: "not a valid git branch name".into(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_win_over_file_and_defaults_fill_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("vole.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:9000\"\ndefault-branch = \"trunk\"\ndata = \"/srv/vole\"\n",
+        )
+        .unwrap();
+        let flags = Settings {
+            listen: Some("127.0.0.1:9001".into()),
+            ..Settings::default()
+        };
+        let config = Config::resolve(flags, Some(&file)).unwrap();
+        assert_eq!(
+            config.listen.port(),
+            9001,
+            "the flag must win over the file"
+        );
+        assert_eq!(
+            config.default_branch, "trunk",
+            "the file must win over the default"
+        );
+        assert_eq!(config.data_dir, PathBuf::from("/srv/vole"));
+        assert_eq!(config.shutdown_grace, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn an_unknown_key_in_the_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("vole.toml");
+        std::fs::write(&file, "lissen = \"x\"\n").unwrap();
+        let err = Config::resolve(Settings::default(), Some(&file)).unwrap_err();
+        assert!(err.to_string().contains("lissen"), "{err}");
+    }
+
+    #[test]
+    fn a_bad_duration_says_how_to_write_one() {
+        let flags = Settings {
+            shutdown_grace: Some("soon".into()),
+            ..Settings::default()
+        };
+        let err = Config::resolve(flags, None).unwrap_err().to_string();
+        assert!(
+            err.contains("shutdown-grace") && err.contains("30s"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,66 @@
+//! The CLI's side of the control socket: a small blocking client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+
+use super::protocol::{MAX_LINE, PROTOCOL_VERSION, Reply, Request, RequestFrame};
+
+/// Why a call over the socket failed (as opposed to the server refusing it,
+/// which is an error [`Reply`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("control socket I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("the server closed the control connection without replying")]
+    Closed,
+    #[error("the server's reply could not be read: {0}")]
+    BadReply(String),
+}
+
+/// A connection to a running server.
+pub struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    /// Connects, or `Ok(None)` when no server is listening there (no socket,
+    /// or a stale one nobody accepts on).
+    pub fn connect(socket: &Path) -> Result<Option<Client>, ClientError> {
+        match UnixStream::connect(socket) {
+            Ok(stream) => Ok(Some(Client {
+                reader: BufReader::new(stream.try_clone()?),
+                writer: stream,
+            })),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Sends one request and waits for its reply.
+    pub fn call(&mut self, request: Request) -> Result<Reply, ClientError> {
+        let mut line = serde_json::to_string(&RequestFrame {
+            v: PROTOCOL_VERSION,
+            request,
+        })
+        .map_err(|e| ClientError::BadReply(e.to_string()))?;
+        line.push('\n');
+        self.writer.write_all(line.as_bytes())?;
+        let mut reply = String::new();
+        let read = (&mut self.reader)
+            .take(MAX_LINE as u64)
+            .read_line(&mut reply)?;
+        if read == 0 {
+            return Err(ClientError::Closed);
+        }
+        serde_json::from_str(&reply).map_err(|e| ClientError::BadReply(e.to_string()))
+    }
+}

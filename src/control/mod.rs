@@ -1,0 +1,56 @@
+//! The local control socket: how CLI commands (and, later, git hooks) reach a
+//! running server, so a change takes effect at once and the server stays the
+//! only writer of its data dir.
+//!
+//! # Protocol, version 1
+//!
+//! - Transport: a Unix stream socket at `<data>/vole.sock`, mode `0600`
+//!   (owner only). The server removes a stale one at start.
+//! - Framing: one JSON object per line (UTF-8, `\n`-terminated, at most
+//!   [`MAX_LINE`] bytes). Each request gets exactly one reply line, in order;
+//!   a connection may carry many requests.
+//! - Request: `{"v":1,"op":"<op>", ...fields}`.
+//! - Reply: `{"v":1,"ok":true,"data":<value>}` or
+//!   `{"v":1,"ok":false,"error":"<message for a person>"}`.
+//! - A request whose `v` the server does not speak, or that does not parse,
+//!   gets an error reply naming the problem; the connection stays usable.
+//!
+//! Operations:
+//!
+//! | op            | fields                                  | data on success |
+//! |---------------|-----------------------------------------|-----------------|
+//! | `ping`        | -                                       | `{"server":"vole","version":"…"}` |
+//! | `repo_create` | `repo` (`owner/name`), `description`?   | `{"name":"owner/name","description":"…"}` |
+//! | `repo_list`   | -                                       | array of the above |
+//!
+//! A new operation is added as a new `op` (old clients keep working); a
+//! change to an existing one bumps `v`.
+//!
+//! When no server runs, the CLI takes the data dir lock itself and calls
+//! [`dispatch`] in-process: one code path for both.
+
+pub mod client;
+pub mod protocol;
+pub mod server;
+
+pub use protocol::{MAX_LINE, PROTOCOL_VERSION, Reply, Request};
+
+use crate::app::App;
+
+/// Carries out one request against the app. Blocking: call it from
+/// `spawn_blocking` in async code.
+pub fn dispatch(app: &App, request: Request) -> Reply {
+    match request {
+        Request::Ping => Reply::ok(serde_json::json!({
+            "server": "vole",
+            "version": env!("CARGO_PKG_VERSION"),
+        })),
+        Request::RepoCreate { repo, description } => {
+            match app.create_repo(&repo, description.as_deref()) {
+                Ok(info) => Reply::ok(info),
+                Err(e) => Reply::error(e.to_string()),
+            }
+        }
+        Request::RepoList => Reply::ok(app.list_repos()),
+    }
+}

@@ -1,0 +1,122 @@
+//! Wire types of the control socket (see the module doc of [`crate::control`]
+//! for the protocol itself).
+
+use serde::{Deserialize, Serialize};
+
+/// The protocol version this build speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Longest request or reply line accepted, in bytes.
+pub const MAX_LINE: usize = 1 << 20;
+
+/// One request, tagged by `op`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    Ping,
+    RepoCreate {
+        repo: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+    },
+    RepoList,
+}
+
+/// A request as it travels: the version plus the request's own fields.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RequestFrame {
+    pub v: u32,
+    #[serde(flatten)]
+    pub request: Request,
+}
+
+/// Only the version, to answer a request from another protocol version with
+/// a clear error rather than a parse failure.
+#[derive(Debug, Deserialize)]
+pub struct VersionProbe {
+    pub v: Option<u32>,
+}
+
+/// One reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    pub v: u32,
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Reply {
+    pub fn ok(data: impl Serialize) -> Reply {
+        match serde_json::to_value(data) {
+            Ok(data) => Reply {
+                v: PROTOCOL_VERSION,
+                ok: true,
+                data: Some(data),
+                error: None,
+            },
+            Err(e) => Reply::error(format!("reply could not be encoded: {e}")),
+        }
+    }
+
+    pub fn error(message: impl Into<String>) -> Reply {
+        Reply {
+            v: PROTOCOL_VERSION,
+            ok: false,
+            data: None,
+            error: Some(message.into()),
+        }
+    }
+
+    /// Decodes one request line into a request, or the error reply it earns.
+    pub fn parse_request(line: &str) -> Result<Request, Reply> {
+        match serde_json::from_str::<VersionProbe>(line) {
+            Err(e) => return Err(Reply::error(format!("request is not a JSON object: {e}"))),
+            Ok(VersionProbe { v: None }) => {
+                return Err(Reply::error("request has no protocol version field \"v\""));
+            }
+            Ok(VersionProbe { v: Some(v) }) if v != PROTOCOL_VERSION => {
+                return Err(Reply::error(format!(
+                    "protocol version {v} is not supported; this server speaks {PROTOCOL_VERSION}"
+                )));
+            }
+            Ok(_) => {}
+        }
+        serde_json::from_str::<RequestFrame>(line)
+            .map(|frame| frame.request)
+            .map_err(|e| Reply::error(format!("request not understood: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_round_trips_with_its_version() {
+        let frame = RequestFrame {
+            v: PROTOCOL_VERSION,
+            request: Request::RepoCreate {
+                repo: "a/b".into(),
+                description: None,
+            },
+        };
+        let line = serde_json::to_string(&frame).unwrap();
+        assert_eq!(line, r#"{"v":1,"op":"repo_create","repo":"a/b"}"#);
+        assert_eq!(Reply::parse_request(&line).unwrap(), frame.request);
+    }
+
+    #[test]
+    fn another_version_is_refused_by_name() {
+        let reply = Reply::parse_request(r#"{"v":7,"op":"ping"}"#).unwrap_err();
+        assert!(reply.error.unwrap().contains("version 7 is not supported"));
+    }
+
+    #[test]
+    fn an_unknown_op_is_an_error_reply() {
+        let reply = Reply::parse_request(r#"{"v":1,"op":"format_disk"}"#).unwrap_err();
+        assert!(reply.error.unwrap().contains("format_disk"));
+    }
+}

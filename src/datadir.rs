@@ -1,0 +1,248 @@
+//! The data directory: its layout, the exclusive lock that makes one process
+//! its only writer, and the start-up sweep of what a killed predecessor left.
+//!
+//! Layout (under the data dir):
+//! - `vole.lock`  held (flock) by the one process that writes here; holds its pid
+//! - `vole.sock`  the control socket of a running server ([`crate::control`])
+//! - `repos/<owner>/<name>.git`  bare repositories
+//! - `log/`       the group-committed ref and metadata log ([`crate::log`])
+//! - `tmp/`       scratch (repos being created, spooled push bodies); emptied at start
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Paths inside one data directory.
+#[derive(Debug, Clone)]
+pub struct DataDir {
+    root: PathBuf,
+}
+
+/// Why the data directory cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum DataDirError {
+    #[error("data dir {path} cannot be used: {source}")]
+    Unusable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("data dir {path} is in use by {holder}; stop it, or point --data elsewhere")]
+    Locked { path: PathBuf, holder: String },
+}
+
+impl DataDir {
+    pub fn new(root: impl Into<PathBuf>) -> DataDir {
+        DataDir { root: root.into() }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn repos_dir(&self) -> PathBuf {
+        self.root.join("repos")
+    }
+    pub fn log_dir(&self) -> PathBuf {
+        self.root.join("log")
+    }
+    pub fn tmp_dir(&self) -> PathBuf {
+        self.root.join("tmp")
+    }
+    pub fn socket_path(&self) -> PathBuf {
+        self.root.join("vole.sock")
+    }
+    pub fn lock_path(&self) -> PathBuf {
+        self.root.join("vole.lock")
+    }
+
+    /// Creates the directory tree (owner-only) if missing.
+    pub fn prepare(&self) -> Result<(), DataDirError> {
+        for dir in [
+            self.root.clone(),
+            self.repos_dir(),
+            self.log_dir(),
+            self.tmp_dir(),
+        ] {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&dir)
+                .map_err(|source| self.unusable(source))?;
+        }
+        Ok(())
+    }
+
+    /// Takes the exclusive lock, recording `pid` and `what` (e.g. `vole serve`)
+    /// so a refused process can name the holder. The lock lasts as long as the
+    /// returned guard.
+    pub fn lock(&self, what: &str) -> Result<DataDirLock, DataDirError> {
+        let path = self.lock_path();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|source| self.unusable(source))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                return Err(DataDirError::Locked {
+                    path: self.root.clone(),
+                    holder: if holder.is_empty() {
+                        "another process".to_string()
+                    } else {
+                        holder.to_string()
+                    },
+                });
+            }
+            Err(TryLockError::Error(source)) => return Err(self.unusable(source)),
+        }
+        let record = format!("process {} ({what})\n", std::process::id());
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(record.as_bytes()))
+            .map_err(|source| self.unusable(source))?;
+        Ok(DataDirLock { _file: file })
+    }
+
+    fn unusable(&self, source: std::io::Error) -> DataDirError {
+        DataDirError::Unusable {
+            path: self.root.clone(),
+            source,
+        }
+    }
+
+    /// Removes what a killed predecessor left behind: the stale control socket,
+    /// everything in `tmp/` (half-created repos, push spools), git lock files
+    /// in repos (no git child can be running while we hold the data dir lock),
+    /// and git quarantine directories older than `quarantine_max_age`. Each
+    /// removal is logged. Must be called with the lock held.
+    pub fn clean_leftovers(&self, _lock: &DataDirLock, quarantine_max_age: Duration) -> Cleanup {
+        let mut cleanup = Cleanup::default();
+        let socket = self.socket_path();
+        if socket.exists() && std::fs::remove_file(&socket).is_ok() {
+            cleanup.record(&socket, "stale control socket");
+        }
+        if let Ok(entries) = std::fs::read_dir(self.tmp_dir()) {
+            for entry in entries.flatten() {
+                if remove_any(&entry.path()).is_ok() {
+                    cleanup.record(&entry.path(), "leftover temporary file");
+                }
+            }
+        }
+        for repo in bare_repo_dirs(&self.repos_dir()) {
+            for lock in git_lock_files(&repo) {
+                if std::fs::remove_file(&lock).is_ok() {
+                    cleanup.record(&lock, "stale git lock file");
+                }
+            }
+            let Ok(entries) = std::fs::read_dir(repo.join("objects")) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if !name.to_string_lossy().starts_with("tmp_objdir-incoming-") {
+                    continue;
+                }
+                let age = entry
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|modified| SystemTime::now().duration_since(modified).ok())
+                    .unwrap_or_default();
+                if age >= quarantine_max_age && remove_any(&entry.path()).is_ok() {
+                    cleanup.record(&entry.path(), "leftover push quarantine");
+                }
+            }
+        }
+        cleanup
+    }
+}
+
+/// Holds the data dir's exclusive lock until dropped.
+#[derive(Debug)]
+pub struct DataDirLock {
+    _file: File,
+}
+
+/// What [`DataDir::clean_leftovers`] removed.
+#[derive(Debug, Default)]
+pub struct Cleanup {
+    pub removed: Vec<PathBuf>,
+}
+
+impl Cleanup {
+    fn record(&mut self, path: &Path, what: &str) {
+        tracing::info!(path = %path.display(), "start-up cleanup removed {what}");
+        self.removed.push(path.to_path_buf());
+    }
+}
+
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    if path.is_dir() && !path.is_symlink() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    }
+}
+
+/// `repos/<owner>/<name>.git` directories.
+pub fn bare_repo_dirs(repos_dir: &Path) -> Vec<PathBuf> {
+    let mut repos = Vec::new();
+    let Ok(owners) = std::fs::read_dir(repos_dir) else {
+        return repos;
+    };
+    for owner in owners.flatten() {
+        if !owner.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(names) = std::fs::read_dir(owner.path()) else {
+            continue;
+        };
+        for name in names.flatten() {
+            let is_repo = name.file_type().is_ok_and(|t| t.is_dir())
+                && name.file_name().to_string_lossy().ends_with(".git");
+            if is_repo {
+                repos.push(name.path());
+            }
+        }
+    }
+    repos.sort();
+    repos
+}
+
+/// Lock files git leaves when killed mid-update: `*.lock` under `refs/`,
+/// and the top-level ones (`HEAD.lock`, `packed-refs.lock`, `config.lock`, ...).
+fn git_lock_files(repo: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![repo.join("refs")];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "lock") {
+                found.push(path);
+            }
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(repo) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_file())
+                && path.extension().is_some_and(|e| e == "lock")
+            {
+                found.push(path);
+            }
+        }
+    }
+    found
+}

@@ -1,0 +1,144 @@
+//! The git binary vole runs: where it is, which version, and how a child is
+//! started with a cleared environment so nothing leaks in from the server
+//! user's own git configuration.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Why the configured git cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("git binary not found: {0} (set --git or VOLE_GIT to a git executable)")]
+    NotFound(String),
+    #[error("git binary {path} could not be run: {source}")]
+    NotRunnable {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Failed {
+        command: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+}
+
+/// A located, runnable git binary.
+#[derive(Debug, Clone)]
+pub struct Git {
+    path: PathBuf,
+    version: String,
+    /// `PATH` handed to children, so git finds its own helpers.
+    search_path: OsString,
+}
+
+impl Git {
+    /// Finds git: `explicit` when given (a path, or a bare name looked up on
+    /// `PATH`), else the first `git` on `PATH`. Runs `git --version` once.
+    pub fn locate(explicit: Option<&Path>) -> Result<Git, GitError> {
+        let search_path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+        let wanted = explicit.unwrap_or(Path::new("git"));
+        let path = if wanted.components().count() > 1 || wanted.is_absolute() {
+            wanted.to_path_buf()
+        } else {
+            std::env::split_paths(&search_path)
+                .map(|dir| dir.join(wanted))
+                .find(|candidate| is_executable(candidate))
+                .ok_or_else(|| GitError::NotFound(wanted.display().to_string()))?
+        };
+        if !is_executable(&path) {
+            return Err(GitError::NotFound(path.display().to_string()));
+        }
+        let output = Command::new(&path)
+            .arg("--version")
+            .env_clear()
+            .env("PATH", &search_path)
+            .output()
+            .map_err(|source| GitError::NotRunnable {
+                path: path.display().to_string(),
+                source,
+            })?;
+        let version = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        if !output.status.success() || !version.starts_with("git version") {
+            return Err(GitError::NotRunnable {
+                path: path.display().to_string(),
+                source: std::io::Error::other(format!("`--version` printed {version:?}")),
+            });
+        }
+        Ok(Git {
+            path,
+            version,
+            search_path,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What `git --version` printed, e.g. `git version 2.47.3`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// `PATH` as children should see it.
+    pub fn search_path(&self) -> &OsString {
+        &self.search_path
+    }
+
+    /// A git command with the environment cleared and only the allowlist set:
+    /// `PATH`, and the switches that stop git reading system or global config.
+    pub fn command(&self) -> Command {
+        let mut command = Command::new(&self.path);
+        command.env_clear();
+        for (key, value) in self.child_env() {
+            command.env(key, value);
+        }
+        command
+    }
+
+    /// The allowlisted environment of every git child, for callers that build
+    /// their own process (tokio's `Command`).
+    pub fn child_env(&self) -> Vec<(&'static str, OsString)> {
+        vec![
+            ("PATH", self.search_path.clone()),
+            ("GIT_CONFIG_NOSYSTEM", "1".into()),
+            ("GIT_CONFIG_GLOBAL", "/dev/null".into()),
+            ("LC_ALL", "C".into()),
+        ]
+    }
+
+    /// Runs `git args..` to completion and returns its stdout.
+    pub fn run(&self, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, GitError> {
+        let output =
+            self.command()
+                .args(args)
+                .output()
+                .map_err(|source| GitError::NotRunnable {
+                    path: self.path.display().to_string(),
+                    source,
+                })?;
+        if !output.status.success() {
+            return Err(GitError::Failed {
+                command: format!(
+                    "git {}",
+                    args.iter()
+                        .map(|a| a.to_string_lossy())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                ),
+                status: output.status,
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+            });
+        }
+        Ok(output.stdout)
+    }
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}

@@ -1,0 +1,18 @@
+//! vole: a self-hosted git forge that lives in your git repository.
+//!
+//! One server process owns one data directory. The modules below are laid out
+//! the way the system is: the CLI and config on top, the shared [`app::App`]
+//! that both the HTTP server and the local control socket call into, and the
+//! storage pieces underneath (repos on disk, the group-committed log).
+//!
+//! `ARCHITECTURE.md` at the repository root has the code map and invariants.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod control;
+pub mod datadir;
+pub mod git;
+pub mod log;
+pub mod repos;
+pub mod server;

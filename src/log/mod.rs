@@ -1,0 +1,1 @@
+//! The group-committed Arrow IPC log (see issue: built next).

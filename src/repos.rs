@@ -1,0 +1,281 @@
+//! Bare repositories on disk: the `owner/name` rules, creating a repo, and
+//! listing them. Reads and writes only `data/repos` (and `data/tmp` while a
+//! repo is being created); git objects are never touched here.
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::datadir::{DataDir, bare_repo_dirs};
+use crate::git::{Git, GitError};
+
+/// Longest owner or repo name accepted.
+pub const MAX_NAME_LEN: usize = 100;
+
+/// Words the router uses at the top level of a path; no owner or repo may
+/// take them.
+pub const RESERVED_NAMES: &[&str] = &[
+    "api", "static", "healthz", "metrics", "-", "login", "logout", "settings",
+];
+
+/// A validated `owner/name`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RepoName {
+    owner: String,
+    name: String,
+}
+
+/// The rule an `owner/name` broke.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("repository must be written owner/name, got {0:?}")]
+    NotOwnerSlashName(String),
+    #[error("{part} is empty")]
+    Empty { part: &'static str },
+    #[error("{part} {value:?} is longer than {MAX_NAME_LEN} characters")]
+    TooLong { part: &'static str, value: String },
+    #[error("{part} {value:?} contains {bad:?}; use only letters, digits, '.', '_' and '-'")]
+    BadCharacter {
+        part: &'static str,
+        value: String,
+        bad: char,
+    },
+    #[error("{part} {value:?} starts with a dot")]
+    LeadingDot { part: &'static str, value: String },
+    #[error("{part} {value:?} contains \"..\"")]
+    DoubleDot { part: &'static str, value: String },
+    #[error("{part} {value:?} ends in \".git\"; leave the suffix off")]
+    GitSuffix { part: &'static str, value: String },
+    #[error("{part} {value:?} is reserved for vole's own routes")]
+    Reserved { part: &'static str, value: String },
+}
+
+impl RepoName {
+    pub fn parse(text: &str) -> Result<RepoName, NameError> {
+        let Some((owner, name)) = text.split_once('/') else {
+            return Err(NameError::NotOwnerSlashName(text.to_string()));
+        };
+        if name.contains('/') {
+            return Err(NameError::NotOwnerSlashName(text.to_string()));
+        }
+        Self::from_parts(owner, name)
+    }
+
+    pub fn from_parts(owner: &str, name: &str) -> Result<RepoName, NameError> {
+        validate_part("owner", owner)?;
+        validate_part("repository name", name)?;
+        Ok(RepoName {
+            owner: owner.to_string(),
+            name: name.to_string(),
+        })
+    }
+
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `<owner>/<name>.git`, relative to `data/repos`.
+    pub fn relative_path(&self) -> PathBuf {
+        Path::new(&self.owner).join(format!("{}.git", self.name))
+    }
+}
+
+impl fmt::Display for RepoName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.owner, self.name)
+    }
+}
+impl TryFrom<String> for RepoName {
+    type Error = NameError;
+    fn try_from(text: String) -> Result<Self, Self::Error> {
+        RepoName::parse(&text)
+    }
+}
+impl From<RepoName> for String {
+    fn from(name: RepoName) -> String {
+        name.to_string()
+    }
+}
+
+fn validate_part(part: &'static str, value: &str) -> Result<(), NameError> {
+    let owned = || value.to_string();
+    if value.is_empty() {
+        return Err(NameError::Empty { part });
+    }
+    if value.chars().count() > MAX_NAME_LEN {
+        return Err(NameError::TooLong {
+            part,
+            value: owned(),
+        });
+    }
+    if let Some(bad) = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(NameError::BadCharacter {
+            part,
+            value: owned(),
+            bad,
+        });
+    }
+    if value.starts_with('.') {
+        return Err(NameError::LeadingDot {
+            part,
+            value: owned(),
+        });
+    }
+    if value.contains("..") {
+        return Err(NameError::DoubleDot {
+            part,
+            value: owned(),
+        });
+    }
+    if value.to_ascii_lowercase().ends_with(".git") {
+        return Err(NameError::GitSuffix {
+            part,
+            value: owned(),
+        });
+    }
+    if RESERVED_NAMES.contains(&value.to_ascii_lowercase().as_str()) {
+        return Err(NameError::Reserved {
+            part,
+            value: owned(),
+        });
+    }
+    Ok(())
+}
+
+/// One repository as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoInfo {
+    pub name: RepoName,
+    pub description: String,
+}
+
+/// Why a repository operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RepoError {
+    #[error(transparent)]
+    Name(#[from] NameError),
+    #[error("repository {0} already exists")]
+    AlreadyExists(RepoName),
+    #[error("repository {0} does not exist")]
+    NotFound(RepoName),
+    #[error("creating the repository failed: {0}")]
+    Git(#[from] GitError),
+    #[error("repository storage failed: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The bare repositories of one data directory.
+#[derive(Debug, Clone)]
+pub struct Repos {
+    data: DataDir,
+}
+
+/// What git puts in a new repo's `description`; shown as no description.
+const GIT_PLACEHOLDER_DESCRIPTION: &str =
+    "Unnamed repository; edit this file 'description' to name the repository.";
+
+impl Repos {
+    pub fn new(data: DataDir) -> Repos {
+        Repos { data }
+    }
+
+    /// Absolute (data-dir relative) path of a repo, whether or not it exists.
+    pub fn path(&self, name: &RepoName) -> PathBuf {
+        self.data.repos_dir().join(name.relative_path())
+    }
+
+    pub fn exists(&self, name: &RepoName) -> bool {
+        self.path(name).join("HEAD").is_file()
+    }
+
+    /// Creates a bare repo with HEAD on `default_branch`. The repo is built in
+    /// `data/tmp` and renamed into place, so a crash never leaves half a repo
+    /// under `repos/`.
+    pub fn create(
+        &self,
+        git: &Git,
+        name: &RepoName,
+        description: Option<&str>,
+        default_branch: &str,
+    ) -> Result<RepoInfo, RepoError> {
+        let target = self.path(name);
+        if target.exists() {
+            return Err(RepoError::AlreadyExists(name.clone()));
+        }
+        // Dropping `staging` removes whatever the rename did not move.
+        let staging = tempfile::Builder::new()
+            .prefix("create-")
+            .tempdir_in(self.data.tmp_dir())?;
+        let staged = staging.path().join("repo.git");
+        git.run(&[
+            OsStr::new("init"),
+            OsStr::new("--quiet"),
+            OsStr::new("--bare"),
+            OsStr::new(&format!("--initial-branch={default_branch}")),
+            staged.as_os_str(),
+        ])?;
+        let description = description.unwrap_or("").trim().to_string();
+        std::fs::write(staged.join("description"), format!("{description}\n"))?;
+        std::fs::create_dir_all(target.parent().expect("a repo path has an owner dir"))?;
+        match std::fs::rename(&staged, &target) {
+            Ok(()) => Ok(RepoInfo {
+                name: name.clone(),
+                description,
+            }),
+            // rename(2) refuses to replace a non-empty directory: someone
+            // created it between our check and now.
+            Err(e) if target.exists() => {
+                tracing::debug!(error = %e, "rename over existing repo refused");
+                Err(RepoError::AlreadyExists(name.clone()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every repository, sorted by owner then name.
+    pub fn list(&self) -> Vec<RepoInfo> {
+        bare_repo_dirs(&self.data.repos_dir())
+            .into_iter()
+            .filter_map(|path| {
+                let stem = path.file_name()?.to_str()?.strip_suffix(".git")?;
+                let owner = path.parent()?.file_name()?.to_str()?;
+                let name = RepoName::from_parts(owner, stem).ok()?;
+                Some(RepoInfo {
+                    description: read_description(&path),
+                    name,
+                })
+            })
+            .collect()
+    }
+}
+
+fn read_description(repo: &Path) -> String {
+    let text = std::fs::read_to_string(repo.join("description")).unwrap_or_default();
+    let text = text.trim();
+    if text == GIT_PLACEHOLDER_DESCRIPTION {
+        String::new()
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_names_pass() {
+        for ok in ["alice/vole", "a-b/c_d.e", "A1/x", "o/-dash-first"] {
+            RepoName::parse(ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+    }
+}

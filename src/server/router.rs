@@ -1,0 +1,26 @@
+//! Every HTTP route vole serves, registered in one place.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::routing::get;
+
+use crate::app::App;
+
+/// The whole HTTP application, ready to serve (tests call it too).
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .fallback(not_found)
+        .with_state(app)
+        .layer(axum::middleware::from_fn(super::request_log::log_request))
+}
+
+async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+async fn not_found() -> (StatusCode, &'static str) {
+    (StatusCode::NOT_FOUND, "not found\n")
+}
