@@ -1,0 +1,279 @@
+//! Group commit: the sync gate. Writers append under the writer mutex, then
+//! wait here outside it. The first to arrive when no sync is running leads:
+//! it reads the written watermark, syncs once, and publishes that watermark
+//! as durable; everyone at or below it returns without syncing.
+//!
+//! [`GateState`] is the whole decision (watermarks, who leads, who waits) as
+//! a state machine with no I/O, so it is tested without threads or files.
+//! [`SyncGate`] is the thin layer that parks threads on a condvar and calls
+//! the storage's sync.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::counters::Counters;
+use super::storage::LogStorage;
+
+/// What an arriving waiter must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival {
+    /// Its sequence is durable: acknowledge.
+    Durable,
+    /// Sync the storage, covering every sequence up to `upto`, then report
+    /// with [`GateState::sync_finished`].
+    Lead { upto: u64 },
+    /// A sync is running (or the gate is held): wait and arrive again.
+    Wait,
+    /// A sync or write failed; nothing above the durable watermark will
+    /// ever be acknowledged by this log instance.
+    Failed(String),
+}
+
+/// Watermarks and leadership; no I/O.
+#[derive(Debug, Default)]
+pub struct GateState {
+    written: u64,
+    durable: u64,
+    syncing: bool,
+    held: u32,
+    failed: Option<String>,
+    waiting: usize,
+}
+
+impl GateState {
+    /// A gate whose sequences up to `durable` are already on disk.
+    pub fn new(durable: u64) -> GateState {
+        GateState {
+            written: durable,
+            durable,
+            ..GateState::default()
+        }
+    }
+
+    /// The frame for `seq` reached the kernel (called under the writer mutex).
+    pub fn frame_written(&mut self, seq: u64) {
+        self.written = self.written.max(seq);
+    }
+
+    pub fn arrive(&mut self, seq: u64) -> Arrival {
+        if seq <= self.durable {
+            return Arrival::Durable;
+        }
+        if let Some(why) = &self.failed {
+            return Arrival::Failed(why.clone());
+        }
+        if self.syncing || self.held > 0 {
+            return Arrival::Wait;
+        }
+        self.syncing = true;
+        Arrival::Lead { upto: self.written }
+    }
+
+    /// The leader's sync returned. On success everything up to `upto` is
+    /// durable; on failure the gate is poisoned.
+    pub fn sync_finished(&mut self, upto: u64, result: Result<(), String>) {
+        self.syncing = false;
+        match result {
+            Ok(()) => self.durable = self.durable.max(upto),
+            Err(why) => {
+                self.failed.get_or_insert(why);
+            }
+        }
+    }
+
+    /// Poisons the gate (a write failed).
+    pub fn fail(&mut self, why: String) {
+        self.failed.get_or_insert(why);
+    }
+
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+    pub fn durable(&self) -> u64 {
+        self.durable
+    }
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+}
+
+/// Parks waiters and runs the leader's sync.
+pub struct SyncGate {
+    state: Mutex<GateState>,
+    wake: Condvar,
+    storage: Mutex<Arc<dyn LogStorage>>,
+    counters: Arc<Counters>,
+}
+
+impl SyncGate {
+    pub fn new(storage: Arc<dyn LogStorage>, durable: u64, counters: Arc<Counters>) -> SyncGate {
+        SyncGate {
+            state: Mutex::new(GateState::new(durable)),
+            wake: Condvar::new(),
+            storage: Mutex::new(storage),
+            counters,
+        }
+    }
+
+    pub fn state(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks until `seq` is durable (or the log failed). Blocking: async
+    /// callers go through `spawn_blocking`.
+    pub fn wait_durable(&self, seq: u64) -> Result<(), String> {
+        let mut state = self.state();
+        loop {
+            match state.arrive(seq) {
+                Arrival::Durable => return Ok(()),
+                Arrival::Failed(why) => return Err(why),
+                Arrival::Wait => {
+                    state.waiting += 1;
+                    self.wake.notify_all(); // lets a holder see the queue grow
+                    state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+                    state.waiting -= 1;
+                }
+                Arrival::Lead { upto } => {
+                    let covered = upto - state.durable();
+                    drop(state);
+                    let storage = self
+                        .storage
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone();
+                    let started = Instant::now();
+                    let result = storage.sync().map_err(|e| format!("log sync failed: {e}"));
+                    self.counters.record_sync(started.elapsed(), covered);
+                    state = self.state();
+                    state.sync_finished(upto, result);
+                    self.wake.notify_all();
+                }
+            }
+        }
+    }
+
+    /// Holds the gate shut: no sync starts until the hold is dropped, and
+    /// none is running when this returns. Compaction holds it while it swaps
+    /// files; tests hold it to build a queue of waiters deterministically.
+    pub fn hold(&self) -> GateHold<'_> {
+        let mut state = self.state();
+        state.held += 1;
+        while state.syncing {
+            state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+        GateHold { gate: self }
+    }
+
+    /// Waits (bounded) until `n` waiters are parked; for tests and benches.
+    pub fn wait_for_waiters(&self, n: usize, bound: std::time::Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        let mut state = self.state();
+        while state.waiting < n {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            state = self
+                .wake
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    pub(super) fn fail(&self, why: String) {
+        self.state().fail(why);
+        self.wake.notify_all();
+    }
+
+    pub(super) fn frame_written(&self, seq: u64) {
+        self.state().frame_written(seq);
+    }
+
+    pub fn syncs(&self) -> u64 {
+        self.counters.syncs.load(Ordering::Relaxed)
+    }
+}
+
+/// An open hold on the gate; see [`SyncGate::hold`].
+pub struct GateHold<'a> {
+    gate: &'a SyncGate,
+}
+
+impl GateHold<'_> {
+    /// Re-binds the gate to new storage and publishes `durable` (the new file
+    /// was synced whole before it replaced the old one). Only compaction
+    /// calls this, with the writer mutex held, so no later sync can land on
+    /// the unlinked old inode.
+    pub(super) fn rebind(&self, storage: Arc<dyn LogStorage>, durable: u64) {
+        *self.gate.storage.lock().unwrap_or_else(|p| p.into_inner()) = storage;
+        let mut state = self.gate.state();
+        state.durable = state.durable.max(durable);
+    }
+}
+
+impl Drop for GateHold<'_> {
+    fn drop(&mut self) {
+        self.gate.state().held -= 1;
+        self.gate.wake.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_follower_that_never_syncs_is_still_covered_by_the_leaders_sync() {
+        let mut gate = GateState::new(0);
+        gate.frame_written(1);
+        assert_eq!(gate.arrive(1), Arrival::Lead { upto: 1 });
+        // Frame 2 reaches the kernel while the leader syncs: not covered.
+        gate.frame_written(2);
+        assert_eq!(gate.arrive(2), Arrival::Wait);
+        gate.sync_finished(1, Ok(()));
+        assert_eq!(gate.durable(), 1);
+        // 2 was written after the leader read the watermark: it must lead.
+        assert_eq!(gate.arrive(2), Arrival::Lead { upto: 2 });
+        gate.frame_written(3);
+        gate.sync_finished(2, Ok(()));
+        // 3 arrives; a new leader for 3 covers 3 and everything below.
+        gate.frame_written(4);
+        assert_eq!(gate.arrive(3), Arrival::Lead { upto: 4 });
+        gate.sync_finished(4, Ok(()));
+        // The follower for 4 never synced, and is durable.
+        assert_eq!(
+            gate.arrive(4),
+            Arrival::Durable,
+            "the leader's sync covered seq 4, which had reached the kernel before it read the watermark"
+        );
+    }
+
+    #[test]
+    fn nothing_above_the_durable_watermark_is_acknowledged_after_a_failed_sync() {
+        let mut gate = GateState::new(5);
+        gate.frame_written(6);
+        gate.frame_written(7);
+        assert_eq!(gate.arrive(7), Arrival::Lead { upto: 7 });
+        gate.sync_finished(7, Err("EIO".into()));
+        assert_eq!(gate.arrive(6), Arrival::Failed("EIO".into()));
+        assert_eq!(gate.arrive(7), Arrival::Failed("EIO".into()));
+        assert_eq!(
+            gate.arrive(5),
+            Arrival::Durable,
+            "already durable stays durable"
+        );
+    }
+
+    #[test]
+    fn a_held_gate_starts_no_sync() {
+        let mut gate = GateState::new(0);
+        gate.held = 1;
+        gate.frame_written(1);
+        assert_eq!(gate.arrive(1), Arrival::Wait);
+        gate.held = 0;
+        assert_eq!(gate.arrive(1), Arrival::Lead { upto: 1 });
+    }
+}
