@@ -1,12 +1,47 @@
 //! [`App`]: the one shared state of a running vole (or of a CLI command that
 //! holds the data dir lock because no server runs). HTTP handlers and the
-//! control socket both call into it; it owns the config, the git binary and
-//! the repository store.
+//! control socket both call into it; it owns the config, the git binary,
+//! the repository store and the logs.
+
+use std::path::Path;
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::git::Git;
+use crate::log::{Log, LogError, MetaWrite, RecordKind, RefMove};
 use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
+
+/// The data dir's logs, one stream per record kind.
+#[derive(Debug)]
+pub struct Logs {
+    pub refs: Arc<Log<RefMove>>,
+    pub meta: Arc<Log<MetaWrite>>,
+}
+
+impl Logs {
+    /// Opens (replays, repairs a torn tail of) every log in `dir`.
+    pub fn open(dir: &Path) -> Result<Logs, LogError> {
+        Ok(Logs {
+            refs: Arc::new(open_one::<RefMove>(dir)?),
+            meta: Arc::new(open_one::<MetaWrite>(dir)?),
+        })
+    }
+}
+
+fn open_one<K: RecordKind>(dir: &Path) -> Result<Log<K>, LogError> {
+    let started = std::time::Instant::now();
+    let (log, replay) = Log::<K>::open(dir, |_| {})?;
+    tracing::info!(
+        log = K::FILE_NAME,
+        txns = replay.txns,
+        last_seq = replay.last_seq(),
+        torn_tail = replay.torn.is_some(),
+        replay_ms = started.elapsed().as_secs_f64() * 1e3,
+        "log opened"
+    );
+    Ok(log)
+}
 
 /// Shared state; lives behind an `Arc`.
 #[derive(Debug)]
@@ -15,18 +50,21 @@ pub struct App {
     pub data: DataDir,
     pub git: Git,
     pub repos: Repos,
+    pub logs: Logs,
 }
 
 impl App {
-    /// Assembles the app over a prepared, locked data dir.
-    pub fn new(config: Config, git: Git) -> App {
+    /// Assembles the app over a prepared, locked data dir (opening the logs
+    /// replays them).
+    pub fn open(config: Config, git: Git) -> Result<App, LogError> {
         let data = DataDir::new(config.data_dir.clone());
-        App {
+        Ok(App {
+            logs: Logs::open(&data.log_dir())?,
             repos: Repos::new(data.clone()),
             data,
             git,
             config,
-        }
+        })
     }
 
     /// Creates `owner/name` (blocking: runs git).

@@ -17,6 +17,7 @@ use crate::config::{Config, Settings};
 use crate::control::{self, Reply, Request, client::Client};
 use crate::datadir::{DataDir, DataDirError};
 use crate::git::Git;
+use crate::log::{Entry, MetaWrite, RecordKind, RefMove, Tail};
 use crate::repos::RepoInfo;
 
 #[derive(Debug, Parser)]
@@ -49,6 +50,23 @@ pub enum Command {
     /// Manage repositories.
     #[command(subcommand)]
     Repo(RepoCommand),
+    /// Read the ref and metadata log.
+    #[command(subcommand)]
+    Log(LogCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// Print every logged transaction, one line per row (safe while the
+    /// server runs: it only reads).
+    Dump {
+        /// Keep printing new records as they are appended.
+        #[arg(long)]
+        follow: bool,
+        /// JSON Lines instead of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -145,6 +163,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("created {}", info.name);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Log(LogCommand::Dump { follow, json }) => {
+            dump_logs(&config, follow, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Repo(RepoCommand::List { json }) => {
             let repos: Vec<RepoInfo> = call(&config, Request::RepoList)?;
             if json {
@@ -157,6 +179,110 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `vole log dump`: both logs, ref moves first, then (with `--follow`) new
+/// records of either as they appear.
+fn dump_logs(config: &Config, follow: bool, json: bool) -> anyhow::Result<()> {
+    use std::io::Write;
+    let dir = DataDir::new(config.data_dir.clone()).log_dir();
+    let mut refs = Tail::<RefMove>::new(&dir.join(RefMove::FILE_NAME));
+    let mut meta = Tail::<MetaWrite>::new(&dir.join(MetaWrite::FILE_NAME));
+    let stdout = std::io::stdout();
+    loop {
+        let mut out = stdout.lock();
+        let mut failed = None;
+        refs.poll(|entry| {
+            for line in dump_lines("refs", entry, json, describe_ref_move) {
+                if let Err(e) = writeln!(out, "{line}") {
+                    failed.get_or_insert(e);
+                }
+            }
+        })?;
+        meta.poll(|entry| {
+            for line in dump_lines("meta", entry, json, describe_meta_write) {
+                if let Err(e) = writeln!(out, "{line}") {
+                    failed.get_or_insert(e);
+                }
+            }
+        })?;
+        match failed {
+            // A closed pipe (`| head`) ends the dump quietly.
+            Some(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+            Some(e) => return Err(e.into()),
+            None => {}
+        }
+        out.flush()?;
+        drop(out);
+        if !follow {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn dump_lines<K: serde::Serialize>(
+    log: &str,
+    entry: Entry<K>,
+    json: bool,
+    describe: fn(&K) -> String,
+) -> Vec<String> {
+    let (seq, rows) = match entry {
+        Entry::Checkpoint(rows) => (None, rows),
+        Entry::Txn { seq, rows } => (Some(seq), rows),
+    };
+    rows.iter()
+        .map(|row| {
+            if json {
+                let mut value = serde_json::to_value(row).unwrap_or_default();
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("log".into(), log.into());
+                    object.insert("seq".into(), seq.into());
+                    object.insert("checkpoint".into(), seq.is_none().into());
+                }
+                value.to_string()
+            } else {
+                let seq = seq.map_or("checkpoint".to_string(), |s| format!("seq={s}"));
+                format!("{log} {seq} {}", describe(row))
+            }
+        })
+        .collect()
+}
+
+fn format_time(time_ns: i64) -> String {
+    let time = std::time::UNIX_EPOCH + Duration::from_nanos(time_ns.max(0) as u64);
+    humantime::format_rfc3339_millis(time).to_string()
+}
+
+fn short_oid(oid: &Option<String>) -> &str {
+    oid.as_deref().map_or("0000000", |o| &o[..o.len().min(12)])
+}
+
+fn describe_ref_move(m: &RefMove) -> String {
+    format!(
+        "{} {} {} {}..{} {} actor={}@{} push={}",
+        format_time(m.time_ns),
+        m.repo,
+        m.ref_name,
+        short_oid(&m.old),
+        short_oid(&m.new),
+        m.phase.as_str(),
+        m.actor,
+        m.client,
+        m.push_id
+    )
+}
+
+fn describe_meta_write(m: &MetaWrite) -> String {
+    format!(
+        "{} {} {} {} shard={:02x} bytes={}",
+        format_time(m.time_ns),
+        m.repo,
+        m.kind,
+        m.entity_id,
+        m.shard,
+        m.body.len()
+    )
 }
 
 /// How long the CLI waits for a server that holds the lock but has not yet
@@ -176,7 +302,7 @@ fn call<T: serde::de::DeserializeOwned>(config: &Config, request: Request) -> an
         match data.lock("vole cli") {
             Ok(lock) => {
                 let git = Git::locate(config.git.as_deref())?;
-                let app = App::new(config.clone(), git);
+                let app = App::open(config.clone(), git)?;
                 let reply = control::dispatch(&app, request);
                 drop(lock);
                 break reply;

@@ -117,7 +117,12 @@ pub struct FrameReader<R> {
 
 impl<R: Read> FrameReader<R> {
     pub fn new(inner: R) -> FrameReader<R> {
-        FrameReader { inner, offset: 0 }
+        FrameReader::at(inner, 0)
+    }
+
+    /// A reader whose first byte is at file offset `offset`.
+    pub fn at(inner: R, offset: u64) -> FrameReader<R> {
+        FrameReader { inner, offset }
     }
 
     /// Offset of the next unread byte.

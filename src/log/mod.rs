@@ -47,6 +47,7 @@ pub mod frame;
 pub mod gate;
 pub mod record;
 pub mod storage;
+pub mod tail;
 
 use std::fs::File;
 use std::io::BufReader;
@@ -64,6 +65,7 @@ pub use counters::{CounterSnapshot, Counters};
 pub use gate::SyncGate;
 pub use record::{MetaWrite, Phase, RecordKind, RefMove};
 pub use storage::{FileStorage, LogStorage, StorageOpener};
+pub use tail::Tail;
 
 use frame::{FrameDecoder, FrameEncoder, FrameError, FrameReader, RawFrame};
 use record::meta_keys;

@@ -3,6 +3,7 @@
 //! loses unsynced bytes, sync failure, compaction, and an external reader.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,7 +99,9 @@ fn a_64_byte_aligned_log_is_still_read_and_can_be_appended_to() {
     let seq = log.commit(&[ref_move(3)]).unwrap();
     assert_eq!(seq, 3);
     let appended = file_len(log.path()) - planted_len;
-    let planted_frame = (planted_len - 8) / 2; // rough, schema excluded below
+    let mut frames = frame::FrameReader::new(std::fs::File::open(log.path()).unwrap());
+    frames.next_frame().unwrap(); // schema
+    let planted_frame = frames.next_frame().unwrap().unwrap().bytes.len() as u64;
     assert!(
         planted_frame > appended,
         "the planted frames ({planted_frame} B) are not larger than the appended one ({appended} B), so this log is NOT mixed-alignment"
@@ -580,16 +583,85 @@ for b in batches:
         "pyarrow could not read the log: {}",
         String::from_utf8_lossy(&output.stderr)
     );
+    let oid = |n: u64| format!("{n:040x}");
     let expected = format!(
         "batches 2\nkind ref_move base 1 type timestamp[ns, tz=UTC]\n\
-         alice/vole refs/heads/main {o1} {n1} alice@127.0.0.1 1001 0 1764000000000000001\n\
-         alice/vole refs/heads/main none {n2} alice@127.0.0.1 1002 1 1764000000000000002\n\
-         alice/vole refs/heads/main {o3} {n3} alice@127.0.0.1 1003 0 1764000000000000003\n",
-        o1 = format!("{:040x}", 1),
-        n1 = format!("{:040x}", 2),
-        n2 = format!("{:040x}", 3),
-        o3 = format!("{:040x}", 3),
-        n3 = format!("{:040x}", 4),
+         alice/vole refs/heads/main {} {} alice@127.0.0.1 1001 0 1764000000000000001\n\
+         alice/vole refs/heads/main none {} alice@127.0.0.1 1002 1 1764000000000000002\n\
+         alice/vole refs/heads/main {} {} alice@127.0.0.1 1003 0 1764000000000000003\n",
+        oid(1),
+        oid(2),
+        oid(3),
+        oid(3),
+        oid(4),
     );
     assert_eq!(stdout, expected);
+}
+
+/// Set in the child of the kill -9 test: the log dir it writes to.
+const KILL9_CHILD_ENV: &str = "VOLE_TEST_KILL9_LOG_DIR";
+
+#[test]
+fn a_kill_9_after_acknowledgement_loses_no_acknowledged_transaction() {
+    use std::io::BufRead;
+    if let Some(dir) = std::env::var_os(KILL9_CHILD_ENV) {
+        // The child: commit until killed (bounded), announcing each ack.
+        let (log, _) = Log::<RefMove>::open(Path::new(&dir), |_| {}).unwrap();
+        let mut out = std::io::stdout().lock();
+        for i in 0..100_000u64 {
+            let seq = log.commit(&[ref_move(i)]).unwrap();
+            writeln!(out, "acked {seq} {}", 1000 + i).unwrap();
+            out.flush().unwrap();
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "log::tests::a_kill_9_after_acknowledgement_loses_no_acknowledged_transaction",
+        ])
+        .args(["--nocapture", "--test-threads=1"])
+        .env(KILL9_CHILD_ENV, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut acked: HashMap<u64, u64> = HashMap::new();
+    let mut lines = stdout.lines();
+    while acked.len() < 300 {
+        let line = lines
+            .next()
+            .expect("the child stopped before 300 acks")
+            .unwrap();
+        if let Some(rest) = line.strip_prefix("acked ") {
+            let (seq, id) = rest.split_once(' ').unwrap();
+            acked.insert(seq.parse().unwrap(), id.parse().unwrap());
+        }
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    // Acks printed before the kill landed are acknowledged too.
+    for line in lines.map_while(Result::ok) {
+        if let Some(rest) = line.strip_prefix("acked ") {
+            let (seq, id) = rest.split_once(' ').unwrap();
+            acked.insert(seq.parse().unwrap(), id.parse().unwrap());
+        }
+    }
+    let found: HashMap<u64, u64> = txns(dir.path())
+        .into_iter()
+        .map(|(seq, rows)| (seq, rows[0].push_id))
+        .collect();
+    let lost: Vec<_> = acked
+        .iter()
+        .filter(|(s, id)| found.get(s) != Some(id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged transactions lost after kill -9: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(3)]
+    );
+    assert!(found.len() >= acked.len());
 }

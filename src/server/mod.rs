@@ -44,7 +44,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     })?;
 
     let shutdown_grace = config.shutdown_grace;
-    let app = Arc::new(App::new(config, git));
+    let app = Arc::new(App::open(config, git)?);
     let control_task = tokio::spawn(control::server::serve(control_listener, app.clone()));
 
     tracing::info!(
