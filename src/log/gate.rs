@@ -3,6 +3,13 @@
 //! it reads the written watermark, syncs once, and publishes that watermark
 //! as durable; everyone at or below it returns without syncing.
 //!
+//! Commit delay: when a leader is chosen while other commits are in flight
+//! (announced, encoding or writing, not yet at the gate), it waits for them
+//! to reach the kernel (bounded by the last sync's duration, at most 1 ms)
+//! before it reads the watermark, so one sync covers them too. Without it,
+//! two writers ping-pong: each sync covers exactly one transaction, because
+//! the other's frame always lands just after the leader read the watermark.
+//!
 //! [`GateState`] is the whole decision (watermarks, who leads, who waits) as
 //! a state machine with no I/O, so it is tested without threads or files.
 //! [`SyncGate`] is the thin layer that parks threads on a condvar and calls
@@ -10,7 +17,7 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::counters::Counters;
 use super::storage::LogStorage;
@@ -39,6 +46,7 @@ pub struct GateState {
     held: u32,
     failed: Option<String>,
     waiting: usize,
+    in_flight: usize,
 }
 
 impl GateState {
@@ -49,6 +57,21 @@ impl GateState {
             durable,
             ..GateState::default()
         }
+    }
+
+    /// A commit began (it will append, then arrive).
+    pub fn commit_started(&mut self) {
+        self.in_flight += 1;
+    }
+
+    /// A commit that began has appended (or given up).
+    pub fn commit_reached_gate(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    /// A leader should hold its sync back while commits are in flight.
+    pub fn should_delay_sync(&self) -> bool {
+        self.in_flight > 0
     }
 
     /// The frame for `seq` reached the kernel (called under the writer mutex).
@@ -102,6 +125,9 @@ impl GateState {
 pub struct SyncGate {
     state: Mutex<GateState>,
     wake: Condvar,
+    /// Wakes a leader that delays its sync for in-flight commits.
+    arrivals: Condvar,
+    last_sync_nanos: std::sync::atomic::AtomicU64,
     storage: Mutex<Arc<dyn LogStorage>>,
     counters: Arc<Counters>,
 }
@@ -111,6 +137,8 @@ impl SyncGate {
         SyncGate {
             state: Mutex::new(GateState::new(durable)),
             wake: Condvar::new(),
+            arrivals: Condvar::new(),
+            last_sync_nanos: std::sync::atomic::AtomicU64::new(100_000),
             storage: Mutex::new(storage),
             counters,
         }
@@ -134,7 +162,27 @@ impl SyncGate {
                     state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
                     state.waiting -= 1;
                 }
-                Arrival::Lead { upto } => {
+                Arrival::Lead { mut upto } => {
+                    if state.should_delay_sync() {
+                        let bound = Duration::from_nanos(
+                            self.last_sync_nanos.load(Ordering::Relaxed).min(MAX_COMMIT_DELAY_NANOS),
+                        );
+                        let deadline = Instant::now() + bound;
+                        while state.should_delay_sync() {
+                            let now = Instant::now();
+                            if now >= deadline {
+                                break;
+                            }
+                            state = self
+                                .arrivals
+                                .wait_timeout(state, deadline - now)
+                                .unwrap_or_else(|p| p.into_inner())
+                                .0;
+                        }
+                        // Everything written so far reached the kernel
+                        // before the sync below starts: it covers it.
+                        upto = state.written();
+                    }
                     let covered = upto - state.durable();
                     drop(state);
                     let storage = self
@@ -144,13 +192,23 @@ impl SyncGate {
                         .clone();
                     let started = Instant::now();
                     let result = storage.sync().map_err(|e| format!("log sync failed: {e}"));
-                    self.counters.record_sync(started.elapsed(), covered);
+                    let took = started.elapsed();
+                    self.last_sync_nanos
+                        .store(took.as_nanos() as u64, Ordering::Relaxed);
+                    self.counters.record_sync(took, covered);
                     state = self.state();
                     state.sync_finished(upto, result);
                     self.wake.notify_all();
                 }
             }
         }
+    }
+
+    /// Announces a commit that is about to append; the returned guard must be
+    /// told when its frame is written (or it gives up by being dropped).
+    pub fn announce(&self) -> Announced<'_> {
+        self.state().commit_started();
+        Announced { gate: Some(self) }
     }
 
     /// Holds the gate shut: no sync starts until the hold is dropped, and
@@ -194,6 +252,34 @@ impl SyncGate {
 
     pub fn syncs(&self) -> u64 {
         self.counters.syncs.load(Ordering::Relaxed)
+    }
+}
+
+/// Longest a leader delays its sync for in-flight commits.
+const MAX_COMMIT_DELAY_NANOS: u64 = 1_000_000;
+
+/// A commit announced to the gate; see [`SyncGate::announce`].
+pub struct Announced<'a> {
+    gate: Option<&'a SyncGate>,
+}
+
+impl Announced<'_> {
+    /// The commit's frame is written (or failed): stop delaying leaders.
+    pub fn reached_gate(mut self) {
+        self.release();
+    }
+
+    fn release(&mut self) {
+        if let Some(gate) = self.gate.take() {
+            gate.state().commit_reached_gate();
+            gate.arrivals.notify_all();
+        }
+    }
+}
+
+impl Drop for Announced<'_> {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -265,6 +351,20 @@ mod tests {
             Arrival::Durable,
             "already durable stays durable"
         );
+    }
+
+    #[test]
+    fn a_leader_delays_only_while_commits_are_in_flight() {
+        let mut gate = GateState::new(0);
+        assert!(!gate.should_delay_sync());
+        gate.commit_started();
+        gate.commit_started();
+        assert!(gate.should_delay_sync());
+        gate.commit_reached_gate();
+        assert!(gate.should_delay_sync(), "one commit is still in flight");
+        gate.commit_reached_gate();
+        gate.commit_reached_gate(); // a stray release never underflows
+        assert!(!gate.should_delay_sync());
     }
 
     #[test]

@@ -304,7 +304,6 @@ fn io(path: &Path, source: std::io::Error) -> LogError {
 
 struct Writer {
     storage: Arc<dyn LogStorage>,
-    encoder: FrameEncoder,
     len: u64,
     next_seq: u64,
     base_seq: u64,
@@ -366,7 +365,6 @@ impl<K: RecordKind> Log<K> {
                 "log tail was torn (a write cut short by a crash); truncated it, every complete transaction before it is kept"
             );
         }
-        let mut encoder = FrameEncoder::new();
         let mut len = replay.valid_len;
         if replay.torn.is_some() || replay.empty {
             storage
@@ -374,19 +372,15 @@ impl<K: RecordKind> Log<K> {
                 .map_err(|e| io(&path, e))?;
         }
         if replay.empty {
-            let schema = encoder.schema(&K::schema(1, 0));
+            let schema = FrameEncoder::new().schema(&K::schema(1, 0));
             storage.append(&schema).map_err(|e| io(&path, e))?;
             len = schema.len() as u64;
         }
         storage.sync().map_err(|e| io(&path, e))?;
-        if replay.empty {
-            if let Some(parent) = path.parent() {
-                storage::sync_dir(parent).map_err(|e| io(parent, e))?;
-            }
-        } else {
-            // The encoder must know the schema it appends under; the message
-            // it returns is already in the file.
-            encoder.schema(&K::schema(replay.base_seq, replay.checkpoint_frames));
+        if replay.empty
+            && let Some(parent) = path.parent()
+        {
+            storage::sync_dir(parent).map_err(|e| io(parent, e))?;
         }
         let last = replay.last_seq();
         let counters = Arc::new(Counters::default());
@@ -394,7 +388,6 @@ impl<K: RecordKind> Log<K> {
             gate: SyncGate::new(storage.clone(), last, counters.clone()),
             writer: Mutex::new(Writer {
                 storage,
-                encoder,
                 len,
                 next_seq: last + 1,
                 base_seq: replay.base_seq,
@@ -420,7 +413,9 @@ impl<K: RecordKind> Log<K> {
         if rows.is_empty() {
             return Err(LogError::EmptyTransaction);
         }
-        let batch = K::batch(rows)?;
+        // Build and encode outside the writer mutex: a frame is a
+        // self-contained message, so only the write itself is serial.
+        let frame = encode_frame(&K::batch(rows)?)?;
         let asked = Instant::now();
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let lock_wait = asked.elapsed();
@@ -430,7 +425,6 @@ impl<K: RecordKind> Log<K> {
                 why: why.clone(),
             });
         }
-        let frame = writer.encoder.batch(&batch)?;
         if let Err(e) = writer.storage.append(&frame) {
             // Undo a partial frame so the file stays a valid stream, and
             // refuse further appends: a later success must not be
@@ -467,7 +461,9 @@ impl<K: RecordKind> Log<K> {
 
     /// Appends one transaction and returns once it is durable.
     pub fn commit(&self, rows: &[K]) -> Result<u64, LogError> {
+        let announced = self.gate.announce();
         let seq = self.append(rows)?;
+        announced.reached_gate();
         self.wait_durable(seq)?;
         Ok(seq)
     }
@@ -585,7 +581,6 @@ impl<K: RecordKind> Log<K> {
         // The renamed file is the same inode the new storage wrote and
         // synced; from here on every append and sync goes to it.
         writer.storage = new_storage.clone();
-        writer.encoder = encoder;
         writer.base_seq = new_base;
         let old_len = writer.len;
         writer.len = new_len;
@@ -625,6 +620,15 @@ impl<K: RecordKind> Log<K> {
         }
         Ok(header)
     }
+}
+
+thread_local! {
+    /// One encoder per thread (it reuses its flatbuffer builder).
+    static ENCODER: std::cell::RefCell<FrameEncoder> = std::cell::RefCell::new(FrameEncoder::new());
+}
+
+fn encode_frame(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
+    ENCODER.with(|encoder| encoder.borrow_mut().batch(batch))
 }
 
 /// What a compaction did.
