@@ -11,6 +11,7 @@ use crate::datadir::DataDir;
 use crate::git::Git;
 use crate::log::{Log, LogError, MetaWrite, RecordKind, RefMove};
 use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
+use crate::transport::Transport;
 
 /// The data dir's logs, one stream per record kind.
 #[derive(Debug)]
@@ -51,6 +52,7 @@ pub struct App {
     pub git: Git,
     pub repos: Repos,
     pub logs: Logs,
+    pub transport: Transport,
 }
 
 impl App {
@@ -60,6 +62,7 @@ impl App {
         let data = DataDir::new(config.data_dir.clone());
         Ok(App {
             logs: Logs::open(&data.log_dir())?,
+            transport: Transport::new(&config, data.repos_dir()),
             repos: Repos::new(data.clone()),
             data,
             git,

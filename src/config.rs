@@ -20,6 +20,26 @@ pub mod defaults {
     pub const SHUTDOWN_GRACE: &str = "30s";
     pub const QUARANTINE_MAX_AGE: &str = "1h";
     pub const CONFIG_FILE: &str = "vole.toml";
+    pub const MAX_PUSH_SIZE: &str = "2GiB";
+    pub const MAX_REQUEST_SIZE: &str = "64MiB";
+    pub const MAX_SPOOL_TOTAL: &str = "8GiB";
+    pub const QUEUE_TIMEOUT: &str = "10s";
+    pub const HEADER_READ_TIMEOUT: &str = "30s";
+    pub const BODY_IDLE_TIMEOUT: &str = "60s";
+
+    /// Concurrent upload-pack children (clone/fetch): 2 per core, at least 4.
+    pub fn upload_pack_limit() -> usize {
+        (2 * cores()).max(4)
+    }
+
+    /// Concurrent receive-pack children (push): 1 per core, at least 2.
+    pub fn receive_pack_limit() -> usize {
+        cores().max(2)
+    }
+
+    fn cores() -> usize {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    }
 }
 
 /// Raw settings: what one source (flags+env, or the config file) said.
@@ -45,6 +65,47 @@ pub struct Settings {
     #[arg(long, env = "VOLE_QUARANTINE_MAX_AGE", value_name = "DURATION")]
     pub quarantine_max_age: Option<String>,
 
+    /// Allow pushes without an account (development only; a warning is logged
+    /// at start) [default: off].
+    #[arg(long, env = "VOLE_ANONYMOUS_PUSH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub anonymous_push: Option<bool>,
+
+    /// Largest push body accepted, e.g. 512MiB; larger pushes get 413
+    /// [default: 2GiB].
+    #[arg(long, env = "VOLE_MAX_PUSH_SIZE", value_name = "SIZE")]
+    pub max_push_size: Option<String>,
+
+    /// Largest clone/fetch request body accepted [default: 64MiB].
+    #[arg(long, env = "VOLE_MAX_REQUEST_SIZE", value_name = "SIZE")]
+    pub max_request_size: Option<String>,
+
+    /// Most request-body bytes spooled to disk at once, over all requests;
+    /// beyond it new requests get 503 [default: 8GiB].
+    #[arg(long, env = "VOLE_MAX_SPOOL_TOTAL", value_name = "SIZE")]
+    pub max_spool_total: Option<String>,
+
+    /// Concurrent clone/fetch git processes [default: 2 per core, at least 4].
+    #[arg(long, env = "VOLE_UPLOAD_PACK_LIMIT", value_name = "N")]
+    pub upload_pack_limit: Option<usize>,
+
+    /// Concurrent push git processes [default: 1 per core, at least 2].
+    #[arg(long, env = "VOLE_RECEIVE_PACK_LIMIT", value_name = "N")]
+    pub receive_pack_limit: Option<usize>,
+
+    /// How long a git request waits for a free process slot before it gets
+    /// 503 with Retry-After [default: 10s].
+    #[arg(long, env = "VOLE_QUEUE_TIMEOUT", value_name = "DURATION")]
+    pub queue_timeout: Option<String>,
+
+    /// A client must send its request headers within this [default: 30s].
+    #[arg(long, env = "VOLE_HEADER_READ_TIMEOUT", value_name = "DURATION")]
+    pub header_read_timeout: Option<String>,
+
+    /// A request body that sends nothing for this long is dropped; so is a
+    /// response the client stops reading [default: 60s].
+    #[arg(long, env = "VOLE_BODY_IDLE_TIMEOUT", value_name = "DURATION")]
+    pub body_idle_timeout: Option<String>,
+
     /// Data directory (repos, log, socket). Set in the file as `data`; on the
     /// command line it is the global `--data`.
     #[arg(skip)]
@@ -64,6 +125,15 @@ impl Settings {
             default_branch: self.default_branch.or(lower.default_branch),
             shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
             quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
+            anonymous_push: self.anonymous_push.or(lower.anonymous_push),
+            max_push_size: self.max_push_size.or(lower.max_push_size),
+            max_request_size: self.max_request_size.or(lower.max_request_size),
+            max_spool_total: self.max_spool_total.or(lower.max_spool_total),
+            upload_pack_limit: self.upload_pack_limit.or(lower.upload_pack_limit),
+            receive_pack_limit: self.receive_pack_limit.or(lower.receive_pack_limit),
+            queue_timeout: self.queue_timeout.or(lower.queue_timeout),
+            header_read_timeout: self.header_read_timeout.or(lower.header_read_timeout),
+            body_idle_timeout: self.body_idle_timeout.or(lower.body_idle_timeout),
             data: self.data.or(lower.data),
             git: self.git.or(lower.git),
         }
@@ -80,6 +150,21 @@ pub struct Config {
     pub default_branch: String,
     pub shutdown_grace: Duration,
     pub quarantine_max_age: Duration,
+    pub anonymous_push: bool,
+    pub transport: TransportLimits,
+}
+
+/// The bounds of the smart-HTTP transport.
+#[derive(Debug, Clone)]
+pub struct TransportLimits {
+    pub max_push_size: u64,
+    pub max_request_size: u64,
+    pub max_spool_total: u64,
+    pub upload_pack_limit: usize,
+    pub receive_pack_limit: usize,
+    pub queue_timeout: Duration,
+    pub header_read_timeout: Duration,
+    pub body_idle_timeout: Duration,
 }
 
 /// A setting that cannot be used, named so the operator can fix it.
@@ -141,6 +226,49 @@ impl Config {
                 raw.quarantine_max_age.as_deref(),
                 defaults::QUARANTINE_MAX_AGE,
             )?,
+            anonymous_push: raw.anonymous_push.unwrap_or(false),
+            transport: TransportLimits {
+                max_push_size: size(
+                    "max-push-size",
+                    raw.max_push_size.as_deref(),
+                    defaults::MAX_PUSH_SIZE,
+                )?,
+                max_request_size: size(
+                    "max-request-size",
+                    raw.max_request_size.as_deref(),
+                    defaults::MAX_REQUEST_SIZE,
+                )?,
+                max_spool_total: size(
+                    "max-spool-total",
+                    raw.max_spool_total.as_deref(),
+                    defaults::MAX_SPOOL_TOTAL,
+                )?,
+                upload_pack_limit: positive(
+                    "upload-pack-limit",
+                    raw.upload_pack_limit
+                        .unwrap_or_else(defaults::upload_pack_limit),
+                )?,
+                receive_pack_limit: positive(
+                    "receive-pack-limit",
+                    raw.receive_pack_limit
+                        .unwrap_or_else(defaults::receive_pack_limit),
+                )?,
+                queue_timeout: duration(
+                    "queue-timeout",
+                    raw.queue_timeout.as_deref(),
+                    defaults::QUEUE_TIMEOUT,
+                )?,
+                header_read_timeout: duration(
+                    "header-read-timeout",
+                    raw.header_read_timeout.as_deref(),
+                    defaults::HEADER_READ_TIMEOUT,
+                )?,
+                body_idle_timeout: duration(
+                    "body-idle-timeout",
+                    raw.body_idle_timeout.as_deref(),
+                    defaults::BODY_IDLE_TIMEOUT,
+                )?,
+            },
         })
     }
 }
@@ -167,6 +295,29 @@ fn duration(
         value: text.to_string(),
         reason: format!("{e} (write e.g. 30s, 5m, 1h)"),
     })
+}
+
+fn size(setting: &'static str, value: Option<&str>, default: &str) -> Result<u64, ConfigError> {
+    let text = value.unwrap_or(default);
+    text.trim()
+        .parse::<bytesize::ByteSize>()
+        .map(|size| size.as_u64())
+        .map_err(|e| ConfigError::Invalid {
+            setting,
+            value: text.to_string(),
+            reason: format!("{e} (write e.g. 512MiB, 2GiB)"),
+        })
+}
+
+fn positive(setting: &'static str, value: usize) -> Result<usize, ConfigError> {
+    if value == 0 {
+        return Err(ConfigError::Invalid {
+            setting,
+            value: "0".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(value)
 }
 
 fn validate_branch_name(name: &str) -> Result<(), ConfigError> {
@@ -229,6 +380,26 @@ mod tests {
         std::fs::write(&file, "lissen = \"x\"\n").unwrap();
         let err = Config::resolve(Settings::default(), Some(&file)).unwrap_err();
         assert!(err.to_string().contains("lissen"), "{err}");
+    }
+
+    #[test]
+    fn sizes_take_binary_units() {
+        let flags = Settings {
+            max_push_size: Some("512MiB".into()),
+            ..Settings::default()
+        };
+        let config = Config::resolve(flags, None).unwrap();
+        assert_eq!(config.transport.max_push_size, 512 << 20);
+        assert_eq!(config.transport.max_request_size, 64 << 20);
+        let bad = Settings {
+            max_push_size: Some("lots".into()),
+            ..Settings::default()
+        };
+        let err = Config::resolve(bad, None).unwrap_err().to_string();
+        assert!(
+            err.contains("max-push-size") && err.contains("512MiB"),
+            "{err}"
+        );
     }
 
     #[test]

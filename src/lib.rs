@@ -16,3 +16,4 @@ pub mod git;
 pub mod log;
 pub mod repos;
 pub mod server;
+pub mod transport;

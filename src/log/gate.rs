@@ -165,7 +165,9 @@ impl SyncGate {
                 Arrival::Lead { mut upto } => {
                     if state.should_delay_sync() {
                         let bound = Duration::from_nanos(
-                            self.last_sync_nanos.load(Ordering::Relaxed).min(MAX_COMMIT_DELAY_NANOS),
+                            self.last_sync_nanos
+                                .load(Ordering::Relaxed)
+                                .min(MAX_COMMIT_DELAY_NANOS),
                         );
                         let deadline = Instant::now() + bound;
                         while state.should_delay_sync() {

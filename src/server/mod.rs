@@ -3,10 +3,10 @@
 //!
 //! Routes live in [`router`]; the per-request log line in [`request_log`].
 
+pub mod error;
 pub mod request_log;
 pub mod router;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -47,6 +47,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let app = Arc::new(App::open(config, git)?);
     let control_task = tokio::spawn(control::server::serve(control_listener, app.clone()));
 
+    if app.config.anonymous_push {
+        tracing::warn!(
+            "anonymous push is ON: anyone who can reach this server can push (development only)"
+        );
+    }
     tracing::info!(
         data_dir = %data.root().display(),
         "vole listening on http://{local_addr}"
@@ -60,41 +65,64 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Accepts connections until a shutdown signal, then stops accepting and
+/// waits (at most `grace`) for in-flight requests. hyper is driven directly
+/// (not `axum::serve`) for its header-read timeout: a client that trickles
+/// its headers is dropped without ever reaching a handler.
 async fn serve_until_signal(
     listener: TcpListener,
     app: Arc<App>,
     grace: std::time::Duration,
 ) -> anyhow::Result<()> {
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let service = router(app).into_make_service_with_connect_info::<SocketAddr>();
-    let mut server = tokio::spawn(async move {
-        axum::serve(listener, service)
-            .with_graceful_shutdown(async {
-                let _ = stop_rx.await;
-            })
-            .await
-    });
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::ServiceExt;
 
-    tokio::select! {
-        result = &mut server => {
-            return result.context("server task failed")?.context("server failed");
-        }
-        signal = shutdown_signal() => {
-            tracing::info!(signal, grace_s = grace.as_secs_f64(), "shutting down: no new connections, draining in-flight requests");
+    let header_read_timeout = app.config.transport.header_read_timeout;
+    let router = router(app);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let router = router.clone();
+                let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+                    request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                    router.clone().oneshot(request.map(axum::body::Body::new))
+                });
+                let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    if let Err(e) = connection.await {
+                        tracing::debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                });
+            }
+            signal = &mut signal => {
+                tracing::info!(signal, grace_s = grace.as_secs_f64(), "shutting down: no new connections, draining in-flight requests");
+                break;
+            }
         }
     }
-    let _ = stop_tx.send(());
-    match tokio::time::timeout(grace, &mut server).await {
-        Ok(result) => result
-            .context("server task failed")?
-            .context("server failed")?,
-        Err(_) => {
-            tracing::warn!(
-                grace_s = grace.as_secs_f64(),
-                "drain bound reached; closing the remaining connections"
-            );
-            server.abort();
-        }
+    drop(listener);
+    if tokio::time::timeout(grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_s = grace.as_secs_f64(),
+            "drain bound reached; closing the remaining connections"
+        );
     }
     Ok(())
 }

@@ -4,14 +4,24 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::StatusCode;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::app::App;
+use crate::transport;
 
 /// The whole HTTP application, ready to serve (tests call it too).
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/{owner}/{repo}/info/refs", get(transport::info_refs))
+        .route(
+            "/{owner}/{repo}/git-upload-pack",
+            post(transport::upload_pack),
+        )
+        .route(
+            "/{owner}/{repo}/git-receive-pack",
+            post(transport::receive_pack),
+        )
         .fallback(not_found)
         .with_state(app)
         .layer(axum::middleware::from_fn(super::request_log::log_request))

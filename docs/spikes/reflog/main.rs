@@ -59,7 +59,10 @@ fn durable_run(dir: &Path, writers: u64, total: u64) -> Run {
             })
         })
         .collect();
-    let acked: Vec<(u64, u64)> = handles.into_iter().flat_map(|h| h.join().unwrap()).collect();
+    let acked: Vec<(u64, u64)> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
     let wall = started.elapsed();
     let counters = log.counters();
     let bytes = std::fs::metadata(log.path()).unwrap().len() - schema_len;
@@ -88,7 +91,12 @@ fn verify(dir: &Path, acked: &[(u64, u64)]) {
         .iter()
         .filter(|(seq, id)| found.get(seq) != Some(id))
         .count();
-    assert_eq!(lost, 0, "verification: {lost} of {} acknowledged transactions not found", acked.len());
+    assert_eq!(
+        lost,
+        0,
+        "verification: {lost} of {} acknowledged transactions not found",
+        acked.len()
+    );
     println!("verified_txns={} lost=0", acked.len());
 }
 
@@ -134,7 +142,11 @@ fn main() {
     let mut tps16 = Vec::new();
     for round in 0..rounds {
         let one = durable_run(&base.path().join(format!("one-{round}")), 1, txns);
-        let many = durable_run(&base.path().join(format!("many-{round}")), arg("--writers", 16), txns);
+        let many = durable_run(
+            &base.path().join(format!("many-{round}")),
+            arg("--writers", 16),
+            txns,
+        );
         println!(
             "round={round} writers=1 txn_per_sec={:.0} syncs={} wall_ms={:.0} | writers=16 txn_per_sec={:.0} syncs={} mean_group={:.2} wall_ms={:.0} sync_ms={:.0} lock_wait_ms={:.0}",
             one.txn_per_sec,
@@ -179,7 +191,10 @@ fn main() {
         })
         .unwrap();
         replay_ms.push(started.elapsed().as_secs_f64() * 1e3);
-        assert_eq!(count, 100_000, "replay found {count} of 100000 transactions");
+        assert_eq!(
+            count, 100_000,
+            "replay found {count} of 100000 transactions"
+        );
     }
 
     // Serial section: one append (encode + write) inside the writer mutex,
@@ -211,8 +226,13 @@ fn main() {
     writer.write(&batch).unwrap();
     let align64 = writer.get_ref().len() - schema_len;
 
-    println!("reflog_append bytes_per_txn={:.1} bytes_per_txn_align64={align64} txn_per_sec={:.0} fsync_share={:.3} replay_ms_100k={:.1}",
-        median(bytes), median(tps), median(fsync_share), median(replay_ms));
+    println!(
+        "reflog_append bytes_per_txn={:.1} bytes_per_txn_align64={align64} txn_per_sec={:.0} fsync_share={:.3} replay_ms_100k={:.1}",
+        median(bytes),
+        median(tps),
+        median(fsync_share),
+        median(replay_ms)
+    );
     let observable = median(groups16.clone()) > 1.5;
     println!(
         "reflog_group_commit group_commit_x={:.2} min={:.2} max={:.2} txn_per_sec_16={:.0} mean_group_16={:.2} lock_wait_ratio_x={:.2} grouping_observable={}",

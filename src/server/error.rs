@@ -1,0 +1,69 @@
+//! [`AppError`]: the one error type at the HTTP boundary. It carries what the
+//! client can act on (status, a plain-text message, `Retry-After`); the
+//! detail of an internal failure goes to the log once, never to the client.
+//! git shows a `text/plain` error body to its user as `remote:` lines.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+#[derive(Debug)]
+pub struct AppError {
+    status: StatusCode,
+    message: String,
+    retry_after_secs: Option<u64>,
+}
+
+impl AppError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> AppError {
+        AppError {
+            status,
+            message: message.into(),
+            retry_after_secs: None,
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::NOT_FOUND, message)
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 503 with `Retry-After`.
+    pub fn busy(message: impl Into<String>, retry_after_secs: u64) -> AppError {
+        AppError {
+            retry_after_secs: Some(retry_after_secs),
+            ..AppError::new(StatusCode::SERVICE_UNAVAILABLE, message)
+        }
+    }
+
+    /// A failure that is ours, not the client's: logged here with its
+    /// detail, answered with a bare 500.
+    pub fn internal(context: &str, detail: impl std::fmt::Display) -> AppError {
+        tracing::error!(error = %detail, "{context}");
+        AppError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal server error; the details are in the server log",
+        )
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status, format!("{}\n", self.message)).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}

@@ -1,0 +1,368 @@
+//! Running `git http-backend` as a CGI child for one request.
+//!
+//! The child gets a cleared environment plus an allowlist (CGI variables,
+//! git config as `GIT_CONFIG_COUNT`/`KEY_n`/`VALUE_n`), runs in its own
+//! process group, and dies with the server (parent-death signal). Its stdin
+//! is fed from the spooled body while stdout is read (feeding first could
+//! deadlock on full pipes); stderr is logged. The CGI headers are parsed and
+//! the rest of stdout is streamed to the client. If the client goes away or
+//! stops reading, the whole group (http-backend, upload-pack/receive-pack,
+//! their hooks) is killed.
+
+use std::pin::Pin;
+use std::process::{ExitStatus, Stdio};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::Response;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdout, Command};
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+
+use super::spool::{Spooled, SpooledContent};
+use crate::server::error::AppError;
+
+/// Largest CGI header block accepted from http-backend.
+const MAX_CGI_HEADERS: usize = 64 << 10;
+
+/// Everything one http-backend run needs.
+pub struct CgiRequest {
+    pub git: std::path::PathBuf,
+    /// The allowlisted base environment (PATH, config isolation, locale).
+    pub base_env: Vec<(&'static str, std::ffi::OsString)>,
+    pub project_root: std::path::PathBuf,
+    pub path_info: String,
+    pub query: String,
+    pub method: &'static str,
+    pub content_type: Option<String>,
+    pub content_encoding: Option<String>,
+    pub git_protocol: Option<String>,
+    pub remote_addr: String,
+    pub remote_user: Option<String>,
+    pub config: Vec<(String, String)>,
+    pub max_request_buffer: u64,
+    pub body: Option<Spooled>,
+    /// For log lines: `owner/name`.
+    pub repo: String,
+    pub idle_timeout: Duration,
+}
+
+/// The child and its process group: the group is killed when this is
+/// dropped before the child was reaped (client gone, request cancelled).
+struct ChildGroup {
+    child: Child,
+    pgid: Option<i32>,
+}
+
+impl ChildGroup {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // SAFETY: kill(2) has no memory-safety preconditions. The group
+            // id is the unreaped child's pid, so it cannot have been reused.
+            unsafe {
+                libc::kill(-pgid, libc::SIGKILL);
+            }
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        let status = self.child.wait().await;
+        // Reaped: its pid (our group id) may now be reused; never signal it.
+        self.pgid = None;
+        status
+    }
+}
+
+impl Drop for ChildGroup {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs http-backend and returns the response whose body streams its
+/// output. `permit` is held until the child has exited.
+pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Response, AppError> {
+    let mut command = Command::new(&request.git);
+    command
+        .arg("http-backend")
+        .env_clear()
+        .envs(request.base_env.iter().map(|(k, v)| (*k, v)))
+        .env("GIT_PROJECT_ROOT", &request.project_root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env(
+            "GIT_HTTP_MAX_REQUEST_BUFFER",
+            request.max_request_buffer.to_string(),
+        )
+        .env("PATH_INFO", &request.path_info)
+        .env("QUERY_STRING", &request.query)
+        .env("REQUEST_METHOD", request.method)
+        .env("REMOTE_ADDR", &request.remote_addr)
+        .env("GIT_CONFIG_COUNT", request.config.len().to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0);
+    for (i, (key, value)) in request.config.iter().enumerate() {
+        command.env(format!("GIT_CONFIG_KEY_{i}"), key);
+        command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
+    }
+    if let Some(content_type) = &request.content_type {
+        command.env("CONTENT_TYPE", content_type);
+    }
+    if let Some(encoding) = &request.content_encoding {
+        command.env("HTTP_CONTENT_ENCODING", encoding);
+    }
+    if let Some(protocol) = &request.git_protocol {
+        command.env("GIT_PROTOCOL", protocol);
+    }
+    if let Some(user) = &request.remote_user {
+        command.env("REMOTE_USER", user);
+    }
+    if let Some(body) = &request.body {
+        command.env("CONTENT_LENGTH", body.len.to_string());
+    }
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only prctl(2), which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            // Die with the server. (Tied to the spawning thread: spawns
+            // happen on runtime workers, which live as long as the server.)
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| AppError::internal("cannot start git http-backend", e))?;
+    let pgid = child.id().map(|pid| pid as i32);
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let mut group = ChildGroup { child, pgid };
+
+    // Feed stdin concurrently with reading stdout.
+    let body = request.body;
+    tokio::spawn(async move {
+        let Some(mut stdin) = stdin else { return };
+        let fed = match body.map(|b| b.content) {
+            None => Ok(()),
+            Some(SpooledContent::Memory(bytes)) => stdin.write_all(&bytes).await,
+            Some(SpooledContent::File(file)) => match tokio::fs::File::open(file.path()).await {
+                Ok(mut source) => tokio::io::copy(&mut source, &mut stdin).await.map(drop),
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = fed {
+            tracing::debug!(error = %e, "feeding http-backend stopped");
+        }
+        // Dropping stdin closes it: http-backend sees the end of the body.
+    });
+    let repo = request.repo.clone();
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            tracing::warn!(repo, "git http-backend: {line}");
+        }
+    });
+
+    let mut stdout = stdout;
+    let (head, rest) =
+        match tokio::time::timeout(request.idle_timeout, read_cgi_headers(&mut stdout)).await {
+            Ok(Ok(parsed)) => parsed,
+            Ok(Err(e)) => {
+                let status = group.wait().await;
+                return Err(AppError::internal(
+                    "git http-backend gave no usable response",
+                    format!("{e}; exit {status:?}"),
+                ));
+            }
+            Err(_) => {
+                group.kill();
+                return Err(AppError::internal(
+                    "git http-backend sent no headers in time",
+                    request.repo,
+                ));
+            }
+        };
+    let mut response = Response::builder().status(head.status);
+    for (name, value) in head.headers {
+        response = response.header(name, value);
+    }
+
+    let (tx, rx) = mpsc::channel::<Bytes>(8);
+    let idle = request.idle_timeout;
+    let repo = request.repo;
+    tokio::spawn(async move {
+        let _permit = permit; // the slot is held until the child has exited
+        pump(&mut group, stdout, rest, tx, idle, &repo).await;
+        match tokio::time::timeout(Duration::from_secs(30), group.wait()).await {
+            Ok(Ok(status)) if status.success() => {}
+            Ok(Ok(status)) => tracing::warn!(repo, %status, "git http-backend failed"),
+            Ok(Err(e)) => tracing::warn!(repo, error = %e, "waiting for git http-backend failed"),
+            Err(_) => {
+                group.kill();
+                tracing::warn!(
+                    repo,
+                    "git http-backend did not exit; killed its process group"
+                );
+            }
+        }
+    });
+    response
+        .body(Body::new(ChannelBody { rx }))
+        .map_err(|e| AppError::internal("bad CGI response header", e))
+}
+
+/// Streams stdout to the client; kills the group if the client goes away
+/// or stops reading for `idle`.
+async fn pump(
+    group: &mut ChildGroup,
+    mut stdout: ChildStdout,
+    first: Vec<u8>,
+    tx: mpsc::Sender<Bytes>,
+    idle: Duration,
+    repo: &str,
+) {
+    let send = |bytes: Bytes| {
+        let tx = tx.clone();
+        async move { matches!(tokio::time::timeout(idle, tx.send(bytes)).await, Ok(Ok(()))) }
+    };
+    if !first.is_empty() && !send(Bytes::from(first)).await {
+        tracing::info!(repo, "client went away; killing the git process group");
+        group.kill();
+        return;
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        tokio::select! {
+            _ = tx.closed() => {
+                tracing::info!(repo, "client went away; killing the git process group");
+                group.kill();
+                return;
+            }
+            read = stdout.read(&mut buf) => match read {
+                Ok(0) => return,
+                Ok(n) => {
+                    if !send(Bytes::copy_from_slice(&buf[..n])).await {
+                        tracing::info!(repo, "client stopped reading; killing the git process group");
+                        group.kill();
+                        return;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(repo, error = %e, "reading git http-backend output failed");
+                    group.kill();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Parsed CGI header block.
+struct CgiHead {
+    status: StatusCode,
+    headers: Vec<(HeaderName, HeaderValue)>,
+}
+
+/// Reads up to the blank line ending the CGI headers; returns them and the
+/// body bytes read past it.
+async fn read_cgi_headers(stdout: &mut ChildStdout) -> std::io::Result<(CgiHead, Vec<u8>)> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some((end, sep)) = find_header_end(&buf) {
+            let head = parse_cgi_headers(&buf[..end])?;
+            return Ok((head, buf[end + sep..].to_vec()));
+        }
+        if buf.len() > MAX_CGI_HEADERS {
+            return Err(std::io::Error::other("CGI headers too long"));
+        }
+        let n = stdout.read(&mut chunk).await?;
+        if n == 0 {
+            return Err(std::io::Error::other(format!(
+                "output ended before the CGI headers did ({} bytes)",
+                buf.len()
+            )));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn find_header_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let crlf = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| (i, 4));
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| (i, 2));
+    match (crlf, lf) {
+        (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+        (a, b) => a.or(b),
+    }
+}
+
+fn parse_cgi_headers(block: &[u8]) -> std::io::Result<CgiHead> {
+    let text = std::str::from_utf8(block).map_err(std::io::Error::other)?;
+    let mut head = CgiHead {
+        status: StatusCode::OK,
+        headers: Vec::new(),
+    };
+    for line in text.lines().map(str::trim_end).filter(|l| !l.is_empty()) {
+        let (name, value) = line
+            .split_once(':')
+            .ok_or_else(|| std::io::Error::other(format!("bad CGI header line {line:?}")))?;
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("status") {
+            let code = value.split_whitespace().next().unwrap_or_default();
+            head.status = code
+                .parse::<u16>()
+                .ok()
+                .and_then(|c| StatusCode::from_u16(c).ok())
+                .ok_or_else(|| std::io::Error::other(format!("bad CGI status {value:?}")))?;
+        } else {
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(std::io::Error::other)?;
+            let value = HeaderValue::from_str(value).map_err(std::io::Error::other)?;
+            head.headers.push((name, value));
+        }
+    }
+    Ok(head)
+}
+
+/// A response body fed by the pump task.
+struct ChannelBody {
+    rx: mpsc::Receiver<Bytes>,
+}
+
+impl http_body::Body for ChannelBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        self.rx
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|bytes| Ok(http_body::Frame::data(bytes))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgi_headers_with_status_and_either_line_ending() {
+        let head = parse_cgi_headers(b"Status: 404 Not Found\r\nContent-Type: text/plain").unwrap();
+        assert_eq!(head.status, StatusCode::NOT_FOUND);
+        assert_eq!(head.headers.len(), 1);
+        assert_eq!(find_header_end(b"A: b\n\nbody"), Some((4, 2)));
+        assert_eq!(find_header_end(b"A: b\r\n\r\nbody"), Some((4, 4)));
+        assert!(parse_cgi_headers(b"garbage").is_err());
+    }
+}

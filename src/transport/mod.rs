@@ -1,0 +1,301 @@
+//! Clone and push over smart HTTP: the routes' handlers, the checks before a
+//! git process starts (repo, push permission, sizes, slots), and the git
+//! configuration every child gets. The child itself is run by [`cgi`];
+//! bodies are received by [`spool`]; bounds live in [`limits`].
+//!
+//! Only the three smart-HTTP requests are served: `GET
+//! /{owner}/{repo}[.git]/info/refs?service=...`, `POST .../git-upload-pack`
+//! and `POST .../git-receive-pack`. The path handed to git is rebuilt from
+//! the validated repo name, never taken from the request, so no request can
+//! reach anything but a repo's smart-HTTP service.
+//!
+//! # git settings for the children, and why
+//!
+//! - `uploadpack.allowFilter`, `uploadpack.allowReachableSHA1InWant`: partial
+//!   clone over protocol v2 and v0 (v0's lazy blob fetch needs the latter).
+//! - `receive.unpackLimit=1`: every push goes through `index-pack`, which
+//!   streams the pack to disk; `unpack-objects` (git's default below 100
+//!   objects) holds each blob in memory and was 2.6-3.4x slower on a 256 MiB
+//!   push.
+//! - `core.bigFileThreshold=16m`, `pack.windowMemory=64m`,
+//!   `pack.deltaCacheSize=32m`, `core.packedGitLimit=256m`,
+//!   `core.packedGitWindowSize=32m`: bound what one child maps and holds
+//!   while packing or indexing; measured in `docs/spikes/smart-http/`.
+
+pub mod cgi;
+pub mod limits;
+pub mod spool;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+
+use crate::app::App;
+use crate::repos::RepoName;
+use crate::server::error::AppError;
+use limits::Limits;
+use spool::Cap;
+
+/// The two smart-HTTP services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    UploadPack,
+    ReceivePack,
+}
+
+impl Service {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Service::UploadPack => "git-upload-pack",
+            Service::ReceivePack => "git-receive-pack",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Service> {
+        match text {
+            "git-upload-pack" => Some(Service::UploadPack),
+            "git-receive-pack" => Some(Service::ReceivePack),
+            _ => None,
+        }
+    }
+}
+
+/// The transport's shared state (inside [`App`]).
+#[derive(Debug)]
+pub struct Transport {
+    pub limits: Limits,
+    repos_root: PathBuf,
+}
+
+impl Transport {
+    pub fn new(app_config: &crate::config::Config, repos_root: PathBuf) -> Transport {
+        Transport {
+            limits: Limits::new(&app_config.transport),
+            repos_root,
+        }
+    }
+}
+
+const PUSH_DISABLED: &str = "push is disabled on this server: there are no accounts yet. \
+     For development, restart vole with --anonymous-push (or VOLE_ANONYMOUS_PUSH=true).";
+
+/// Resolves `owner` / `repo[.git]` to an existing repo inside `data/repos`.
+fn resolve(app: &App, owner: &str, repo: &str) -> Result<RepoName, AppError> {
+    let name = repo.strip_suffix(".git").unwrap_or(repo);
+    let shown = format!("{owner}/{name}");
+    let not_found = || AppError::not_found(format!("repository {shown} not found"));
+    let repo_name = RepoName::from_parts(owner, name).map_err(|_| not_found())?;
+    let path = app.repos.path(&repo_name);
+    let (Ok(canonical), Ok(root)) = (path.canonicalize(), app.transport.repos_root.canonicalize())
+    else {
+        return Err(not_found());
+    };
+    if !canonical.starts_with(&root) {
+        tracing::warn!(repo = %repo_name, target = %canonical.display(), "repository path leads outside the repos dir; refused");
+        return Err(not_found());
+    }
+    if !canonical.join("HEAD").is_file() {
+        return Err(not_found());
+    }
+    Ok(repo_name)
+}
+
+fn check_push_allowed(app: &App, service: Service) -> Result<(), AppError> {
+    if service == Service::ReceivePack && !app.config.anonymous_push {
+        return Err(AppError::new(StatusCode::FORBIDDEN, PUSH_DISABLED));
+    }
+    Ok(())
+}
+
+/// `Git-Protocol` as `GIT_PROTOCOL` (protocol v2), if well-formed.
+fn git_protocol(headers: &HeaderMap) -> Result<Option<String>, AppError> {
+    let Some(value) = headers.get("git-protocol") else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .ok()
+        .filter(|t| {
+            t.len() <= 256
+                && t.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b":=._-".contains(&b))
+        })
+        .ok_or_else(|| AppError::bad_request("malformed Git-Protocol header"))?;
+    Ok(Some(text.to_string()))
+}
+
+fn header_text(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// Which of the two request shapes: the ref advertisement or the RPC.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    InfoRefs,
+    Rpc,
+}
+
+fn cgi_request(
+    app: &App,
+    repo: &RepoName,
+    service: Service,
+    call: Call,
+    headers: &HeaderMap,
+    peer: SocketAddr,
+) -> Result<cgi::CgiRequest, AppError> {
+    let limits = &app.config.transport;
+    let (method, path_suffix, query) = match call {
+        Call::InfoRefs => ("GET", "info/refs", format!("service={}", service.as_str())),
+        Call::Rpc => ("POST", service.as_str(), String::new()),
+    };
+    Ok(cgi::CgiRequest {
+        git: app.git.path().to_path_buf(),
+        base_env: app.git.child_env(),
+        project_root: app.transport.repos_root.clone(),
+        path_info: format!("/{}/{}.git/{path_suffix}", repo.owner(), repo.name()),
+        query,
+        method,
+        content_type: header_text(headers, header::CONTENT_TYPE),
+        content_encoding: None,
+        git_protocol: git_protocol(headers)?,
+        remote_addr: peer.ip().to_string(),
+        remote_user: None,
+        config: git_config(service),
+        max_request_buffer: limits.max_request_size,
+        body: None,
+        repo: repo.to_string(),
+        idle_timeout: limits.body_idle_timeout,
+    })
+}
+
+/// The git configuration of every child (see the module doc).
+fn git_config(service: Service) -> Vec<(String, String)> {
+    let mut config = vec![
+        ("http.uploadpack", "true"),
+        // vole decides who may push before git runs; git must not refuse
+        // a push for want of REMOTE_USER.
+        ("http.receivepack", "true"),
+        ("uploadpack.allowFilter", "true"),
+        ("uploadpack.allowReachableSHA1InWant", "true"),
+        ("core.bigFileThreshold", "16m"),
+        ("core.packedGitLimit", "256m"),
+        ("core.packedGitWindowSize", "32m"),
+        ("pack.windowMemory", "64m"),
+        ("pack.deltaCacheSize", "32m"),
+    ];
+    if service == Service::ReceivePack {
+        config.push(("receive.unpackLimit", "1"));
+    }
+    config
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// `GET /{owner}/{repo}/info/refs?service=...`
+pub async fn info_refs(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    let Some(service) = query.get("service") else {
+        return Err(AppError::not_found(
+            "dumb HTTP is not served; use a git client that speaks smart HTTP (git 1.6.6 or later)",
+        ));
+    };
+    let service = Service::parse(service)
+        .ok_or_else(|| AppError::bad_request(format!("unknown service {service:?}")))?;
+    let repo = resolve(&app, &owner, &repo)?;
+    check_push_allowed(&app, service)?;
+    let request = cgi_request(&app, &repo, service, Call::InfoRefs, &headers, peer)?;
+    let permit = app.transport.limits.acquire(service).await?;
+    cgi::run(request, permit).await
+}
+
+/// `POST /{owner}/{repo}/git-upload-pack`
+pub async fn upload_pack(
+    state: State<Arc<App>>,
+    path: Path<(String, String)>,
+    peer: ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, AppError> {
+    service_rpc(Service::UploadPack, state, path, peer, headers, body).await
+}
+
+/// `POST /{owner}/{repo}/git-receive-pack`
+pub async fn receive_pack(
+    state: State<Arc<App>>,
+    path: Path<(String, String)>,
+    peer: ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, AppError> {
+    service_rpc(Service::ReceivePack, state, path, peer, headers, body).await
+}
+
+async fn service_rpc(
+    service: Service,
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, AppError> {
+    let repo = resolve(&app, &owner, &repo)?;
+    check_push_allowed(&app, service)?;
+    let limits = &app.config.transport;
+    let cap = match service {
+        Service::ReceivePack => Cap {
+            bytes: limits.max_push_size,
+            what: "this push",
+            setting: "max-push-size",
+        },
+        Service::UploadPack => Cap {
+            bytes: limits.max_request_size,
+            what: "this fetch request",
+            setting: "max-request-size",
+        },
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > cap.bytes) {
+        return Err(cap.refuse());
+    }
+    let encoding = header_text(&headers, header::CONTENT_ENCODING);
+    if let Some(encoding) = &encoding
+        && !matches!(encoding.as_str(), "gzip" | "x-gzip")
+    {
+        return Err(AppError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Encoding {encoding:?} is not supported (only gzip)"),
+        ));
+    }
+    let mut request = cgi_request(&app, &repo, service, Call::Rpc, &headers, peer)?;
+    request.content_encoding = encoding;
+    // The whole body first: a slow client holds no process and no slot.
+    let spooled = spool::spool(
+        body,
+        &cap,
+        limits.body_idle_timeout,
+        &app.data.tmp_dir(),
+        &app.transport.limits.spool_budget(),
+    )
+    .await?;
+    request.body = Some(spooled);
+    let permit = app.transport.limits.acquire(service).await?;
+    cgi::run(request, permit).await
+}
