@@ -53,6 +53,13 @@ pub enum Command {
     /// Read the ref and metadata log.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Internal: run a git child so that it dies with the server.
+    #[command(hide = true)]
+    CgiGuard {
+        server_pid: u32,
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -103,6 +110,13 @@ struct EnvOnly {
 /// Entry point of the binary: one line on error, never a backtrace.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::CgiGuard {
+        server_pid,
+        command,
+    } = &cli.command
+    {
+        return crate::transport::guard::run(*server_pid, command);
+    }
     init_tracing();
     match run(cli) {
         Ok(code) => code,
@@ -163,6 +177,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("created {}", info.name);
             Ok(ExitCode::SUCCESS)
         }
+        Command::CgiGuard { .. } => unreachable!("handled in main before any set-up"),
         Command::Log(LogCommand::Dump { follow, json }) => {
             dump_logs(&config, follow, json)?;
             Ok(ExitCode::SUCCESS)

@@ -24,11 +24,16 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use super::spool::{Spooled, SpooledContent};
 use crate::server::error::AppError;
 
+/// Lines of git's stderr kept to explain a refused request.
+const MAX_STDERR_LINES_KEPT: usize = 8;
+
 /// Largest CGI header block accepted from http-backend.
 const MAX_CGI_HEADERS: usize = 64 << 10;
 
 /// Everything one http-backend run needs.
 pub struct CgiRequest {
+    /// The vole binary, run as `vole cgi-guard` (see [`super::guard`]).
+    pub guard: std::path::PathBuf,
     pub git: std::path::PathBuf,
     /// The allowlisted base environment (PATH, config isolation, locale).
     pub base_env: Vec<(&'static str, std::ffi::OsString)>,
@@ -84,8 +89,12 @@ impl Drop for ChildGroup {
 /// Runs http-backend and returns the response whose body streams its
 /// output. `permit` is held until the child has exited.
 pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Response, AppError> {
-    let mut command = Command::new(&request.git);
+    let mut command = Command::new(&request.guard);
     command
+        .arg("cgi-guard")
+        .arg(std::process::id().to_string())
+        .arg("--")
+        .arg(&request.git)
         .arg("http-backend")
         .env_clear()
         .envs(request.base_env.iter().map(|(k, v)| (*k, v)))
@@ -128,9 +137,10 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     // only prctl(2), which is async-signal-safe.
     unsafe {
         command.pre_exec(|| {
-            // Die with the server. (Tied to the spawning thread: spawns
-            // happen on runtime workers, which live as long as the server.)
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            // The guard learns of the server's death by SIGTERM and kills
+            // its group. (Tied to the spawning thread: spawns happen on
+            // runtime workers, which live as long as the server.)
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -163,11 +173,16 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
         // Dropping stdin closes it: http-backend sees the end of the body.
     });
     let repo = request.repo.clone();
-    tokio::spawn(async move {
+    let stderr_task = tokio::spawn(async move {
+        let mut kept = Vec::new();
         let mut lines = BufReader::new(stderr).lines();
         while let Ok(Some(line)) = lines.next_line().await {
             tracing::warn!(repo, "git http-backend: {line}");
+            if kept.len() < MAX_STDERR_LINES_KEPT {
+                kept.push(line);
+            }
         }
+        kept
     });
 
     let mut stdout = stdout;
@@ -192,6 +207,53 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     let mut response = Response::builder().status(head.status);
     for (name, value) in head.headers {
         response = response.header(name, value);
+    }
+
+    // Hold the success status back until git has said something: a request
+    // git refuses outright (a malformed body) ends with no output and a
+    // failed exit, and must become a 400 with git's reason, never an empty
+    // 200.
+    let mut rest = rest;
+    if rest.is_empty() && head.status.is_success() {
+        let mut buf = vec![0u8; 64 << 10];
+        match tokio::time::timeout(request.idle_timeout, stdout.read(&mut buf)).await {
+            Ok(Ok(0)) => {
+                let status = group.wait().await;
+                let said = tokio::time::timeout(Duration::from_secs(5), stderr_task)
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+                    .unwrap_or_default();
+                drop(permit);
+                return match status {
+                    Ok(status) if status.success() => response
+                        .body(Body::empty())
+                        .map_err(|e| AppError::internal("bad CGI response header", e)),
+                    _ => Err(AppError::bad_request(if said.is_empty() {
+                        "git could not process this request".to_string()
+                    } else {
+                        format!("git could not process this request: {}", said.join("; "))
+                    })),
+                };
+            }
+            Ok(Ok(n)) => rest = buf[..n].to_vec(),
+            Ok(Err(e)) => {
+                return Err(AppError::internal(
+                    "reading git http-backend output failed",
+                    e,
+                ));
+            }
+            Err(_) => {
+                group.kill();
+                return Err(AppError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!(
+                        "git produced no output for {}s; try again",
+                        request.idle_timeout.as_secs()
+                    ),
+                ));
+            }
+        }
     }
 
     let (tx, rx) = mpsc::channel::<Bytes>(8);

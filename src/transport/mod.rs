@@ -23,6 +23,7 @@
 //!   while packing or indexing; measured in `docs/spikes/smart-http/`.
 
 pub mod cgi;
+pub mod guard;
 pub mod limits;
 pub mod spool;
 
@@ -71,6 +72,8 @@ impl Service {
 pub struct Transport {
     pub limits: Limits,
     repos_root: PathBuf,
+    /// This binary, run as `vole cgi-guard` in front of every git child.
+    guard_exe: PathBuf,
 }
 
 impl Transport {
@@ -78,6 +81,7 @@ impl Transport {
         Transport {
             limits: Limits::new(&app_config.transport),
             repos_root,
+            guard_exe: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
         }
     }
 }
@@ -158,6 +162,7 @@ fn cgi_request(
         Call::Rpc => ("POST", service.as_str(), String::new()),
     };
     Ok(cgi::CgiRequest {
+        guard: app.transport.guard_exe.clone(),
         git: app.git.path().to_path_buf(),
         base_env: app.git.child_env(),
         project_root: app.transport.repos_root.clone(),

@@ -92,6 +92,11 @@ pub async fn spool(
         };
         len += data.len() as u64;
         if len > cap.bytes {
+            // Free what was spooled at once, then read and discard a bounded
+            // amount more so the client, still sending, reads the 413
+            // instead of a broken pipe.
+            drop((file.take(), std::mem::take(&mut memory), reservation.take()));
+            drain(body, idle.min(DRAIN_IDLE)).await;
             return Err(cap.refuse());
         }
         let Some(more) = budget.reserve(data.len() as u64) else {
@@ -130,6 +135,22 @@ pub async fn spool(
         },
         _reservation: reservation,
     })
+}
+
+/// Most bytes read and discarded after a body crossed its cap.
+const DRAIN_LIMIT: u64 = 64 << 20;
+const DRAIN_IDLE: Duration = Duration::from_secs(2);
+
+async fn drain(mut body: Body, idle: Duration) {
+    let mut drained = 0u64;
+    while drained < DRAIN_LIMIT {
+        match tokio::time::timeout(idle, body.frame()).await {
+            Ok(Some(Ok(frame))) => {
+                drained += frame.data_ref().map_or(0, |d| d.len() as u64);
+            }
+            _ => return,
+        }
+    }
 }
 
 /// Writes to the spool file off the async workers.

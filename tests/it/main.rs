@@ -4,3 +4,4 @@
 mod log_dump;
 mod skeleton;
 mod support;
+mod transport;

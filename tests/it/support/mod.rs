@@ -244,6 +244,17 @@ pub fn signal(pid: u32, signal: i32) {
     assert!(status.success(), "kill -{signal} {pid} failed");
 }
 
+/// Sends a signal to a whole process group.
+pub fn signal_group(pgid: u32, signal: i32) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg("--")
+        .arg(format!("-{pgid}"))
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} -- -{pgid} failed");
+}
+
 /// A response read by [`http`].
 #[derive(Debug)]
 pub struct HttpResponse {
@@ -329,4 +340,171 @@ fn dechunk(mut raw: &[u8]) -> Vec<u8> {
         out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
         raw = &raw[eol + 2 + size + 2..];
     }
+}
+
+/// A git command with an isolated environment: no user or system config,
+/// frozen author/committer dates, never prompting.
+pub fn git_command(cwd: &Path) -> Command {
+    let mut command = Command::new("git");
+    command
+        .current_dir(cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", cwd)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GIT_AUTHOR_NAME", "Test Author")
+        .env("GIT_AUTHOR_EMAIL", "author@example.org")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_NAME", "Test Committer")
+        .env("GIT_COMMITTER_EMAIL", "committer@example.org")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs git (60 s bound) and returns its output, whatever the exit.
+pub fn git(cwd: &Path, args: &[&str]) -> Output {
+    git_env(cwd, args, &[])
+}
+
+pub fn git_env(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = git_command(cwd);
+    command
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    wait_output(command.spawn().expect("spawn git"), Duration::from_secs(60))
+}
+
+/// Runs git, panicking with its stderr unless it succeeds; returns stdout.
+pub fn git_ok(cwd: &Path, args: &[&str]) -> String {
+    let output = git(cwd, args);
+    assert!(
+        output.status.success(),
+        "git {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A fresh work tree with one commit on `main`.
+pub fn worktree(parent: &Path, name: &str) -> PathBuf {
+    let dir = parent.join(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    git_ok(&dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("README.md"), "# hello\n").unwrap();
+    git_ok(&dir, &["add", "README.md"]);
+    git_ok(&dir, &["commit", "-q", "-m", "first"]);
+    dir
+}
+
+/// Adds a commit touching `file` and returns its id.
+pub fn commit_file(dir: &Path, file: &str, content: &[u8]) -> String {
+    let path = dir.join(file);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, content).unwrap();
+    git_ok(dir, &["add", file]);
+    git_ok(dir, &["commit", "-q", "-m", &format!("change {file}")]);
+    git_ok(dir, &["rev-parse", "HEAD"]).trim().to_string()
+}
+
+/// `n` incompressible bytes (xorshift), the same for the same seed.
+pub fn random_bytes(n: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Value of a ref in a bare repo, or None.
+pub fn ref_value(repo: &Path, name: &str) -> Option<String> {
+    let output = git(repo, &["rev-parse", "--verify", "--quiet", name]);
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+}
+
+/// Every live descendant process of `pid` (from /proc), with its command.
+pub fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut parent_of = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(p) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if fields.first() == Some(&"Z") {
+            continue; // exited, awaiting reaping
+        }
+        if let Some(ppid) = fields.get(1).and_then(|f| f.parse::<u32>().ok()) {
+            let cmd = std::fs::read_to_string(format!("/proc/{p}/cmdline"))
+                .unwrap_or_default()
+                .replace('\0', " ");
+            parent_of.push((p, ppid, cmd));
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for (p, ppid, cmd) in &parent_of {
+            if *ppid == parent {
+                found.push((*p, cmd.clone()));
+                frontier.push(*p);
+            }
+        }
+    }
+    found
+}
+
+/// Waits (bounded) until `check` holds; returns whether it did.
+pub fn eventually(bound: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Files in a directory (empty when it does not exist).
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default()
+}
+
+/// A pre-receive hook that says something on stderr, records its pid, and
+/// waits until `release` exists (at most 30 s).
+pub fn install_blocking_hook(repo: &Path, state: &Path) {
+    let hook = repo.join("hooks/pre-receive");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"hook here: checking your push\" >&2\necho $$ > {state}/hook.pid\n\
+         i=0\nwhile [ ! -e {state}/release ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\nexit 0\n",
+        state = state.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
