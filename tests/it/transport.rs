@@ -634,14 +634,12 @@ fn a_slow_client_neither_delays_a_clone_nor_holds_its_connection_forever() {
         .unwrap();
     let mut buf = [0u8; 256];
     let read = slow_headers.read(&mut buf);
+    let still_open = matches!(&read, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
     assert!(
-        matches!(read, Ok(0))
-            || matches!(&read, Ok(n) if text(&buf[..*n]).contains("408"))
-            || read.is_err(),
-        "the slow-header connection is still open: {read:?}"
+        !still_open,
+        "the slow-header connection is still open after 10 s; the header-read timeout did not cut it off"
     );
 }
-
 #[test]
 fn sigterm_drains_a_push_in_flight_and_exits_0() {
     let forge = Forge::start(&["--anonymous-push"]);
