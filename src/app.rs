@@ -9,7 +9,8 @@ use std::sync::Arc;
 use crate::config::Config;
 use crate::datadir::DataDir;
 use crate::git::Git;
-use crate::log::{Log, LogError, MetaWrite, RecordKind, RefMove};
+use crate::hooks::recorder::{RefRecorder, RefState};
+use crate::log::{Entry, Log, LogError, MetaWrite, RecordKind, RefMove};
 use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
 use crate::transport::Transport;
 
@@ -21,18 +22,19 @@ pub struct Logs {
 }
 
 impl Logs {
-    /// Opens (replays, repairs a torn tail of) every log in `dir`.
-    pub fn open(dir: &Path) -> Result<Logs, LogError> {
+    /// Opens (replays, repairs a torn tail of) every log in `dir`; the ref
+    /// log's replay rebuilds `ref_state`.
+    pub fn open(dir: &Path, ref_state: &mut RefState) -> Result<Logs, LogError> {
         Ok(Logs {
-            refs: Arc::new(open_one::<RefMove>(dir)?),
-            meta: Arc::new(open_one::<MetaWrite>(dir)?),
+            refs: Arc::new(open_one::<RefMove>(dir, |e| ref_state.apply(e))?),
+            meta: Arc::new(open_one::<MetaWrite>(dir, |_| {})?),
         })
     }
 }
 
-fn open_one<K: RecordKind>(dir: &Path) -> Result<Log<K>, LogError> {
+fn open_one<K: RecordKind>(dir: &Path, visit: impl FnMut(Entry<K>)) -> Result<Log<K>, LogError> {
     let started = std::time::Instant::now();
-    let (log, replay) = Log::<K>::open(dir, |_| {})?;
+    let (log, replay) = Log::<K>::open(dir, visit)?;
     tracing::info!(
         log = K::FILE_NAME,
         txns = replay.txns,
@@ -53,6 +55,7 @@ pub struct App {
     pub repos: Repos,
     pub logs: Logs,
     pub transport: Transport,
+    pub recorder: RefRecorder,
 }
 
 impl App {
@@ -60,9 +63,16 @@ impl App {
     /// replays them).
     pub fn open(config: Config, git: Git) -> Result<App, LogError> {
         let data = DataDir::new(config.data_dir.clone());
+        let mut ref_state = RefState::default();
+        let logs = Logs::open(&data.log_dir(), &mut ref_state)?;
         Ok(App {
-            logs: Logs::open(&data.log_dir())?,
-            transport: Transport::new(&config, data.repos_dir()),
+            recorder: RefRecorder::new(
+                logs.refs.clone(),
+                ref_state,
+                config.protected_branches.clone(),
+            ),
+            logs,
+            transport: Transport::new(&config, data.repos_dir(), data.root().join("hooks")),
             repos: Repos::new(data.clone()),
             data,
             git,

@@ -53,12 +53,26 @@ pub enum Command {
     /// Read the ref and metadata log.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Run by git as a hook under vole serve (see `data/hooks/`).
+    #[command(subcommand)]
+    Hook(HookCommand),
     /// Internal: run a git child so that it dies with the server.
     #[command(hide = true)]
     CgiGuard {
         server_pid: u32,
         #[arg(last = true, required = true)]
         command: Vec<std::ffi::OsString>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum HookCommand {
+    /// git's pre-receive hook: may this push move these refs?
+    PreReceive,
+    /// git's reference-transaction hook: record the moves durably.
+    ReferenceTransaction {
+        /// prepared, committed or aborted
+        state: String,
     },
 }
 
@@ -73,6 +87,13 @@ pub enum LogCommand {
         /// JSON Lines instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Rewrite the ref log: a checkpoint of every ref's value, then the most
+    /// recent transactions.
+    Compact {
+        /// Transactions kept after the checkpoint.
+        #[arg(long, default_value_t = 1000)]
+        keep: u64,
     },
 }
 
@@ -116,6 +137,15 @@ pub fn main() -> ExitCode {
     } = &cli.command
     {
         return crate::transport::guard::run(*server_pid, command);
+    }
+    // Hooks run inside git, under the server: no config, no tracing set-up.
+    if let Command::Hook(hook) = &cli.command {
+        return match hook {
+            HookCommand::PreReceive => crate::hooks::cli::pre_receive(),
+            HookCommand::ReferenceTransaction { state } => {
+                crate::hooks::cli::reference_transaction(state)
+            }
+        };
     }
     init_tracing();
     match run(cli) {
@@ -177,7 +207,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!("created {}", info.name);
             Ok(ExitCode::SUCCESS)
         }
-        Command::CgiGuard { .. } => unreachable!("handled in main before any set-up"),
+        Command::CgiGuard { .. } | Command::Hook(_) => {
+            unreachable!("handled in main before any set-up")
+        }
+        Command::Log(LogCommand::Compact { keep }) => {
+            let report: serde_json::Value = call(&config, Request::LogCompact { keep })?;
+            println!(
+                "ref log compacted: {} -> {} bytes, first kept sequence {}",
+                report["bytes_before"], report["bytes_after"], report["base_seq"]
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Log(LogCommand::Dump { follow, json }) => {
             dump_logs(&config, follow, json)?;
             Ok(ExitCode::SUCCESS)

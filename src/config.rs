@@ -106,6 +106,16 @@ pub struct Settings {
     #[arg(long, env = "VOLE_BODY_IDLE_TIMEOUT", value_name = "DURATION")]
     pub body_idle_timeout: Option<String>,
 
+    /// Branch protected in every repo: no force-push, no delete. Repeat the
+    /// flag for more; in the environment, comma-separated [default: none].
+    #[arg(
+        long = "protected-branch",
+        env = "VOLE_PROTECTED_BRANCHES",
+        value_delimiter = ',',
+        value_name = "BRANCH"
+    )]
+    pub protected_branches: Option<Vec<String>>,
+
     /// Data directory (repos, log, socket). Set in the file as `data`; on the
     /// command line it is the global `--data`.
     #[arg(skip)]
@@ -126,6 +136,7 @@ impl Settings {
             shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
             quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
             anonymous_push: self.anonymous_push.or(lower.anonymous_push),
+            protected_branches: self.protected_branches.or(lower.protected_branches),
             max_push_size: self.max_push_size.or(lower.max_push_size),
             max_request_size: self.max_request_size.or(lower.max_request_size),
             max_spool_total: self.max_spool_total.or(lower.max_spool_total),
@@ -151,6 +162,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub quarantine_max_age: Duration,
     pub anonymous_push: bool,
+    /// Branch names protected in every repo (until repo settings hold them).
+    pub protected_branches: Vec<String>,
     pub transport: TransportLimits,
 }
 
@@ -227,6 +240,7 @@ impl Config {
                 defaults::QUARANTINE_MAX_AGE,
             )?,
             anonymous_push: raw.anonymous_push.unwrap_or(false),
+            protected_branches: raw.protected_branches.unwrap_or_default(),
             transport: TransportLimits {
                 max_push_size: size(
                     "max-push-size",

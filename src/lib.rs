@@ -7,12 +7,14 @@
 //!
 //! `ARCHITECTURE.md` at the repository root has the code map and invariants.
 
+pub mod api;
 pub mod app;
 pub mod cli;
 pub mod config;
 pub mod control;
 pub mod datadir;
 pub mod git;
+pub mod hooks;
 pub mod log;
 pub mod repos;
 pub mod server;

@@ -45,6 +45,19 @@ impl Client {
         }
     }
 
+    /// [`Client::connect`] with read and write timeouts.
+    pub fn connect_with_timeout(
+        socket: &Path,
+        timeout: std::time::Duration,
+    ) -> Result<Option<Client>, ClientError> {
+        let client = Client::connect(socket)?;
+        if let Some(client) = &client {
+            client.writer.set_read_timeout(Some(timeout))?;
+            client.writer.set_write_timeout(Some(timeout))?;
+        }
+        Ok(client)
+    }
+
     /// Sends one request and waits for its reply.
     pub fn call(&mut self, request: Request) -> Result<Reply, ClientError> {
         let mut line = serde_json::to_string(&RequestFrame {

@@ -22,6 +22,10 @@
 //! | `ping`        | -                                       | `{"server":"vole","version":"…"}` |
 //! | `repo_create` | `repo` (`owner/name`), `description`?   | `{"name":"owner/name","description":"…"}` |
 //! | `repo_list`   | -                                       | array of the above |
+//! | `hook_pre_receive` | `push` {repo, push_id, actor, client}, `updates` [{ref, old, new, fast_forward?}] | `{"refused":[{"ref","reason"}]}` |
+//! | `hook_ref_prepared` | `push`, `moves` [{ref, old, new}] | `{"seq":n}` once durable |
+//! | `hook_ref_outcome` | `push`, `moves`, `outcome` (`committed`/`aborted`) | `{"seq":n}` once durable and published |
+//! | `log_compact` | `keep` | `{"bytes_before","bytes_after","base_seq"}` |
 //!
 //! A new operation is added as a new `op` (old clients keep working); a
 //! change to an existing one bumps `v`.
@@ -52,5 +56,37 @@ pub fn dispatch(app: &App, request: Request) -> Reply {
             }
         }
         Request::RepoList => Reply::ok(app.list_repos()),
+        Request::HookPreReceive { push, updates } => {
+            let refused = app.recorder.check_push(&push, &updates);
+            Reply::ok(serde_json::json!({ "refused": refused }))
+        }
+        Request::HookRefPrepared { push, moves } => match app.recorder.prepared(&push, &moves) {
+            Ok(seq) => Reply::ok(serde_json::json!({ "seq": seq })),
+            Err(e) => {
+                tracing::error!(repo = push.repo, error = %e, "cannot record a ref transaction; git will abort it");
+                Reply::error(format!(
+                    "the server could not record the update durably: {e}"
+                ))
+            }
+        },
+        Request::HookRefOutcome {
+            push,
+            moves,
+            outcome,
+        } => match app.recorder.outcome(&push, &moves, outcome) {
+            Ok(seq) => Reply::ok(serde_json::json!({ "seq": seq })),
+            Err(e) => {
+                tracing::error!(repo = push.repo, error = %e, "cannot record a ref transaction outcome");
+                Reply::error(format!("the server could not record the outcome: {e}"))
+            }
+        },
+        Request::LogCompact { keep } => match app.recorder.compact(keep) {
+            Ok(report) => Reply::ok(serde_json::json!({
+                "bytes_before": report.bytes_before,
+                "bytes_after": report.bytes_after,
+                "base_seq": report.base_seq,
+            })),
+            Err(e) => Reply::error(format!("compaction failed: {e}")),
+        },
     }
 }

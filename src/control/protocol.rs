@@ -20,6 +20,26 @@ pub enum Request {
         description: Option<String>,
     },
     RepoList,
+    /// From `vole hook pre-receive`: may these updates happen?
+    HookPreReceive {
+        push: crate::hooks::PushContext,
+        updates: Vec<crate::hooks::RefUpdate>,
+    },
+    /// From `vole hook reference-transaction prepared`: record, durably.
+    HookRefPrepared {
+        push: crate::hooks::PushContext,
+        moves: Vec<crate::hooks::RefUpdate>,
+    },
+    /// From `vole hook reference-transaction committed|aborted`.
+    HookRefOutcome {
+        push: crate::hooks::PushContext,
+        moves: Vec<crate::hooks::RefUpdate>,
+        outcome: crate::hooks::Outcome,
+    },
+    /// Compact the ref log, keeping the last `keep` transactions.
+    LogCompact {
+        keep: u64,
+    },
 }
 
 /// A request as it travels: the version plus the request's own fields.

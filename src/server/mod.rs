@@ -26,8 +26,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let git = Git::locate(config.git.as_deref())?;
     tracing::info!(path = %git.path().display(), version = git.version(), "using git");
 
+    let mut config = config;
+    DataDir::new(config.data_dir.clone()).prepare()?;
+    // Absolute from here on: git runs hooks and the socket path from other
+    // working directories.
+    config.data_dir = std::fs::canonicalize(&config.data_dir)
+        .with_context(|| format!("cannot resolve the data dir {}", config.data_dir.display()))?;
     let data = DataDir::new(config.data_dir.clone());
-    data.prepare()?;
     let lock = data.lock("vole serve")?;
     let cleanup = data.clean_leftovers(&lock, config.quarantine_max_age);
     tracing::info!(removed = cleanup.removed.len(), "start-up cleanup done");
@@ -45,6 +50,22 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let shutdown_grace = config.shutdown_grace;
     let app = Arc::new(App::open(config, git)?);
+    crate::hooks::scripts::install(app.transport.hooks_dir(), app.transport.guard_exe())
+        .context("cannot write the git hooks")?;
+    let repos: Vec<(String, std::path::PathBuf)> = app
+        .list_repos()
+        .into_iter()
+        .map(|info| {
+            let path = app.repos.path(&info.name);
+            (info.name.to_string(), path)
+        })
+        .collect();
+    let report = app.recorder.reconcile(&app.git, &repos)?;
+    tracing::info!(
+        resolved = report.resolved,
+        reconciled = report.reconciled,
+        "ref log checked against the refs on disk"
+    );
     let control_task = tokio::spawn(control::server::serve(control_listener, app.clone()));
 
     if app.config.anonymous_push {

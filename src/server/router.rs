@@ -6,6 +6,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 
+use crate::api;
 use crate::app::App;
 use crate::transport;
 
@@ -13,6 +14,10 @@ use crate::transport;
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route(
+            "/api/v1/repos/{owner}/{repo}/activity",
+            get(api::repo_activity),
+        )
         .route("/{owner}/{repo}/info/refs", get(transport::info_refs))
         .route(
             "/{owner}/{repo}/git-upload-pack",

@@ -47,6 +47,11 @@ pub struct CgiRequest {
     pub remote_addr: String,
     pub remote_user: Option<String>,
     pub config: Vec<(String, String)>,
+    /// The client reads side-band channels: a refusal with no git output is
+    /// sent as a channel-3 (fatal error) message it prints, not a bare 400.
+    pub error_sideband: bool,
+    /// Passed through git to the hooks (push identity, socket).
+    pub hook_env: Vec<(&'static str, String)>,
     pub max_request_buffer: u64,
     pub body: Option<Spooled>,
     /// For log lines: `owner/name`.
@@ -117,6 +122,9 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     for (i, (key, value)) in request.config.iter().enumerate() {
         command.env(format!("GIT_CONFIG_KEY_{i}"), key);
         command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
+    }
+    for (key, value) in &request.hook_env {
+        command.env(key, value);
     }
     if let Some(content_type) = &request.content_type {
         command.env("CONTENT_TYPE", content_type);
@@ -229,11 +237,18 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
                     Ok(status) if status.success() => response
                         .body(Body::empty())
                         .map_err(|e| AppError::internal("bad CGI response header", e)),
-                    _ => Err(AppError::bad_request(if said.is_empty() {
-                        "git could not process this request".to_string()
-                    } else {
-                        format!("git could not process this request: {}", said.join("; "))
-                    })),
+                    _ => {
+                        let message = if said.is_empty() {
+                            "git could not process this request".to_string()
+                        } else {
+                            format!("git could not process this request: {}", said.join("; "))
+                        };
+                        if request.error_sideband {
+                            sideband_error(response, &message)
+                        } else {
+                            Err(AppError::bad_request(message))
+                        }
+                    }
                 };
             }
             Ok(Ok(n)) => rest = buf[..n].to_vec(),
@@ -324,6 +339,24 @@ async fn pump(
             }
         }
     }
+}
+
+/// A protocol response carrying `message` on side-band channel 3, which git
+/// prints as `remote error: ...` and fails the push with.
+fn sideband_error(
+    response: axum::http::response::Builder,
+    message: &str,
+) -> Result<Response, AppError> {
+    let mut payload = vec![3u8];
+    payload.extend_from_slice(message.as_bytes());
+    payload.push(b'\n');
+    payload.truncate(65515);
+    let mut body = format!("{:04x}", payload.len() + 4).into_bytes();
+    body.extend_from_slice(&payload);
+    body.extend_from_slice(b"0000");
+    response
+        .body(Body::from(body))
+        .map_err(|e| AppError::internal("bad CGI response header", e))
 }
 
 /// Parsed CGI header block.

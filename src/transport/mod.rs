@@ -72,17 +72,52 @@ impl Service {
 pub struct Transport {
     pub limits: Limits,
     repos_root: PathBuf,
+    /// `core.hooksPath` of every child: vole's own hooks.
+    hooks_dir: PathBuf,
+    socket: PathBuf,
+    last_push_id: std::sync::atomic::AtomicU64,
     /// This binary, run as `vole cgi-guard` in front of every git child.
     guard_exe: PathBuf,
 }
 
 impl Transport {
-    pub fn new(app_config: &crate::config::Config, repos_root: PathBuf) -> Transport {
+    pub fn new(
+        app_config: &crate::config::Config,
+        repos_root: PathBuf,
+        hooks_dir: PathBuf,
+    ) -> Transport {
         Transport {
             limits: Limits::new(&app_config.transport),
             repos_root,
+            hooks_dir,
+            socket: app_config.data_dir.join("vole.sock"),
+            last_push_id: std::sync::atomic::AtomicU64::new(0),
             guard_exe: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
         }
+    }
+}
+
+impl Transport {
+    /// A push id: unique and increasing (nanoseconds since the epoch, bumped
+    /// past the last one handed out).
+    fn next_push_id(&self) -> u64 {
+        use std::sync::atomic::Ordering;
+        let now = crate::log::now_ns() as u64;
+        let previous = self
+            .last_push_id
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                Some(now.max(last + 1))
+            })
+            .expect("the closure always returns Some");
+        now.max(previous + 1)
+    }
+
+    pub fn hooks_dir(&self) -> &std::path::Path {
+        &self.hooks_dir
+    }
+
+    pub fn guard_exe(&self) -> &std::path::Path {
+        &self.guard_exe
     }
 }
 
@@ -174,7 +209,16 @@ fn cgi_request(
         git_protocol: git_protocol(headers)?,
         remote_addr: peer.ip().to_string(),
         remote_user: None,
-        config: git_config(service),
+        config: {
+            let mut config = git_config(service);
+            config.push((
+                "core.hooksPath".into(),
+                app.transport.hooks_dir.display().to_string(),
+            ));
+            config
+        },
+        hook_env: Vec::new(),
+        error_sideband: false,
         max_request_buffer: limits.max_request_size,
         body: None,
         repo: repo.to_string(),
@@ -182,8 +226,35 @@ fn cgi_request(
     })
 }
 
-/// The git configuration of every child (see the module doc).
-fn git_config(service: Service) -> Vec<(String, String)> {
+/// The push's first command line announces `side-band-64k` (or
+/// `side-band`) among its capabilities.
+fn wants_sideband(body: &spool::Spooled) -> bool {
+    let head: Vec<u8> = match &body.content {
+        spool::SpooledContent::Memory(bytes) => bytes.iter().take(4096).copied().collect(),
+        spool::SpooledContent::File(file) => {
+            use std::io::Read;
+            let mut head = Vec::new();
+            let _ =
+                std::fs::File::open(file.path()).and_then(|f| f.take(4096).read_to_end(&mut head));
+            head
+        }
+    };
+    let Some(len) = std::str::from_utf8(head.get(..4).unwrap_or_default())
+        .ok()
+        .and_then(|h| usize::from_str_radix(h, 16).ok())
+    else {
+        return false;
+    };
+    let line = &head[..len.min(head.len())];
+    let capabilities = line.splitn(2, |b| *b == 0).nth(1).unwrap_or_default();
+    capabilities
+        .split(|b| *b == b' ' || *b == b'\n')
+        .any(|cap| cap == b"side-band-64k" || cap == b"side-band")
+}
+
+/// The git configuration of every child (see the module doc). Public so
+/// the smart-http benchmark gives its baseline the very same settings.
+pub fn git_config(service: Service) -> Vec<(String, String)> {
     let mut config = vec![
         ("http.uploadpack", "true"),
         // vole decides who may push before git runs; git must not refuse
@@ -291,6 +362,22 @@ async fn service_rpc(
     }
     let mut request = cgi_request(&app, &repo, service, Call::Rpc, &headers, peer)?;
     request.content_encoding = encoding;
+    if service == Service::ReceivePack {
+        // What the hooks need to report this push (see crate::hooks).
+        use crate::hooks::env;
+        let actor = request
+            .remote_user
+            .clone()
+            .unwrap_or_else(|| "anonymous".into());
+        request.hook_env = vec![
+            (env::SOCKET, app.transport.socket.display().to_string()),
+            (env::REPO, repo.to_string()),
+            (env::PUSH_ID, app.transport.next_push_id().to_string()),
+            (env::ACTOR, actor),
+            (env::CLIENT, request.remote_addr.clone()),
+            (env::GIT, app.git.path().display().to_string()),
+        ];
+    }
     // The whole body first: a slow client holds no process and no slot.
     let spooled = spool::spool(
         body,
@@ -300,6 +387,7 @@ async fn service_rpc(
         &app.transport.limits.spool_budget(),
     )
     .await?;
+    request.error_sideband = service == Service::ReceivePack && wants_sideband(&spooled);
     request.body = Some(spooled);
     let permit = app.transport.limits.acquire(service).await?;
     cgi::run(request, permit).await

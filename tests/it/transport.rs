@@ -702,3 +702,75 @@ fn libgit2_clones_and_pushes() {
         Some(oid.to_string())
     );
 }
+
+/// Runs a client script from `tests/clients` (installed by `.ci/run`).
+fn client(program: &str, script: &str, args: &[&str]) -> std::process::Output {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(script);
+    let child = std::process::Command::new(program)
+        .arg(path)
+        .args(args)
+        .env("HOME", std::env::temp_dir())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{program} must be installed (.ci/run installs it): {e}"));
+    wait_output(child, Duration::from_secs(120))
+}
+
+/// Clone with `program`, commit with git, push with `program`.
+fn clone_and_push_with(program: &str, script: &str) {
+    let forge = Forge::start(&["--anonymous-push"]);
+    let work = worktree(&forge.dir, "work");
+    commit_file(&work, "src/lib.txt", b"library\n");
+    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+
+    let clone = forge.dir.join(format!("{script}-clone"));
+    let cloned = client(
+        program,
+        script,
+        &["clone", &forge.url(".git"), clone.to_str().unwrap()],
+    );
+    assert!(
+        cloned.status.success(),
+        "{script} clone: {}",
+        text(&cloned.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(clone.join("src/lib.txt")).unwrap(),
+        "library\n"
+    );
+
+    git_ok(&clone, &["checkout", "-q", "-B", "main"]);
+    let pushed_head = commit_file(&clone, "from-client.txt", script.as_bytes());
+    let pushed = client(
+        program,
+        script,
+        &[
+            "push",
+            clone.to_str().unwrap(),
+            &forge.url(".git"),
+            "refs/heads/main",
+        ],
+    );
+    assert!(
+        pushed.status.success(),
+        "{script} push: {}",
+        text(&pushed.stderr)
+    );
+    assert_eq!(
+        ref_value(&forge.bare(), "refs/heads/main"),
+        Some(pushed_head)
+    );
+}
+
+#[test]
+fn dulwich_clones_and_pushes() {
+    clone_and_push_with("python3", "dulwich_client.py");
+}
+
+#[test]
+fn isomorphic_git_clones_and_pushes() {
+    clone_and_push_with("node", "isogit_client.mjs");
+}

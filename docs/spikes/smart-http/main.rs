@@ -1,0 +1,486 @@
+//! Benchmark harness: clone and push through vole against the baseline a
+//! user would pick instead, `git http-backend` behind nginx + fcgiwrap, with
+//! the same git binary and the same git settings.
+//!
+//! `cargo run --release --example smart-http [-- --rounds 3 --cases clone,push-150m,push-1g]`
+//!
+//! Needs nginx and fcgiwrap (Debian packages) and builds the release
+//! `vole` binary first. Prints one line per measurement, then the median
+//! vole/baseline ratio per case. Every measurement is verified: a clone must
+//! have the source's head, a push must have moved the server's ref to it.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use vole::transport::{Service, git_config};
+
+const GIT_HTTP_BACKEND_DIR: &str = "/usr/local/libexec/git-core";
+
+fn sh(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn git(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@example.org")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@example.org");
+    c
+}
+
+/// A repo made by fast-import: `files` blobs of `size` bytes each, either
+/// incompressible or text-like (compresses ~4x).
+fn make_repo(dir: &Path, files: usize, size: usize, compressible: bool, seed: u64) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    sh(git(dir).args(["init", "-q", "-b", "main"]));
+    let mut child = git(dir)
+        // Keep fast-import's pack even for few objects (it would unpack
+        // below 100 objects into loose files).
+        .args(["-c", "fastimport.unpackLimit=1", "fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    for i in 0..files {
+        let mut blob = Vec::with_capacity(size);
+        while blob.len() < size {
+            if compressible {
+                let word = next() % 5000;
+                blob.extend_from_slice(
+                    format!("line {word} of file {i}: lorem ipsum dolor\n").as_bytes(),
+                );
+            } else {
+                blob.extend_from_slice(&next().to_le_bytes());
+            }
+        }
+        blob.truncate(size);
+        write!(stdin, "blob\nmark :{}\ndata {}\n", i + 1, blob.len()).unwrap();
+        stdin.write_all(&blob).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    write!(
+        stdin,
+        "commit refs/heads/main\ncommitter b <b@example.org> 1767225600 +0000\ndata 5\nbench\n"
+    )
+    .unwrap();
+    for i in 0..files {
+        writeln!(stdin, "M 100644 :{} f{i}.bin", i + 1).unwrap();
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    sh(git(dir).args(["rev-parse", "main"]))
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if let Some(ppid) = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            parent.push((pid, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for (c, pp) in &parent {
+            if *pp == p {
+                out.push(*c);
+                todo.push(*c);
+            }
+        }
+    }
+    out
+}
+
+/// Samples RSS every 10 ms: peak of the server processes' sum, and peak of
+/// the sum of the git children under `child_roots`.
+struct Sampler {
+    stop: Arc<AtomicBool>,
+    peaks: Arc<Mutex<(u64, u64)>>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl Sampler {
+    fn start(server_pids: Vec<u32>, child_roots: Vec<u32>) -> Sampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peaks = Arc::new(Mutex::new((0, 0)));
+        let (s, p) = (stop.clone(), peaks.clone());
+        let handle = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let server: u64 = server_pids.iter().map(|&pid| rss_kib(pid)).sum();
+                let children: u64 = child_roots
+                    .iter()
+                    .flat_map(|&r| descendants(r))
+                    .map(rss_kib)
+                    .sum();
+                let mut peaks = p.lock().unwrap();
+                peaks.0 = peaks.0.max(server);
+                peaks.1 = peaks.1.max(children);
+                drop(peaks);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Sampler {
+            stop,
+            peaks,
+            handle,
+        }
+    }
+
+    fn finish(self) -> (f64, f64) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle.join().unwrap();
+        let (s, c) = *self.peaks.lock().unwrap();
+        (s as f64 / 1024.0, c as f64 / 1024.0)
+    }
+}
+
+struct Server {
+    name: &'static str,
+    base: String,
+    repos: PathBuf,
+    server_pids: Vec<u32>,
+    child_roots: Vec<u32>,
+    children: Vec<Child>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_http(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "server on {port} did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn start_vole(dir: &Path, vole: &Path) -> Server {
+    let port = free_port();
+    let data = dir.join("vole-data");
+    std::fs::create_dir_all(data.join("repos")).unwrap();
+    let child = Command::new(vole)
+        .args([
+            "serve",
+            "--anonymous-push",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--data")
+        .arg(&data)
+        .env("VOLE_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_http(port);
+    let pid = child.id();
+    Server {
+        name: "vole",
+        base: format!("http://127.0.0.1:{port}"),
+        repos: data.join("repos"),
+        server_pids: vec![pid],
+        child_roots: vec![pid],
+        children: vec![child],
+    }
+}
+
+fn start_nginx(dir: &Path) -> Server {
+    let port = free_port();
+    let root = dir.join("nginx");
+    let repos = root.join("repos");
+    std::fs::create_dir_all(&repos).unwrap();
+    let socket = root.join("fcgi.sock");
+    let _ = std::fs::remove_file(&socket);
+    let fcgi = Command::new("fcgiwrap")
+        .args(["-c", "4", "-s"])
+        .arg(format!("unix:{}", socket.display()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut params = String::new();
+    // Same git settings as vole gives its children (receive-pack's superset).
+    let config = git_config(Service::ReceivePack);
+    params.push_str(&format!(
+        "fastcgi_param GIT_CONFIG_COUNT {};\n",
+        config.len()
+    ));
+    for (i, (k, v)) in config.iter().enumerate() {
+        params.push_str(&format!(
+            "fastcgi_param GIT_CONFIG_KEY_{i} {k};\nfastcgi_param GIT_CONFIG_VALUE_{i} {v};\n"
+        ));
+    }
+    let r = root.display();
+    let conf = format!(
+        "worker_processes 1;\nuser root;\ndaemon off;\nerror_log {r}/error.log;\npid {r}/nginx.pid;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {r}/body;\n fastcgi_temp_path {r}/fcgi;\n\
+         proxy_temp_path {r}/proxy;\n uwsgi_temp_path {r}/uwsgi;\n scgi_temp_path {r}/scgi;\n\
+         client_max_body_size 0;\n\
+         server {{\n  listen 127.0.0.1:{port};\n  location / {{\n\
+         fastcgi_pass unix:{sock};\n fastcgi_read_timeout 600s;\n fastcgi_send_timeout 600s;\n\
+         fastcgi_param SCRIPT_FILENAME {GIT_HTTP_BACKEND_DIR}/git-http-backend;\n\
+         fastcgi_param GIT_PROJECT_ROOT {repos};\n fastcgi_param GIT_HTTP_EXPORT_ALL 1;\n\
+         fastcgi_param GIT_CONFIG_NOSYSTEM 1;\n fastcgi_param GIT_CONFIG_GLOBAL /dev/null;\n\
+         fastcgi_param PATH_INFO $uri;\n fastcgi_param QUERY_STRING $query_string;\n\
+         fastcgi_param REQUEST_METHOD $request_method;\n fastcgi_param CONTENT_TYPE $content_type;\n\
+         fastcgi_param CONTENT_LENGTH $content_length;\n fastcgi_param HTTP_CONTENT_ENCODING $http_content_encoding;\n\
+         fastcgi_param GIT_PROTOCOL $http_git_protocol;\n fastcgi_param REMOTE_ADDR $remote_addr;\n{params}  }}\n }}\n}}\n",
+        sock = socket.display(),
+        repos = repos.display(),
+    );
+    let conf_path = root.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let nginx = Command::new("nginx")
+        .arg("-c")
+        .arg(&conf_path)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_http(port);
+    let master = nginx.id();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut server_pids = vec![master];
+    server_pids.extend(descendants(master));
+    server_pids.push(fcgi.id());
+    Server {
+        name: "nginx",
+        base: format!("http://127.0.0.1:{port}"),
+        repos,
+        server_pids,
+        child_roots: vec![fcgi.id()],
+        children: vec![nginx, fcgi],
+    }
+}
+
+struct Measure {
+    mib_per_s: f64,
+    peak: f64,
+    child_peak: f64,
+}
+
+fn pack_bytes(repo: &Path) -> u64 {
+    let git_dir = if repo.join(".git").is_dir() {
+        repo.join(".git")
+    } else {
+        repo.to_path_buf()
+    };
+    std::fs::read_dir(git_dir.join("objects/pack"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                .map(|e| e.metadata().unwrap().len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn measure_clone(server: &Server, scratch: &Path, head: &str) -> Measure {
+    let dest = scratch.join(format!("clone-{}", server.name));
+    let _ = std::fs::remove_dir_all(&dest);
+    let url = format!("{}/bench/clone.git", server.base);
+    let bytes = pack_bytes(&server.repos.join("bench/clone.git"));
+    let sampler = Sampler::start(server.server_pids.clone(), server.child_roots.clone());
+    let started = Instant::now();
+    sh(git(scratch)
+        .args(["clone", "-q", "--bare", &url])
+        .arg(&dest));
+    let took = started.elapsed();
+    let (peak, child_peak) = sampler.finish();
+    assert_eq!(
+        sh(git(&dest).args(["rev-parse", "main"])),
+        head,
+        "verification: clone head"
+    );
+    let _ = std::fs::remove_dir_all(&dest);
+    Measure {
+        mib_per_s: bytes as f64 / (1 << 20) as f64 / took.as_secs_f64(),
+        peak,
+        child_peak,
+    }
+}
+
+fn measure_push(server: &Server, source: &Path, head: &str) -> Measure {
+    let target = server.repos.join("bench/push.git");
+    let _ = std::fs::remove_dir_all(&target);
+    sh(git(&server.repos)
+        .args(["init", "-q", "--bare"])
+        .arg(&target));
+    let url = format!("{}/bench/push.git", server.base);
+    let bytes = pack_bytes(source);
+    let sampler = Sampler::start(server.server_pids.clone(), server.child_roots.clone());
+    let started = Instant::now();
+    // The client skips delta search on big blobs (the same for both servers).
+    sh(git(source).args([
+        "-c",
+        "core.bigFileThreshold=16m",
+        "push",
+        "-q",
+        &url,
+        "main",
+    ]));
+    let took = started.elapsed();
+    let (peak, child_peak) = sampler.finish();
+    assert_eq!(
+        sh(git(&target).args(["rev-parse", "main"])),
+        head,
+        "verification: pushed ref"
+    );
+    Measure {
+        mib_per_s: bytes as f64 / (1 << 20) as f64 / took.as_secs_f64(),
+        peak,
+        child_peak,
+    }
+}
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn main() {
+    let rounds: usize = arg("--rounds").and_then(|r| r.parse().ok()).unwrap_or(3);
+    let cases = arg("--cases").unwrap_or_else(|| "clone,push-150m,push-1g".into());
+    sh(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--bin", "vole"]));
+    let vole = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/vole");
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path();
+    println!("git={}", sh(Command::new("git").arg("--version")));
+
+    let vole_server = start_vole(dir, &vole);
+    let nginx = start_nginx(dir);
+    let servers = [&vole_server, &nginx];
+
+    let mut ratios: Vec<(String, Vec<f64>)> = Vec::new();
+    for case in cases.split(',') {
+        let (source, head) = match case {
+            "clone" => {
+                let src = dir.join("src-clone");
+                let head = make_repo(&src, 30, 1 << 20, false, 1);
+                sh(git(&src).args(["repack", "-adq"]));
+                for s in servers {
+                    let target = s.repos.join("bench/clone.git");
+                    sh(git(dir)
+                        .args(["clone", "-q", "--bare"])
+                        .arg(&src)
+                        .arg(&target));
+                }
+                (src, head)
+            }
+            "push-150m" => {
+                let src = dir.join("src-150m");
+                let head = make_repo(&src, 150, 1 << 20, true, 2);
+                sh(git(&src).args(["repack", "-adq"]));
+                (src, head)
+            }
+            "push-1g" => {
+                // fast-import writes one pack already; no repack (a delta
+                // search over 1 GiB of random data would take minutes).
+                let src = dir.join("src-1g");
+                let head = make_repo(&src, 16, 64 << 20, false, 3);
+                (src, head)
+            }
+            other => panic!("unknown case {other}"),
+        };
+        println!(
+            "case={case} source_pack_mib={:.1} (throughput below is pack bytes over wall time)",
+            pack_bytes(&source) as f64 / (1 << 20) as f64
+        );
+        let mut r = Vec::new();
+        for round in 0..rounds {
+            // Interleaved pairs, alternating which server goes first.
+            let order: Vec<&Server> = if round % 2 == 0 {
+                servers.to_vec()
+            } else {
+                servers.iter().rev().copied().collect()
+            };
+            let mut pair = std::collections::HashMap::new();
+            for server in order {
+                let m = if case == "clone" {
+                    measure_clone(server, dir, &head)
+                } else {
+                    measure_push(server, &source, &head)
+                };
+                println!(
+                    "case={case} server={} mib_per_s={:.1} peak_rss_mib={:.1} child_peak_rss_mib={:.1} round={round}",
+                    server.name, m.mib_per_s, m.peak, m.child_peak
+                );
+                pair.insert(server.name, m.mib_per_s);
+            }
+            r.push(pair["vole"] / pair["nginx"]);
+        }
+        let _ = std::fs::remove_dir_all(&source);
+        ratios.push((case.to_string(), r));
+    }
+    for (case, mut r) in ratios {
+        r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        println!(
+            "ratio case={case} median={:.3} min={:.3} max={:.3}",
+            r[r.len() / 2],
+            r[0],
+            r[r.len() - 1]
+        );
+    }
+}

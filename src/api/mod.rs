@@ -1,0 +1,70 @@
+//! The JSON API under `/api/v1`. Handlers here read through [`App`]; they
+//! never touch git or the log files directly.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::app::App;
+use crate::hooks::recorder::ACTIVITY_PER_REPO;
+use crate::repos::RepoName;
+use crate::server::error::AppError;
+
+const DEFAULT_PER_PAGE: usize = 30;
+const MAX_PER_PAGE: usize = 100;
+
+fn number(query: &HashMap<String, String>, key: &str, default: usize) -> Result<usize, AppError> {
+    match query.get(key) {
+        None => Ok(default),
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or_else(|| {
+                AppError::bad_request(format!(
+                    "{key} must be a whole number of at least 1, got {text:?}"
+                ))
+            }),
+    }
+}
+
+/// `GET /api/v1/repos/{owner}/{repo}/activity?page=&per_page=`: recent ref
+/// moves (committed or reconciled), newest first, with a `Link` header.
+pub async fn repo_activity(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, AppError> {
+    let not_found = || AppError::not_found(format!("repository {owner}/{repo} not found"));
+    let name = RepoName::from_parts(&owner, &repo).map_err(|_| not_found())?;
+    if !app.repos.exists(&name) {
+        return Err(not_found());
+    }
+    let page = number(&query, "page", 1)?;
+    let per_page = number(&query, "per_page", DEFAULT_PER_PAGE)?.min(MAX_PER_PAGE);
+    let (entries, total) = app.recorder.activity(&name.to_string(), page, per_page);
+    let last = total.div_ceil(per_page).max(1);
+    let base = format!("/api/v1/repos/{name}/activity");
+    let link =
+        |p: usize, rel: &str| format!("<{base}?page={p}&per_page={per_page}>; rel=\"{rel}\"");
+    let mut links = vec![link(1, "first"), link(last, "last")];
+    if page > 1 {
+        links.push(link(page - 1, "prev"));
+    }
+    if page < last {
+        links.push(link(page + 1, "next"));
+    }
+    let mut response = Json(entries).into_response();
+    if let Ok(value) = HeaderValue::from_str(&links.join(", ")) {
+        response.headers_mut().insert(header::LINK, value);
+    }
+    response.headers_mut().insert(
+        "x-total-count",
+        HeaderValue::from(total.min(ACTIVITY_PER_REPO)),
+    );
+    Ok(response)
+}

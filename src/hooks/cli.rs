@@ -1,0 +1,192 @@
+//! `vole hook pre-receive` and `vole hook reference-transaction <state>`:
+//! the git side of the hooks. Each reads git's input, asks the running
+//! server over the control socket, and exits with the status git needs
+//! (see the module doc of [`crate::hooks`]).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use super::{Outcome, PushContext, RefUpdate, env};
+use crate::control::{Reply, Request, client::Client};
+
+/// How long a hook waits for the server's answer.
+const SERVER_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn context() -> Result<(PathBuf, PushContext), String> {
+    let var = |name: &str| {
+        std::env::var(name)
+            .map_err(|_| format!("{name} is not set: this hook runs only under vole serve"))
+    };
+    let socket = PathBuf::from(var(env::SOCKET)?);
+    let push_id = var(env::PUSH_ID)?
+        .parse()
+        .map_err(|_| format!("{} is not a number", env::PUSH_ID))?;
+    Ok((
+        socket,
+        PushContext {
+            repo: var(env::REPO)?,
+            push_id,
+            actor: var(env::ACTOR)?,
+            client: var(env::CLIENT)?,
+        },
+    ))
+}
+
+fn ask(socket: &Path, request: Request) -> Result<Reply, String> {
+    let mut client = Client::connect_with_timeout(socket, SERVER_TIMEOUT)
+        .map_err(|e| format!("cannot reach the vole server: {e}"))?
+        .ok_or_else(|| "the vole server is not running".to_string())?;
+    let reply = client
+        .call(request)
+        .map_err(|e| format!("the vole server did not answer: {e}"))?;
+    if reply.ok {
+        Ok(reply)
+    } else {
+        Err(reply.error.unwrap_or_else(|| "refused".into()))
+    }
+}
+
+fn read_stdin() -> Result<String, String> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .map_err(|e| format!("cannot read the hook input: {e}"))?;
+    Ok(input)
+}
+
+/// `new` descends from `old`, asked of git (the hook runs inside the push's
+/// quarantine, so the new objects are visible).
+fn is_fast_forward(git: &str, update: &RefUpdate) -> Option<bool> {
+    if update.is_creation() || update.is_deletion() {
+        return None;
+    }
+    let status = Command::new(git)
+        .args(["merge-base", "--is-ancestor", &update.old, &update.new])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    match status.code() {
+        Some(0) => Some(true),
+        Some(1) => Some(false),
+        _ => None,
+    }
+}
+
+/// `vole hook pre-receive`
+pub fn pre_receive() -> ExitCode {
+    match run_pre_receive() {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("vole: push refused: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_pre_receive() -> Result<ExitCode, String> {
+    let (socket, push) = context()?;
+    let input = read_stdin()?;
+    let git = std::env::var(env::GIT).unwrap_or_else(|_| "git".into());
+    let mut updates = RefUpdate::parse_lines(&input)?;
+    for update in &mut updates {
+        update.fast_forward = is_fast_forward(&git, update);
+    }
+    let reply = ask(&socket, Request::HookPreReceive { push, updates })?;
+    let refusals = reply
+        .data
+        .as_ref()
+        .and_then(|d| d.get("refused"))
+        .and_then(|r| r.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if !refusals.is_empty() {
+        for refusal in refusals {
+            eprintln!(
+                "vole: {}: {}",
+                refusal["ref"].as_str().unwrap_or("?"),
+                refusal["reason"].as_str().unwrap_or("refused")
+            );
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    run_repo_hook("pre-receive", &input)
+}
+
+/// Runs the repository's own hook of that name, if it has one.
+fn run_repo_hook(name: &str, input: &str) -> Result<ExitCode, String> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let git_dir = std::env::var("GIT_DIR").unwrap_or_else(|_| ".".into());
+    let hook = Path::new(&git_dir).join("hooks").join(name);
+    let runnable = hook
+        .metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if !runnable {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut child = Command::new(&hook)
+        .stdin(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run the repository's {name} hook: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(input.as_bytes());
+    }
+    let status = child
+        .wait()
+        .map_err(|e| format!("the repository's {name} hook failed: {e}"))?;
+    Ok(if status.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// `vole hook reference-transaction <prepared|committed|aborted>`
+pub fn reference_transaction(state: &str) -> ExitCode {
+    let result = (|| -> Result<(), String> {
+        let (socket, push) = context()?;
+        // Only real ref moves: git also reports HEAD following the branch it
+        // points at, and zero-to-zero lines for a packed-refs transaction
+        // it opens and drops while deleting.
+        let moves: Vec<RefUpdate> = RefUpdate::parse_lines(&read_stdin()?)?
+            .into_iter()
+            .filter(|m| m.ref_name.starts_with("refs/") && !(m.is_creation() && m.is_deletion()))
+            .collect();
+        if moves.is_empty() {
+            return Ok(());
+        }
+        let request = match state {
+            "prepared" => Request::HookRefPrepared { push, moves },
+            "committed" => Request::HookRefOutcome {
+                push,
+                moves,
+                outcome: Outcome::Committed,
+            },
+            "aborted" => Request::HookRefOutcome {
+                push,
+                moves,
+                outcome: Outcome::Aborted,
+            },
+            other => return Err(format!("unknown transaction state {other:?}")),
+        };
+        ask(&socket, request).map(drop)
+    })();
+    match (state, result) {
+        (_, Ok(())) => ExitCode::SUCCESS,
+        ("prepared", Err(message)) => {
+            eprintln!(
+                "vole: the ref update could not be recorded, so nothing was changed: {message}"
+            );
+            ExitCode::FAILURE
+        }
+        (_, Err(message)) => {
+            // git ignores this status; say it anyway.
+            eprintln!("vole: recording the outcome failed: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}

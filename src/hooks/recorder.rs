@@ -1,0 +1,472 @@
+//! The server side of the hooks: [`RefRecorder`] decides what a push may
+//! do, makes every ref move durable in the ref log before git may make it,
+//! records the outcome, publishes committed moves on the ref-move feed, and
+//! keeps what the log says each ref holds (to reconcile with the disk at
+//! start) and the recent activity of each repo.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use tokio::sync::broadcast;
+
+use super::{Outcome, PushContext, RefUpdate, ZERO_OID, is_zero};
+use crate::git::Git;
+use crate::log::{Entry, Log, LogError, Phase, RefMove, now_ns};
+
+/// Most activity entries kept in memory per repo.
+pub const ACTIVITY_PER_REPO: usize = 1000;
+/// Ref-move feed capacity; a subscriber that falls further behind lags
+/// (skips), it never blocks a push.
+const FEED_CAPACITY: usize = 1024;
+
+/// Moves of one committed (or reconciled) transaction, as published.
+#[derive(Debug, Clone, Serialize)]
+pub struct RefMoveEvent {
+    pub repo: String,
+    pub seq: u64,
+    pub moves: Vec<RefMove>,
+}
+
+/// One row of a repo's activity.
+#[derive(Debug, Clone, Serialize)]
+pub struct ActivityEntry {
+    pub seq: u64,
+    #[serde(flatten)]
+    pub ref_move: RefMove,
+}
+
+/// Why a pre-receive check refused a ref.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refusal {
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    pub reason: String,
+}
+
+/// What the log says, rebuilt by replay and kept current.
+#[derive(Debug, Default)]
+pub struct RefState {
+    /// repo -> ref -> oid, as of the last committed, reconciled or
+    /// checkpoint record.
+    known: HashMap<String, HashMap<String, String>>,
+    /// (repo, push id, ref) -> (seq, prepared move) without an outcome yet.
+    pending: HashMap<(String, u64, String), (u64, RefMove)>,
+    activity: HashMap<String, VecDeque<ActivityEntry>>,
+}
+
+impl RefState {
+    /// Folds one replayed log entry in.
+    pub fn apply(&mut self, entry: Entry<RefMove>) {
+        match entry {
+            Entry::Checkpoint(rows) => {
+                for row in rows {
+                    self.set_known(&row);
+                }
+            }
+            Entry::Txn { seq, rows } => self.apply_txn(seq, &rows),
+        }
+    }
+
+    fn apply_txn(&mut self, seq: u64, rows: &[RefMove]) {
+        for row in rows {
+            let key = (row.repo.clone(), row.push_id, row.ref_name.clone());
+            match row.phase {
+                Phase::Prepared => {
+                    self.pending.insert(key, (seq, row.clone()));
+                }
+                Phase::Aborted => {
+                    self.pending.remove(&key);
+                }
+                Phase::Committed | Phase::Reconciled => {
+                    self.pending.remove(&key);
+                    self.set_known(row);
+                    let activity = self.activity.entry(row.repo.clone()).or_default();
+                    activity.push_back(ActivityEntry {
+                        seq,
+                        ref_move: row.clone(),
+                    });
+                    if activity.len() > ACTIVITY_PER_REPO {
+                        activity.pop_front();
+                    }
+                }
+                Phase::Checkpoint => self.set_known(row),
+            }
+        }
+    }
+
+    fn set_known(&mut self, row: &RefMove) {
+        let refs = self.known.entry(row.repo.clone()).or_default();
+        match &row.new {
+            Some(oid) => {
+                refs.insert(row.ref_name.clone(), oid.clone());
+            }
+            None => {
+                refs.remove(&row.ref_name);
+            }
+        }
+    }
+}
+
+/// Records ref moves; see the module doc.
+pub struct RefRecorder {
+    log: Arc<Log<RefMove>>,
+    state: Mutex<RefState>,
+    feed: broadcast::Sender<Arc<RefMoveEvent>>,
+    protected_branches: Vec<String>,
+}
+
+impl std::fmt::Debug for RefRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefRecorder").finish_non_exhaustive()
+    }
+}
+
+fn oid_or_none(oid: &str) -> Option<String> {
+    (!is_zero(oid)).then(|| oid.to_string())
+}
+
+fn rows(push: &PushContext, moves: &[RefUpdate], phase: Phase) -> Vec<RefMove> {
+    let time_ns = now_ns();
+    moves
+        .iter()
+        .map(|m| RefMove {
+            time_ns,
+            repo: push.repo.clone(),
+            ref_name: m.ref_name.clone(),
+            old: oid_or_none(&m.old),
+            new: oid_or_none(&m.new),
+            actor: push.actor.clone(),
+            client: push.client.clone(),
+            push_id: push.push_id,
+            phase,
+        })
+        .collect()
+}
+
+impl RefRecorder {
+    pub fn new(
+        log: Arc<Log<RefMove>>,
+        state: RefState,
+        protected_branches: Vec<String>,
+    ) -> RefRecorder {
+        RefRecorder {
+            log,
+            state: Mutex::new(state),
+            feed: broadcast::channel(FEED_CAPACITY).0,
+            protected_branches,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, RefState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new subscriber to committed ref moves.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<RefMoveEvent>> {
+        self.feed.subscribe()
+    }
+
+    pub fn log(&self) -> &Arc<Log<RefMove>> {
+        &self.log
+    }
+
+    /// pre-receive: which of these updates are refused, and why.
+    pub fn check_push(&self, push: &PushContext, updates: &[RefUpdate]) -> Vec<Refusal> {
+        let mut refused = Vec::new();
+        for update in updates {
+            let name = &update.ref_name;
+            let refuse = |reason: String| Refusal {
+                ref_name: name.clone(),
+                reason,
+            };
+            if name.starts_with("refs/meta/") {
+                refused.push(refuse(
+                    "refs/meta/* holds the forge's metadata and is written only by the server; push elsewhere".into(),
+                ));
+                continue;
+            }
+            let Some(branch) = name.strip_prefix("refs/heads/") else {
+                continue;
+            };
+            if !self.protected_branches.iter().any(|p| p == branch) {
+                continue;
+            }
+            if update.is_deletion() {
+                refused.push(refuse(format!(
+                    "branch {branch} is protected: it cannot be deleted"
+                )));
+            } else if !update.is_creation() && update.fast_forward != Some(true) {
+                refused.push(refuse(format!(
+                    "branch {branch} is protected: only fast-forward pushes are allowed (pull and merge, then push again)"
+                )));
+            }
+        }
+        if !refused.is_empty() {
+            tracing::info!(
+                repo = push.repo,
+                push_id = push.push_id,
+                refused = refused.len(),
+                "push refused by pre-receive checks"
+            );
+        }
+        refused
+    }
+
+    /// reference-transaction `prepared`: durable before git may move the
+    /// refs. Blocking (waits for the log's sync).
+    pub fn prepared(&self, push: &PushContext, moves: &[RefUpdate]) -> Result<u64, LogError> {
+        let rows = rows(push, moves, Phase::Prepared);
+        let seq = self.log.commit(&rows)?;
+        self.state().apply_txn(seq, &rows);
+        Ok(seq)
+    }
+
+    /// reference-transaction `committed`/`aborted`: the outcome, durable, and
+    /// for a commit published on the feed before this returns.
+    pub fn outcome(
+        &self,
+        push: &PushContext,
+        moves: &[RefUpdate],
+        outcome: Outcome,
+    ) -> Result<u64, LogError> {
+        let phase = match outcome {
+            Outcome::Committed => Phase::Committed,
+            Outcome::Aborted => Phase::Aborted,
+        };
+        let rows = rows(push, moves, phase);
+        let seq = self.log.commit(&rows)?;
+        self.state().apply_txn(seq, &rows);
+        if outcome == Outcome::Committed {
+            self.publish(seq, rows);
+        }
+        Ok(seq)
+    }
+
+    fn publish(&self, seq: u64, moves: Vec<RefMove>) {
+        let repo = moves.first().map(|m| m.repo.clone()).unwrap_or_default();
+        // No subscriber is not an error.
+        let _ = self.feed.send(Arc::new(RefMoveEvent { repo, seq, moves }));
+    }
+
+    /// A repo's recent activity, newest first: one page and the total.
+    pub fn activity(
+        &self,
+        repo: &str,
+        page: usize,
+        per_page: usize,
+    ) -> (Vec<ActivityEntry>, usize) {
+        let state = self.state();
+        let Some(entries) = state.activity.get(repo) else {
+            return (Vec::new(), 0);
+        };
+        let page = entries
+            .iter()
+            .rev()
+            .skip(page.saturating_sub(1) * per_page)
+            .take(per_page)
+            .cloned()
+            .collect();
+        (page, entries.len())
+    }
+
+    /// At start: resolves prepared transactions that have no outcome (a
+    /// crash in between) against the refs on disk, then appends any
+    /// `refs/heads`/`refs/tags` ref that disagrees with the log (moved
+    /// outside vole) as reconciled. `repos` are `(owner/name, path)`.
+    pub fn reconcile(
+        &self,
+        git: &Git,
+        repos: &[(String, std::path::PathBuf)],
+    ) -> Result<ReconcileReport, LogError> {
+        let mut report = ReconcileReport::default();
+        let paths: HashMap<&str, &Path> = repos
+            .iter()
+            .map(|(n, p)| (n.as_str(), p.as_path()))
+            .collect();
+        let mut disk: HashMap<String, HashMap<String, String>> = HashMap::new();
+        for (name, path) in repos {
+            disk.insert(name.clone(), refs_on_disk(git, path));
+        }
+
+        // 1. prepared without outcome
+        let pending: Vec<(u64, RefMove)> = self.state().pending.values().cloned().collect();
+        let mut resolved: HashMap<(String, u64, Phase), Vec<RefMove>> = HashMap::new();
+        for (seq, prepared) in pending {
+            if !paths.contains_key(prepared.repo.as_str()) {
+                continue;
+            }
+            let on_disk = disk
+                .get(&prepared.repo)
+                .and_then(|refs| refs.get(&prepared.ref_name))
+                .cloned();
+            let on_disk = on_disk
+                .or_else(|| ref_value(git, paths[prepared.repo.as_str()], &prepared.ref_name));
+            let phase = if on_disk == prepared.new {
+                Phase::Committed
+            } else if on_disk == prepared.old {
+                Phase::Aborted
+            } else {
+                Phase::Reconciled
+            };
+            tracing::info!(
+                repo = prepared.repo,
+                ref_name = prepared.ref_name,
+                seq,
+                push_id = prepared.push_id,
+                outcome = phase.as_str(),
+                "resolved a prepared ref transaction left without outcome (crash) from the refs on disk"
+            );
+            let mut row = prepared.clone();
+            row.time_ns = now_ns();
+            row.phase = phase;
+            if phase == Phase::Reconciled {
+                row.new = on_disk;
+            }
+            resolved
+                .entry((row.repo.clone(), row.push_id, phase))
+                .or_default()
+                .push(row);
+        }
+        for ((_, _, phase), rows) in resolved {
+            let seq = self.log.commit(&rows)?;
+            self.state().apply_txn(seq, &rows);
+            if phase != Phase::Aborted {
+                self.publish(seq, rows.clone());
+            }
+            report.resolved += rows.len();
+        }
+
+        // 2. refs moved outside vole
+        for (name, on_disk) in &disk {
+            let known: HashMap<String, String> = self
+                .state()
+                .known
+                .get(name)
+                .map(|refs| {
+                    refs.iter()
+                        .filter(|(r, _)| is_tracked(r))
+                        .map(|(r, o)| (r.clone(), o.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut rows = Vec::new();
+            let mut names: Vec<&String> = on_disk.keys().chain(known.keys()).collect();
+            names.sort();
+            names.dedup();
+            for ref_name in names {
+                let (log_value, disk_value) = (known.get(ref_name), on_disk.get(ref_name));
+                if log_value == disk_value {
+                    continue;
+                }
+                tracing::warn!(
+                    repo = name,
+                    ref_name,
+                    log = log_value.map_or(ZERO_OID, |s| s),
+                    disk = disk_value.map_or(ZERO_OID, |s| s),
+                    "ref moved outside vole; recording it as reconciled"
+                );
+                rows.push(RefMove {
+                    time_ns: now_ns(),
+                    repo: name.clone(),
+                    ref_name: ref_name.clone(),
+                    old: log_value.cloned(),
+                    new: disk_value.cloned(),
+                    actor: "vole-reconcile".into(),
+                    client: "local".into(),
+                    push_id: 0,
+                    phase: Phase::Reconciled,
+                });
+            }
+            if !rows.is_empty() {
+                let seq = self.log.commit(&rows)?;
+                self.state().apply_txn(seq, &rows);
+                report.reconciled += rows.len();
+                self.publish(seq, rows);
+            }
+        }
+        Ok(report)
+    }
+
+    /// Compacts the ref log: a checkpoint of every known ref value, then the
+    /// last `keep` transactions (never a prepared one still waiting).
+    pub fn compact(&self, keep: u64) -> Result<crate::log::CompactReport, LogError> {
+        let (checkpoint, oldest_pending) = {
+            let state = self.state();
+            let mut rows = Vec::new();
+            for (repo, refs) in &state.known {
+                for (ref_name, oid) in refs {
+                    rows.push(RefMove {
+                        time_ns: now_ns(),
+                        repo: repo.clone(),
+                        ref_name: ref_name.clone(),
+                        old: None,
+                        new: Some(oid.clone()),
+                        actor: "vole-checkpoint".into(),
+                        client: "local".into(),
+                        push_id: 0,
+                        phase: Phase::Checkpoint,
+                    });
+                }
+            }
+            rows.sort_by(|a, b| (&a.repo, &a.ref_name).cmp(&(&b.repo, &b.ref_name)));
+            (rows, state.pending.values().map(|(seq, _)| *seq).min())
+        };
+        let (written, _) = self.log.watermarks();
+        let mut drop_through = written.saturating_sub(keep);
+        if let Some(oldest) = oldest_pending {
+            drop_through = drop_through.min(oldest.saturating_sub(1));
+        }
+        self.log.mark_applied(drop_through);
+        self.log.compact(drop_through, &checkpoint)
+    }
+}
+
+/// What [`RefRecorder::reconcile`] appended.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct ReconcileReport {
+    pub resolved: usize,
+    pub reconciled: usize,
+}
+
+/// Refs compared with the disk at start; `refs/meta/*` is the server's own.
+fn is_tracked(ref_name: &str) -> bool {
+    ref_name.starts_with("refs/heads/") || ref_name.starts_with("refs/tags/")
+}
+
+fn refs_on_disk(git: &Git, repo: &Path) -> HashMap<String, String> {
+    let output = git.run(&[
+        std::ffi::OsStr::new("-C"),
+        repo.as_os_str(),
+        std::ffi::OsStr::new("for-each-ref"),
+        std::ffi::OsStr::new("--format=%(objectname) %(refname)"),
+        std::ffi::OsStr::new("refs/heads"),
+        std::ffi::OsStr::new("refs/tags"),
+    ]);
+    match output {
+        Ok(out) => String::from_utf8_lossy(&out)
+            .lines()
+            .filter_map(|l| l.split_once(' '))
+            .map(|(oid, name)| (name.to_string(), oid.to_string()))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(repo = %repo.display(), error = %e, "cannot list refs for reconciliation");
+            HashMap::new()
+        }
+    }
+}
+
+fn ref_value(git: &Git, repo: &Path, name: &str) -> Option<String> {
+    git.run(&[
+        std::ffi::OsStr::new("-C"),
+        repo.as_os_str(),
+        std::ffi::OsStr::new("rev-parse"),
+        std::ffi::OsStr::new("--verify"),
+        std::ffi::OsStr::new("--quiet"),
+        std::ffi::OsStr::new(name),
+    ])
+    .ok()
+    .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+    .filter(|s| !s.is_empty())
+}
