@@ -2,7 +2,7 @@
 // usage: node isogit_client.mjs clone URL DIR | push DIR URL REF
 import fs from 'node:fs';
 import git from 'isomorphic-git';
-import http from 'isomorphic-git/http/node/index.js';
+import http from 'isomorphic-git/http/node';
 
 const [command, a, b, c] = process.argv.slice(2);
 try {
