@@ -124,7 +124,161 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Small pushes through the whole path (http-backend + hooks + log) at
+/// `pushers` concurrent pushers, each to its own branch; returns pushes/s
+/// and the summed hook wall time over the summed push wall time.
+fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64) {
+    use std::process::{Command, Stdio};
+    let data = dir.join(format!("e2e-{pushers}"));
+    let git = |cwd: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .current_dir(cwd)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "b")
+            .env("GIT_AUTHOR_EMAIL", "b@example.org")
+            .env("GIT_COMMITTER_NAME", "b")
+            .env("GIT_COMMITTER_EMAIL", "b@example.org")
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let created = Command::new(vole)
+        .args(["repo", "create", "bench/e2e", "--data"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(created.status.success());
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = Command::new(vole)
+        .args(["serve", "--anonymous-push", "--listen", &format!("127.0.0.1:{port}"), "--data"])
+        .arg(&data)
+        .env("VOLE_LOG", "warn")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Time every hook run: wrap vole's hook scripts (written at start).
+    let timing = data.join("hook-nanos");
+    for hook in ["pre-receive", "reference-transaction"] {
+        let path = data.join("hooks").join(hook);
+        let original = std::fs::read_to_string(&path).unwrap();
+        let exec_line = original.lines().find(|l| l.starts_with("exec ")).unwrap();
+        let command = exec_line.trim_start_matches("exec ");
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\nt0=$(date +%s%N)\n{command}\nrc=$?\necho $(( $(date +%s%N) - t0 )) >> {}\nexit $rc\n",
+                timing.display()
+            ),
+        )
+        .unwrap();
+    }
+    // One work tree per pusher, with its commits made in advance.
+    let url = format!("http://127.0.0.1:{port}/bench/e2e.git");
+    let mut plans = Vec::new();
+    for p in 0..pushers {
+        let work = data.join(format!("work-{p}"));
+        std::fs::create_dir_all(&work).unwrap();
+        git(&work, &["init", "-q", "-b", "main"]);
+        let mut commits = Vec::new();
+        for i in 0..pushes_each {
+            std::fs::write(work.join("f.txt"), format!("{p} {i}\n")).unwrap();
+            git(&work, &["add", "f.txt"]);
+            git(&work, &["commit", "-q", "-m", &format!("{p} {i}")]);
+            commits.push(git(&work, &["rev-parse", "HEAD"]));
+        }
+        plans.push((work, commits));
+    }
+    let started = Instant::now();
+    let handles: Vec<_> = plans
+        .into_iter()
+        .enumerate()
+        .map(|(p, (work, commits))| {
+            let url = url.clone();
+            std::thread::spawn(move || {
+                let mut push_nanos = 0u128;
+                for commit in &commits {
+                    let t = Instant::now();
+                    let out = Command::new("git")
+                        .current_dir(&work)
+                        .args(["push", "-q", &url, &format!("{commit}:refs/heads/p{p}")])
+                        .env("GIT_CONFIG_NOSYSTEM", "1")
+                        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                        .output()
+                        .unwrap();
+                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                    push_nanos += t.elapsed().as_nanos();
+                }
+                (commits, push_nanos)
+            })
+        })
+        .collect();
+    let results: Vec<(Vec<String>, u128)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let wall = started.elapsed();
+    let _ = server.kill();
+    let _ = server.wait();
+    // Verification: every acknowledged push is a committed move in the log.
+    let mut committed: HashMap<String, Vec<String>> = HashMap::new();
+    Log::<RefMove>::open(&data.join("log"), |entry| {
+        if let Entry::Txn { rows, .. } = entry {
+            for row in rows.into_iter().filter(|r| r.phase == Phase::Committed) {
+                committed.entry(row.ref_name).or_default().push(row.new.unwrap_or_default());
+            }
+        }
+    })
+    .unwrap();
+    let total: u64 = results.iter().map(|(c, _)| c.len() as u64).sum();
+    for (p, (commits, _)) in results.iter().enumerate() {
+        assert_eq!(
+            committed.get(&format!("refs/heads/p{p}")),
+            Some(commits),
+            "verification: pusher {p}'s acknowledged pushes are not all in the log"
+        );
+    }
+    println!("verified_pushes={total} lost=0");
+    let push_nanos: u128 = results.iter().map(|(_, n)| *n).sum();
+    let hook_nanos: u128 = std::fs::read_to_string(&timing)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse::<u128>().ok())
+        .sum();
+    (total as f64 / wall.as_secs_f64(), hook_nanos as f64 / push_nanos as f64)
+}
+
 fn main() {
+    if std::env::args().any(|a| a == "--e2e") {
+        let pushes = arg("--pushes", 40);
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--release", "--quiet", "--bin", "vole"])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let vole = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/vole");
+        let base = tempfile::tempdir().expect("tempdir");
+        let mut one = Vec::new();
+        let mut eight = Vec::new();
+        let mut share = Vec::new();
+        for round in 0..arg("--rounds", 3) {
+            let (p1, s1) = e2e_run(&vole, &base.path().join(format!("r{round}")), 1, pushes);
+            let (p8, s8) = e2e_run(&vole, &base.path().join(format!("r{round}")), 8, pushes / 4);
+            println!("round={round} e2e_pushes_per_sec_1={p1:.1} e2e_pushes_per_sec_8={p8:.1} hook_share_1={s1:.3} hook_share_8={s8:.3}");
+            one.push(p1);
+            eight.push(p8);
+            share.push(s1);
+        }
+        println!(
+            "reflog_e2e e2e_pushes_per_sec_1={:.1} e2e_pushes_per_sec_8={:.1} hook_share={:.3}",
+            median(one),
+            median(eight),
+            median(share)
+        );
+        return;
+    }
     let txns = arg("--txns", 4000);
     let rounds = arg("--rounds", 3);
     let base = tempfile::tempdir().expect("tempdir");
