@@ -159,7 +159,12 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    // Ready once the hooks are written (the port is bound earlier).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !data.join("hooks/reference-transaction").exists()
+        || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+    {
+        assert!(Instant::now() < deadline, "vole did not start");
         std::thread::sleep(Duration::from_millis(20));
     }
     // Time every hook run: wrap vole's hook scripts (written at start).
