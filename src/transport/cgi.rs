@@ -170,8 +170,14 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
         let fed = match body.map(|b| b.content) {
             None => Ok(()),
             Some(SpooledContent::Memory(bytes)) => stdin.write_all(&bytes).await,
-            Some(SpooledContent::File(file)) => match tokio::fs::File::open(file.path()).await {
-                Ok(mut source) => tokio::io::copy(&mut source, &mut stdin).await.map(drop),
+            // A spooled file is copied by a blocking thread with std's copy
+            // (which splices file to pipe in the kernel): tokio's file reads
+            // go through the blocking pool in small chunks and cost ~0.1 s
+            // on a 16 MiB push.
+            Some(SpooledContent::File(file)) => match stdin.into_owned_fd() {
+                Ok(fd) => tokio::task::spawn_blocking(move || copy_to_pipe(file.path(), fd))
+                    .await
+                    .unwrap_or_else(|e| Err(std::io::Error::other(e))),
                 Err(e) => Err(e),
             },
         };
@@ -293,6 +299,23 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     response
         .body(Body::new(ChannelBody { rx }))
         .map_err(|e| AppError::internal("bad CGI response header", e))
+}
+
+/// Copies a file into a pipe, blocking (the pipe is switched back to
+/// blocking mode: tokio created it non-blocking). Closes the pipe at the end.
+fn copy_to_pipe(source: &std::path::Path, pipe: std::os::fd::OwnedFd) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor we own; no memory is shared.
+    unsafe {
+        let fd = pipe.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    let mut source = std::fs::File::open(source)?;
+    let mut sink = std::fs::File::from(pipe);
+    std::io::copy(&mut source, &mut sink).map(drop)
 }
 
 /// Streams stdout to the client; kills the group if the client goes away

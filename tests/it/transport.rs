@@ -774,3 +774,39 @@ fn dulwich_clones_and_pushes() {
 fn isomorphic_git_clones_and_pushes() {
     clone_and_push_with("node", "isogit_client.mjs");
 }
+
+#[test]
+fn gitoxide_clones_and_fetches() {
+    // gitoxide has no push yet: it clones and fetches (protocol v2).
+    let forge = Forge::start(&["--anonymous-push"]);
+    let work = worktree(&forge.dir, "work");
+    let first = commit_file(&work, "g.txt", b"gix");
+    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+
+    let target = forge.dir.join("gix-clone.git");
+    let interrupt = std::sync::atomic::AtomicBool::new(false);
+    let (repo, _) = gix::prepare_clone_bare(forge.url(".git").as_str(), &target)
+        .expect("gix prepare clone")
+        .fetch_only(gix::progress::Discard, &interrupt)
+        .expect("gix clone");
+    let main = |repo: &gix::Repository| {
+        repo.find_reference("refs/heads/main")
+            .expect("main was cloned")
+            .id()
+            .to_string()
+    };
+    assert_eq!(main(&repo), first);
+
+    let second = commit_file(&work, "g2.txt", b"gix again");
+    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    let remote = repo.find_remote("origin").expect("origin");
+    remote
+        .connect(gix::remote::Direction::Fetch)
+        .expect("gix connect")
+        .prepare_fetch(gix::progress::Discard, Default::default())
+        .expect("gix prepare fetch")
+        .receive(gix::progress::Discard, &interrupt)
+        .expect("gix fetch");
+    let repo = gix::open(&target).unwrap();
+    assert_eq!(main(&repo), second);
+}
