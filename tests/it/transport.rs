@@ -799,7 +799,14 @@ fn gitoxide_clones_and_fetches() {
 
     let second = commit_file(&work, "g2.txt", b"gix again");
     git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
-    let remote = repo.find_remote("origin").expect("origin");
+    let remote = repo
+        .remote_at(forge.url(".git").as_str())
+        .expect("remote")
+        .with_refspecs(
+            Some("+refs/heads/*:refs/heads/*"),
+            gix::remote::Direction::Fetch,
+        )
+        .expect("refspec");
     remote
         .connect(gix::remote::Direction::Fetch)
         .expect("gix connect")

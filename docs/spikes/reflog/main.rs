@@ -142,7 +142,11 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
             .env("GIT_COMMITTER_EMAIL", "b@example.org")
             .output()
             .expect("git");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
     let created = Command::new(vole)
@@ -151,9 +155,19 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
         .output()
         .unwrap();
     assert!(created.status.success());
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut server = Command::new(vole)
-        .args(["serve", "--anonymous-push", "--listen", &format!("127.0.0.1:{port}"), "--data"])
+        .args([
+            "serve",
+            "--anonymous-push",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data",
+        ])
         .arg(&data)
         .env("VOLE_LOG", "warn")
         .stderr(Stdio::null())
@@ -216,14 +230,19 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
                         .env("GIT_CONFIG_GLOBAL", "/dev/null")
                         .output()
                         .unwrap();
-                    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
                     push_nanos += t.elapsed().as_nanos();
                 }
                 (commits, push_nanos)
             })
         })
         .collect();
-    let results: Vec<(Vec<String>, u128)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let results: Vec<(Vec<String>, u128)> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
     let wall = started.elapsed();
     let _ = server.kill();
     let _ = server.wait();
@@ -232,7 +251,10 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
     Log::<RefMove>::open(&data.join("log"), |entry| {
         if let Entry::Txn { rows, .. } = entry {
             for row in rows.into_iter().filter(|r| r.phase == Phase::Committed) {
-                committed.entry(row.ref_name).or_default().push(row.new.unwrap_or_default());
+                committed
+                    .entry(row.ref_name)
+                    .or_default()
+                    .push(row.new.unwrap_or_default());
             }
         }
     })
@@ -252,7 +274,10 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
         .lines()
         .filter_map(|l| l.trim().parse::<u128>().ok())
         .sum();
-    (total as f64 / wall.as_secs_f64(), hook_nanos as f64 / push_nanos as f64)
+    (
+        total as f64 / wall.as_secs_f64(),
+        hook_nanos as f64 / push_nanos as f64,
+    )
 }
 
 fn main() {
@@ -271,7 +296,9 @@ fn main() {
         for round in 0..arg("--rounds", 3) {
             let (p1, s1) = e2e_run(&vole, &base.path().join(format!("r{round}")), 1, pushes);
             let (p8, s8) = e2e_run(&vole, &base.path().join(format!("r{round}")), 8, pushes / 4);
-            println!("round={round} e2e_pushes_per_sec_1={p1:.1} e2e_pushes_per_sec_8={p8:.1} hook_share_1={s1:.3} hook_share_8={s8:.3}");
+            println!(
+                "round={round} e2e_pushes_per_sec_1={p1:.1} e2e_pushes_per_sec_8={p8:.1} hook_share_1={s1:.3} hook_share_8={s8:.3}"
+            );
             one.push(p1);
             eight.push(p8);
             share.push(s1);
