@@ -470,3 +470,47 @@ fn ref_value(git: &Git, repo: &Path, name: &str) -> Option<String> {
     .map(|out| String::from_utf8_lossy(&out).trim().to_string())
     .filter(|s| !s.is_empty())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn push(i: u64) -> (PushContext, Vec<RefUpdate>) {
+        (
+            PushContext {
+                repo: "a/r".into(),
+                push_id: i,
+                actor: "anonymous".into(),
+                client: "127.0.0.1".into(),
+            },
+            vec![RefUpdate {
+                ref_name: "refs/heads/main".into(),
+                old: format!("{:040x}", i),
+                new: format!("{:040x}", i + 1),
+                fast_forward: None,
+            }],
+        )
+    }
+
+    #[test]
+    fn a_subscriber_that_never_reads_does_not_block_pushes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
+        let recorder = RefRecorder::new(Arc::new(log), RefState::default(), Vec::new());
+        let mut stalled = recorder.subscribe();
+        let pushes = FEED_CAPACITY as u64 + 50;
+        for i in 0..pushes {
+            let (ctx, moves) = push(i);
+            recorder.outcome(&ctx, &moves, Outcome::Committed).unwrap();
+        }
+        // The stalled subscriber lost the oldest events instead of holding
+        // the pushes back.
+        assert!(
+            matches!(stalled.try_recv(), Err(broadcast::error::TryRecvError::Lagged(n)) if n == 50),
+            "the feed must drop what a slow subscriber cannot take"
+        );
+        let (page, total) = recorder.activity("a/r", 1, 1);
+        assert_eq!(total, ACTIVITY_PER_REPO.min(pushes as usize));
+        assert_eq!(page[0].ref_move.push_id, pushes - 1);
+    }
+}

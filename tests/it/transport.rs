@@ -817,3 +817,29 @@ fn gitoxide_clones_and_fetches() {
     let repo = gix::open(&target).unwrap();
     assert_eq!(main(&repo), second);
 }
+
+#[test]
+fn a_stalled_request_body_gets_408_and_holds_no_process() {
+    let forge = Forge::start(&["--anonymous-push", "--body-idle-timeout", "1s"]);
+    let mut stream = TcpStream::connect(forge.server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(15)))
+        .unwrap();
+    stream
+        .write_all(b"POST /alice/repo.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 1000\r\n\r\n0000")
+        .unwrap();
+    let started = Instant::now();
+    let mut response = vec![0u8; 2048];
+    let n = stream
+        .read(&mut response)
+        .expect("a stalled body must be answered, not left hanging");
+    let head = text(&response[..n]);
+    assert!(head.starts_with("HTTP/1.1 408"), "{head}");
+    assert!(head.contains("stalled"), "{head}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(
+        descendants(forge.server.pid()).is_empty(),
+        "a git child ran for a body that never arrived"
+    );
+    assert!(files_in(&forge.server.data.join("tmp")).is_empty());
+}
