@@ -47,6 +47,9 @@ pub struct GateState {
     failed: Option<String>,
     waiting: usize,
     in_flight: usize,
+    /// Times a parked waiter was woken (every wake-up is a context switch;
+    /// on few cores they are what limits group commit).
+    wakeups: u64,
 }
 
 impl GateState {
@@ -119,6 +122,9 @@ impl GateState {
     pub fn waiting(&self) -> usize {
         self.waiting
     }
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups
+    }
 }
 
 /// Parks waiters and runs the leader's sync.
@@ -127,6 +133,10 @@ pub struct SyncGate {
     wake: Condvar,
     /// Wakes a leader that delays its sync for in-flight commits.
     arrivals: Condvar,
+    /// Wakes whoever watches the queue grow (tests and benches through
+    /// [`SyncGate::wait_for_waiters`]); kept apart from `wake` so a parking
+    /// waiter never wakes the other waiters.
+    queue_grew: Condvar,
     last_sync_nanos: std::sync::atomic::AtomicU64,
     storage: Mutex<Arc<dyn LogStorage>>,
     counters: Arc<Counters>,
@@ -138,6 +148,7 @@ impl SyncGate {
             state: Mutex::new(GateState::new(durable)),
             wake: Condvar::new(),
             arrivals: Condvar::new(),
+            queue_grew: Condvar::new(),
             last_sync_nanos: std::sync::atomic::AtomicU64::new(100_000),
             storage: Mutex::new(storage),
             counters,
@@ -158,9 +169,10 @@ impl SyncGate {
                 Arrival::Failed(why) => return Err(why),
                 Arrival::Wait => {
                     state.waiting += 1;
-                    self.wake.notify_all(); // lets a holder see the queue grow
+                    self.queue_grew.notify_all();
                     state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
                     state.waiting -= 1;
+                    state.wakeups += 1;
                 }
                 Arrival::Lead { mut upto } => {
                     if state.should_delay_sync() {
@@ -235,7 +247,7 @@ impl SyncGate {
                 return false;
             }
             state = self
-                .wake
+                .queue_grew
                 .wait_timeout(state, deadline - now)
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
