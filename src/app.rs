@@ -12,6 +12,7 @@ use crate::git::Git;
 use crate::hooks::recorder::{RefRecorder, RefState};
 use crate::log::{Entry, Log, LogError, MetaWrite, RecordKind, RefMove};
 use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
+use crate::sites::Sites;
 use crate::transport::Transport;
 
 /// The data dir's logs, one stream per record kind.
@@ -56,6 +57,7 @@ pub struct App {
     pub logs: Logs,
     pub transport: Transport,
     pub recorder: RefRecorder,
+    pub sites: Sites,
 }
 
 impl App {
@@ -66,6 +68,7 @@ impl App {
         let mut ref_state = RefState::default();
         let logs = Logs::open(&data.log_dir(), &mut ref_state)?;
         Ok(App {
+            sites: Sites::new(&config),
             recorder: RefRecorder::new(
                 logs.refs.clone(),
                 ref_state,

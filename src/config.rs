@@ -26,6 +26,9 @@ pub mod defaults {
     pub const QUEUE_TIMEOUT: &str = "10s";
     pub const HEADER_READ_TIMEOUT: &str = "30s";
     pub const BODY_IDLE_TIMEOUT: &str = "60s";
+    pub const SITE_CACHE_SIZE: &str = "64MiB";
+    pub const SITE_STREAM_THRESHOLD: &str = "8MiB";
+    pub const SITE_CACHE_CONTROL: &str = "public, max-age=60";
 
     /// Concurrent upload-pack children (clone/fetch): 2 per core, at least 4.
     pub fn upload_pack_limit() -> usize {
@@ -116,6 +119,29 @@ pub struct Settings {
     )]
     pub protected_branches: Option<Vec<String>>,
 
+    /// Bytes of site content kept in memory [default: 64MiB].
+    #[arg(long, env = "VOLE_SITE_CACHE_SIZE", value_name = "SIZE")]
+    pub site_cache_size: Option<String>,
+
+    /// Site files larger than this are streamed from git, never cached
+    /// [default: 8MiB].
+    #[arg(long, env = "VOLE_SITE_STREAM_THRESHOLD", value_name = "SIZE")]
+    pub site_stream_threshold: Option<String>,
+
+    /// Cache-Control of site responses [default: "public, max-age=60"].
+    #[arg(long, env = "VOLE_SITE_CACHE_CONTROL", value_name = "VALUE")]
+    pub site_cache_control: Option<String>,
+
+    /// Serve a repo's site at the root of its own host: HOST=owner/repo.
+    /// Repeat for more; in the environment, comma-separated [default: none].
+    #[arg(
+        long = "site-domain",
+        env = "VOLE_SITE_DOMAINS",
+        value_delimiter = ',',
+        value_name = "HOST=OWNER/REPO"
+    )]
+    pub site_domains: Option<Vec<String>>,
+
     /// Data directory (repos, log, socket). Set in the file as `data`; on the
     /// command line it is the global `--data`.
     #[arg(skip)]
@@ -137,6 +163,10 @@ impl Settings {
             quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
             anonymous_push: self.anonymous_push.or(lower.anonymous_push),
             protected_branches: self.protected_branches.or(lower.protected_branches),
+            site_cache_size: self.site_cache_size.or(lower.site_cache_size),
+            site_stream_threshold: self.site_stream_threshold.or(lower.site_stream_threshold),
+            site_cache_control: self.site_cache_control.or(lower.site_cache_control),
+            site_domains: self.site_domains.or(lower.site_domains),
             max_push_size: self.max_push_size.or(lower.max_push_size),
             max_request_size: self.max_request_size.or(lower.max_request_size),
             max_spool_total: self.max_spool_total.or(lower.max_spool_total),
@@ -165,6 +195,17 @@ pub struct Config {
     /// Branch names protected in every repo (until repo settings hold them).
     pub protected_branches: Vec<String>,
     pub transport: TransportLimits,
+    pub sites: SiteSettings,
+}
+
+/// How sites are served.
+#[derive(Debug, Clone)]
+pub struct SiteSettings {
+    pub cache_bytes: u64,
+    pub stream_threshold: u64,
+    pub cache_control: String,
+    /// Host (lower case, no port) -> repo.
+    pub domains: Vec<(String, crate::repos::RepoName)>,
 }
 
 /// The bounds of the smart-HTTP transport.
@@ -241,6 +282,27 @@ impl Config {
             )?,
             anonymous_push: raw.anonymous_push.unwrap_or(false),
             protected_branches: raw.protected_branches.unwrap_or_default(),
+            sites: SiteSettings {
+                cache_bytes: size(
+                    "site-cache-size",
+                    raw.site_cache_size.as_deref(),
+                    defaults::SITE_CACHE_SIZE,
+                )?,
+                stream_threshold: size(
+                    "site-stream-threshold",
+                    raw.site_stream_threshold.as_deref(),
+                    defaults::SITE_STREAM_THRESHOLD,
+                )?,
+                cache_control: raw
+                    .site_cache_control
+                    .unwrap_or_else(|| defaults::SITE_CACHE_CONTROL.to_string()),
+                domains: raw
+                    .site_domains
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|entry| site_domain(entry))
+                    .collect::<Result<_, _>>()?,
+            },
             transport: TransportLimits {
                 max_push_size: size(
                     "max-push-size",
@@ -321,6 +383,19 @@ fn size(setting: &'static str, value: Option<&str>, default: &str) -> Result<u64
             value: text.to_string(),
             reason: format!("{e} (write e.g. 512MiB, 2GiB)"),
         })
+}
+
+fn site_domain(entry: &str) -> Result<(String, crate::repos::RepoName), ConfigError> {
+    let invalid = |reason: String| ConfigError::Invalid {
+        setting: "site-domain",
+        value: entry.to_string(),
+        reason,
+    };
+    let (host, repo) = entry
+        .split_once('=')
+        .ok_or_else(|| invalid("write HOST=owner/repo, e.g. docs.example.org=alice/docs".into()))?;
+    let repo = crate::repos::RepoName::parse(repo.trim()).map_err(|e| invalid(e.to_string()))?;
+    Ok((host.trim().to_ascii_lowercase(), repo))
 }
 
 fn positive(setting: &'static str, value: usize) -> Result<usize, ConfigError> {

@@ -18,4 +18,5 @@ pub mod hooks;
 pub mod log;
 pub mod repos;
 pub mod server;
+pub mod sites;
 pub mod transport;

@@ -32,6 +32,18 @@ fn number(query: &HashMap<String, String>, key: &str, default: usize) -> Result<
     }
 }
 
+/// `GET /api/v1/stats`: run-time counters of the logs and the site cache.
+pub async fn stats(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+    let (site_cache_bytes, site_cache_limit) = app.sites.store.cache_bytes();
+    Json(serde_json::json!({
+        "log": {
+            "refs": app.logs.refs.counters(),
+            "meta": app.logs.meta.counters(),
+        },
+        "site_cache": { "bytes": site_cache_bytes, "limit": site_cache_limit },
+    }))
+}
+
 /// `GET /api/v1/repos/{owner}/{repo}/activity?page=&per_page=`: recent ref
 /// moves (committed or reconciled), newest first, with a `Link` header.
 pub async fn repo_activity(

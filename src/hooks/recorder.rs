@@ -114,6 +114,9 @@ pub struct RefRecorder {
     log: Arc<Log<RefMove>>,
     state: Mutex<RefState>,
     feed: broadcast::Sender<Arc<RefMoveEvent>>,
+    /// Bumped (before subscribers hear of it) on every published move:
+    /// caches keyed by it see a push the moment its hook returns.
+    generation: std::sync::atomic::AtomicU64,
     protected_branches: Vec<String>,
 }
 
@@ -155,6 +158,7 @@ impl RefRecorder {
             log,
             state: Mutex::new(state),
             feed: broadcast::channel(FEED_CAPACITY).0,
+            generation: std::sync::atomic::AtomicU64::new(0),
             protected_branches,
         }
     }
@@ -244,7 +248,14 @@ impl RefRecorder {
         Ok(seq)
     }
 
+    /// The feed's generation: changes whenever a ref move is published.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     fn publish(&self, seq: u64, moves: Vec<RefMove>) {
+        self.generation
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let repo = moves.first().map(|m| m.repo.clone()).unwrap_or_default();
         // No subscriber is not an error.
         let _ = self.feed.send(Arc::new(RefMoveEvent { repo, seq, moves }));

@@ -8,16 +8,20 @@ use axum::routing::{get, post};
 
 use crate::api;
 use crate::app::App;
-use crate::transport;
+use crate::{sites, transport};
 
 /// The whole HTTP application, ready to serve (tests call it too).
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/api/v1/stats", get(api::stats))
         .route(
             "/api/v1/repos/{owner}/{repo}/activity",
             get(api::repo_activity),
         )
+        .route("/{owner}/{repo}/-/site", get(sites::site_root))
+        .route("/{owner}/{repo}/-/site/", get(sites::site_index))
+        .route("/{owner}/{repo}/-/site/{*path}", get(sites::site_path))
         .route("/{owner}/{repo}/info/refs", get(transport::info_refs))
         .route(
             "/{owner}/{repo}/git-upload-pack",
@@ -28,6 +32,10 @@ pub fn router(app: Arc<App>) -> Router {
             post(transport::receive_pack),
         )
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            sites::by_host,
+        ))
         .with_state(app)
         .layer(axum::middleware::from_fn(super::request_log::log_request))
 }

@@ -3,6 +3,7 @@
 
 mod hooks;
 mod log_dump;
+mod sites;
 mod skeleton;
 mod support;
 mod transport;

@@ -291,6 +291,18 @@ pub fn http(addr: SocketAddr, head: &str, body: &[u8]) -> HttpResponse {
     parse_response(&raw)
 }
 
+/// Sends exactly `request` (head and body, as given) and reads to EOF.
+pub fn http_raw(addr: SocketAddr, request: &[u8]) -> HttpResponse {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).expect("read response");
+    parse_response(&raw)
+}
+
 pub fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
     http(addr, &format!("GET {path} HTTP/1.1"), b"")
 }

@@ -1,0 +1,182 @@
+//! All git reads of the sites module, through gix in-process: a repo's
+//! open handle, the ref -> root tree resolution (valid for one feed
+//! generation), tree lookups, and blob bytes through the [`SiteCache`].
+//! Everything here blocks; handlers call it from `spawn_blocking`.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use gix::ObjectId;
+
+use super::cache::{CachedBytes, SiteCache, Variant};
+
+/// A git read failed (an internal error, not the client's).
+#[derive(Debug, thiserror::Error)]
+#[error("reading the site from git failed: {0}")]
+pub struct SiteError(String);
+
+fn err(e: impl std::fmt::Display) -> SiteError {
+    SiteError(e.to_string())
+}
+
+/// Where a path leads inside a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    File {
+        id: ObjectId,
+        size: u64,
+    },
+    Dir(ObjectId),
+    /// Absent, or refused: symlinks (never followed) and submodules.
+    Missing,
+}
+
+type RootKey = (String, String);
+
+/// gix handles, resolutions and the byte cache of every site.
+pub struct SiteStore {
+    repos: Mutex<HashMap<PathBuf, gix::ThreadSafeRepository>>,
+    roots: Mutex<HashMap<RootKey, (u64, Option<ObjectId>)>>,
+    cache: Mutex<SiteCache>,
+}
+
+impl std::fmt::Debug for SiteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SiteStore").finish_non_exhaustive()
+    }
+}
+
+impl SiteStore {
+    pub fn new(cache_bytes: usize) -> SiteStore {
+        SiteStore {
+            repos: Mutex::default(),
+            roots: Mutex::default(),
+            cache: Mutex::new(SiteCache::new(cache_bytes)),
+        }
+    }
+
+    fn repo(&self, path: &Path) -> Result<gix::Repository, SiteError> {
+        let mut repos = self.repos.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(repo) = repos.get(path) {
+            return Ok(repo.to_thread_local());
+        }
+        let repo = gix::open_opts(path, gix::open::Options::isolated()).map_err(err)?;
+        let local = repo.clone();
+        repos.insert(path.to_path_buf(), repo.into_sync());
+        Ok(local)
+    }
+
+    /// The tree at `dir` of the commit `ref_name` points at, or `None` when
+    /// the repo has no such ref or directory. Cached until `generation`
+    /// (the ref-move feed's) changes.
+    pub fn root_tree(
+        &self,
+        repo_name: &str,
+        path: &Path,
+        ref_name: &str,
+        dir: &[String],
+        generation: u64,
+    ) -> Result<Option<ObjectId>, SiteError> {
+        let key = (repo_name.to_string(), ref_name.to_string());
+        if let Some((seen, tree)) = self
+            .roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
+            && *seen == generation
+        {
+            return Ok(*tree);
+        }
+        let repo = self.repo(path)?;
+        let root = match repo.try_find_reference(ref_name).map_err(err)? {
+            None => None,
+            Some(reference) => {
+                let id = reference.into_fully_peeled_id().map_err(err)?;
+                let commit = repo.find_commit(id).map_err(err)?;
+                let tree = commit.tree_id().map_err(err)?.detach();
+                match self.lookup(path, tree, dir)? {
+                    Lookup::Dir(tree) => Some(tree),
+                    _ => None,
+                }
+            }
+        };
+        self.roots
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, (generation, root));
+        Ok(root)
+    }
+
+    /// Follows `segments` from `tree`.
+    pub fn lookup(
+        &self,
+        path: &Path,
+        tree: ObjectId,
+        segments: &[String],
+    ) -> Result<Lookup, SiteError> {
+        let repo = self.repo(path)?;
+        let mut current = Lookup::Dir(tree);
+        for segment in segments {
+            let Lookup::Dir(tree_id) = current else {
+                return Ok(Lookup::Missing);
+            };
+            let tree = repo.find_tree(tree_id).map_err(err)?;
+            let decoded = tree.decode().map_err(err)?;
+            let Some(entry) = decoded
+                .entries
+                .iter()
+                .find(|e| e.filename == segment.as_bytes())
+            else {
+                return Ok(Lookup::Missing);
+            };
+            let id = entry.oid.to_owned();
+            current = if entry.mode.is_tree() {
+                Lookup::Dir(id)
+            } else if entry.mode.is_blob() {
+                let size = repo.find_header(id).map_err(err)?.size();
+                Lookup::File { id, size }
+            } else {
+                // Symlinks are not followed and submodules have no content
+                // here: both are "not found".
+                Lookup::Missing
+            };
+        }
+        Ok(current)
+    }
+
+    /// A blob's bytes, through the cache.
+    pub fn blob(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
+        if let Some(hit) = self.cache().get(id, Variant::Identity) {
+            return Ok(hit);
+        }
+        let repo = self.repo(path)?;
+        let data = Arc::new(repo.find_blob(id).map_err(err)?.detach().data);
+        self.cache().insert(id, Variant::Identity, data.clone());
+        Ok(data)
+    }
+
+    /// A blob gzip-compressed, compressed once and cached.
+    pub fn gzipped(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
+        if let Some(hit) = self.cache().get(id, Variant::Gzip) {
+            return Ok(hit);
+        }
+        let plain = self.blob(path, id)?;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&plain).map_err(err)?;
+        let data = Arc::new(encoder.finish().map_err(err)?);
+        self.cache().insert(id, Variant::Gzip, data.clone());
+        Ok(data)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, SiteCache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Bytes held by the cache now, and its bound.
+    pub fn cache_bytes(&self) -> (usize, usize) {
+        let cache = self.cache();
+        (cache.bytes(), cache.limit())
+    }
+}

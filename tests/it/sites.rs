@@ -1,0 +1,393 @@
+//! Sites served from git trees: every resolution rule, the headers, a push
+//! seen by the very next request, the cache's byte bound, traversal, the
+//! sandbox, domains, and a big blob streamed to several clients at once.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+struct Site {
+    server: TestServer,
+    _dir: tempfile::TempDir,
+    work: PathBuf,
+}
+
+impl Site {
+    /// A server with `alice/repo` and a `pages` branch holding `files`.
+    fn start(flags: &[&str], files: &[(&str, &[u8])]) -> Site {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        assert!(
+            run_vole(&data, &["repo", "create", "alice/repo"])
+                .status
+                .success()
+        );
+        let mut builder = TestServer::builder().data(&data).arg("--anonymous-push");
+        for flag in flags {
+            builder = builder.arg(flag);
+        }
+        let server = builder.start();
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        git_ok(&work, &["init", "-q", "-b", "pages"]);
+        let site = Site {
+            server,
+            _dir: dir,
+            work,
+        };
+        site.publish(files);
+        site
+    }
+
+    /// Writes `files`, commits and pushes `pages`.
+    fn publish(&self, files: &[(&str, &[u8])]) {
+        for (name, content) in files {
+            let path = self.work.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        git_ok(&self.work, &["add", "-A"]);
+        git_ok(
+            &self.work,
+            &["commit", "-q", "--allow-empty", "-m", "publish"],
+        );
+        git_ok(
+            &self.work,
+            &["push", "-q", &self.server.url("/alice/repo.git"), "pages"],
+        );
+    }
+
+    fn get(&self, path: &str) -> HttpResponse {
+        http_get(self.server.addr, &format!("/alice/repo/-/site{path}"))
+    }
+
+    fn request(&self, head: &str) -> HttpResponse {
+        http(self.server.addr, head, b"")
+    }
+
+    fn blob_id(&self, file: &str) -> String {
+        git_ok(&self.work, &["rev-parse", &format!("HEAD:{file}")])
+            .trim()
+            .to_string()
+    }
+}
+
+fn basic_files() -> Vec<(&'static str, &'static [u8])> {
+    vec![
+        ("index.html", b"<h1>home</h1>\n"),
+        ("docs/index.html", b"<h1>docs</h1>\n"),
+        ("docs/guide.html", b"<h1>guide</h1>\n"),
+        ("404.html", b"<h1>lost?</h1>\n"),
+        ("data/app.json", b"{\"ok\":true}\n"),
+        ("img/logo.png", b"\x89PNG\r\n\x1a\nnot really"),
+    ]
+}
+
+#[test]
+fn every_resolution_rule() {
+    let site = Site::start(&[], &basic_files());
+    let ok = |path: &str, body: &str| {
+        let r = site.get(path);
+        assert_eq!((r.status, r.text()), (200, body.to_string()), "{path}");
+    };
+    ok("/", "<h1>home</h1>\n");
+    ok("/docs/", "<h1>docs</h1>\n");
+    ok("/docs/guide.html", "<h1>guide</h1>\n");
+    let moved = |path: &str, to: &str| {
+        let r = site.get(path);
+        assert_eq!(r.status, 301, "{path}");
+        assert_eq!(r.header("location"), Some(to), "{path}");
+    };
+    moved("", "/alice/repo/-/site/");
+    moved("/docs", "/alice/repo/-/site/docs/");
+    moved("/docs/index.html", "/alice/repo/-/site/docs/");
+    moved("/index.html", "/alice/repo/-/site/");
+    // Not found: the site's own 404.html, with status 404.
+    let missing = site.get("/no/such/page");
+    assert_eq!(
+        (missing.status, missing.text().as_str()),
+        (404, "<h1>lost?</h1>\n")
+    );
+    let file_as_dir = site.get("/docs/guide.html/");
+    assert_eq!(file_as_dir.status, 404);
+    let dir_without_index = site.get("/img/");
+    assert_eq!(dir_without_index.status, 404);
+
+    // A symlink (even one pointing inside) and a submodule are not served.
+    std::os::unix::fs::symlink("index.html", site.work.join("link.html")).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", site.work.join("passwd")).unwrap();
+    let head = git_ok(&site.work, &["rev-parse", "HEAD"]);
+    git_ok(
+        &site.work,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{},sub", head.trim()),
+        ],
+    );
+    site.publish(&[]);
+    for path in ["/link.html", "/passwd", "/sub", "/sub/"] {
+        assert_eq!(site.get(path).status, 404, "{path} was served");
+    }
+
+    // Without a 404.html: a plain 404.
+    git_ok(&site.work, &["rm", "-q", "404.html"]);
+    site.publish(&[]);
+    let plain = site.get("/nothing");
+    assert_eq!((plain.status, plain.text().as_str()), (404, "not found\n"));
+}
+
+#[test]
+fn no_path_escapes_the_tree() {
+    let site = Site::start(&[], &basic_files());
+    let long = format!("/{}", "a/".repeat(80));
+    for path in [
+        "/../../../etc/passwd",
+        "/docs/../../../../etc/passwd",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/docs%2f..%2f..%2fdata",
+        "/docs/%2e/guide.html",
+        "/docs//guide.html",
+        "/docs%5cguide.html",
+        "/index.html%00.png",
+        long.as_str(),
+    ] {
+        let r = site.get(path);
+        assert!(
+            r.status == 404 || r.status == 400,
+            "{path} answered {} {:?}",
+            r.status,
+            r.text()
+        );
+        assert!(!r.text().contains("root:"), "{path} leaked a file");
+    }
+}
+
+#[test]
+fn headers_etag_304_head_gzip_and_ranges() {
+    let css = "body { color: red; }\n".repeat(100);
+    let mut files = basic_files();
+    files.push(("style.css", css.as_bytes()));
+    let site = Site::start(&[], &files);
+
+    let page = site.get("/docs/guide.html");
+    let etag = format!("\"{}\"", site.blob_id("docs/guide.html"));
+    assert_eq!(page.header("etag"), Some(etag.as_str()));
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("cache-control"), Some("public, max-age=60"));
+    assert_eq!(page.header("content-length"), Some("15"));
+    assert_eq!(
+        site.get("/data/app.json").header("content-type"),
+        Some("application/json; charset=utf-8")
+    );
+    assert_eq!(
+        site.get("/img/logo.png").header("content-type"),
+        Some("image/png")
+    );
+
+    let cached = site.request(&format!(
+        "GET /alice/repo/-/site/docs/guide.html HTTP/1.1\r\nIf-None-Match: {etag}"
+    ));
+    assert_eq!(cached.status, 304);
+    assert!(cached.body.is_empty());
+
+    let head = site.request("HEAD /alice/repo/-/site/docs/guide.html HTTP/1.1");
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("content-length"), Some("15"));
+    assert!(head.body.is_empty(), "HEAD sent a body");
+
+    let gz = site.request("GET /alice/repo/-/site/style.css HTTP/1.1\r\nAccept-Encoding: gzip, br");
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert_eq!(gz.header("vary"), Some("Accept-Encoding"));
+    assert!(
+        gz.body.len() < css.len() / 4,
+        "gzip did not compress: {} bytes",
+        gz.body.len()
+    );
+    let mut plain = String::new();
+    flate2::read::GzDecoder::new(&gz.body[..])
+        .read_to_string(&mut plain)
+        .unwrap();
+    assert_eq!(plain, css);
+    let identity = site.get("/style.css");
+    assert_eq!(identity.header("content-encoding"), None);
+    assert_eq!(identity.text(), css);
+
+    let part = site.request("GET /alice/repo/-/site/style.css HTTP/1.1\r\nRange: bytes=5-9");
+    assert_eq!(part.status, 206);
+    assert_eq!(
+        part.header("content-range"),
+        Some(format!("bytes 5-9/{}", css.len()).as_str())
+    );
+    assert_eq!(part.text(), &css[5..10]);
+    let tail = site.request("GET /alice/repo/-/site/style.css HTTP/1.1\r\nRange: bytes=-4");
+    assert_eq!(tail.text(), &css[css.len() - 4..]);
+    let beyond = site.request("GET /alice/repo/-/site/style.css HTTP/1.1\r\nRange: bytes=999999-");
+    assert_eq!(beyond.status, 416);
+    assert_eq!(
+        beyond.header("content-range"),
+        Some(format!("bytes */{}", css.len()).as_str())
+    );
+}
+
+#[test]
+fn the_request_right_after_a_push_serves_the_new_bytes() {
+    let site = Site::start(&[], &basic_files());
+    assert_eq!(site.get("/").text(), "<h1>home</h1>\n");
+    for round in 0..5 {
+        let body = format!("<h1>version {round}</h1>\n");
+        site.publish(&[("index.html", body.as_bytes())]);
+        // No sleep: the push's committed hook returned before git said ok.
+        assert_eq!(
+            site.get("/").text(),
+            body,
+            "round {round} served stale content"
+        );
+    }
+}
+
+#[test]
+fn the_cache_never_exceeds_its_byte_bound() {
+    let mut owned: Vec<(String, Vec<u8>)> = Vec::new();
+    for i in 0..40 {
+        owned.push((format!("f{i}.bin"), random_bytes(8 << 10, i as u64 + 1)));
+    }
+    let files: Vec<(&str, &[u8])> = owned
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    let site = Site::start(&["--site-cache-size", "64KiB"], &files);
+    let stats = |site: &Site| -> (u64, u64) {
+        let r = http_get(site.server.addr, "/api/v1/stats");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        (
+            v["site_cache"]["bytes"].as_u64().unwrap(),
+            v["site_cache"]["limit"].as_u64().unwrap(),
+        )
+    };
+    let mut peak = 0;
+    for round in 0..2 {
+        for (name, content) in &owned {
+            let r = site.get(&format!("/{name}"));
+            assert_eq!(&r.body, content, "round {round} {name}");
+            let (bytes, limit) = stats(&site);
+            assert_eq!(limit, 64 << 10);
+            assert!(
+                bytes <= limit,
+                "cache holds {bytes} bytes over its {limit}-byte bound"
+            );
+            peak = peak.max(bytes);
+        }
+    }
+    // The workload (320 KiB) is 5x the bound: the cache filled and evicted.
+    assert!(
+        peak > 48 << 10,
+        "the cache never filled (peak {peak}); the bound was not exercised"
+    );
+}
+
+#[test]
+fn ui_origin_sites_are_sandboxed_and_own_domains_are_not_and_every_repo_is_public() {
+    let site = Site::start(
+        &["--site-domain", "docs.example.org=alice/repo"],
+        &basic_files(),
+    );
+    let ui = site.get("/");
+    let csp = ui.header("content-security-policy").unwrap_or_default();
+    assert!(
+        csp.starts_with("sandbox"),
+        "no sandbox on the UI origin: {csp:?}"
+    );
+    assert!(!csp.contains("allow-same-origin"), "{csp}");
+    assert!(csp.contains("allow-scripts"), "{csp}");
+    assert_eq!(
+        site.get("/nowhere")
+            .header("content-security-policy")
+            .map(|c| c.starts_with("sandbox")),
+        Some(true)
+    );
+
+    let own = http_raw(
+        site.server.addr,
+        b"GET /docs/guide.html HTTP/1.1\r\nHost: docs.example.org:8080\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(own.status, 200, "{}", own.text());
+    assert_eq!(own.text(), "<h1>guide</h1>\n");
+    assert_eq!(own.header("content-security-policy"), None);
+    // No accounts or ACLs yet: every repo's site is public, served to a
+    // request without any credentials (checked above).
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_100_mib_blob_served_to_4_clients_at_once_is_streamed_not_held() {
+    let blob = random_bytes(100 << 20, 42);
+    let site = Site::start(&[], &[("big.bin", &blob)]);
+    let pid = site.server.pid();
+    let before = rss_kib(pid);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(before));
+    let sampler = {
+        let (stop, peak) = (stop.clone(), peak.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let addr = site.server.addr;
+    let clients: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn(move || {
+                let mut stream = TcpStream::connect(addr).unwrap();
+                stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+                stream.write_all(b"GET /alice/repo/-/site/big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+                let mut raw = Vec::new();
+                stream.read_to_end(&mut raw).unwrap();
+                raw
+            })
+        })
+        .collect();
+    let expected_tail = &blob[blob.len() - 64..];
+    for client in clients {
+        let raw = client.join().unwrap();
+        let split = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&raw[..split]).to_lowercase();
+        assert!(
+            head.contains(&format!("content-length: {}", 100 << 20)),
+            "{head}"
+        );
+        let body = &raw[split + 4..];
+        assert_eq!(body.len(), 100 << 20, "a client got {} bytes", body.len());
+        assert_eq!(&body[body.len() - 64..], expected_tail);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sampler.join().unwrap();
+    let grew_mib = (peak
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .saturating_sub(before))
+        / 1024;
+    assert!(
+        grew_mib < 100,
+        "the server's RSS grew by {grew_mib} MiB serving 4 x 100 MiB: the blob is being held in memory"
+    );
+}
