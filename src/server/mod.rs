@@ -117,6 +117,11 @@ async fn serve_until_signal(
                         continue;
                     }
                 };
+                // Responses go out as headers then body: without this, Nagle
+                // holds the body until the client's delayed ACK (~40 ms).
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
+                }
                 let router = router.clone();
                 let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
                     request.extensions_mut().insert(axum::extract::ConnectInfo(peer));

@@ -81,6 +81,8 @@ pub struct Sites {
     domains: HashMap<String, RepoName>,
     stream_threshold: u64,
     cache_control: HeaderValue,
+    /// (root tree, base, request path) -> plan: a warm request reads no git.
+    plans: std::sync::Mutex<lru::LruCache<(ObjectId, String, String), Plan>>,
 }
 
 impl Sites {
@@ -91,11 +93,18 @@ impl Sites {
             stream_threshold: config.sites.stream_threshold,
             cache_control: HeaderValue::from_str(&config.sites.cache_control)
                 .unwrap_or(HeaderValue::from_static("no-cache")),
+            plans: std::sync::Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(PLAN_CACHE_ENTRIES).expect("non-zero"),
+            )),
         }
     }
 }
 
+/// Most resolved paths remembered (keyed by root tree, so never stale).
+const PLAN_CACHE_ENTRIES: usize = 100_000;
+
 /// What the tree says about a request.
+#[derive(Debug, Clone)]
 enum Plan {
     NoSite,
     Redirect(String),
@@ -150,9 +159,6 @@ pub async fn site_path(
 ) -> Result<Response, AppError> {
     let not_found = || AppError::not_found(format!("repository {owner}/{repo} not found"));
     let name = RepoName::from_parts(&owner, &repo).map_err(|_| not_found())?;
-    if !app.repos.exists(&name) {
-        return Err(not_found());
-    }
     let base = format!("/{owner}/{repo}/-/site/");
     serve(&app, name, &path, &base, &method, &headers, true).await
 }
@@ -205,20 +211,50 @@ async fn serve(
     let store = app.sites.store.clone();
     let generation = app.recorder.generation();
     let repo_name = repo.to_string();
-    let base_owned = base.to_string();
-    let plan = tokio::task::spawn_blocking(move || {
-        plan(
-            &store,
-            &repo_name,
-            &repo_path,
-            &site_path,
-            &base_owned,
-            generation,
-        )
-    })
-    .await
-    .map_err(|e| AppError::internal("site lookup panicked", e))?
-    .map_err(|e| AppError::internal("site lookup failed", e))?;
+    // Warm path: root and plan both cached, no git and no blocking thread.
+    let key = |root: ObjectId| (root, base.to_string(), path.to_string());
+    let cached = store
+        .cached_root(&repo_name, SITE_REF, generation)
+        .flatten()
+        .and_then(|root| {
+            app.sites
+                .plans
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&key(root))
+                .cloned()
+        });
+    let plan = match cached {
+        Some(plan) => plan,
+        None => {
+            // Only on the cold path: a cached plan implies the repo exists.
+            if !app.repos.exists(&repo) {
+                return Err(AppError::not_found(format!("repository {repo} not found")));
+            }
+            let base_owned = base.to_string();
+            let (root, plan) = tokio::task::spawn_blocking(move || {
+                plan(
+                    &store,
+                    &repo_name,
+                    &repo_path,
+                    &site_path,
+                    &base_owned,
+                    generation,
+                )
+            })
+            .await
+            .map_err(|e| AppError::internal("site lookup panicked", e))?
+            .map_err(|e| AppError::internal("site lookup failed", e))?;
+            if let Some(root) = root {
+                app.sites
+                    .plans
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .put(key(root), plan.clone());
+            }
+            plan
+        }
+    };
     match plan {
         Plan::NoSite => Err(AppError::not_found(format!(
             "{repo} has no site: push a `pages` branch to publish one"
@@ -246,10 +282,20 @@ fn plan(
     path: &SitePath,
     base: &str,
     generation: u64,
-) -> Result<Plan, store::SiteError> {
+) -> Result<(Option<ObjectId>, Plan), store::SiteError> {
     let Some(root) = store.root_tree(repo_name, repo_path, SITE_REF, &[], generation)? else {
-        return Ok(Plan::NoSite);
+        return Ok((None, Plan::NoSite));
     };
+    Ok((Some(root), plan_in(store, repo_path, root, path, base)?))
+}
+
+fn plan_in(
+    store: &SiteStore,
+    repo_path: &std::path::Path,
+    root: ObjectId,
+    path: &SitePath,
+    base: &str,
+) -> Result<Plan, store::SiteError> {
     let joined = path.segments.join("/");
     let found = match store.lookup(repo_path, root, &path.segments)? {
         Lookup::File { .. } if path.trailing_slash => None,
@@ -436,16 +482,24 @@ async fn file_response(
                     .any(|e| e.trim().split(';').next() == Some("gzip"))
             });
     let store = app.sites.store.clone();
-    let bytes = tokio::task::spawn_blocking(move || {
-        if wants_gzip {
-            store.gzipped(&repo_path, id)
-        } else {
-            store.blob(&repo_path, id)
-        }
-    })
-    .await
-    .map_err(|e| AppError::internal("site read panicked", e))?
-    .map_err(|e| AppError::internal("site read failed", e))?;
+    let variant = if wants_gzip {
+        cache::Variant::Gzip
+    } else {
+        cache::Variant::Identity
+    };
+    let bytes = match store.cached_blob(id, variant) {
+        Some(bytes) => bytes,
+        None => tokio::task::spawn_blocking(move || {
+            if wants_gzip {
+                store.gzipped(&repo_path, id)
+            } else {
+                store.blob(&repo_path, id)
+            }
+        })
+        .await
+        .map_err(|e| AppError::internal("site read panicked", e))?
+        .map_err(|e| AppError::internal("site read failed", e))?,
+    };
     if wants_gzip {
         builder = builder.header(header::CONTENT_ENCODING, "gzip");
     }

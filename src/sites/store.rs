@@ -109,6 +109,26 @@ impl SiteStore {
         Ok(root)
     }
 
+    /// The cached root tree for this generation, without touching git:
+    /// `Some(root)` on a hit (`root` itself is `None` for "no site").
+    pub fn cached_root(
+        &self,
+        repo_name: &str,
+        ref_name: &str,
+        generation: u64,
+    ) -> Option<Option<ObjectId>> {
+        let roots = self.roots.lock().unwrap_or_else(|p| p.into_inner());
+        match roots.get(&(repo_name.to_string(), ref_name.to_string())) {
+            Some((seen, root)) if *seen == generation => Some(*root),
+            _ => None,
+        }
+    }
+
+    /// Cached bytes of a blob, without touching git.
+    pub fn cached_blob(&self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
+        self.cache().get(id, variant)
+    }
+
     /// Follows `segments` from `tree`.
     pub fn lookup(
         &self,

@@ -1,0 +1,399 @@
+//! Benchmark harness: a site served by vole straight from git objects
+//! against nginx serving the same files exported to disk.
+//!
+//! `cargo run --release --example tree-serving [-- --rounds 3 --seconds 10]`
+//!
+//! Needs Debian's `nginx` and `wrk`; builds the release `vole` first. Prints
+//! `server=<vole|nginx> warm_rps=.. p50_ms=.. p99_ms=..` per run,
+//! `cold_p50_ms=.. cache_dropped=..`, `cache_bytes=..`, then
+//! `warm_ratio median=.. min=.. max=..`. Every path is first fetched from
+//! both servers and compared with the file committed (verification).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn sh(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn git(dir: &Path) -> Command {
+    let mut c = Command::new("git");
+    c.current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "b")
+        .env("GIT_AUTHOR_EMAIL", "b@example.org")
+        .env("GIT_COMMITTER_NAME", "b")
+        .env("GIT_COMMITTER_EMAIL", "b@example.org")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z");
+    c
+}
+
+/// A deterministic site of ~20 MiB: pages, styles, scripts and images.
+fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut x: u64 = 0x2545F4914F6CDD1D;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut files = Vec::new();
+    for i in 0..300 {
+        let (name, size, text) = match i % 6 {
+            0..=2 => (
+                format!("section{}/page{i}.html", i % 10),
+                4 << 10 | (next() % (16 << 10)) as usize,
+                true,
+            ),
+            3 => (
+                format!("assets/style{i}.css"),
+                8 << 10 | (next() % (24 << 10)) as usize,
+                true,
+            ),
+            4 => (
+                format!("assets/app{i}.js"),
+                16 << 10 | (next() % (48 << 10)) as usize,
+                true,
+            ),
+            _ => (
+                format!("img/photo{i}.jpg"),
+                100 << 10 | (next() % (300 << 10)) as usize,
+                false,
+            ),
+        };
+        let mut body = Vec::with_capacity(size);
+        while body.len() < size {
+            if text {
+                body.extend_from_slice(
+                    format!("<p>paragraph {} of page {i}</p>\n", next() % 1000).as_bytes(),
+                );
+            } else {
+                body.extend_from_slice(&next().to_le_bytes());
+            }
+        }
+        body.truncate(size);
+        files.push((name, body));
+    }
+    for (name, body) in &files {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, body).unwrap();
+    }
+    files
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn start_vole(vole: &Path, data: &Path, port: u16) -> Child {
+    let child = Command::new(vole)
+        .args([
+            "serve",
+            "--anonymous-push",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data",
+        ])
+        .arg(data)
+        .env("VOLE_LOG", "warn")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while get(port, "/healthz").is_none() {
+        assert!(Instant::now() < deadline, "vole did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+/// One GET on a fresh connection; the body, or None on failure.
+fn get(port: u16, path: &str) -> Option<Vec<u8>> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_nodelay(true).ok()?;
+    let mut conn = KeepAlive {
+        reader: BufReader::new(stream.try_clone().ok()?),
+    };
+    // One write: a request split over segments waits on the peer's
+    // delayed ACK (~40 ms) under Nagle.
+    stream
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .ok()?;
+    conn.read_response()
+}
+
+struct KeepAlive {
+    reader: BufReader<TcpStream>,
+}
+
+impl KeepAlive {
+    fn read_response(&mut self) -> Option<Vec<u8>> {
+        let mut status = String::new();
+        self.reader.read_line(&mut status).ok()?;
+        if !status.contains(" 200 ") {
+            return None;
+        }
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).ok()?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().ok()?;
+            }
+        }
+        let mut body = vec![0u8; length];
+        self.reader.read_exact(&mut body).ok()?;
+        Some(body)
+    }
+}
+
+fn wrk(port: u16, prefix: &str, paths_file: &Path, seconds: u64) -> (f64, f64, f64) {
+    let script = paths_file.with_extension("lua");
+    std::fs::write(
+        &script,
+        format!(
+            "local paths = {{}}\nfor line in io.lines(\"{}\") do paths[#paths + 1] = line end\n\
+             local i = 0\nrequest = function()\n  i = i % #paths + 1\n  return wrk.format(\"GET\", \"{prefix}\" .. paths[i])\nend\n",
+            paths_file.display()
+        ),
+    )
+    .unwrap();
+    let out = sh(Command::new("wrk")
+        .args(["-t2", "-c50", &format!("-d{seconds}s"), "--latency", "-s"])
+        .arg(&script)
+        .arg(format!("http://127.0.0.1:{port}/")));
+    let rps = out
+        .lines()
+        .find(|l| l.starts_with("Requests/sec:"))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or(0.0);
+    let pct = |p: &str| -> f64 {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(p))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(|v| {
+                let (num, unit) =
+                    v.split_at(v.find(|c: char| c.is_alphabetic()).unwrap_or(v.len()));
+                let n: f64 = num.parse().unwrap_or(0.0);
+                match unit {
+                    "us" => n / 1000.0,
+                    "ms" => n,
+                    "s" => n * 1000.0,
+                    _ => n,
+                }
+            })
+            .unwrap_or(0.0)
+    };
+    assert!(!out.contains("Non-2xx"), "wrk saw errors: {out}");
+    (rps, pct("50%"), pct("99%"))
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let rounds = arg("--rounds", 3);
+    let seconds = arg("--seconds", 10);
+    sh(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--bin", "vole"]));
+    let vole = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/vole");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+
+    // The site, committed to `pages` and pushed to vole.
+    let work = dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    sh(git(&work).args(["init", "-q", "-b", "pages"]));
+    let files = make_site(&work);
+    sh(git(&work).args(["add", "-A"]));
+    sh(git(&work).args(["commit", "-q", "-m", "site"]));
+    let total: usize = files.iter().map(|(_, b)| b.len()).sum();
+    println!(
+        "site_files={} site_mib={:.1}",
+        files.len(),
+        total as f64 / (1 << 20) as f64
+    );
+    let data = dir.join("vole-data");
+    sh(Command::new(&vole)
+        .args(["repo", "create", "alice/site", "--data"])
+        .arg(&data));
+    let vole_port = free_port();
+    let mut vole_child = start_vole(&vole, &data, vole_port);
+    sh(git(&work).args([
+        "push",
+        "-q",
+        &format!("http://127.0.0.1:{vole_port}/alice/site.git"),
+        "pages",
+    ]));
+
+    // The same files exported for nginx.
+    let export = dir.join("export");
+    std::fs::create_dir_all(&export).unwrap();
+    let archive = git(&work)
+        .args(["archive", "pages"])
+        .output()
+        .unwrap()
+        .stdout;
+    let mut tar = Command::new("tar")
+        .arg("-x")
+        .arg("-C")
+        .arg(&export)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tar.stdin.take().unwrap().write_all(&archive).unwrap();
+    assert!(tar.wait().unwrap().success());
+    let nginx_port = free_port();
+    let conf = dir.join("nginx.conf");
+    let d = dir.display();
+    std::fs::write(
+        &conf,
+        format!(
+            "worker_processes auto;\nuser root;\ndaemon off;\nerror_log {d}/nginx-error.log;\npid {d}/nginx.pid;\n\
+             events {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n sendfile on;\n include /etc/nginx/mime.types;\n\
+             client_body_temp_path {d}/nb;\n proxy_temp_path {d}/np;\n fastcgi_temp_path {d}/nf;\n uwsgi_temp_path {d}/nu;\n scgi_temp_path {d}/ns;\n\
+             server {{ listen 127.0.0.1:{nginx_port}; root {root}; }}\n}}\n",
+            root = export.display()
+        ),
+    )
+    .unwrap();
+    let mut nginx = Command::new("nginx")
+        .arg("-c")
+        .arg(&conf)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    while get(nginx_port, "/section0/page0.html").is_none() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Verification (and warm-up): every file, from both servers.
+    for (name, body) in &files {
+        assert_eq!(
+            get(vole_port, &format!("/alice/site/-/site/{name}")).as_ref(),
+            Some(body),
+            "vole {name}"
+        );
+        assert_eq!(
+            get(nginx_port, &format!("/{name}")).as_ref(),
+            Some(body),
+            "nginx {name}"
+        );
+    }
+    println!("verified_paths={} mismatches=0", files.len());
+    let paths_file = dir.join("paths.txt");
+    std::fs::write(
+        &paths_file,
+        files
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+            + "\n",
+    )
+    .unwrap();
+
+    let mut ratios = Vec::new();
+    for round in 0..rounds {
+        let mut pair = Vec::new();
+        let order: [(&str, u16, &str); 2] = [
+            ("vole", vole_port, "/alice/site/-/site/"),
+            ("nginx", nginx_port, "/"),
+        ];
+        let order: Vec<_> = if round % 2 == 0 {
+            order.to_vec()
+        } else {
+            order.iter().rev().cloned().collect()
+        };
+        for (name, port, prefix) in order {
+            let (rps, p50, p99) = wrk(port, prefix, &paths_file, seconds);
+            println!(
+                "server={name} warm_rps={rps:.0} p50_ms={p50:.3} p99_ms={p99:.3} round={round}"
+            );
+            pair.push((name, rps));
+        }
+        let v = pair.iter().find(|p| p.0 == "vole").unwrap().1;
+        let n = pair.iter().find(|p| p.0 == "nginx").unwrap().1;
+        ratios.push(v / n);
+    }
+    let stats = get(vole_port, "/api/v1/stats").unwrap();
+    let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
+    let (bytes, limit) = (
+        stats["site_cache"]["bytes"].as_u64().unwrap(),
+        stats["site_cache"]["limit"].as_u64().unwrap(),
+    );
+    println!("cache_bytes={bytes} cache_limit={limit}");
+    assert!(bytes <= limit);
+
+    // Cold: a restarted vole, page cache dropped if allowed, first request
+    // per path on one keep-alive connection.
+    let _ = vole_child.kill();
+    let _ = vole_child.wait();
+    vole_child = start_vole(&vole, &data, vole_port);
+    let _ = Command::new("sync").status();
+    let dropped = std::fs::write("/proc/sys/vm/drop_caches", "3").is_ok();
+    let stream = TcpStream::connect(("127.0.0.1", vole_port)).unwrap();
+    stream.set_nodelay(true).unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut conn = KeepAlive {
+        reader: BufReader::new(stream),
+    };
+    let mut cold = Vec::new();
+    for (name, body) in &files {
+        let started = Instant::now();
+        writer
+            .write_all(
+                format!("GET /alice/site/-/site/{name} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+            )
+            .unwrap();
+        let got = conn.read_response().expect("cold response");
+        cold.push(started.elapsed().as_secs_f64() * 1000.0);
+        assert_eq!(&got, body, "cold {name}");
+    }
+    cold.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "cold_p50_ms={:.3} cold_p99_ms={:.3} cache_dropped={}",
+        cold[cold.len() / 2],
+        cold[cold.len() * 99 / 100],
+        u8::from(dropped)
+    );
+
+    let _ = vole_child.kill();
+    let _ = nginx.kill();
+    let _ = vole_child.wait();
+    let _ = nginx.wait();
+    ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    println!(
+        "warm_ratio median={:.3} min={:.3} max={:.3}",
+        ratios[ratios.len() / 2],
+        ratios[0],
+        ratios[ratios.len() - 1]
+    );
+}
