@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 use vole::log::{Entry, Log, Phase, RecordKind, RefMove};
 
+#[path = "../common.rs"]
+mod common;
+use common::{arg, free_port, median, release_vole, sh};
+
 fn ref_move(id: u64) -> RefMove {
     RefMove {
         time_ns: vole::log::now_ns(),
@@ -100,11 +104,6 @@ fn verify(dir: &Path, acked: &[(u64, u64)]) {
     println!("verified_txns={} lost=0", acked.len());
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    values[values.len() / 2]
-}
-
 fn filesystem_of(path: &Path) -> String {
     std::process::Command::new("stat")
         .args(["-f", "-c", "%T"])
@@ -115,51 +114,20 @@ fn filesystem_of(path: &Path) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Small pushes through the whole path (http-backend + hooks + log) at
 /// `pushers` concurrent pushers, each to its own branch; returns pushes/s
 /// and the summed hook wall time over the summed push wall time.
 fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64) {
     use std::process::{Command, Stdio};
     let data = dir.join(format!("e2e-{pushers}"));
-    let git = |cwd: &Path, args: &[&str]| {
-        let out = Command::new("git")
-            .current_dir(cwd)
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_AUTHOR_NAME", "b")
-            .env("GIT_AUTHOR_EMAIL", "b@example.org")
-            .env("GIT_COMMITTER_NAME", "b")
-            .env("GIT_COMMITTER_EMAIL", "b@example.org")
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "git {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    };
+    let git = |cwd: &Path, args: &[&str]| sh(common::git(cwd).args(args));
     let created = Command::new(vole)
         .args(["repo", "create", "bench/e2e", "--data"])
         .arg(&data)
         .output()
         .unwrap();
     assert!(created.status.success());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut server = Command::new(vole)
         .args([
             "serve",
@@ -283,12 +251,7 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
 fn main() {
     if std::env::args().any(|a| a == "--e2e") {
         let pushes = arg("--pushes", 40);
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--release", "--quiet", "--bin", "vole"])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let vole = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/vole");
+        let vole = release_vole();
         let base = tempfile::tempdir().expect("tempdir");
         let mut one = Vec::new();
         let mut eight = Vec::new();

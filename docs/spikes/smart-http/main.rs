@@ -18,29 +18,11 @@ use std::time::{Duration, Instant};
 
 use vole::transport::{Service, git_config};
 
+#[path = "../common.rs"]
+mod common;
+use common::{arg_text, free_port, git, release_vole, sh};
+
 const GIT_HTTP_BACKEND_DIR: &str = "/usr/local/libexec/git-core";
-
-fn sh(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-fn git(dir: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@example.org")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@example.org");
-    c
-}
 
 /// A repo made by fast-import: `files` blobs of `size` bytes each, either
 /// incompressible or text-like (compresses ~4x).
@@ -195,14 +177,6 @@ impl Drop for Server {
             let _ = c.wait();
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn wait_http(port: u16) {
@@ -393,18 +367,12 @@ fn measure_push(server: &Server, source: &Path, head: &str) -> Measure {
     }
 }
 
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
 fn main() {
-    let rounds: usize = arg("--rounds").and_then(|r| r.parse().ok()).unwrap_or(3);
-    let cases = arg("--cases").unwrap_or_else(|| "clone,push-150m,push-1g".into());
-    sh(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--bin", "vole"]));
-    let vole = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/vole");
+    let rounds: usize = arg_text("--rounds")
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    let cases = arg_text("--cases").unwrap_or_else(|| "clone,push-150m,push-1g".into());
+    let vole = release_vole();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path();
     println!("git={}", sh(Command::new("git").arg("--version")));

@@ -11,33 +11,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn sh(cmd: &mut Command) -> String {
-    let out = cmd.output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn git(dir: &Path) -> Command {
-    let mut c = Command::new("git");
-    c.current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "b")
-        .env("GIT_AUTHOR_EMAIL", "b@example.org")
-        .env("GIT_COMMITTER_NAME", "b")
-        .env("GIT_COMMITTER_EMAIL", "b@example.org")
-        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z");
-    c
-}
+#[path = "../common.rs"]
+mod common;
+use common::{arg, free_port, git, release_vole, sh};
 
 /// A deterministic site of ~20 MiB: pages, styles, scripts and images.
 fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -91,14 +71,6 @@ fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
         std::fs::write(path, body).unwrap();
     }
     files
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn start_vole(vole: &Path, data: &Path, port: u16) -> Child {
@@ -210,20 +182,10 @@ fn wrk(port: u16, prefix: &str, paths_file: &Path, seconds: u64) -> (f64, f64, f
     (rps, pct("50%"), pct("99%"))
 }
 
-fn arg(name: &str, default: u64) -> u64 {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 fn main() {
     let rounds = arg("--rounds", 3);
     let seconds = arg("--seconds", 10);
-    sh(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--bin", "vole"]));
-    let vole = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/vole");
+    let vole = release_vole();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
 
