@@ -102,8 +102,11 @@ async fn serve_until_signal(
     let router = router(app);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
+    // writev: response bodies (site files from the cache, git output) go
+    // to the socket as they are instead of being copied into hyper's buffer.
     http.timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout);
+        .header_read_timeout(header_read_timeout)
+        .writev(true);
     let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {

@@ -81,8 +81,8 @@ pub struct Sites {
     domains: HashMap<String, RepoName>,
     stream_threshold: u64,
     cache_control: HeaderValue,
-    /// (root tree, base, request path) -> plan: a warm request reads no git.
-    plans: std::sync::Mutex<lru::LruCache<(ObjectId, String, String), Plan>>,
+    /// (root tree, base + request path) -> plan: a warm request reads no git.
+    plans: std::sync::Mutex<lru::LruCache<(ObjectId, String), Plan>>,
 }
 
 impl Sites {
@@ -165,6 +165,9 @@ pub async fn site_path(
 
 /// Serves the site of a configured domain for any path on that host.
 pub async fn by_host(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    if app.sites.domains.is_empty() {
+        return next.run(request).await;
+    }
     let host = request
         .headers()
         .get(header::HOST)
@@ -207,12 +210,12 @@ async fn serve(
     let Some(site_path) = SitePath::parse(path) else {
         return Ok(plain_not_found(sandbox));
     };
-    let repo_path = app.repos.path(&repo);
     let store = app.sites.store.clone();
     let generation = app.recorder.generation();
     let repo_name = repo.to_string();
     // Warm path: root and plan both cached, no git and no blocking thread.
-    let key = |root: ObjectId| (root, base.to_string(), path.to_string());
+    let request_key = format!("{base}{path}");
+    let key = |root: ObjectId| (root, request_key.clone());
     let cached = store
         .cached_root(&repo_name, SITE_REF, generation)
         .flatten()
@@ -231,6 +234,7 @@ async fn serve(
             if !app.repos.exists(&repo) {
                 return Err(AppError::not_found(format!("repository {repo} not found")));
             }
+            let repo_path = app.repos.path(&repo);
             let base_owned = base.to_string();
             let (root, plan) = tokio::task::spawn_blocking(move || {
                 plan(

@@ -33,12 +33,14 @@ pub enum Lookup {
     Missing,
 }
 
-type RootKey = (String, String);
+/// repo -> ref -> (feed generation, root tree): looked up by `&str`
+/// without allocating.
+type Roots = HashMap<String, HashMap<String, (u64, Option<ObjectId>)>>;
 
 /// gix handles, resolutions and the byte cache of every site.
 pub struct SiteStore {
     repos: Mutex<HashMap<PathBuf, gix::ThreadSafeRepository>>,
-    roots: Mutex<HashMap<RootKey, (u64, Option<ObjectId>)>>,
+    roots: Mutex<Roots>,
     cache: Mutex<SiteCache>,
 }
 
@@ -79,15 +81,8 @@ impl SiteStore {
         dir: &[String],
         generation: u64,
     ) -> Result<Option<ObjectId>, SiteError> {
-        let key = (repo_name.to_string(), ref_name.to_string());
-        if let Some((seen, tree)) = self
-            .roots
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            && *seen == generation
-        {
-            return Ok(*tree);
+        if let Some(root) = self.cached_root(repo_name, ref_name, generation) {
+            return Ok(root);
         }
         let repo = self.repo(path)?;
         let root = match repo.try_find_reference(ref_name).map_err(err)? {
@@ -105,7 +100,9 @@ impl SiteStore {
         self.roots
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(key, (generation, root));
+            .entry(repo_name.to_string())
+            .or_default()
+            .insert(ref_name.to_string(), (generation, root));
         Ok(root)
     }
 
@@ -118,7 +115,7 @@ impl SiteStore {
         generation: u64,
     ) -> Option<Option<ObjectId>> {
         let roots = self.roots.lock().unwrap_or_else(|p| p.into_inner());
-        match roots.get(&(repo_name.to_string(), ref_name.to_string())) {
+        match roots.get(repo_name).and_then(|refs| refs.get(ref_name)) {
             Some((seen, root)) if *seen == generation => Some(*root),
             _ => None,
         }
