@@ -3,8 +3,10 @@
 
 #![allow(dead_code)] // each harness uses a different subset
 
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Runs a command to success and returns its stdout.
 pub fn sh(cmd: &mut Command) -> String {
@@ -64,4 +66,46 @@ pub fn arg(name: &str, default: u64) -> u64 {
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap());
     values[values.len() / 2]
+}
+
+/// Starts `vole serve --anonymous-push` on `port` with `data`, and waits
+/// until it answers `/healthz` (the port is bound before the logs are
+/// replayed and the hooks written; the answer comes only after both).
+pub fn start_vole(vole: &Path, data: &Path, port: u16) -> Child {
+    let child = Command::new(vole)
+        .args([
+            "serve",
+            "--anonymous-push",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--data",
+        ])
+        .arg(data)
+        .env("VOLE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start vole");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !healthy(port) {
+        assert!(
+            Instant::now() < deadline,
+            "vole on port {port} did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn healthy(port: u16) -> bool {
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut answer = String::new();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .and_then(|()| stream.read_to_string(&mut answer))
+        .is_ok()
+        && answer.starts_with("HTTP/1.1 200")
 }

@@ -47,10 +47,6 @@ impl AppError {
             "internal server error; the details are in the server log",
         )
     }
-
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
 }
 
 impl IntoResponse for AppError {

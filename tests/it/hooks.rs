@@ -101,10 +101,6 @@ fn head(dir: &Path, rev: &str) -> String {
     git_ok(dir, &["rev-parse", rev]).trim().to_string()
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 #[test]
 fn the_log_holds_exactly_the_pushed_moves() {
     let forge = Forge::start(&[]);

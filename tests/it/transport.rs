@@ -45,10 +45,6 @@ impl Forge {
     }
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 #[test]
 fn every_basic_operation_works_over_protocol_v2_and_v0() {
     let forge = Forge::start(&["--anonymous-push"]);

@@ -16,7 +16,7 @@ use vole::log::{Entry, Log, Phase, RecordKind, RefMove};
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, free_port, median, release_vole, sh};
+use common::{arg, free_port, median, release_vole, sh, start_vole};
 
 fn ref_move(id: u64) -> RefMove {
     RefMove {
@@ -118,7 +118,7 @@ fn filesystem_of(path: &Path) -> String {
 /// `pushers` concurrent pushers, each to its own branch; returns pushes/s
 /// and the summed hook wall time over the summed push wall time.
 fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64) {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let data = dir.join(format!("e2e-{pushers}"));
     let git = |cwd: &Path, args: &[&str]| sh(common::git(cwd).args(args));
     let created = Command::new(vole)
@@ -128,27 +128,7 @@ fn e2e_run(vole: &Path, dir: &Path, pushers: u64, pushes_each: u64) -> (f64, f64
         .unwrap();
     assert!(created.status.success());
     let port = free_port();
-    let mut server = Command::new(vole)
-        .args([
-            "serve",
-            "--anonymous-push",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data",
-        ])
-        .arg(&data)
-        .env("VOLE_LOG", "warn")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // Ready once the hooks are written (the port is bound earlier).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !data.join("hooks/reference-transaction").exists()
-        || std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
-    {
-        assert!(Instant::now() < deadline, "vole did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut server = start_vole(vole, &data, port);
     // Time every hook run: wrap vole's hook scripts (written at start).
     let timing = data.join("hook-nanos");
     for hook in ["pre-receive", "reference-transaction"] {

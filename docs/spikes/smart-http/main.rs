@@ -194,20 +194,7 @@ fn start_vole(dir: &Path, vole: &Path) -> Server {
     let port = free_port();
     let data = dir.join("vole-data");
     std::fs::create_dir_all(data.join("repos")).unwrap();
-    let child = Command::new(vole)
-        .args([
-            "serve",
-            "--anonymous-push",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg("--data")
-        .arg(&data)
-        .env("VOLE_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_http(port);
+    let child = common::start_vole(vole, &data, port);
     let pid = child.id();
     Server {
         name: "vole",

@@ -12,12 +12,12 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, free_port, git, release_vole, sh};
+use common::{arg, free_port, git, release_vole, sh, start_vole};
 
 /// A deterministic site of ~20 MiB: pages, styles, scripts and images.
 fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -71,28 +71,6 @@ fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
         std::fs::write(path, body).unwrap();
     }
     files
-}
-
-fn start_vole(vole: &Path, data: &Path, port: u16) -> Child {
-    let child = Command::new(vole)
-        .args([
-            "serve",
-            "--anonymous-push",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--data",
-        ])
-        .arg(data)
-        .env("VOLE_LOG", "warn")
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while get(port, "/healthz").is_none() {
-        assert!(Instant::now() < deadline, "vole did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
 }
 
 /// One GET on a fresh connection; the body, or None on failure.

@@ -142,7 +142,7 @@ impl TestServer {
     /// Sends SIGTERM and waits (bounded) for the exit.
     pub fn stop(mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
-        signal(child.id(), libc_sigterm());
+        signal(child.id(), 15); // SIGTERM
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = child.try_wait().expect("try_wait") {
@@ -230,10 +230,6 @@ impl TestServerBuilder {
     }
 }
 
-pub fn libc_sigterm() -> i32 {
-    15
-}
-
 /// Sends a signal with the `kill` command (keeps the tests free of unsafe).
 pub fn signal(pid: u32, signal: i32) {
     let status = Command::new("kill")
@@ -253,6 +249,11 @@ pub fn signal_group(pgid: u32, signal: i32) {
         .status()
         .expect("run kill");
     assert!(status.success(), "kill -{signal} -- -{pgid} failed");
+}
+
+/// Bytes (git's stdout or stderr) as text.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A response read by [`http`].
