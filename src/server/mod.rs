@@ -37,6 +37,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let cleanup = data.clean_leftovers(&lock, config.quarantine_max_age);
     tracing::info!(removed = cleanup.removed.len(), "start-up cleanup done");
 
+    // Registered before the server announces itself: a SIGTERM that
+    // arrives once "listening" is logged must drain, never kill.
+    let shutdown = ShutdownSignal::register()?;
     let listener = TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
@@ -77,7 +80,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         data_dir = %data.root().display(),
         "vole listening on http://{local_addr}"
     );
-    serve_until_signal(listener, app, shutdown_grace).await?;
+    serve_until_signal(listener, app, shutdown, shutdown_grace).await?;
 
     control_task.abort();
     let _ = std::fs::remove_file(data.socket_path());
@@ -93,6 +96,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 async fn serve_until_signal(
     listener: TcpListener,
     app: Arc<App>,
+    mut shutdown: ShutdownSignal,
     grace: std::time::Duration,
 ) -> anyhow::Result<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
@@ -107,7 +111,7 @@ async fn serve_until_signal(
     http.timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .writev(true);
-    let signal = shutdown_signal();
+    let signal = shutdown.recv();
     tokio::pin!(signal);
     loop {
         tokio::select! {
@@ -156,18 +160,28 @@ async fn serve_until_signal(
     Ok(())
 }
 
-async fn shutdown_signal() -> &'static str {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(term) => term,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGTERM; only ctrl-c stops the server");
-            let _ = tokio::signal::ctrl_c().await;
-            return "SIGINT";
+/// SIGTERM and SIGINT, with their handlers installed when this is built
+/// (tokio installs a signal handler only when asked; an `async fn` that
+/// asks on its first poll leaves a window in which the default action,
+/// death, still applies).
+struct ShutdownSignal {
+    term: tokio::signal::unix::Signal,
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl ShutdownSignal {
+    fn register() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            interrupt: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        })
+    }
+
+    async fn recv(&mut self) -> &'static str {
+        tokio::select! {
+            _ = self.term.recv() => "SIGTERM",
+            _ = self.interrupt.recv() => "SIGINT",
         }
-    };
-    tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = tokio::signal::ctrl_c() => "SIGINT",
     }
 }
