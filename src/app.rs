@@ -11,6 +11,7 @@ use crate::datadir::DataDir;
 use crate::git::Git;
 use crate::hooks::recorder::{RefRecorder, RefState};
 use crate::log::{Entry, Log, LogError, MetaWrite, RecordKind, RefMove};
+use crate::meta::{MetaStore, StoreOptions};
 use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
 use crate::sites::Sites;
 use crate::transport::Transport;
@@ -25,10 +26,20 @@ pub struct Logs {
 impl Logs {
     /// Opens (replays, repairs a torn tail of) every log in `dir`; the ref
     /// log's replay rebuilds `ref_state`.
-    pub fn open(dir: &Path, ref_state: &mut RefState) -> Result<Logs, LogError> {
+    /// Opens both logs; `meta_records` receives the meta log's
+    /// transactions (the metadata store re-folds what is not yet folded).
+    pub fn open(
+        dir: &Path,
+        ref_state: &mut RefState,
+        meta_records: &mut Vec<(u64, MetaWrite)>,
+    ) -> Result<Logs, LogError> {
         Ok(Logs {
             refs: Arc::new(open_one::<RefMove>(dir, |e| ref_state.apply(e))?),
-            meta: Arc::new(open_one::<MetaWrite>(dir, |_| {})?),
+            meta: Arc::new(open_one::<MetaWrite>(dir, |entry| {
+                if let Entry::Txn { seq, rows } = entry {
+                    meta_records.extend(rows.into_iter().map(|row| (seq, row)));
+                }
+            })?),
         })
     }
 }
@@ -58,16 +69,42 @@ pub struct App {
     pub transport: Transport,
     pub recorder: RefRecorder,
     pub sites: Sites,
+    pub meta: MetaStore,
 }
 
 impl App {
     /// Assembles the app over a prepared, locked data dir (opening the logs
     /// replays them).
-    pub fn open(config: Config, git: Git) -> Result<App, LogError> {
+    pub fn open(config: Config, git: Git) -> anyhow::Result<App> {
         let data = DataDir::new(config.data_dir.clone());
         let mut ref_state = RefState::default();
-        let logs = Logs::open(&data.log_dir(), &mut ref_state)?;
+        let mut meta_records = Vec::new();
+        let logs = Logs::open(&data.log_dir(), &mut ref_state, &mut meta_records)?;
+        let repos = Repos::new(data.clone());
+        let repo_dirs: Vec<(String, std::path::PathBuf)> = repos
+            .list()
+            .into_iter()
+            .map(|info| {
+                let path = repos.path(&info.name);
+                (info.name.to_string(), path)
+            })
+            .collect();
+        let meta = MetaStore::open(
+            logs.meta.clone(),
+            &data.repos_dir(),
+            &repo_dirs,
+            meta_records,
+            Some(git.clone()),
+            StoreOptions {
+                fold_batch: config.meta_fold_batch,
+                fold_interval: config.meta_fold_interval,
+                default_branch: config.default_branch.clone(),
+                protected_branches: config.protected_branches.clone(),
+                ..StoreOptions::default()
+            },
+        )?;
         Ok(App {
+            meta,
             sites: Sites::new(&config),
             recorder: RefRecorder::new(
                 logs.refs.clone(),
@@ -76,7 +113,7 @@ impl App {
             ),
             logs,
             transport: Transport::new(&config, data.repos_dir(), data.root().join("hooks")),
-            repos: Repos::new(data.clone()),
+            repos,
             data,
             git,
             config,

@@ -20,6 +20,9 @@ pub mod defaults {
     pub const SHUTDOWN_GRACE: &str = "30s";
     pub const QUARANTINE_MAX_AGE: &str = "1h";
     pub const CONFIG_FILE: &str = "vole.toml";
+    pub const META_FOLD_INTERVAL: &str = "20ms";
+    pub const META_FOLD_BATCH: usize = 64;
+    pub const API_BODY_LIMIT: &str = "1MiB";
     pub const MAX_PUSH_SIZE: &str = "2GiB";
     pub const MAX_REQUEST_SIZE: &str = "64MiB";
     pub const MAX_SPOOL_TOTAL: &str = "8GiB";
@@ -119,6 +122,20 @@ pub struct Settings {
     )]
     pub protected_branches: Option<Vec<String>>,
 
+    /// A metadata write waits at most this long before it is folded into
+    /// its shard's git ref [default: 20ms].
+    #[arg(long, env = "VOLE_META_FOLD_INTERVAL", value_name = "DURATION")]
+    pub meta_fold_interval: Option<String>,
+
+    /// Metadata writes per fold commit; a shard with this many pending is
+    /// folded at once [default: 64].
+    #[arg(long, env = "VOLE_META_FOLD_BATCH", value_name = "N")]
+    pub meta_fold_batch: Option<usize>,
+
+    /// Largest JSON request body the API accepts [default: 1MiB].
+    #[arg(long, env = "VOLE_API_BODY_LIMIT", value_name = "SIZE")]
+    pub api_body_limit: Option<String>,
+
     /// Bytes of site content kept in memory [default: 64MiB].
     #[arg(long, env = "VOLE_SITE_CACHE_SIZE", value_name = "SIZE")]
     pub site_cache_size: Option<String>,
@@ -163,6 +180,9 @@ impl Settings {
             quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
             anonymous_push: self.anonymous_push.or(lower.anonymous_push),
             protected_branches: self.protected_branches.or(lower.protected_branches),
+            meta_fold_interval: self.meta_fold_interval.or(lower.meta_fold_interval),
+            meta_fold_batch: self.meta_fold_batch.or(lower.meta_fold_batch),
+            api_body_limit: self.api_body_limit.or(lower.api_body_limit),
             site_cache_size: self.site_cache_size.or(lower.site_cache_size),
             site_stream_threshold: self.site_stream_threshold.or(lower.site_stream_threshold),
             site_cache_control: self.site_cache_control.or(lower.site_cache_control),
@@ -194,6 +214,9 @@ pub struct Config {
     pub anonymous_push: bool,
     /// Branch names protected in every repo (until repo settings hold them).
     pub protected_branches: Vec<String>,
+    pub meta_fold_interval: Duration,
+    pub meta_fold_batch: usize,
+    pub api_body_limit: u64,
     pub transport: TransportLimits,
     pub sites: SiteSettings,
 }
@@ -282,6 +305,20 @@ impl Config {
             )?,
             anonymous_push: raw.anonymous_push.unwrap_or(false),
             protected_branches: raw.protected_branches.unwrap_or_default(),
+            meta_fold_interval: duration(
+                "meta-fold-interval",
+                raw.meta_fold_interval.as_deref(),
+                defaults::META_FOLD_INTERVAL,
+            )?,
+            meta_fold_batch: positive(
+                "meta-fold-batch",
+                raw.meta_fold_batch.unwrap_or(defaults::META_FOLD_BATCH),
+            )?,
+            api_body_limit: size(
+                "api-body-limit",
+                raw.api_body_limit.as_deref(),
+                defaults::API_BODY_LIMIT,
+            )?,
             sites: SiteSettings {
                 cache_bytes: size(
                     "site-cache-size",

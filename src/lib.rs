@@ -16,6 +16,7 @@ pub mod datadir;
 pub mod git;
 pub mod hooks;
 pub mod log;
+pub mod meta;
 pub mod repos;
 pub mod server;
 pub mod sites;

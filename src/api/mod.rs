@@ -8,6 +8,9 @@ use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+pub mod meta;
 
 use crate::app::App;
 use crate::hooks::recorder::ACTIVITY_PER_REPO;
@@ -41,6 +44,7 @@ pub async fn stats(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
             "meta": app.logs.meta.counters(),
         },
         "site_cache": { "bytes": site_cache_bytes, "limit": site_cache_limit },
+        "meta": app.meta.stats(),
     }))
 }
 
@@ -56,13 +60,44 @@ pub async fn repo_activity(
     if !app.repos.exists(&name) {
         return Err(not_found());
     }
-    let page = number(&query, "page", 1)?;
-    let per_page = number(&query, "per_page", DEFAULT_PER_PAGE)?.min(MAX_PER_PAGE);
+    let (page, per_page) = page_params(&query)?;
     let (entries, total) = app.recorder.activity(&name.to_string(), page, per_page);
+    Ok(paginated(
+        entries,
+        &format!("/api/v1/repos/{name}/activity"),
+        "",
+        page,
+        per_page,
+        total.min(ACTIVITY_PER_REPO),
+    ))
+}
+
+/// `?page=` (from 1) and `?per_page=` (at most 100).
+pub fn page_params(query: &HashMap<String, String>) -> Result<(usize, usize), AppError> {
+    let page = number(query, "page", 1)?;
+    let per_page = number(query, "per_page", DEFAULT_PER_PAGE)?.min(MAX_PER_PAGE);
+    Ok((page, per_page))
+}
+
+/// A page of a list as JSON, with a `Link` header (first, last, prev,
+/// next; `filters` is repeated in each) and `X-Total-Count`.
+pub fn paginated<T: Serialize>(
+    items: Vec<T>,
+    base: &str,
+    filters: &str,
+    page: usize,
+    per_page: usize,
+    total: usize,
+) -> Response {
     let last = total.div_ceil(per_page).max(1);
-    let base = format!("/api/v1/repos/{name}/activity");
-    let link =
-        |p: usize, rel: &str| format!("<{base}?page={p}&per_page={per_page}>; rel=\"{rel}\"");
+    let filters = if filters.is_empty() {
+        String::new()
+    } else {
+        format!("&{filters}")
+    };
+    let link = |p: usize, rel: &str| {
+        format!("<{base}?page={p}&per_page={per_page}{filters}>; rel=\"{rel}\"")
+    };
     let mut links = vec![link(1, "first"), link(last, "last")];
     if page > 1 {
         links.push(link(page - 1, "prev"));
@@ -70,13 +105,12 @@ pub async fn repo_activity(
     if page < last {
         links.push(link(page + 1, "next"));
     }
-    let mut response = Json(entries).into_response();
+    let mut response = Json(items).into_response();
     if let Ok(value) = HeaderValue::from_str(&links.join(", ")) {
         response.headers_mut().insert(header::LINK, value);
     }
-    response.headers_mut().insert(
-        "x-total-count",
-        HeaderValue::from(total.min(ACTIVITY_PER_REPO)),
-    );
-    Ok(response)
+    response
+        .headers_mut()
+        .insert("x-total-count", HeaderValue::from(total));
+    response
 }

@@ -80,7 +80,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         data_dir = %data.root().display(),
         "vole listening on http://{local_addr}"
     );
-    serve_until_signal(listener, app, shutdown, shutdown_grace).await?;
+    serve_until_signal(listener, app.clone(), shutdown, shutdown_grace).await?;
+    // Fold what is queued so the refs are current; anything left is
+    // folded again from the log at the next start.
+    let closing = app.clone();
+    let _ =
+        tokio::task::spawn_blocking(move || closing.meta.close(std::time::Duration::from_secs(5)))
+            .await;
 
     control_task.abort();
     let _ = std::fs::remove_file(data.socket_path());

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 
@@ -12,7 +13,45 @@ use crate::{sites, transport};
 
 /// The whole HTTP application, ready to serve (tests call it too).
 pub fn router(app: Arc<App>) -> Router {
+    use api::meta;
+    let meta_api = Router::new()
+        .route(
+            "/api/v1/repos/{owner}/{repo}/issues",
+            get(meta::list_issues).post(meta::create_issue),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/issues/{number}",
+            get(meta::get_issue).patch(meta::edit_issue),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/issues/{number}/comments",
+            get(meta::list_issue_comments).post(meta::add_issue_comment),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/changes",
+            get(meta::list_changes).post(meta::create_change),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/changes/{number}",
+            get(meta::get_change).patch(meta::edit_change),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments",
+            get(meta::list_change_comments).post(meta::add_change_comment),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/acl",
+            get(meta::get_acl).put(meta::put_acl),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/settings",
+            get(meta::get_settings).put(meta::put_settings),
+        )
+        .layer(DefaultBodyLimit::max(
+            usize::try_from(app.config.api_body_limit).unwrap_or(usize::MAX),
+        ));
     Router::new()
+        .merge(meta_api)
         .route("/healthz", get(healthz))
         .route("/api/v1/stats", get(api::stats))
         .route(

@@ -1,0 +1,382 @@
+//! The metadata JSON API: issues, change requests, their comments, the ACL
+//! and the settings of a repo, under `/api/v1/repos/{owner}/{repo}/`.
+//! Handlers translate HTTP to [`crate::meta::MetaStore`] calls and back;
+//! writes run on the blocking pool (they wait for the log's fsync).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::{page_params, paginated};
+use crate::app::App;
+use crate::meta::entity::{ChangeState, IssueState, ThreadKind};
+use crate::meta::{
+    AclPut, ChangePatch, Filter, IssuePatch, MetaError, NewChange, NewComment, NewIssue,
+    SettingsPut,
+};
+use crate::repos::RepoName;
+use crate::server::error::AppError;
+
+/// Who API writes are attributed to until accounts exist.
+const ANONYMOUS: &str = "anonymous";
+
+impl From<MetaError> for AppError {
+    fn from(e: MetaError) -> AppError {
+        let status = match &e {
+            MetaError::NoRepo(_) | MetaError::NotFound(_) => StatusCode::NOT_FOUND,
+            MetaError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            MetaError::Stale(_) => StatusCode::CONFLICT,
+            MetaError::Unavailable(_) => {
+                return AppError::busy(e.to_string(), 30);
+            }
+        };
+        AppError::new(status, e.to_string())
+    }
+}
+
+/// A JSON body, or the reason it was refused (bad JSON, an unknown field,
+/// a wrong content type, over the size cap), as a 4xx a person can act on.
+fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
+    payload.map(|Json(value)| value).map_err(|rejection| {
+        let status = rejection.status();
+        let message = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                "request body is larger than the API accepts (see --api-body-limit)".to_string()
+            }
+            _ => rejection.body_text(),
+        };
+        AppError::new(status, message)
+    })
+}
+
+fn repo_name(owner: &str, repo: &str) -> Result<RepoName, AppError> {
+    RepoName::from_parts(owner, repo)
+        .map_err(|_| AppError::not_found(format!("repository {owner}/{repo} not found")))
+}
+
+fn thread_number(text: &str) -> Result<u64, AppError> {
+    text.parse::<u64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+        AppError::bad_request(format!(
+            "{text:?} is not an issue or change request number (a whole number from 1)"
+        ))
+    })
+}
+
+fn writes_allowed(app: &App) -> Result<(), AppError> {
+    if app.config.anonymous_push {
+        Ok(())
+    } else {
+        Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "API writes are off until accounts exist; start the server with \
+             --anonymous-push to allow them (development only)",
+        ))
+    }
+}
+
+/// Runs a store write on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    app: &Arc<App>,
+    f: impl FnOnce(&App) -> Result<T, MetaError> + Send + 'static,
+) -> Result<T, AppError> {
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || f(&app))
+        .await
+        .map_err(|e| AppError::internal("metadata write task failed", e))?
+        .map_err(AppError::from)
+}
+
+fn created<T: Serialize>(value: T) -> Response {
+    (StatusCode::CREATED, Json(value)).into_response()
+}
+
+fn parse_state<S: serde::de::DeserializeOwned>(
+    query: &HashMap<String, String>,
+    allowed: &str,
+) -> Result<Option<S>, AppError> {
+    match query.get("state").map(String::as_str) {
+        None | Some("all") => Ok(None),
+        Some(text) => serde_json::from_value(serde_json::Value::String(text.to_string()))
+            .map(Some)
+            .map_err(|_| {
+                AppError::bad_request(format!(
+                    "state must be one of {allowed} or all, got {text:?}"
+                ))
+            }),
+    }
+}
+
+/// The filter part of a list query, repeated in its `Link` header.
+fn filter_query(query: &HashMap<String, String>) -> String {
+    ["state", "label", "author"]
+        .iter()
+        .filter_map(|key| {
+            query.get(*key).map(|value| {
+                format!(
+                    "{key}={}",
+                    percent_encoding::utf8_percent_encode(
+                        value,
+                        percent_encoding::NON_ALPHANUMERIC
+                    )
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+// ---- issues ----
+
+pub async fn list_issues(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let (page, per_page) = page_params(&query)?;
+    let filter = Filter {
+        state: parse_state::<IssueState>(&query, "open, closed")?,
+        label: query.get("label").cloned(),
+        author: query.get("author").cloned(),
+    };
+    let found = app.meta.list_issues(&name, &filter, page, per_page)?;
+    Ok(paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/issues"),
+        &filter_query(&query),
+        page,
+        per_page,
+        found.total,
+    ))
+}
+
+pub async fn create_issue(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<NewIssue>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    writes_allowed(&app)?;
+    let new = body(payload)?;
+    let issue = blocking(&app, move |app| {
+        app.meta.create_issue(&name, new, ANONYMOUS)
+    })
+    .await?;
+    Ok(created(issue))
+}
+
+pub async fn get_issue(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let number = thread_number(&number)?;
+    Ok(Json(app.meta.issue(&name, number)?).into_response())
+}
+
+pub async fn edit_issue(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<IssuePatch>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let number = thread_number(&number)?;
+    writes_allowed(&app)?;
+    let patch = body(payload)?;
+    let issue = blocking(&app, move |app| app.meta.edit_issue(&name, number, patch)).await?;
+    Ok(Json(issue).into_response())
+}
+
+// ---- change requests ----
+
+pub async fn list_changes(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let (page, per_page) = page_params(&query)?;
+    if query.contains_key("label") {
+        return Err(AppError::bad_request(
+            "change requests have no labels; filter by state or author",
+        ));
+    }
+    let filter = Filter {
+        state: parse_state::<ChangeState>(&query, "open, merged, closed")?,
+        label: None,
+        author: query.get("author").cloned(),
+    };
+    let found = app.meta.list_changes(&name, &filter, page, per_page)?;
+    Ok(paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/changes"),
+        &filter_query(&query),
+        page,
+        per_page,
+        found.total,
+    ))
+}
+
+pub async fn create_change(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<NewChange>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    writes_allowed(&app)?;
+    let new = body(payload)?;
+    let change = blocking(&app, move |app| {
+        app.meta.create_change(&name, new, ANONYMOUS)
+    })
+    .await?;
+    Ok(created(change))
+}
+
+pub async fn get_change(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let number = thread_number(&number)?;
+    Ok(Json(app.meta.change(&name, number)?).into_response())
+}
+
+pub async fn edit_change(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<ChangePatch>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let number = thread_number(&number)?;
+    writes_allowed(&app)?;
+    let patch = body(payload)?;
+    let change = blocking(&app, move |app| app.meta.edit_change(&name, number, patch)).await?;
+    Ok(Json(change).into_response())
+}
+
+// ---- comments (on issues and change requests) ----
+
+async fn list_comments(
+    app: Arc<App>,
+    kind: ThreadKind,
+    owner: String,
+    repo: String,
+    number: String,
+    query: HashMap<String, String>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let number = thread_number(&number)?;
+    let (page, per_page) = page_params(&query)?;
+    let found = app.meta.comments(&name, kind, number, page, per_page)?;
+    let noun = match kind {
+        ThreadKind::Issue => "issues",
+        ThreadKind::Change => "changes",
+    };
+    Ok(paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/{noun}/{number}/comments"),
+        "",
+        page,
+        per_page,
+        found.total,
+    ))
+}
+
+async fn add_comment(
+    app: Arc<App>,
+    kind: ThreadKind,
+    owner: String,
+    repo: String,
+    number: String,
+    payload: Result<Json<NewComment>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    let number = thread_number(&number)?;
+    writes_allowed(&app)?;
+    let new = body(payload)?;
+    let comment = blocking(&app, move |app| {
+        app.meta.comment(&name, kind, number, new, ANONYMOUS)
+    })
+    .await?;
+    Ok(created(comment))
+}
+
+pub async fn list_issue_comments(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, AppError> {
+    list_comments(app, ThreadKind::Issue, owner, repo, number, query).await
+}
+
+pub async fn add_issue_comment(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<NewComment>, JsonRejection>,
+) -> Result<Response, AppError> {
+    add_comment(app, ThreadKind::Issue, owner, repo, number, payload).await
+}
+
+pub async fn list_change_comments(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, AppError> {
+    list_comments(app, ThreadKind::Change, owner, repo, number, query).await
+}
+
+pub async fn add_change_comment(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<NewComment>, JsonRejection>,
+) -> Result<Response, AppError> {
+    add_comment(app, ThreadKind::Change, owner, repo, number, payload).await
+}
+
+// ---- ACL and settings ----
+
+pub async fn get_acl(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    Ok(Json(app.meta.acl(&name)?).into_response())
+}
+
+pub async fn put_acl(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<AclPut>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    writes_allowed(&app)?;
+    let put = body(payload)?;
+    let acl = blocking(&app, move |app| app.meta.put_acl(&name, put)).await?;
+    Ok(Json(acl).into_response())
+}
+
+pub async fn get_settings(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    Ok(Json(app.meta.settings(&name)?).into_response())
+}
+
+pub async fn put_settings(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<SettingsPut>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = repo_name(&owner, &repo)?;
+    writes_allowed(&app)?;
+    let put = body(payload)?;
+    let settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
+    Ok(Json(settings).into_response())
+}

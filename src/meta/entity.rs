@@ -1,0 +1,461 @@
+//! The metadata entities (issue, comment, change request, ACL, repo
+//! settings): their versioned JSON schemas, their validation, and where each
+//! lives in its shard's tree. No I/O here.
+//!
+//! Every stored document carries `"kind"` and `"v"` (the schema version of
+//! that kind), its `version` (1 when created, +1 per edit) and `replaces`
+//! (the version it replaced; absent on creation). The format is described
+//! for outside readers in `docs/metadata-format.md`.
+
+use serde::{Deserialize, Serialize};
+
+/// Schema version written into every new document.
+pub const SCHEMA_V: u32 = 1;
+
+/// Root id of the per-repo singletons (ACL, settings): they share a shard.
+pub const REPO_ROOT_ID: &str = "repo";
+
+/// A metadata document, tagged by kind.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entity {
+    Issue(Issue),
+    Comment(Comment),
+    Change(Change),
+    Acl(Acl),
+    Settings(Settings),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueState {
+    Open,
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeState {
+    Open,
+    Merged,
+    Closed,
+}
+
+/// What a comment hangs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadKind {
+    Issue,
+    Change,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Issue {
+    pub v: u32,
+    pub id: String,
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub state: IssueState,
+    pub labels: Vec<String>,
+    pub author: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comment {
+    pub v: u32,
+    pub id: String,
+    /// Id of the issue or change request this comment is on.
+    pub thread: String,
+    pub thread_kind: ThreadKind,
+    pub body: String,
+    pub author: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Change {
+    pub v: u32,
+    pub id: String,
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub source_branch: String,
+    pub target_branch: String,
+    pub state: ChangeState,
+    pub author: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Visibility {
+    Public,
+    Private,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    Read,
+    Write,
+    Admin,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Member {
+    pub name: String,
+    pub role: Role,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Acl {
+    pub v: u32,
+    pub visibility: Visibility,
+    pub members: Vec<Member>,
+    pub updated_at: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
+}
+
+impl Acl {
+    /// What a repo without a stored ACL behaves as.
+    pub fn default_for_repo() -> Acl {
+        Acl {
+            v: SCHEMA_V,
+            visibility: Visibility::Public,
+            members: Vec::new(),
+            updated_at: String::new(),
+            version: 0,
+            replaces: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteSettings {
+    /// The ref the site is served from, e.g. `refs/heads/pages`.
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    /// Directory inside that ref's tree that is the site root ("" = root).
+    pub dir: String,
+}
+
+impl Default for SiteSettings {
+    fn default() -> Self {
+        SiteSettings {
+            ref_name: "refs/heads/pages".into(),
+            dir: String::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub v: u32,
+    pub description: String,
+    pub default_branch: String,
+    pub protected_branches: Vec<String>,
+    pub site: SiteSettings,
+    pub site_domains: Vec<String>,
+    pub updated_at: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
+}
+
+impl Entity {
+    /// The entity's own id (`acl`/`settings` for the singletons).
+    pub fn id(&self) -> &str {
+        match self {
+            Entity::Issue(e) => &e.id,
+            Entity::Comment(e) => &e.id,
+            Entity::Change(e) => &e.id,
+            Entity::Acl(_) => "acl",
+            Entity::Settings(_) => "settings",
+        }
+    }
+
+    /// The id whose shard this entity is stored in: a comment lives with
+    /// its thread.
+    pub fn root_id(&self) -> &str {
+        match self {
+            Entity::Issue(e) => &e.id,
+            Entity::Change(e) => &e.id,
+            Entity::Comment(e) => &e.thread,
+            Entity::Acl(_) | Entity::Settings(_) => REPO_ROOT_ID,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Entity::Issue(_) => "issue",
+            Entity::Comment(_) => "comment",
+            Entity::Change(_) => "change",
+            Entity::Acl(_) => "acl",
+            Entity::Settings(_) => "settings",
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        match self {
+            Entity::Issue(e) => e.version,
+            Entity::Comment(e) => e.version,
+            Entity::Change(e) => e.version,
+            Entity::Acl(e) => e.version,
+            Entity::Settings(e) => e.version,
+        }
+    }
+
+    /// Path of the document inside its shard's tree.
+    pub fn tree_path(&self) -> String {
+        match self {
+            Entity::Issue(e) => format!("{}/issue.json", thread_dir(ThreadKind::Issue, &e.id)),
+            Entity::Change(e) => format!("{}/change.json", thread_dir(ThreadKind::Change, &e.id)),
+            Entity::Comment(e) => format!(
+                "{}/comments/{}.json",
+                thread_dir(e.thread_kind, &e.thread),
+                e.id
+            ),
+            Entity::Acl(_) => "repo/acl.json".into(),
+            Entity::Settings(_) => "repo/settings.json".into(),
+        }
+    }
+}
+
+/// `issues/<bucket>/<id>` or `changes/<bucket>/<id>`. The bucket is the
+/// first five characters of the ULID (its top 23 time bits, ~9.3 hours):
+/// new threads land in the newest bucket, so a fold rewrites one small
+/// bucket tree instead of a tree holding every thread of the shard, and no
+/// tree grows with the total number of threads.
+pub fn thread_dir(kind: ThreadKind, id: &str) -> String {
+    let top = match kind {
+        ThreadKind::Issue => "issues",
+        ThreadKind::Change => "changes",
+    };
+    format!("{top}/{}/{id}", bucket(id))
+}
+
+fn bucket(id: &str) -> &str {
+    id.get(..5).unwrap_or(id)
+}
+
+/// Whether `text` is a canonical ULID (26 Crockford base-32 characters,
+/// upper case), the only ids the store hands out.
+pub fn is_entity_id(text: &str) -> bool {
+    text.len() == 26 && ulid::Ulid::from_string(text).is_ok_and(|u| u.to_string() == text)
+}
+
+/// Why a document was refused.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+pub const MAX_TITLE_CHARS: usize = 256;
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+pub const MAX_LABELS: usize = 32;
+pub const MAX_LABEL_CHARS: usize = 64;
+pub const MAX_MEMBERS: usize = 1000;
+
+pub fn check_title(title: &str) -> Result<(), Invalid> {
+    let trimmed = title.trim();
+    if trimmed.is_empty() {
+        return Err(Invalid("title must not be empty".into()));
+    }
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(Invalid(format!(
+            "title is longer than {MAX_TITLE_CHARS} characters"
+        )));
+    }
+    if title.chars().any(char::is_control) {
+        return Err(Invalid(
+            "title must be one line without control characters".into(),
+        ));
+    }
+    Ok(())
+}
+
+pub fn check_body(body: &str) -> Result<(), Invalid> {
+    if body.len() > MAX_BODY_BYTES {
+        return Err(Invalid(format!(
+            "body is larger than {} KiB",
+            MAX_BODY_BYTES / 1024
+        )));
+    }
+    Ok(())
+}
+
+pub fn check_labels(labels: &[String]) -> Result<(), Invalid> {
+    if labels.len() > MAX_LABELS {
+        return Err(Invalid(format!("at most {MAX_LABELS} labels")));
+    }
+    for label in labels {
+        if label.trim().is_empty() || label.chars().count() > MAX_LABEL_CHARS {
+            return Err(Invalid(format!(
+                "label {label:?} must be 1 to {MAX_LABEL_CHARS} characters"
+            )));
+        }
+        if label.chars().any(|c| c.is_control() || c == ',') {
+            return Err(Invalid(format!(
+                "label {label:?} must not contain commas or control characters"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// A branch name as git accepts it for `refs/heads/<name>` (the subset of
+/// `git check-ref-format` rules that can be checked without git).
+pub fn check_branch(what: &str, name: &str) -> Result<(), Invalid> {
+    let bad = name.is_empty()
+        || name.len() > 255
+        || name.starts_with('/')
+        || name.ends_with('/')
+        || name.ends_with(".lock")
+        || name.ends_with('.')
+        || name.contains("..")
+        || name.contains("//")
+        || name.contains("@{")
+        || name == "@"
+        || name.split('/').any(|part| part.starts_with('.'))
+        || name
+            .chars()
+            .any(|c| c.is_control() || " ~^:?*[\\".contains(c));
+    if bad {
+        return Err(Invalid(format!(
+            "{what} {name:?} is not a valid branch name"
+        )));
+    }
+    Ok(())
+}
+
+/// Member and author names: what a login name may be.
+pub fn check_user_name(name: &str) -> Result<(), Invalid> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        && !name.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(Invalid(format!(
+            "user name {name:?} must be 1 to 64 letters, digits, '-', '_' or '.'"
+        )))
+    }
+}
+
+pub fn check_members(members: &[Member]) -> Result<(), Invalid> {
+    if members.len() > MAX_MEMBERS {
+        return Err(Invalid(format!("at most {MAX_MEMBERS} members")));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for member in members {
+        check_user_name(&member.name)?;
+        if !seen.insert(member.name.as_str()) {
+            return Err(Invalid(format!("member {:?} is listed twice", member.name)));
+        }
+    }
+    Ok(())
+}
+
+pub fn check_site(site: &SiteSettings, domains: &[String]) -> Result<(), Invalid> {
+    let ok_ref = site.ref_name.starts_with("refs/")
+        && check_branch("site ref", &site.ref_name["refs/".len()..]).is_ok();
+    if !ok_ref {
+        return Err(Invalid(format!(
+            "site ref {:?} must be a full ref name such as refs/heads/pages",
+            site.ref_name
+        )));
+    }
+    if !site.dir.is_empty()
+        && (site.dir.starts_with('/')
+            || site
+                .dir
+                .split('/')
+                .any(|p| p.is_empty() || p == "." || p == ".."))
+    {
+        return Err(Invalid(format!(
+            "site dir {:?} must be a relative path without '.' or '..' parts",
+            site.dir
+        )));
+    }
+    for domain in domains {
+        let ok = !domain.is_empty()
+            && domain.len() <= 253
+            && domain
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+            && !domain.starts_with('.')
+            && !domain.ends_with('.');
+        if !ok {
+            return Err(Invalid(format!(
+                "site domain {domain:?} is not a host name"
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comments_live_in_their_threads_directory() {
+        let issue_id = "01JDQ4Z8W8K3M5N7P9R1T3V5X7";
+        let comment = Entity::Comment(Comment {
+            v: 1,
+            id: "01JDQ4ZAAAAAAAAAAAAAAAAAAA".into(),
+            thread: issue_id.into(),
+            thread_kind: ThreadKind::Issue,
+            body: "hi".into(),
+            author: "ann".into(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            version: 1,
+            replaces: None,
+        });
+        assert_eq!(comment.root_id(), issue_id);
+        assert_eq!(
+            comment.tree_path(),
+            format!("issues/01JDQ/{issue_id}/comments/01JDQ4ZAAAAAAAAAAAAAAAAAAA.json")
+        );
+    }
+
+    #[test]
+    fn branch_rules() {
+        for good in ["main", "feature/x", "v1.2"] {
+            assert!(check_branch("b", good).is_ok(), "{good}");
+        }
+        for bad in ["", "a..b", "x.lock", "/a", "a b", ".hidden", "a/.b", "x~1"] {
+            assert!(check_branch("b", bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ids_are_canonical_ulids() {
+        assert!(is_entity_id(&ulid::Ulid::new().to_string()));
+        assert!(!is_entity_id("not-an-id"));
+        assert!(!is_entity_id(
+            &ulid::Ulid::new().to_string().to_ascii_lowercase()
+        ));
+    }
+}

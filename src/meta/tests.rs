@@ -1,0 +1,1 @@
+//! Tests of the metadata store against real git repos and a real log.
