@@ -142,3 +142,18 @@ fn is_executable(path: &Path) -> bool {
         .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         .unwrap_or(false)
 }
+
+/// Opens a repo with gix the way every long-lived vole handle needs it: no
+/// user or system git config is read, and the object store has room for
+/// many more pack indexes than the repo holds at open (gix fixes the slot
+/// count when a handle opens; pushes and metadata folds each add a pack,
+/// and a handle out of slots fails every lookup until reopened).
+pub fn open_gix(path: &Path) -> gix::Result<gix::Repository> {
+    let options = gix::open::Options::isolated().object_store_slots(
+        gix::odb::store::init::Slots::AsNeededByDiskState {
+            multiplier: 2.0,
+            minimum: 512,
+        },
+    );
+    gix::open_opts(path, options)
+}

@@ -82,8 +82,7 @@ const MAX_ATTEMPTS: usize = 8;
 /// Opens a repo for folding: no user or system config is read, objects
 /// are written to memory until [`commit_shards`] packs them.
 pub fn open_repo(git_dir: &Path) -> Result<gix::Repository, String> {
-    let repo =
-        gix::open_opts(git_dir, gix::open::Options::isolated()).map_err(|e| e.to_string())?;
+    let repo = crate::git::open_gix(git_dir).map_err(|e| e.to_string())?;
     Ok(repo.with_object_memory())
 }
 

@@ -993,8 +993,7 @@ fn load_repo(
     git_dir: &Path,
     shards: u16,
 ) -> Result<(RepoMeta, HashMap<u8, u64>), String> {
-    let repo =
-        gix::open_opts(git_dir, gix::open::Options::isolated()).map_err(|e| e.to_string())?;
+    let repo = crate::git::open_gix(git_dir).map_err(|e| e.to_string())?;
     let mut index = index::Index::default();
     let mut folded = HashMap::new();
     let mut tips = HashMap::new();
@@ -1099,8 +1098,12 @@ fn fold_loop(inner: Arc<Inner>) {
             }
             *flag = false;
         }
-        let stopping = inner.stop.load(Ordering::SeqCst);
-        let force = stopping || inner.flush_requested.swap(false, Ordering::SeqCst);
+        // Stopping folds nothing more: `close` flushes first; a plain drop
+        // leaves the queue to the log, as a crash would.
+        if inner.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let force = inner.flush_requested.swap(false, Ordering::SeqCst);
         let repos: Vec<Arc<RepoMeta>> = inner
             .repos
             .read()
@@ -1110,9 +1113,6 @@ fn fold_loop(inner: Arc<Inner>) {
             .collect();
         for repo in repos {
             fold_repo(&inner, &repo, &mut handles, force);
-        }
-        if stopping {
-            return;
         }
     }
 }

@@ -64,7 +64,7 @@ impl SiteStore {
         if let Some(repo) = repos.get(path) {
             return Ok(repo.to_thread_local());
         }
-        let repo = gix::open_opts(path, gix::open::Options::isolated()).map_err(err)?;
+        let repo = crate::git::open_gix(path).map_err(err)?;
         let local = repo.clone();
         repos.insert(path.to_path_buf(), repo.into_sync());
         Ok(local)
