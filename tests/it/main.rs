@@ -3,6 +3,7 @@
 
 mod hooks;
 mod log_dump;
+mod meta;
 mod sites;
 mod skeleton;
 mod support;

@@ -39,22 +39,40 @@ pub fn run_vole(data: &Path, args: &[&str]) -> Output {
     wait_output(child, Duration::from_secs(30))
 }
 
-/// Waits for a child with a bound; kills it if the bound passes.
+/// Waits for a child with a bound; kills it if the bound passes. Its
+/// stdout and stderr are drained while it runs (a child that fills a pipe
+/// nobody reads would never exit).
 pub fn wait_output(mut child: Child, bound: Duration) -> Output {
+    fn drain(pipe: Option<impl Read + Send + 'static>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
     let deadline = Instant::now() + bound;
-    loop {
-        if child.try_wait().expect("try_wait").is_some() {
-            return child.wait_with_output().expect("collect output");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            let output = child.wait_with_output().expect("collect output");
+            let _ = child.wait();
             panic!(
                 "command did not finish within {bound:?}; stderr:\n{}",
-                String::from_utf8_lossy(&output.stderr)
+                String::from_utf8_lossy(&stderr.join().unwrap_or_default())
             );
         }
         std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
     }
 }
 
