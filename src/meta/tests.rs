@@ -343,7 +343,7 @@ fn numbers_are_unique_under_concurrent_creation() {
     );
     // And they survive a reopen: the next number continues the sequence.
     assert!(store.flush(Duration::from_secs(10)));
-    drop(Arc::try_unwrap(store).ok().expect("sole owner"));
+    drop(Arc::try_unwrap(store).expect("sole owner"));
     let (_log, store) = fx.open(quick());
     let next = store
         .create_issue(&repo(), new_issue("after"), "ann")
