@@ -24,8 +24,7 @@
 
 use std::fs::File;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicBool;
+use std::path::Path;
 
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
@@ -66,6 +65,12 @@ pub struct FoldReport {
     /// CAS attempts that found a shard ref moved by someone else.
     pub foreign_moves: usize,
     pub packs: usize,
+    /// Where the cycle's time went: building objects in memory, writing
+    /// and syncing the pack, moving the refs, syncing the refs.
+    pub build: std::time::Duration,
+    pub pack: std::time::Duration,
+    pub refs: std::time::Duration,
+    pub sync: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -155,6 +160,7 @@ pub fn commit_shards(
         }
     }
     for _attempt in 0..MAX_ATTEMPTS {
+        let started = std::time::Instant::now();
         let mut edits = Vec::with_capacity(shards.len());
         let mut tips = Vec::with_capacity(shards.len());
         let mut last_seq = 0;
@@ -189,29 +195,30 @@ pub fn commit_shards(
         let objects = repo.objects.take_object_memory().unwrap_or_default();
         repo.objects.enable_object_memory();
         report.objects += objects.len();
-        let keep =
-            write_pack(&git_dir, &objects).map_err(|e| fail(format!("writing the pack: {e}")))?;
+        report.build += started.elapsed();
+        let started = std::time::Instant::now();
+        write_pack(&git_dir, &objects).map_err(|e| fail(format!("writing the pack: {e}")))?;
         report.packs += 1;
+        report.pack += started.elapsed();
         if let Some(hook) = hook {
             hook(FoldStage::PackWritten);
         }
+        let started = std::time::Instant::now();
         let committer = signature();
         let moved = repo.edit_references_as(
             edits,
             Some(committer.to_ref(&mut gix::date::parse::TimeBuf::default())),
         );
-        // The pack's objects are reachable (or garbage) now; its `.keep`
-        // only guarded the window before the refs pointed at them.
-        if let Some(keep) = keep {
-            let _ = std::fs::remove_file(keep);
-        }
+        report.refs += started.elapsed();
         match moved {
             Ok(_) => {
                 if let Some(hook) = hook {
                     hook(FoldStage::RefsMoved { last_seq });
                 }
+                let started = std::time::Instant::now();
                 sync_refs(&git_dir, tips.iter().map(|(shard, _, _)| *shard))
                     .map_err(|e| fail(format!("syncing the shard refs: {e}")))?;
+                report.sync += started.elapsed();
                 return Ok((
                     report,
                     tips.into_iter()
@@ -327,24 +334,28 @@ pub fn parse_seq_ranges(text: &str) -> Vec<u64> {
     out
 }
 
-/// Writes `objects` as one pack plus index under `objects/pack`, both
-/// synced, and the directory synced. Returns the `.keep` file gix leaves.
+/// Writes `objects` as one pack plus its index under `objects/pack`, each
+/// synced before it is renamed into place (the pack first: a reader never
+/// finds an index without its pack), then the directory synced.
 ///
-/// The pack stream is built here (header, zlib-deflated undeltified
-/// entries, SHA-1 trailer: the format is small and fixed); gix-pack then
-/// verifies it and writes the index, as it does for a fetched pack.
-fn write_pack(
-    git_dir: &Path,
-    objects: &gix::odb::memory::Storage,
-) -> std::io::Result<Option<PathBuf>> {
+/// Written here rather than through gix-pack: its bundle writer indexes a
+/// pack by inflating and hashing every entry again, while this fold already
+/// knows each object's id, offset and CRC; the pack format (v2, undeltified
+/// entries) and the index format (v2) are small and fixed.
+fn write_pack(git_dir: &Path, objects: &gix::odb::memory::Storage) -> std::io::Result<()> {
     if objects.is_empty() {
-        return Ok(None);
+        return Ok(());
     }
     let mut pack = Vec::with_capacity(64 + objects.len() * 256);
     pack.extend_from_slice(b"PACK");
     pack.extend_from_slice(&2u32.to_be_bytes());
     pack.extend_from_slice(&(objects.len() as u32).to_be_bytes());
-    for (kind, data) in objects.values() {
+    // (id, offset, crc32) of every entry.
+    let mut entries: Vec<(ObjectId, u64, u32)> = Vec::with_capacity(objects.len());
+    let mut deflate = flate2::Compress::new(flate2::Compression::fast(), true);
+    let mut scratch = Vec::new();
+    for (id, (kind, data)) in objects.iter() {
+        let offset = pack.len() as u64;
         let type_code: u8 = match kind {
             gix::objs::Kind::Commit => 1,
             gix::objs::Kind::Tree => 2,
@@ -360,40 +371,84 @@ fn write_pack(
             size >>= 7;
         }
         pack.push(byte);
-        let mut encoder = flate2::write::ZlibEncoder::new(&mut pack, flate2::Compression::fast());
-        encoder.write_all(data)?;
-        encoder.finish()?;
+        // Into a scratch buffer sized to the object: flate2 zero-fills the
+        // spare capacity of the vector it writes to, and the pack's own
+        // grows to megabytes.
+        deflate.reset();
+        scratch.clear();
+        scratch.reserve(data.len() + 64);
+        loop {
+            let consumed = deflate.total_in() as usize;
+            let status = deflate
+                .compress_vec(&data[consumed..], &mut scratch, flate2::FlushCompress::Finish)
+                .map_err(std::io::Error::other)?;
+            if status == flate2::Status::StreamEnd {
+                break;
+            }
+            scratch.reserve(scratch.capacity().max(64));
+        }
+        pack.extend_from_slice(&scratch);
+        let mut crc = flate2::Crc::new();
+        crc.update(&pack[offset as usize..]);
+        entries.push((*id, offset, crc.sum()));
     }
-    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
-    hasher.update(&pack);
-    let checksum = hasher
-        .try_finalize()
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
-    pack.extend_from_slice(checksum.as_bytes());
+    let pack_sum = sha1(&pack)?;
+    pack.extend_from_slice(pack_sum.as_bytes());
+
+    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut index = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
+    index.extend_from_slice(b"\xfftOc");
+    index.extend_from_slice(&2u32.to_be_bytes());
+    let mut fanout = [0u32; 256];
+    for (id, _, _) in &entries {
+        fanout[id.as_bytes()[0] as usize] += 1;
+    }
+    let mut running = 0u32;
+    for count in fanout {
+        running += count;
+        index.extend_from_slice(&running.to_be_bytes());
+    }
+    for (id, _, _) in &entries {
+        index.extend_from_slice(id.as_bytes());
+    }
+    for (_, _, crc) in &entries {
+        index.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut large = Vec::new();
+    for (_, offset, _) in &entries {
+        if *offset < 0x8000_0000 {
+            index.extend_from_slice(&(*offset as u32).to_be_bytes());
+        } else {
+            index.extend_from_slice(&(0x8000_0000 | large.len() as u32).to_be_bytes());
+            large.push(*offset);
+        }
+    }
+    for offset in large {
+        index.extend_from_slice(&offset.to_be_bytes());
+    }
+    index.extend_from_slice(pack_sum.as_bytes());
+    let index_sum = sha1(&index)?;
+    index.extend_from_slice(index_sum.as_bytes());
 
     let pack_dir = git_dir.join("objects").join("pack");
     std::fs::create_dir_all(&pack_dir)?;
-    let outcome = gix::odb::pack::Bundle::write_to_directory(
-        &mut pack.as_slice(),
-        Some(&pack_dir),
-        &mut gix::progress::Discard,
-        &AtomicBool::new(false),
-        None::<gix::objs::find::Never>,
-        gix::hash::Kind::Sha1,
-        gix::odb::pack::bundle::write::Options {
-            thread_limit: Some(1),
-            ..Default::default()
-        },
-    )
-    .map_err(|e| std::io::Error::other(e.to_string()))?;
-    for path in [&outcome.data_path, &outcome.index_path]
-        .into_iter()
-        .flatten()
-    {
-        File::open(path)?.sync_all()?;
+    let name = format!("pack-{}", pack_sum.to_hex());
+    for (bytes, ext) in [(&pack, "pack"), (&index, "idx")] {
+        let tmp = pack_dir.join(format!("tmp_{name}.{ext}"));
+        let mut file = File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, pack_dir.join(format!("{name}.{ext}")))?;
     }
-    crate::log::storage::sync_dir(&pack_dir)?;
-    Ok(outcome.keep_path)
+    crate::log::storage::sync_dir(&pack_dir)
+}
+
+fn sha1(bytes: &[u8]) -> std::io::Result<ObjectId> {
+    let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
+    hasher.update(bytes);
+    hasher
+        .try_finalize()
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// fsyncs the shard ref files just written and the directories holding

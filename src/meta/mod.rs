@@ -210,6 +210,11 @@ pub struct MetaStats {
     pub foreign_moves: u64,
     pub fold_errors: u64,
     pub repacks: u64,
+    /// Time the fold cycles spent per stage (see [`fold::FoldReport`]).
+    pub fold_build_ms: f64,
+    pub fold_pack_ms: f64,
+    pub fold_refs_ms: f64,
+    pub fold_sync_ms: f64,
     pub index_rebuild_ms: f64,
 }
 
@@ -263,6 +268,10 @@ struct Counters {
     foreign_moves: AtomicU64,
     fold_errors: AtomicU64,
     repacks: AtomicU64,
+    build_nanos: AtomicU64,
+    pack_nanos: AtomicU64,
+    refs_nanos: AtomicU64,
+    sync_nanos: AtomicU64,
 }
 
 struct Inner {
@@ -793,6 +802,10 @@ impl MetaStore {
             foreign_moves: c.foreign_moves.load(Ordering::Relaxed),
             fold_errors: c.fold_errors.load(Ordering::Relaxed),
             repacks: c.repacks.load(Ordering::Relaxed),
+            fold_build_ms: c.build_nanos.load(Ordering::Relaxed) as f64 / 1e6,
+            fold_pack_ms: c.pack_nanos.load(Ordering::Relaxed) as f64 / 1e6,
+            fold_refs_ms: c.refs_nanos.load(Ordering::Relaxed) as f64 / 1e6,
+            fold_sync_ms: c.sync_nanos.load(Ordering::Relaxed) as f64 / 1e6,
             index_rebuild_ms: self.inner.index_rebuild_ms,
         }
     }
@@ -1197,6 +1210,14 @@ fn fold_repo(
                 .fetch_add(report.writes as u64, Ordering::Relaxed);
             c.foreign_moves
                 .fetch_add(report.foreign_moves as u64, Ordering::Relaxed);
+            for (counter, took) in [
+                (&c.build_nanos, report.build),
+                (&c.pack_nanos, report.pack),
+                (&c.refs_nanos, report.refs),
+                (&c.sync_nanos, report.sync),
+            ] {
+                counter.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+            }
             // Synced: now, and only now, the writes count as applied.
             let applied = {
                 let mut state = lock(&meta.state);

@@ -1,0 +1,466 @@
+//! Benchmark harness for the metadata store (`src/meta/`): entity writes
+//! as commits on CAS-moved refs, vole's store against the ref-CAS spike's
+//! own method (one `git` process per step) on the same machine.
+//!
+//! `cargo run --release --example ref-cas -- -n 2000,20000,200000 [--modes m1,m2] [--writers W]`
+//!
+//! Modes: `shared-naive`, `sharded-naive`, `shared-batched`,
+//! `sharded-batched` (vole's real store with 1 or 256 shards and 1 or 64
+//! writes per fold commit; acknowledged once the log is durable) and
+//! `git-subprocess` (256 shards, 8 batchers of 64, hash-object / mktree /
+//! commit-tree / update-ref with the old value, as the spike did).
+//!
+//! One line per run: `mode= n= writers= entities_per_sec= ack_per_sec=
+//! p50_ms= p99_ms= lost=`, after a verification pass that reads every
+//! shard ref's tree and finds every acknowledged entity; a run with a lost
+//! write exits non-zero. See README.md beside this file for the results.
+
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use vole::log::{Log, MetaWrite};
+use vole::meta::{MetaStore, NewIssue, StoreOptions};
+use vole::repos::RepoName;
+
+#[path = "../common.rs"]
+mod common;
+use common::{arg, arg_text, sh};
+
+const REPO: &str = "bench/ref-cas";
+/// The spike's method is capped here (one process per step is slow).
+const SUBPROCESS_CAP: usize = 20_000;
+
+struct Outcome {
+    acked: Vec<String>,
+    latencies_ms: Vec<f64>,
+    all_acked: Duration,
+    folded: Duration,
+    extra: String,
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// A ~450-byte body, like the spike's entity documents.
+fn body(i: usize) -> String {
+    format!("entity {i}: {}", "lorem ipsum dolor sit amet ".repeat(9))
+}
+
+fn fresh_repo(root: &Path) -> PathBuf {
+    let git_dir = root.join("repos/bench/ref-cas.git");
+    std::fs::create_dir_all(&git_dir).unwrap();
+    sh(Command::new("git").arg("--git-dir").arg(&git_dir).args(["init", "--bare", "-q"]));
+    git_dir
+}
+
+fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -> Outcome {
+    let git_dir = fresh_repo(root);
+    let log_dir = root.join("log");
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let (log, _) = Log::<MetaWrite>::open(&log_dir, |_| {}).unwrap();
+    let store = MetaStore::open(
+        Arc::new(log),
+        &root.join("repos"),
+        &[(REPO.to_string(), git_dir)],
+        Vec::new(),
+        vole::git::Git::locate(None).ok(),
+        StoreOptions {
+            shards,
+            fold_batch: batch,
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    let store = Arc::new(store);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..writers)
+        .map(|_| {
+            let store = store.clone();
+            let next = next.clone();
+            std::thread::spawn(move || {
+                let repo = RepoName::parse(REPO).unwrap();
+                let mut acked = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return acked;
+                    }
+                    let t = Instant::now();
+                    let issue = store
+                        .create_issue(
+                            &repo,
+                            NewIssue {
+                                title: format!("issue {i}"),
+                                body: body(i),
+                                labels: vec!["bench".into()],
+                            },
+                            "bench",
+                        )
+                        .expect("write acknowledged");
+                    acked.push((issue.id, t.elapsed().as_secs_f64() * 1e3));
+                }
+            })
+        })
+        .collect();
+    let mut acked = Vec::with_capacity(n);
+    let mut latencies = Vec::with_capacity(n);
+    for handle in handles {
+        for (id, ms) in handle.join().unwrap() {
+            acked.push(id);
+            latencies.push(ms);
+        }
+    }
+    let all_acked = started.elapsed();
+    assert!(
+        store.flush(Duration::from_secs(600)),
+        "the store did not fold within 10 minutes"
+    );
+    let folded = started.elapsed();
+    let stats = store.stats();
+    Outcome {
+        acked,
+        latencies_ms: latencies,
+        all_acked,
+        folded,
+        extra: format!(
+            "fold_cycles={} fold_commits={} fold_objects={} cas_retries={} repacks={} fold_ms=build:{:.0},pack:{:.0},refs:{:.0},sync:{:.0}",
+            stats.fold_cycles,
+            stats.fold_commits,
+            stats.fold_objects,
+            stats.foreign_moves,
+            stats.repacks,
+            stats.fold_build_ms,
+            stats.fold_pack_ms,
+            stats.fold_refs_ms,
+            stats.fold_sync_ms
+        ),
+    }
+}
+
+/// The spike's method: writers queue entities per shard; 8 batchers each
+/// take up to 64 of one shard and run one `git` per step, moving the ref
+/// with `update-ref <ref> <new> <old>` and retrying a lost race.
+fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
+    let git_dir = fresh_repo(root);
+    let files = root.join("blobs");
+    std::fs::create_dir_all(&files).unwrap();
+    type Queued = (String, Instant);
+    let queues: Arc<Vec<Mutex<Vec<Queued>>>> =
+        Arc::new((0..256).map(|_| Mutex::new(Vec::new())).collect());
+    let acked: Arc<Mutex<Vec<(String, f64)>>> = Arc::new(Mutex::new(Vec::with_capacity(n)));
+    let produced = Arc::new(AtomicUsize::new(0));
+    let retries = Arc::new(AtomicUsize::new(0));
+    let commits = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let producers: Vec<_> = (0..writers)
+        .map(|_| {
+            let queues = queues.clone();
+            let produced = produced.clone();
+            std::thread::spawn(move || loop {
+                let i = produced.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    return;
+                }
+                let id = ulid::Ulid::new().to_string();
+                let shard = vole::meta::shard::shard_of(&id, 256) as usize;
+                queues[shard].lock().unwrap().push((id, Instant::now()));
+            })
+        })
+        .collect();
+    let batchers: Vec<_> = (0..8)
+        .map(|b| {
+            let queues = queues.clone();
+            let acked = acked.clone();
+            let retries = retries.clone();
+            let commits = commits.clone();
+            let git_dir = git_dir.clone();
+            let files = files.join(format!("b{b}"));
+            std::fs::create_dir_all(&files).unwrap();
+            std::thread::spawn(move || {
+                let git = |args: &[&str], stdin: Option<&str>| -> (bool, String) {
+                    let mut child = Command::new("git")
+                        .arg("--git-dir")
+                        .arg(&git_dir)
+                        .args(args)
+                        .env("GIT_CONFIG_NOSYSTEM", "1")
+                        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                        .env("GIT_AUTHOR_NAME", "b")
+                        .env("GIT_AUTHOR_EMAIL", "b@example.org")
+                        .env("GIT_COMMITTER_NAME", "b")
+                        .env("GIT_COMMITTER_EMAIL", "b@example.org")
+                        .stdin(Stdio::piped())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::null())
+                        .spawn()
+                        .expect("spawn git");
+                    let mut input = child.stdin.take().unwrap();
+                    if let Some(text) = stdin {
+                        input.write_all(text.as_bytes()).unwrap();
+                    }
+                    drop(input);
+                    let out = child.wait_with_output().unwrap();
+                    (
+                        out.status.success(),
+                        String::from_utf8_lossy(&out.stdout).trim().to_string(),
+                    )
+                };
+                let mut idle_since = Instant::now();
+                let mut cursor = b * 32;
+                loop {
+                    // Take up to 64 queued entities of the next shard with any.
+                    let mut taken = None;
+                    for step in 0..256 {
+                        let shard = (cursor + step) % 256;
+                        let mut queue = queues[shard].lock().unwrap();
+                        if !queue.is_empty() {
+                            let k = queue.len().min(64);
+                            taken = Some((shard, queue.drain(..k).collect::<Vec<_>>()));
+                            cursor = shard + 1;
+                            break;
+                        }
+                    }
+                    let Some((shard, batch)) = taken else {
+                        if acked.lock().unwrap().len() >= n
+                            || idle_since.elapsed() > Duration::from_secs(5)
+                        {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                        continue;
+                    };
+                    idle_since = Instant::now();
+                    let paths: Vec<String> = batch
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (id, _))| {
+                            let path = files.join(format!("{k}.json"));
+                            std::fs::write(&path, body(id.len() + k)).unwrap();
+                            path.display().to_string()
+                        })
+                        .collect();
+                    let name = format!("refs/meta/shards/{shard:02x}");
+                    for attempt in 0..200 {
+                        let (exists, old) = git(&["rev-parse", "--verify", "-q", &name], None);
+                        let mut listing = if exists {
+                            git(&["ls-tree", &old], None).1
+                        } else {
+                            String::new()
+                        };
+                        let (_, blobs) =
+                            git(&["hash-object", "-w", "--stdin-paths"], Some(&paths.join("\n")));
+                        for ((id, _), blob) in batch.iter().zip(blobs.lines()) {
+                            if !listing.is_empty() {
+                                listing.push('\n');
+                            }
+                            listing.push_str(&format!("100644 blob {blob}\t{id}.json"));
+                        }
+                        let (_, tree) = git(&["mktree"], Some(&(listing + "\n")));
+                        let mut commit_args = vec!["commit-tree", tree.as_str(), "-m", "batch"];
+                        if exists {
+                            commit_args.extend(["-p", old.as_str()]);
+                        }
+                        let (_, commit) = git(&commit_args, None);
+                        let expected = if exists { old.clone() } else { "0".repeat(40) };
+                        let (moved, _) = git(&["update-ref", &name, &commit, &expected], None);
+                        if moved {
+                            commits.fetch_add(1, Ordering::Relaxed);
+                            let now = Instant::now();
+                            let mut acked = acked.lock().unwrap();
+                            for (id, queued) in &batch {
+                                acked.push((
+                                    id.clone(),
+                                    now.duration_since(*queued).as_secs_f64() * 1e3,
+                                ));
+                            }
+                            break;
+                        }
+                        retries.fetch_add(1, Ordering::Relaxed);
+                        assert!(attempt < 199, "update-ref kept losing on {name}");
+                        std::thread::sleep(Duration::from_micros(200 + (attempt as u64 * 97) % 800));
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    for b in batchers {
+        b.join().unwrap();
+    }
+    let all_acked = started.elapsed();
+    let acked = Arc::try_unwrap(acked).unwrap().into_inner().unwrap();
+    Outcome {
+        latencies_ms: acked.iter().map(|(_, ms)| *ms).collect(),
+        acked: acked.into_iter().map(|(id, _)| id).collect(),
+        all_acked,
+        // Acknowledged here means its ref moved: folded already.
+        folded: all_acked,
+        extra: format!(
+            "commits={} cas_retries={}",
+            commits.load(Ordering::Relaxed),
+            retries.load(Ordering::Relaxed)
+        ),
+    }
+}
+
+/// Reads every shard ref's tree (in-process, no blob reads) and returns
+/// the entity ids found, with how often each occurs.
+fn entities_in_refs(git_dir: &Path) -> HashMap<String, usize> {
+    let repo = vole::git::open_gix(git_dir).expect("open repo");
+    let mut found: HashMap<String, usize> = HashMap::new();
+    fn walk(repo: &gix::Repository, tree: gix::ObjectId, found: &mut HashMap<String, usize>) {
+        let tree = repo.find_tree(tree).expect("tree");
+        let entries: Vec<(bool, String, gix::ObjectId)> = tree
+            .decode()
+            .expect("decode")
+            .entries
+            .iter()
+            .map(|e| (e.mode.is_tree(), e.filename.to_string(), e.oid.to_owned()))
+            .collect();
+        for (is_tree, name, id) in entries {
+            if is_tree {
+                // vole: issues/<bucket>/<id>/issue.json
+                let has_issue = repo
+                    .find_tree(id)
+                    .ok()
+                    .and_then(|t| {
+                        t.decode()
+                            .ok()
+                            .map(|d| d.entries.iter().any(|e| e.filename == "issue.json"))
+                    })
+                    .unwrap_or(false);
+                if has_issue {
+                    *found.entry(name).or_default() += 1;
+                } else {
+                    walk(repo, id, found);
+                }
+            } else if let Some(id) = name.strip_suffix(".json") {
+                // the spike's layout: <id>.json at the shard root
+                *found.entry(id.to_string()).or_default() += 1;
+            }
+        }
+    }
+    for shard in 0..=255u8 {
+        let name = format!("refs/meta/shards/{shard:02x}");
+        let Some(reference) = repo.try_find_reference(name.as_str()).expect("ref") else {
+            continue;
+        };
+        let commit = reference.into_fully_peeled_id().expect("peel").detach();
+        let tree = repo
+            .find_commit(commit)
+            .expect("commit")
+            .tree_id()
+            .expect("tree")
+            .detach();
+        walk(&repo, tree, &mut found);
+    }
+    found
+}
+
+fn main() {
+    let sizes: Vec<usize> = arg_text("-n")
+        .unwrap_or_else(|| "2000".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("-n takes numbers, e.g. 2000,20000"))
+        .collect();
+    let modes: Vec<String> = arg_text("--modes")
+        .unwrap_or_else(|| {
+            "shared-naive,sharded-naive,shared-batched,sharded-batched,git-subprocess".into()
+        })
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let writers = arg("--writers", 32) as usize;
+    let tmp_root = std::env::temp_dir();
+    println!(
+        "# ref-cas: sizes={sizes:?} modes={modes:?} writers={writers} tmp={} cpus={}",
+        tmp_root.display(),
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let mut rates: HashMap<(String, usize), f64> = HashMap::new();
+    let mut failed = false;
+    for &n_asked in &sizes {
+        for mode in &modes {
+            // The naive and unsharded modes rewrite a tree that grows with
+            // n on every commit (quadratic); they cap their own n.
+            let cap = match mode.as_str() {
+                "shared-naive" => 2_000,
+                "sharded-naive" | "shared-batched" | "git-subprocess" => SUBPROCESS_CAP,
+                "sharded-batched" => usize::MAX,
+                other => panic!("unknown mode {other}"),
+            };
+            let n = n_asked.min(cap);
+            let dir = tempfile::tempdir_in(&tmp_root).unwrap();
+            let outcome = match mode.as_str() {
+                "shared-naive" => vole_mode(dir.path(), n, writers, 1, 1),
+                "sharded-naive" => vole_mode(dir.path(), n, writers, 256, 1),
+                "shared-batched" => vole_mode(dir.path(), n, writers, 1, 64),
+                "sharded-batched" => vole_mode(dir.path(), n, writers, 256, 64),
+                _ => subprocess_mode(dir.path(), n, writers),
+            };
+            // Verification: every acknowledged entity, in some ref, once.
+            // Its time counts: end to end is first write until every write
+            // is folded and verified.
+            let verify_started = Instant::now();
+            let found = entities_in_refs(&dir.path().join("repos/bench/ref-cas.git"));
+            let acked: HashSet<&String> = outcome.acked.iter().collect();
+            let lost = acked.iter().filter(|id| !found.contains_key(**id)).count();
+            let twice = found.values().filter(|c| **c > 1).count();
+            let end_to_end = outcome.folded + verify_started.elapsed();
+            let mut latencies = outcome.latencies_ms.clone();
+            latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let entities_per_sec = outcome.acked.len() as f64 / end_to_end.as_secs_f64();
+            println!(
+                "mode={mode} n={n} writers={writers} entities_per_sec={entities_per_sec:.0} ack_per_sec={:.0} p50_ms={:.2} p99_ms={:.2} lost={lost} twice={twice} acked={} found={}{} {}",
+                outcome.acked.len() as f64 / outcome.all_acked.as_secs_f64(),
+                percentile(&latencies, 0.50),
+                percentile(&latencies, 0.99),
+                outcome.acked.len(),
+                found.len(),
+                if n < n_asked {
+                    format!(" capped_from={n_asked}")
+                } else {
+                    String::new()
+                },
+                outcome.extra
+            );
+            if lost > 0 || twice > 0 || outcome.acked.len() != n {
+                failed = true;
+            }
+            rates.insert((mode.clone(), n), entities_per_sec);
+        }
+    }
+    for &n in &sizes {
+        if let (Some(vole), Some(spike)) = (
+            rates.get(&("sharded-batched".to_string(), n)),
+            rates.get(&("git-subprocess".to_string(), n.min(SUBPROCESS_CAP))),
+        ) && n <= SUBPROCESS_CAP
+        {
+            println!(
+                "ratio n={n} sharded_batched_vs_git_subprocess={:.2} target_entities_per_sec=25637",
+                vole / spike
+            );
+        }
+    }
+    if let (Some(big), Some(base)) = (
+        rates.get(&("sharded-batched".to_string(), 200_000)),
+        rates.get(&("sharded-batched".to_string(), 20_000)),
+    ) {
+        println!("ratio sharded_batched_200k_vs_20k={:.2}", big / base);
+    }
+    if failed {
+        eprintln!("a run lost, duplicated or failed to acknowledge writes");
+        std::process::exit(1);
+    }
+}
