@@ -410,12 +410,26 @@ impl<K: RecordKind> Log<K> {
     /// its sequence. Not yet durable: pass the sequence to
     /// [`Log::wait_durable`] (outside any lock of yours) before acknowledging.
     pub fn append(&self, rows: &[K]) -> Result<u64, LogError> {
+        let frame = self.encode(rows)?;
+        self.append_encoded(frame)
+    }
+
+    /// Encodes one transaction's frame without touching the file, so a
+    /// caller that must order its appends (see `crate::meta`) can encode
+    /// outside its own lock and hold that lock only for
+    /// [`Log::append_encoded`].
+    pub fn encode(&self, rows: &[K]) -> Result<EncodedTxn<K>, LogError> {
         if rows.is_empty() {
             return Err(LogError::EmptyTransaction);
         }
-        // Build and encode outside the writer mutex: a frame is a
+        Ok(EncodedTxn(encode_frame(&K::batch(rows)?)?, PhantomData))
+    }
+
+    /// Appends a frame made by [`Log::encode`]; see [`Log::append`].
+    pub fn append_encoded(&self, frame: EncodedTxn<K>) -> Result<u64, LogError> {
+        // Built and encoded outside the writer mutex: a frame is a
         // self-contained message, so only the write itself is serial.
-        let frame = encode_frame(&K::batch(rows)?)?;
+        let frame = frame.0;
         let asked = Instant::now();
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let lock_wait = asked.elapsed();
@@ -630,6 +644,10 @@ thread_local! {
 fn encode_frame(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
     ENCODER.with(|encoder| encoder.borrow_mut().batch(batch))
 }
+
+/// One transaction's encoded frame, ready for [`Log::append_encoded`].
+#[derive(Debug)]
+pub struct EncodedTxn<K>(Vec<u8>, PhantomData<K>);
 
 /// What a compaction did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

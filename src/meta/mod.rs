@@ -228,6 +228,8 @@ struct ShardQueue {
 struct RepoState {
     index: index::Index,
     next_number: u64,
+    /// The next write's place in the append order (see [`Sequencer`]).
+    next_ticket: u64,
     pending: BTreeMap<u8, ShardQueue>,
 }
 
@@ -239,6 +241,49 @@ struct RepoMeta {
     tips: Mutex<HashMap<u8, Option<ObjectId>>>,
     packs_since_check: AtomicUsize,
     repacking: Arc<AtomicBool>,
+    sequencer: Sequencer,
+}
+
+/// Hands the log append to writers in the order their tickets were drawn,
+/// waking exactly the next one (a condvar broadcast would wake every
+/// waiting writer on every append). The log frames are encoded before a
+/// writer waits here, so the ordered section is only the write itself.
+#[derive(Default)]
+struct Sequencer {
+    state: Mutex<SequencerState>,
+}
+
+#[derive(Default)]
+struct SequencerState {
+    turn: u64,
+    parked: HashMap<u64, std::thread::Thread>,
+}
+
+impl Sequencer {
+    fn wait_turn(&self, ticket: u64) {
+        loop {
+            {
+                let mut state = lock(&self.state);
+                if state.turn == ticket {
+                    state.parked.remove(&ticket);
+                    return;
+                }
+                state.parked.insert(ticket, std::thread::current());
+            }
+            // A wake-up for an earlier turn, or a spurious one, just
+            // loops back to the check.
+            std::thread::park();
+        }
+    }
+
+    fn advance(&self) {
+        let mut state = lock(&self.state);
+        state.turn += 1;
+        let next = state.turn;
+        if let Some(thread) = state.parked.get(&next) {
+            thread.unpark();
+        }
+    }
 }
 
 /// Log sequences appended but not yet folded. Appends happen with this
@@ -840,7 +885,8 @@ impl MetaStore {
     }
 
     /// Builds the new document under the repo's lock (so versions and
-    /// numbers are decided in one order), appends it, and returns once the
+    /// numbers are decided in one order), encodes its log frame outside
+    /// every lock, appends it in the order decided, and returns once the
     /// log has it durably.
     fn write(
         &self,
@@ -850,31 +896,46 @@ impl MetaStore {
         self.check_failed()?;
         let meta = self.repo(repo)?;
         let inner = &self.inner;
-        let (seq, entity, full) = {
+        // 1. Decide: the new version, its number, its place in the order.
+        // Readers see it from here on (their own writes included).
+        let (ticket, entity) = {
             let mut state = lock(&meta.state);
             let entity = build(&mut state)?;
-            let body = serde_json::to_string(&entity)
-                .map_err(|e| MetaError::Invalid(format!("cannot encode the document: {e}")))?;
-            let shard = shard::shard_of(entity.root_id(), inner.options.shards);
-            let row = MetaWrite {
-                time_ns: now_ns(),
-                repo: meta.name.clone(),
-                entity_id: entity.id().to_string(),
-                shard,
-                kind: entity.kind().to_string(),
-                body,
-            };
+            state.index.apply(entity.clone());
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            (ticket, entity)
+        };
+        // 2. Encode in parallel with other writers.
+        let shard = shard::shard_of(entity.root_id(), inner.options.shards);
+        let path = entity.tree_path();
+        let encoded = serde_json::to_string(&entity)
+            .map_err(|e| format!("cannot encode the document: {e}"))
+            .and_then(|body| {
+                let row = MetaWrite {
+                    time_ns: now_ns(),
+                    repo: meta.name.clone(),
+                    entity_id: entity.id().to_string(),
+                    shard,
+                    kind: entity.kind().to_string(),
+                    body,
+                };
+                let frame = inner.log.encode(std::slice::from_ref(&row)).map_err(|e| e.to_string())?;
+                Ok((frame, row.body.into_bytes()))
+            });
+        // 3. Append in decision order: per shard (and per entity) the log
+        // order is the order versions were decided in, which the folds and
+        // recovery rely on.
+        meta.sequencer.wait_turn(ticket);
+        let appended = encoded.and_then(|(frame, body)| {
+            let mut state = lock(&meta.state);
             let seq = {
                 let mut unfolded = lock(&inner.unfolded);
-                let seq = inner
-                    .log
-                    .append(std::slice::from_ref(&row))
-                    .map_err(|e| MetaError::Unavailable(e.to_string()))?;
+                let seq = inner.log.append_encoded(frame).map_err(|e| e.to_string())?;
                 unfolded.seqs.insert(seq);
                 unfolded.max_seen = unfolded.max_seen.max(seq);
                 seq
             };
-            state.index.apply(entity.clone());
             let queue = state.pending.entry(shard).or_insert_with(|| ShardQueue {
                 writes: Vec::new(),
                 since: Instant::now(),
@@ -882,20 +943,31 @@ impl MetaStore {
             queue.writes.push(PendingWrite {
                 seq,
                 shard,
-                path: entity.tree_path(),
-                body: row.body.into_bytes(),
+                path,
+                body,
             });
             inner.pending_total.fetch_add(1, Ordering::SeqCst);
-            (seq, entity, queue.writes.len() >= inner.options.fold_batch)
-        };
-        if let Err(e) = inner.log.wait_durable(seq) {
-            let why = format!("the metadata log failed ({e}); restart the server to replay it");
-            tracing::error!("{why}");
-            *lock(&inner.failed) = Some(why.clone());
-            return Err(MetaError::Unavailable(why));
+            Ok((seq, queue.writes.len() >= inner.options.fold_batch))
+        });
+        meta.sequencer.advance();
+        let durable = appended.and_then(|(seq, full)| {
+            inner.log.wait_durable(seq).map_err(|e| e.to_string())?;
+            Ok(full)
+        });
+        match durable {
+            Ok(full) => {
+                inner.wake(full);
+                Ok(entity)
+            }
+            Err(e) => {
+                // The index already shows a document the log may not hold:
+                // stop serving until a restart rebuilds both from disk.
+                let why = format!("the metadata log failed ({e}); restart the server to replay it");
+                tracing::error!("{why}");
+                *lock(&inner.failed) = Some(why.clone());
+                Err(MetaError::Unavailable(why))
+            }
         }
-        inner.wake(full);
-        Ok(entity)
     }
 
     fn repo(&self, name: &RepoName) -> Result<Arc<RepoMeta>, MetaError> {
@@ -1031,11 +1103,13 @@ fn load_repo(
             state: Mutex::new(RepoState {
                 index,
                 next_number: 1,
+                next_ticket: 0,
                 pending: BTreeMap::new(),
             }),
             tips: Mutex::new(tips),
             packs_since_check: AtomicUsize::new(0),
             repacking: Arc::new(AtomicBool::new(false)),
+            sequencer: Sequencer::default(),
         },
         folded,
     ))

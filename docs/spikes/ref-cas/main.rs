@@ -63,6 +63,8 @@ fn fresh_repo(root: &Path) -> PathBuf {
 }
 
 fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -> Outcome {
+    let defaults = StoreOptions::default();
+    let interval_ms = arg("--fold-interval-ms", defaults.fold_interval.as_millis() as u64);
     let git_dir = fresh_repo(root);
     let log_dir = root.join("log");
     std::fs::create_dir_all(&log_dir).unwrap();
@@ -76,7 +78,8 @@ fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -
         StoreOptions {
             shards,
             fold_batch: batch,
-            ..StoreOptions::default()
+            fold_interval: Duration::from_millis(interval_ms),
+            ..defaults
         },
     )
     .unwrap();
