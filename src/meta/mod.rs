@@ -74,7 +74,7 @@ impl Default for StoreOptions {
         StoreOptions {
             shards: shard::SHARDS,
             fold_batch: 64,
-            fold_interval: Duration::from_millis(20),
+            fold_interval: Duration::from_millis(200),
             max_packs: 32,
             default_branch: "main".into(),
             protected_branches: Vec::new(),
