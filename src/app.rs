@@ -106,11 +106,7 @@ impl App {
         Ok(App {
             meta,
             sites: Sites::new(&config),
-            recorder: RefRecorder::new(
-                logs.refs.clone(),
-                ref_state,
-                config.protected_branches.clone(),
-            ),
+            recorder: RefRecorder::new(logs.refs.clone(), ref_state),
             logs,
             transport: Transport::new(&config, data.repos_dir(), data.root().join("hooks")),
             repos,

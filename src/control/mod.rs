@@ -57,7 +57,14 @@ pub fn dispatch(app: &App, request: Request) -> Reply {
         }
         Request::RepoList => Reply::ok(app.list_repos()),
         Request::HookPreReceive { push, updates } => {
-            let refused = app.recorder.check_push(&push, &updates);
+            // Protected branches are the repo's settings (the server's
+            // --protected-branch list until a repo stores its own).
+            let protected = crate::repos::RepoName::parse(&push.repo)
+                .ok()
+                .and_then(|name| app.meta.settings(&name).ok())
+                .map(|settings| settings.protected_branches)
+                .unwrap_or_else(|| app.config.protected_branches.clone());
+            let refused = app.recorder.check_push(&push, &updates, &protected);
             Reply::ok(serde_json::json!({ "refused": refused }))
         }
         Request::HookRefPrepared { push, moves } => match app.recorder.prepared(&push, &moves) {

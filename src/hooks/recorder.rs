@@ -117,7 +117,6 @@ pub struct RefRecorder {
     /// Bumped (before subscribers hear of it) on every published move:
     /// caches keyed by it see a push the moment its hook returns.
     generation: std::sync::atomic::AtomicU64,
-    protected_branches: Vec<String>,
 }
 
 impl std::fmt::Debug for RefRecorder {
@@ -149,17 +148,12 @@ fn rows(push: &PushContext, moves: &[RefUpdate], phase: Phase) -> Vec<RefMove> {
 }
 
 impl RefRecorder {
-    pub fn new(
-        log: Arc<Log<RefMove>>,
-        state: RefState,
-        protected_branches: Vec<String>,
-    ) -> RefRecorder {
+    pub fn new(log: Arc<Log<RefMove>>, state: RefState) -> RefRecorder {
         RefRecorder {
             log,
             state: Mutex::new(state),
             feed: broadcast::channel(FEED_CAPACITY).0,
             generation: std::sync::atomic::AtomicU64::new(0),
-            protected_branches,
         }
     }
 
@@ -177,7 +171,15 @@ impl RefRecorder {
     }
 
     /// pre-receive: which of these updates are refused, and why.
-    pub fn check_push(&self, push: &PushContext, updates: &[RefUpdate]) -> Vec<Refusal> {
+    /// The pre-receive rules: `refs/meta/*` is the server's, and the
+    /// repo's `protected` branches (from its settings) take neither
+    /// deletion nor a non-fast-forward.
+    pub fn check_push(
+        &self,
+        push: &PushContext,
+        updates: &[RefUpdate],
+        protected: &[String],
+    ) -> Vec<Refusal> {
         let mut refused = Vec::new();
         for update in updates {
             let name = &update.ref_name;
@@ -194,7 +196,7 @@ impl RefRecorder {
             let Some(branch) = name.strip_prefix("refs/heads/") else {
                 continue;
             };
-            if !self.protected_branches.iter().any(|p| p == branch) {
+            if !protected.iter().any(|p| p == branch) {
                 continue;
             }
             if update.is_deletion() {
@@ -507,7 +509,7 @@ mod tests {
     fn a_subscriber_that_never_reads_does_not_block_pushes() {
         let dir = tempfile::tempdir().unwrap();
         let (log, _) = Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
-        let recorder = RefRecorder::new(Arc::new(log), RefState::default(), Vec::new());
+        let recorder = RefRecorder::new(Arc::new(log), RefState::default());
         let mut stalled = recorder.subscribe();
         let pushes = FEED_CAPACITY as u64 + 50;
         for i in 0..pushes {

@@ -5,7 +5,7 @@
 //!
 //! 1. For every shard with pending writes, read the ref, apply the writes
 //!    to its tree (chunks of `batch` writes per commit, in log order) and
-//!    write the commits. Objects go to gix's in-memory object store.
+//!    write the commits, all in memory.
 //! 2. Write every object of the cycle as **one pack** (with its index),
 //!    fsync both and the pack directory. One pack per cycle instead of
 //!    ~2 loose files per write; [`super::repack`] keeps the pack count
@@ -22,6 +22,8 @@
 //!
 //! Nothing else in vole moves a `refs/meta/*` ref.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::Path;
@@ -84,11 +86,9 @@ pub struct FoldError {
 /// pending and the next cycle tries again).
 const MAX_ATTEMPTS: usize = 8;
 
-/// Opens a repo for folding: no user or system config is read, objects
-/// are written to memory until [`commit_shards`] packs them.
+/// Opens a repo for folding (no user or system config is read).
 pub fn open_repo(git_dir: &Path) -> Result<gix::Repository, String> {
-    let repo = crate::git::open_gix(git_dir).map_err(|e| e.to_string())?;
-    Ok(repo.with_object_memory())
+    crate::git::open_gix(git_dir).map_err(|e| e.to_string())
 }
 
 fn signature() -> gix::actor::Signature {
@@ -161,13 +161,15 @@ pub fn commit_shards(
     }
     for _attempt in 0..MAX_ATTEMPTS {
         let started = std::time::Instant::now();
+        let new = NewObjects::default();
+        let signature = signature();
         let mut edits = Vec::with_capacity(shards.len());
         let mut tips = Vec::with_capacity(shards.len());
         let mut last_seq = 0;
         for (shard, writes) in shards {
             let current = read_shard(repo, *shard).map_err(&fail)?;
-            let (tip, commits) =
-                build_commits(repo, current, writes, batch).map_err(|e| fail(e.to_string()))?;
+            let (tip, commits) = build_commits(repo, &new, current, writes, batch, &signature)
+                .map_err(|e| fail(e.to_string()))?;
             report.commits += commits;
             last_seq = last_seq.max(writes.iter().map(|w| w.seq).max().unwrap_or(0));
             edits.push(RefEdit {
@@ -192,8 +194,7 @@ pub fn commit_shards(
             });
             tips.push((*shard, tip, current));
         }
-        let objects = repo.objects.take_object_memory().unwrap_or_default();
-        repo.objects.enable_object_memory();
+        let objects = new.0.into_inner();
         report.objects += objects.len();
         report.build += started.elapsed();
         let started = std::time::Instant::now();
@@ -204,10 +205,9 @@ pub fn commit_shards(
             hook(FoldStage::PackWritten);
         }
         let started = std::time::Instant::now();
-        let committer = signature();
         let moved = repo.edit_references_as(
             edits,
-            Some(committer.to_ref(&mut gix::date::parse::TimeBuf::default())),
+            Some(signature.to_ref(&mut gix::date::parse::TimeBuf::default())),
         );
         report.refs += started.elapsed();
         match moved {
@@ -251,40 +251,104 @@ pub fn commit_shards(
     )))
 }
 
-/// Applies `writes` on top of `current`, `batch` writes per commit.
+type AnyError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The objects one fold cycle creates, held until they are packed. Kept
+/// here rather than written through gix, whose object writer first looks
+/// every object up in every pack of the repo: a sure miss for objects that
+/// are new by construction, and a cost that grows with the pack count.
+#[derive(Default)]
+pub(crate) struct NewObjects(RefCell<HashMap<ObjectId, (gix::objs::Kind, Vec<u8>)>>);
+
+impl NewObjects {
+    fn put(&self, kind: gix::objs::Kind, data: Vec<u8>) -> Result<ObjectId, AnyError> {
+        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, &data)
+            .map_err(|e| e.to_string())?;
+        self.0.borrow_mut().entry(id).or_insert((kind, data));
+        Ok(id)
+    }
+
+    fn put_object(&self, object: &impl gix::objs::WriteTo) -> Result<ObjectId, AnyError> {
+        let mut data = Vec::with_capacity(object.size() as usize);
+        object.write_to(&mut data)?;
+        self.put(object.kind(), data)
+    }
+}
+
+/// Finds an object among this cycle's new ones, then in the repo.
+struct Lookup<'a> {
+    new: &'a NewObjects,
+    odb: &'a dyn gix::objs::Find,
+}
+
+impl gix::objs::Find for Lookup<'_> {
+    fn try_find<'b>(
+        &self,
+        id: &gix::oid,
+        buffer: &'b mut Vec<u8>,
+    ) -> gix::Result<Option<gix::objs::Data<'b>>> {
+        if let Some((kind, data)) = self.new.0.borrow().get(id) {
+            buffer.clear();
+            buffer.extend_from_slice(data);
+            return Ok(Some(gix::objs::Data {
+                kind: *kind,
+                object_hash: gix::hash::Kind::Sha1,
+                data: buffer,
+            }));
+        }
+        self.odb.try_find(id, buffer)
+    }
+}
+
+/// Applies `writes` on top of `current`, `batch` writes per commit; the
+/// new objects go to `new`.
 fn build_commits(
     repo: &gix::Repository,
+    new: &NewObjects,
     current: Option<ObjectId>,
     writes: &[PendingWrite],
     batch: usize,
-) -> Result<(ObjectId, usize), Box<dyn std::error::Error + Send + Sync>> {
-    let mut tip = current;
-    let mut tree = match current {
-        Some(commit) => repo.find_commit(commit)?.tree_id()?.detach(),
-        None => ObjectId::empty_tree(repo.object_hash()),
+    signature: &gix::actor::Signature,
+) -> Result<(ObjectId, usize), AnyError> {
+    let lookup = Lookup {
+        new,
+        odb: &repo.objects,
     };
+    let root = match current {
+        Some(commit) => {
+            let tree = repo.find_commit(commit)?.tree_id()?.detach();
+            let mut buf = Vec::new();
+            let data = gix::objs::Find::try_find(&lookup, &tree, &mut buf)?
+                .ok_or_else(|| format!("tree {tree} of shard tip {commit} is missing"))?;
+            gix::objs::TreeRef::from_bytes(data.data, gix::hash::Kind::Sha1)?.into()
+        }
+        None => gix::objs::Tree::empty(),
+    };
+    // One editor for the shard: the trees it has loaded stay loaded from
+    // one commit of the cycle to the next.
+    let mut editor = gix::objs::tree::Editor::new(root, &lookup, gix::hash::Kind::Sha1);
+    let mut tip = current;
     let mut commits = 0;
     for chunk in writes.chunks(batch.max(1)) {
-        let mut editor = repo.edit_tree(tree)?;
         for write in chunk {
-            let blob = repo.write_blob(&write.body)?.detach();
+            let blob = new.put(gix::objs::Kind::Blob, write.body.clone())?;
             editor.upsert(
-                write.path.as_str(),
-                gix::object::tree::EntryKind::Blob,
+                write.path.split('/'),
+                gix::objs::tree::EntryKind::Blob,
                 blob,
             )?;
         }
-        tree = editor.write()?.detach();
+        let tree = editor.write(|tree| new.put_object(tree))?;
         let commit = gix::objs::Commit {
             tree,
             parents: tip.into_iter().collect(),
-            author: signature(),
-            committer: signature(),
+            author: signature.clone(),
+            committer: signature.clone(),
             encoding: None,
             message: fold_message(chunk).into(),
             extra_headers: Vec::new(),
         };
-        tip = Some(repo.write_object(&commit)?.detach());
+        tip = Some(new.put_object(&commit)?);
         commits += 1;
     }
     Ok((tip.expect("at least one write per shard"), commits))
@@ -342,7 +406,10 @@ pub fn parse_seq_ranges(text: &str) -> Vec<u64> {
 /// pack by inflating and hashing every entry again, while this fold already
 /// knows each object's id, offset and CRC; the pack format (v2, undeltified
 /// entries) and the index format (v2) are small and fixed.
-fn write_pack(git_dir: &Path, objects: &gix::odb::memory::Storage) -> std::io::Result<()> {
+fn write_pack(
+    git_dir: &Path,
+    objects: &HashMap<ObjectId, (gix::objs::Kind, Vec<u8>)>,
+) -> std::io::Result<()> {
     if objects.is_empty() {
         return Ok(());
     }
