@@ -1169,6 +1169,8 @@ impl Inner {
 fn fold_loop(inner: Arc<Inner>) {
     let mut handles: HashMap<String, gix::Repository> = HashMap::new();
     let interval = inner.options.fold_interval;
+    let min_gap = interval / 10;
+    let mut last_cycle = Instant::now();
     loop {
         {
             let mut flag = lock(&inner.wake);
@@ -1190,7 +1192,17 @@ fn fold_loop(inner: Arc<Inner>) {
         if inner.stop.load(Ordering::SeqCst) {
             return;
         }
-        let force = inner.flush_requested.swap(false, Ordering::SeqCst);
+        let mut force = inner.flush_requested.swap(false, Ordering::SeqCst);
+        // Cycles start at most every `interval / 10`: a shard that fills
+        // right after a cycle waits for its neighbours, so one cycle (one
+        // pack, one ref transaction) carries several full shards instead
+        // of one each.
+        let since_last = last_cycle.elapsed();
+        if !force && since_last < min_gap {
+            std::thread::sleep(min_gap - since_last);
+            force = inner.flush_requested.swap(false, Ordering::SeqCst);
+        }
+        last_cycle = Instant::now();
         let repos: Vec<Arc<RepoMeta>> = inner
             .repos
             .read()
