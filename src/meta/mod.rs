@@ -1169,7 +1169,7 @@ impl Inner {
 fn fold_loop(inner: Arc<Inner>) {
     let mut handles: HashMap<String, gix::Repository> = HashMap::new();
     let interval = inner.options.fold_interval;
-    let min_gap = interval / 10;
+    let min_gap = (interval / 10).min(Duration::from_millis(100));
     let mut last_cycle = Instant::now();
     loop {
         {
@@ -1193,13 +1193,24 @@ fn fold_loop(inner: Arc<Inner>) {
             return;
         }
         let mut force = inner.flush_requested.swap(false, Ordering::SeqCst);
-        // Cycles start at most every `interval / 10`: a shard that fills
+        // Cycles start at most every `interval / 10` (at most 100 ms apart;
+        // a flush or a stop cuts the wait short): a shard that fills
         // right after a cycle waits for its neighbours, so one cycle (one
         // pack, one ref transaction) carries several full shards instead
         // of one each.
         let since_last = last_cycle.elapsed();
         if !force && since_last < min_gap {
-            std::thread::sleep(min_gap - since_last);
+            let flag = lock(&inner.wake);
+            let _ = inner
+                .wake_cv
+                .wait_timeout_while(flag, min_gap - since_last, |_| {
+                    !inner.flush_requested.load(Ordering::SeqCst)
+                        && !inner.stop.load(Ordering::SeqCst)
+                })
+                .unwrap_or_else(|p| p.into_inner());
+            if inner.stop.load(Ordering::SeqCst) {
+                return;
+            }
             force = inner.flush_requested.swap(false, Ordering::SeqCst);
         }
         last_cycle = Instant::now();
