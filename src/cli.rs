@@ -88,10 +88,11 @@ pub enum LogCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Rewrite the ref log: a checkpoint of every ref's value, then the most
-    /// recent transactions.
+    /// Rewrite the logs: the ref log as a checkpoint of every ref's value
+    /// then the most recent transactions; the meta log without the writes
+    /// already folded into git (except the most recent).
     Compact {
-        /// Transactions kept after the checkpoint.
+        /// Transactions kept in each log (after the ref log's checkpoint).
         #[arg(long, default_value_t = 1000)]
         keep: u64,
     },
@@ -215,6 +216,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!(
                 "ref log compacted: {} -> {} bytes, first kept sequence {}",
                 report["bytes_before"], report["bytes_after"], report["base_seq"]
+            );
+            let meta = &report["meta"];
+            println!(
+                "meta log compacted: {} -> {} bytes, first kept sequence {} (records not yet folded into git are kept)",
+                meta["bytes_before"], meta["bytes_after"], meta["base_seq"]
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -25,7 +25,7 @@
 //! | `hook_pre_receive` | `push` {repo, push_id, actor, client}, `updates` [{ref, old, new, fast_forward?}] | `{"refused":[{"ref","reason"}]}` |
 //! | `hook_ref_prepared` | `push`, `moves` [{ref, old, new}] | `{"seq":n}` once durable |
 //! | `hook_ref_outcome` | `push`, `moves`, `outcome` (`committed`/`aborted`) | `{"seq":n}` once durable and published |
-//! | `log_compact` | `keep` | `{"bytes_before","bytes_after","base_seq"}` |
+//! | `log_compact` | `keep` | `{"bytes_before","bytes_after","base_seq","meta":{..same..}}` |
 //!
 //! A new operation is added as a new `op` (old clients keep working); a
 //! change to an existing one bumps `v`.
@@ -87,13 +87,21 @@ pub fn dispatch(app: &App, request: Request) -> Reply {
                 Reply::error(format!("the server could not record the outcome: {e}"))
             }
         },
-        Request::LogCompact { keep } => match app.recorder.compact(keep) {
-            Ok(report) => Reply::ok(serde_json::json!({
-                "bytes_before": report.bytes_before,
-                "bytes_after": report.bytes_after,
-                "base_seq": report.base_seq,
-            })),
-            Err(e) => Reply::error(format!("compaction failed: {e}")),
-        },
+        Request::LogCompact { keep } => {
+            match (app.recorder.compact(keep), app.meta.compact_log(keep)) {
+                (Ok(refs), Ok(meta)) => Reply::ok(serde_json::json!({
+                    "bytes_before": refs.bytes_before,
+                    "bytes_after": refs.bytes_after,
+                    "base_seq": refs.base_seq,
+                    "meta": {
+                        "bytes_before": meta.bytes_before,
+                        "bytes_after": meta.bytes_after,
+                        "base_seq": meta.base_seq,
+                    },
+                })),
+                (Err(e), _) => Reply::error(format!("ref log compaction failed: {e}")),
+                (_, Err(e)) => Reply::error(format!("meta log compaction failed: {e}")),
+            }
+        }
     }
 }

@@ -831,6 +831,17 @@ impl MetaStore {
         }
     }
 
+    /// Compacts the meta log: drops the records already folded and synced
+    /// (applied), except the last `keep` transactions.
+    pub fn compact_log(
+        &self,
+        keep: u64,
+    ) -> Result<crate::log::CompactReport, crate::log::LogError> {
+        let (written, _) = self.inner.log.watermarks();
+        let drop_through = self.inner.log.applied().min(written.saturating_sub(keep));
+        self.inner.log.compact(drop_through, &[])
+    }
+
     pub fn stats(&self) -> MetaStats {
         let repos = self.inner.repos.read().unwrap_or_else(|p| p.into_inner());
         let entities = repos.values().map(|r| lock(&r.state).index.len()).sum();
@@ -920,7 +931,10 @@ impl MetaStore {
                     kind: entity.kind().to_string(),
                     body,
                 };
-                let frame = inner.log.encode(std::slice::from_ref(&row)).map_err(|e| e.to_string())?;
+                let frame = inner
+                    .log
+                    .encode(std::slice::from_ref(&row))
+                    .map_err(|e| e.to_string())?;
                 Ok((frame, row.body.into_bytes()))
             });
         // 3. Append in decision order: per shard (and per entity) the log

@@ -512,3 +512,107 @@ fn one_fold_cycle_writes_one_pack_and_no_loose_objects() {
     git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
     assert_eq!(fx.documents().len(), 50);
 }
+
+#[test]
+fn compacting_the_meta_log_keeps_every_write_not_yet_folded() {
+    let fx = Fixture::new();
+    {
+        let (_log, store) = fx.open(quick());
+        for i in 0..10 {
+            store
+                .create_issue(&repo(), new_issue(&format!("folded {i}")), "ann")
+                .unwrap();
+        }
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    {
+        let (log, store) = fx.open(StoreOptions {
+            fold_interval: Duration::from_secs(3600),
+            fold_batch: 1_000_000,
+            ..StoreOptions::default()
+        });
+        for i in 0..5 {
+            store
+                .create_issue(&repo(), new_issue(&format!("unfolded {i}")), "ann")
+                .unwrap();
+        }
+        let report = store.compact_log(0).unwrap();
+        assert!(report.bytes_after < report.bytes_before, "{report:?}");
+        assert_eq!(report.base_seq, 11, "only the folded records may go");
+        drop(store);
+        drop(log);
+    }
+    let (_log, store) = fx.open(quick());
+    let listed = store
+        .list_issues(&repo(), &Filter::default(), 1, 100)
+        .unwrap();
+    assert_eq!(
+        listed.total, 15,
+        "compaction dropped writes that were only in the log"
+    );
+}
+
+#[test]
+fn the_pack_count_stays_bounded_by_geometric_repacks() {
+    let fx = Fixture::new();
+    let (_log, store) = {
+        let mut replayed = Vec::new();
+        let (log, _) = Log::<MetaWrite>::open(&fx.log_dir, |entry| {
+            if let Entry::Txn { seq, rows } = entry {
+                replayed.extend(rows.into_iter().map(|row| (seq, row)));
+            }
+        })
+        .unwrap();
+        let log = Arc::new(log);
+        let store = MetaStore::open(
+            log.clone(),
+            &fx.repos_dir,
+            &[(REPO.to_string(), fx.git_dir.clone())],
+            replayed,
+            Some(crate::git::Git::locate(None).unwrap()),
+            StoreOptions {
+                max_packs: 4,
+                ..quick()
+            },
+        )
+        .unwrap();
+        (log, store)
+    };
+    let packs = || {
+        std::fs::read_dir(fx.git_dir.join("objects/pack"))
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .path()
+                    .extension()
+                    .is_some_and(|x| x == "pack")
+            })
+            .count()
+    };
+    let mut most = 0;
+    for i in 0..24 {
+        store
+            .create_issue(&repo(), new_issue(&format!("{i}")), "ann")
+            .unwrap();
+        assert!(store.flush(Duration::from_secs(10)));
+        most = most.max(packs());
+    }
+    // Each flush above was one fold cycle, one pack.
+    assert_eq!(store.stats().fold_cycles, 24);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while packs() > 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        store.stats().repacks >= 1,
+        "24 packs were written and no repack ran"
+    );
+    assert!(
+        packs() <= 4 && most < 24,
+        "the pack count was not kept bounded: {} now, {most} at most",
+        packs()
+    );
+    git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(fx.documents().len(), 24);
+}

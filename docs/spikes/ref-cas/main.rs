@@ -58,13 +58,19 @@ fn body(i: usize) -> String {
 fn fresh_repo(root: &Path) -> PathBuf {
     let git_dir = root.join("repos/bench/ref-cas.git");
     std::fs::create_dir_all(&git_dir).unwrap();
-    sh(Command::new("git").arg("--git-dir").arg(&git_dir).args(["init", "--bare", "-q"]));
+    sh(Command::new("git")
+        .arg("--git-dir")
+        .arg(&git_dir)
+        .args(["init", "--bare", "-q"]));
     git_dir
 }
 
 fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -> Outcome {
     let defaults = StoreOptions::default();
-    let interval_ms = arg("--fold-interval-ms", defaults.fold_interval.as_millis() as u64);
+    let interval_ms = arg(
+        "--fold-interval-ms",
+        defaults.fold_interval.as_millis() as u64,
+    );
     let git_dir = fresh_repo(root);
     let log_dir = root.join("log");
     std::fs::create_dir_all(&log_dir).unwrap();
@@ -169,14 +175,16 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
         .map(|_| {
             let queues = queues.clone();
             let produced = produced.clone();
-            std::thread::spawn(move || loop {
-                let i = produced.fetch_add(1, Ordering::Relaxed);
-                if i >= n {
-                    return;
+            std::thread::spawn(move || {
+                loop {
+                    let i = produced.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        return;
+                    }
+                    let id = ulid::Ulid::new().to_string();
+                    let shard = vole::meta::shard::shard_of(&id, 256) as usize;
+                    queues[shard].lock().unwrap().push((id, Instant::now()));
                 }
-                let id = ulid::Ulid::new().to_string();
-                let shard = vole::meta::shard::shard_of(&id, 256) as usize;
-                queues[shard].lock().unwrap().push((id, Instant::now()));
             })
         })
         .collect();
@@ -259,8 +267,10 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
                         } else {
                             String::new()
                         };
-                        let (_, blobs) =
-                            git(&["hash-object", "-w", "--stdin-paths"], Some(&paths.join("\n")));
+                        let (_, blobs) = git(
+                            &["hash-object", "-w", "--stdin-paths"],
+                            Some(&paths.join("\n")),
+                        );
                         for ((id, _), blob) in batch.iter().zip(blobs.lines()) {
                             if !listing.is_empty() {
                                 listing.push('\n');
@@ -289,7 +299,9 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
                         }
                         retries.fetch_add(1, Ordering::Relaxed);
                         assert!(attempt < 199, "update-ref kept losing on {name}");
-                        std::thread::sleep(Duration::from_micros(200 + (attempt as u64 * 97) % 800));
+                        std::thread::sleep(Duration::from_micros(
+                            200 + (attempt as u64 * 97) % 800,
+                        ));
                     }
                 }
             })
