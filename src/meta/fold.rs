@@ -444,7 +444,7 @@ fn write_pack(
     let pack_sum = sha1(&pack)?;
     pack.extend_from_slice(pack_sum.as_bytes());
 
-    entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    entries.sort_unstable_by_key(|e| e.0);
     let mut index = Vec::with_capacity(8 + 1024 + entries.len() * 28 + 40);
     index.extend_from_slice(b"\xfftOc");
     index.extend_from_slice(&2u32.to_be_bytes());

@@ -780,6 +780,19 @@ impl MetaStore {
         Ok(settings)
     }
 
+    /// Where the repo's site is served from (the default, `refs/heads/pages`
+    /// at its root, for a repo without settings or without a store entry).
+    pub fn site(&self, repo: &RepoName) -> SiteSettings {
+        self.read(repo, |state| {
+            Ok(state
+                .index
+                .settings()
+                .map(|s| s.site.clone())
+                .unwrap_or_default())
+        })
+        .unwrap_or_default()
+    }
+
     fn default_settings(&self) -> Settings {
         let options = &self.inner.options;
         Settings {

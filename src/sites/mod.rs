@@ -1,8 +1,9 @@
 //! Sites served straight from git trees: no export step, no checkout.
 //!
-//! A repo's site is the tree of `refs/heads/pages` (root directory), served
-//! at `/{owner}/{repo}/-/site/...`, and at `/...` for a host configured with
-//! `--site-domain HOST=owner/repo`.
+//! A repo's site is a directory of a ref's tree, `refs/heads/pages` and its
+//! root unless the repo's settings (`site.ref`, `site.dir`) say otherwise,
+//! served at `/{owner}/{repo}/-/site/...`, and at `/...` for a host
+//! configured with `--site-domain HOST=owner/repo`.
 //!
 //! # Resolution rules
 //!
@@ -67,9 +68,6 @@ use crate::repos::RepoName;
 use crate::server::error::AppError;
 use path::SitePath;
 use store::{Lookup, SiteStore};
-
-/// The ref a site is served from (until repo settings can name another).
-pub const SITE_REF: &str = "refs/heads/pages";
 
 const SANDBOX: &str = "sandbox allow-scripts allow-forms allow-popups allow-downloads";
 
@@ -213,11 +211,18 @@ async fn serve(
     let store = app.sites.store.clone();
     let generation = app.recorder.generation();
     let repo_name = repo.to_string();
+    let source = app.meta.site(&repo);
+    let dir: Vec<String> = source
+        .dir
+        .split('/')
+        .filter(|part| !part.is_empty())
+        .map(str::to_string)
+        .collect();
     // Warm path: root and plan both cached, no git and no blocking thread.
     let request_key = format!("{base}{path}");
     let key = |root: ObjectId| (root, request_key.clone());
     let cached = store
-        .cached_root(&repo_name, SITE_REF, generation)
+        .cached_root(&repo_name, &source.ref_name, &dir, generation)
         .flatten()
         .and_then(|root| {
             app.sites
@@ -236,11 +241,14 @@ async fn serve(
             }
             let repo_path = app.repos.path(&repo);
             let base_owned = base.to_string();
+            let ref_name = source.ref_name.clone();
             let (root, plan) = tokio::task::spawn_blocking(move || {
+                let source = (ref_name.as_str(), dir.as_slice());
                 plan(
                     &store,
                     &repo_name,
                     &repo_path,
+                    source,
                     &site_path,
                     &base_owned,
                     generation,
@@ -261,7 +269,16 @@ async fn serve(
     };
     match plan {
         Plan::NoSite => Err(AppError::not_found(format!(
-            "{repo} has no site: push a `pages` branch to publish one"
+            "{repo} has no site: push {} to publish one",
+            match (
+                source.ref_name.strip_prefix("refs/heads/"),
+                source.dir.is_empty()
+            ) {
+                (Some(branch), true) => format!("a `{branch}` branch"),
+                (Some(branch), false) =>
+                    format!("a `{branch}` branch with a `{}` directory", source.dir),
+                (None, _) => format!("`{}`", source.ref_name),
+            }
         ))),
         Plan::Redirect(to) => Ok(moved(&to)),
         Plan::NotFound => Ok(plain_not_found(sandbox)),
@@ -283,11 +300,12 @@ fn plan(
     store: &SiteStore,
     repo_name: &str,
     repo_path: &std::path::Path,
+    (ref_name, dir): (&str, &[String]),
     path: &SitePath,
     base: &str,
     generation: u64,
 ) -> Result<(Option<ObjectId>, Plan), store::SiteError> {
-    let Some(root) = store.root_tree(repo_name, repo_path, SITE_REF, &[], generation)? else {
+    let Some(root) = store.root_tree(repo_name, repo_path, ref_name, dir, generation)? else {
         return Ok((None, Plan::NoSite));
     };
     Ok((Some(root), plan_in(store, repo_path, root, path, base)?))

@@ -81,7 +81,7 @@ impl SiteStore {
         dir: &[String],
         generation: u64,
     ) -> Result<Option<ObjectId>, SiteError> {
-        if let Some(root) = self.cached_root(repo_name, ref_name, generation) {
+        if let Some(root) = self.cached_root(repo_name, ref_name, dir, generation) {
             return Ok(root);
         }
         let repo = self.repo(path)?;
@@ -102,7 +102,7 @@ impl SiteStore {
             .unwrap_or_else(|p| p.into_inner())
             .entry(repo_name.to_string())
             .or_default()
-            .insert(ref_name.to_string(), (generation, root));
+            .insert(source_key(ref_name, dir), (generation, root));
         Ok(root)
     }
 
@@ -112,10 +112,14 @@ impl SiteStore {
         &self,
         repo_name: &str,
         ref_name: &str,
+        dir: &[String],
         generation: u64,
     ) -> Option<Option<ObjectId>> {
         let roots = self.roots.lock().unwrap_or_else(|p| p.into_inner());
-        match roots.get(repo_name).and_then(|refs| refs.get(ref_name)) {
+        match roots
+            .get(repo_name)
+            .and_then(|sources| sources.get(&source_key(ref_name, dir)))
+        {
             Some((seen, root)) if *seen == generation => Some(*root),
             _ => None,
         }
@@ -196,4 +200,10 @@ impl SiteStore {
         let cache = self.cache();
         (cache.bytes(), cache.limit())
     }
+}
+
+/// The root cache's key for a site source: a repo's settings may point its
+/// site at another ref or directory, and the old entry must not answer.
+fn source_key(ref_name: &str, dir: &[String]) -> String {
+    format!("{ref_name}\0{}", dir.join("/"))
 }

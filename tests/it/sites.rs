@@ -391,3 +391,47 @@ fn a_100_mib_blob_served_to_4_clients_at_once_is_streamed_not_held() {
         "the server's RSS grew by {grew_mib} MiB serving 4 x 100 MiB: the blob is being held in memory"
     );
 }
+
+#[test]
+fn the_site_ref_and_directory_come_from_the_repo_settings() {
+    let site = Site::start(&[], &basic_files());
+    // Another branch, with the site in a subdirectory.
+    git_ok(&site.work, &["checkout", "-q", "-b", "gh-pages"]);
+    site.publish(&[("public/index.html", b"<h1>from settings</h1>\n")]);
+    git_ok(
+        &site.work,
+        &[
+            "push",
+            "-q",
+            &site.server.url("/alice/repo.git"),
+            "gh-pages",
+        ],
+    );
+    assert_eq!(
+        site.get("/").text(),
+        "<h1>home</h1>\n",
+        "default: pages, root"
+    );
+
+    let body = r#"{"default_branch":"main","site":{"ref":"refs/heads/gh-pages","dir":"public"}}"#;
+    let put = http(
+        site.server.addr,
+        &format!(
+            "PUT /api/v1/repos/alice/repo/settings HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
+            body.len()
+        ),
+        body.as_bytes(),
+    );
+    assert_eq!(put.status, 200, "{}", put.text());
+    let served = site.get("/");
+    assert_eq!(
+        (served.status, served.text().as_str()),
+        (200, "<h1>from settings</h1>\n"),
+        "the site did not follow the repo's settings at once"
+    );
+    assert_eq!(
+        site.get("/public/index.html").status,
+        404,
+        "the dir is the root"
+    );
+}
