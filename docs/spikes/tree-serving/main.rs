@@ -227,6 +227,7 @@ fn main() {
     let mut nginx = Command::new("nginx")
         .arg("-c")
         .arg(&conf)
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -326,7 +327,11 @@ fn main() {
     );
 
     let _ = vole_child.kill();
-    let _ = nginx.kill();
+    // SIGTERM, not SIGKILL: nginx's master then stops its workers (a killed
+    // master leaves them running, holding the port and this stdout).
+    let _ = Command::new("kill")
+        .args(["-TERM", &nginx.id().to_string()])
+        .status();
     let _ = vole_child.wait();
     let _ = nginx.wait();
     ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
