@@ -148,24 +148,38 @@ pub fn main() -> ExitCode {
             }
         };
     }
-    init_tracing();
-    match run(cli) {
+    let log_writer = init_tracing();
+    let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
+            // Log lines first, then the error, in the order they happened.
+            drop(log_writer);
             eprintln!("vole: error: {}", error_chain(&e));
-            ExitCode::FAILURE
+            return ExitCode::FAILURE;
         }
-    }
+    };
+    // Flushes every queued log line before the process exits.
+    drop(log_writer);
+    code
 }
 
-fn init_tracing() {
+/// Log lines are formatted where they happen and written to stderr by one
+/// background thread (one `write` per batch instead of one per line on the
+/// request path). It is not lossy: a full queue makes the logger wait.
+/// Dropping the guard flushes.
+fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VOLE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("vole-log")
+        .finish(std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer)
         .with_ansi(std::io::stderr().is_terminal())
         .init();
+    guard
 }
 
 /// `outer: inner: innermost`, skipping links that repeat their source.
