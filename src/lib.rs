@@ -21,3 +21,4 @@ pub mod repos;
 pub mod server;
 pub mod sites;
 pub mod transport;
+pub mod web;

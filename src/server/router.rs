@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 
 use crate::api;
 use crate::app::App;
-use crate::{sites, transport};
+use crate::{sites, transport, web};
 
 /// The whole HTTP application, ready to serve (tests call it too).
 pub fn router(app: Arc<App>) -> Router {
@@ -52,6 +52,13 @@ pub fn router(app: Arc<App>) -> Router {
         ));
     Router::new()
         .merge(meta_api)
+        .route("/", get(web::home))
+        .route("/static/{file}", get(web::static_file))
+        .route("/{owner}/{repo}", get(web::repo_home))
+        .route("/{owner}/{repo}/-/tree/{rev}", get(web::tree_root))
+        .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(web::tree))
+        .route("/{owner}/{repo}/-/blob/{rev}/{*path}", get(web::blob))
+        .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(web::raw))
         .route("/healthz", get(healthz))
         .route("/api/v1/stats", get(api::stats))
         .route(

@@ -8,3 +8,4 @@ mod sites;
 mod skeleton;
 mod support;
 mod transport;
+mod web;

@@ -1,0 +1,200 @@
+//! The web UI's pages against a real server and a real pushed repo,
+//! asserted on their HTML: navigation, line anchors, raw downloads, and
+//! hostile names and READMEs rendered inert. (Browser-driven tests are
+//! still to come.)
+
+use std::path::PathBuf;
+
+use crate::support::*;
+
+struct Forge {
+    server: TestServer,
+    _dir: tempfile::TempDir,
+}
+
+fn forge() -> (Forge, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    for (name, description) in [("alice/demo", "a <b>demo</b>"), ("bob/empty", "")] {
+        let out = run_vole(
+            &data,
+            &["repo", "create", name, "--description", description],
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(work.join("docs")).unwrap();
+    std::fs::create_dir_all(work.join("img")).unwrap();
+    std::fs::create_dir_all(work.join("<script>alert(1)<")).unwrap();
+    let files: &[(&str, &[u8])] = &[
+        (
+            "README.md",
+            b"# Demo\n\nSee [the guide](docs/guide.md) and ![logo](img/logo.png).\n\n\
+              <script>alert('readme')</script>\n\n[bad](javascript:alert(1))\n\n\
+              <img src=\"x\" onerror=\"alert(1)\">\n\n<a href=\"#top\" onclick=\"alert(1)\">top</a>\n",
+        ),
+        ("docs/guide.md", b"line one\nline <two>\nline three\n"),
+        ("img/logo.png", b"\x89PNG\r\n\x1a\n\0\0not really"),
+        ("page.html", b"<script>alert('raw')</script>\n"),
+        ("data.bin", b"\0\x01\x02binary"),
+        ("<script>alert(1)</script>.md", b"hostile name\n"),
+    ];
+    for (name, content) in files {
+        std::fs::write(work.join(name), content).unwrap();
+    }
+    git_ok(&work, &["init", "-q", "-b", "main"]);
+    git_ok(&work, &["add", "-A"]);
+    git_ok(&work, &["commit", "-q", "-m", "first <commit>"]);
+    git_ok(
+        &work,
+        &["push", "-q", &server.url("/alice/demo.git"), "main"],
+    );
+    (Forge { server, _dir: dir }, work)
+}
+
+fn page(forge: &Forge, path: &str) -> (u16, String) {
+    let response = http_get(forge.server.addr, path);
+    (response.status, response.text())
+}
+
+#[test]
+fn browsing_a_repo_from_the_home_page_to_a_line_anchor() {
+    let (forge, _work) = forge();
+    let (status, home) = page(&forge, "/");
+    assert_eq!(status, 200);
+    assert!(
+        home.contains(r#"<a href="/alice/demo">alice/demo</a>"#),
+        "{home}"
+    );
+    assert!(
+        home.contains("a &#60;b&#62;demo&#60;/b&#62;"),
+        "description not escaped: {home}"
+    );
+    let (_, filtered) = page(&forge, "/?q=emp");
+    assert!(
+        filtered.contains("bob/empty") && !filtered.contains("alice/demo"),
+        "{filtered}"
+    );
+
+    let (status, repo) = page(&forge, "/alice/demo");
+    assert_eq!(status, 200);
+    assert_eq!(repo.matches("<h1").count(), 1, "one h1 per page: {repo}");
+    assert!(repo.contains("/alice/demo.git"), "no clone URL: {repo}");
+    assert!(
+        repo.contains("first &#60;commit&#62;"),
+        "commit summary not escaped"
+    );
+    assert!(
+        repo.contains(r#"href="/alice/demo/-/tree/main/docs""#),
+        "{repo}"
+    );
+    // The README, rendered, with its links resolved inside the repo.
+    assert!(repo.contains("<h2>Demo</h2>"), "{repo}");
+    assert!(
+        repo.contains(r#"href="/alice/demo/-/blob/main/docs/guide.md""#),
+        "relative link not resolved: {repo}"
+    );
+    assert!(
+        repo.contains(r#"src="/alice/demo/-/raw/main/img/logo.png""#),
+        "relative image not resolved: {repo}"
+    );
+
+    let (status, tree) = page(&forge, "/alice/demo/-/tree/main/docs");
+    assert_eq!(status, 200);
+    assert!(
+        tree.contains(r#"href="/alice/demo/-/blob/main/docs/guide.md""#),
+        "{tree}"
+    );
+    assert!(
+        tree.contains(r#"<a href="/alice/demo/-/tree/main">demo</a>"#),
+        "no breadcrumb: {tree}"
+    );
+
+    let (status, blob) = page(&forge, "/alice/demo/-/blob/main/docs/guide.md");
+    assert_eq!(status, 200);
+    assert!(
+        blob.contains(r##"<tr id="L2"><td class="ln"><a href="#L2">2</a>"##),
+        "{blob}"
+    );
+    assert!(
+        blob.contains("line &#60;two&#62;"),
+        "source not escaped: {blob}"
+    );
+    assert!(blob.contains(r#"href="/alice/demo/-/raw/main/docs/guide.md""#));
+
+    let (_, image) = page(&forge, "/alice/demo/-/blob/main/img/logo.png");
+    assert!(
+        image.contains(
+            r#"<img class="preview" src="/alice/demo/-/raw/main/img/logo.png" alt="logo.png">"#
+        ),
+        "{image}"
+    );
+    let (_, binary) = page(&forge, "/alice/demo/-/blob/main/data.bin");
+    assert!(binary.contains("Binary file, not shown"), "{binary}");
+
+    let (status, empty) = page(&forge, "/bob/empty");
+    assert_eq!(status, 200);
+    assert!(empty.contains("git push -u origin main"), "{empty}");
+}
+
+#[test]
+fn hostile_names_readmes_and_raw_files_stay_inert() {
+    let (forge, _work) = forge();
+    let (_, repo) = page(&forge, "/alice/demo");
+    let readme = repo
+        .split(r#"<section class="readme""#)
+        .nth(1)
+        .and_then(|rest| rest.split("</section>").next())
+        .expect("a README section");
+    for bad in ["<script", "javascript:", "onerror", "onclick"] {
+        assert!(!readme.contains(bad), "README kept {bad:?}: {readme}");
+    }
+    // A directory named `<script>alert(1)<` holding `script>.md`: the path
+    // `<script>alert(1)</script>.md`, escaped wherever it is shown.
+    assert!(!repo.contains("<script>alert(1)"), "{repo}");
+    assert!(repo.contains("&#60;script&#62;alert(1)&#60;"), "{repo}");
+    let (status, nested) = page(&forge, "/alice/demo/-/tree/main/%3Cscript%3Ealert(1)%3C");
+    assert_eq!(status, 200, "{nested}");
+    assert!(!nested.contains("<script>alert"), "{nested}");
+
+    let raw = http_get(forge.server.addr, "/alice/demo/-/raw/main/page.html");
+    assert_eq!(raw.status, 200);
+    assert_eq!(
+        raw.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(raw.header("x-content-type-options"), Some("nosniff"));
+    assert!(
+        raw.header("content-security-policy")
+            .is_some_and(|c| c.starts_with("sandbox")),
+        "raw files must be sandboxed"
+    );
+    assert_eq!(raw.text(), "<script>alert('raw')</script>\n");
+}
+
+#[test]
+fn missing_things_get_a_friendly_page_without_internals() {
+    let (forge, _work) = forge();
+    for path in [
+        "/nobody/nothing",
+        "/alice/demo/-/tree/no-such-branch",
+        "/alice/demo/-/blob/main/no/such/file",
+        "/alice/demo/-/tree/main/..%2F..%2Fetc",
+        "/static/nope.css",
+    ] {
+        let (status, body) = page(&forge, path);
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(body.contains("<h1>Not found</h1>"), "{path}: {body}");
+        assert!(body.contains(r#"href="/""#), "{path}: no way back: {body}");
+        for internal in ["/tmp", "data/repos", "panicked", "Error {"] {
+            assert!(
+                !body.contains(internal),
+                "{path} leaked {internal:?}: {body}"
+            );
+        }
+    }
+}
