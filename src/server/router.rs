@@ -59,6 +59,22 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(web::tree))
         .route("/{owner}/{repo}/-/blob/{rev}/{*path}", get(web::blob))
         .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(web::raw))
+        .route(
+            "/{owner}/{repo}/-/commits/{rev}",
+            get(web::history::log_root),
+        )
+        .route(
+            "/{owner}/{repo}/-/commits/{rev}/{*path}",
+            get(web::history::log_path),
+        )
+        .route("/{owner}/{repo}/-/commit/{id}", get(web::history::commit))
+        .route("/{owner}/{repo}/-/branches", get(web::history::branches))
+        .route("/{owner}/{repo}/-/tags", get(web::history::tags))
+        .route("/{owner}/{repo}/-/activity", get(web::history::activity))
+        .route(
+            "/{owner}/{repo}/-/archive/{file}",
+            get(web::history::archive),
+        )
         .route("/healthz", get(healthz))
         .route("/api/v1/stats", get(api::stats))
         .route(

@@ -8,6 +8,7 @@
 //! `/-/raw/{rev}/{path}`, `/static/{file}`. A revision is one path segment
 //! (a branch or tag without `/`, or a full commit id).
 
+pub mod history;
 pub mod read;
 
 use std::collections::HashMap;
@@ -78,13 +79,13 @@ impl IntoResponse for PageError {
     }
 }
 
-fn render(page: impl Template) -> Result<Response, PageError> {
+pub(crate) fn render(page: impl Template) -> Result<Response, PageError> {
     page.render()
         .map(|html| Html(html).into_response())
         .map_err(|e| PageError::internal("cannot render a page", e))
 }
 
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, read::ReadError> + Send + 'static,
 ) -> Result<T, PageError> {
     tokio::task::spawn_blocking(f)
@@ -93,7 +94,7 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| PageError::internal("git read failed", e))
 }
 
-fn repo_name(app: &App, owner: &str, repo: &str) -> Result<RepoName, PageError> {
+pub(crate) fn repo_name(app: &App, owner: &str, repo: &str) -> Result<RepoName, PageError> {
     let missing = || PageError::not_found(format!("There is no repository {owner}/{repo}."));
     let name = RepoName::from_parts(owner, repo).map_err(|_| missing())?;
     if app.repos.exists(&name) {
@@ -212,6 +213,7 @@ pub struct Crumb {
 #[template(path = "repo.html")]
 struct RepoPage {
     repo: String,
+    rev: String,
     description: String,
     clone_url: String,
     default_branch: String,
@@ -223,6 +225,7 @@ struct RepoPage {
 #[template(path = "tree.html")]
 struct TreePage {
     repo: String,
+    rev: String,
     repo_name: String,
     path: String,
     view: View,
@@ -239,6 +242,7 @@ pub enum BlobContent {
 #[template(path = "blob.html")]
 struct BlobPage {
     repo: String,
+    rev: String,
     repo_name: String,
     path: String,
     file_name: String,
@@ -251,7 +255,7 @@ struct BlobPage {
 
 /// Path segments of a repo path, refused when they could not name a tree
 /// entry (empty, `.`, `..`, NUL).
-fn segments(path: &str) -> Result<Vec<String>, PageError> {
+pub(crate) fn segments(path: &str) -> Result<Vec<String>, PageError> {
     let parts: Vec<String> = path
         .split('/')
         .filter(|p| !p.is_empty())
@@ -450,6 +454,9 @@ pub async fn repo_home(
         }
     };
     render(RepoPage {
+        rev: view
+            .as_ref()
+            .map_or_else(|| app.config.default_branch.clone(), |v| v.rev.clone()),
         repo: name.to_string(),
         description,
         clone_url: clone_url(&app, &headers, &name),
@@ -500,6 +507,7 @@ async fn tree_page(
         }
     }
     render(TreePage {
+        rev: resolved.view.rev.clone(),
         repo: name.to_string(),
         repo_name: name.name().to_string(),
         crumbs: crumbs(&name.to_string(), &resolved.view.rev, &segments),
@@ -577,6 +585,7 @@ pub async fn blob(
             resolved.view.rev,
             encode_path(&segments)
         ),
+        rev: resolved.view.rev.clone(),
         repo: name.to_string(),
         repo_name: name.name().to_string(),
         crumbs: crumbs(&name.to_string(), &resolved.view.rev, &segments),

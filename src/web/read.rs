@@ -171,3 +171,272 @@ pub fn lookup(
 pub fn blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, ReadError> {
     Ok(repo.find_blob(id)?.take_data())
 }
+
+// ---- history, through the git CLI ----------------------------------------
+//
+// Commit history and diffs come from `git log` / `git show` (rename
+// detection and diff output exactly as git computes them); everything above
+// reads objects in-process.
+
+/// One commit of a log page.
+pub struct LogEntry {
+    pub id: String,
+    pub summary: String,
+    pub author: String,
+    pub time: String,
+}
+
+fn run_git(git: &crate::git::Git, repo: &Path, args: &[&str]) -> Result<String, ReadError> {
+    let out = git
+        .command()
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "git {}: {}",
+            args.first().unwrap_or(&""),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )
+        .into());
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn format_time(seconds: &str) -> String {
+    let seconds: u64 = seconds.trim().parse().unwrap_or(0);
+    humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds),
+    )
+    .to_string()
+}
+
+/// Up to `limit` commits reachable from `commit`, after skipping `skip`,
+/// touching `path` when given; the bool says whether more follow.
+pub fn log(
+    git: &crate::git::Git,
+    repo: &Path,
+    commit: ObjectId,
+    path: &[String],
+    skip: usize,
+    limit: usize,
+) -> Result<(Vec<LogEntry>, bool), ReadError> {
+    let count = format!("-n{}", limit + 1);
+    let skip = format!("--skip={skip}");
+    let commit = commit.to_string();
+    let joined = path.join("/");
+    let mut args = vec![
+        "log",
+        "--format=%H%x00%an%x00%at%x00%s",
+        count.as_str(),
+        skip.as_str(),
+        commit.as_str(),
+        "--",
+    ];
+    if !joined.is_empty() {
+        args.push(joined.as_str());
+    }
+    let out = run_git(git, repo, &args)?;
+    let mut entries: Vec<LogEntry> = out
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(4, '\0');
+            Some(LogEntry {
+                id: parts.next()?.to_string(),
+                author: parts.next()?.to_string(),
+                time: format_time(parts.next()?),
+                summary: parts.next().unwrap_or_default().to_string(),
+            })
+        })
+        .collect();
+    let more = entries.len() > limit;
+    entries.truncate(limit);
+    Ok((entries, more))
+}
+
+/// A file a commit changed.
+pub struct FileChange {
+    pub status: String,
+    pub path: String,
+    pub old_path: Option<String>,
+    pub added: String,
+    pub removed: String,
+}
+
+pub struct CommitDetail {
+    pub id: String,
+    pub parents: Vec<String>,
+    pub author: String,
+    pub time: String,
+    pub message: String,
+    pub files: Vec<FileChange>,
+    pub patch: String,
+    pub patch_truncated: bool,
+}
+
+/// Largest patch text shown on a commit page.
+pub const MAX_PATCH_BYTES: usize = 1024 * 1024;
+
+/// A commit with its changed files (renames detected) and its unified diff
+/// against its first parent.
+pub fn commit_detail(
+    git: &crate::git::Git,
+    repo: &Path,
+    commit: ObjectId,
+) -> Result<CommitDetail, ReadError> {
+    let id = commit.to_string();
+    let head = run_git(
+        git,
+        repo,
+        &["show", "-s", "--format=%H%x00%P%x00%an%x00%at%x00%B", &id],
+    )?;
+    let mut parts = head.splitn(5, '\0');
+    let id = parts.next().unwrap_or_default().to_string();
+    let parents: Vec<String> = parts
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let author = parts.next().unwrap_or_default().to_string();
+    let time = format_time(parts.next().unwrap_or_default());
+    let message = parts.next().unwrap_or_default().trim_end().to_string();
+    // `--first-parent -m`: a merge shows its diff against its first parent.
+    let status = run_git(
+        git,
+        repo,
+        &[
+            "show",
+            "--format=",
+            "-M",
+            "--first-parent",
+            "-m",
+            "--name-status",
+            "-z",
+            &id,
+        ],
+    )?;
+    let numstat = run_git(
+        git,
+        repo,
+        &[
+            "show",
+            "--format=",
+            "-M",
+            "--first-parent",
+            "-m",
+            "--numstat",
+            "-z",
+            &id,
+        ],
+    )?;
+    let mut files = parse_name_status(&status);
+    let counts = parse_numstat(&numstat);
+    for (file, (added, removed)) in files.iter_mut().zip(counts) {
+        file.added = added;
+        file.removed = removed;
+    }
+    let mut patch = run_git(
+        git,
+        repo,
+        &[
+            "show",
+            "--format=",
+            "-M",
+            "--first-parent",
+            "-m",
+            "--no-color",
+            "-p",
+            &id,
+        ],
+    )?;
+    let patch_truncated = patch.len() > MAX_PATCH_BYTES;
+    if patch_truncated {
+        let mut cut = MAX_PATCH_BYTES;
+        while !patch.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        patch.truncate(cut);
+    }
+    Ok(CommitDetail {
+        id,
+        parents,
+        author,
+        time,
+        message,
+        files,
+        patch,
+        patch_truncated,
+    })
+}
+
+/// `--name-status -z`: `S\0path\0` or, for renames and copies,
+/// `R100\0old\0new\0`.
+fn parse_name_status(text: &str) -> Vec<FileChange> {
+    let mut fields = text.split('\0').filter(|f| !f.is_empty());
+    let mut files = Vec::new();
+    while let Some(status) = fields.next() {
+        let renamed = status.starts_with('R') || status.starts_with('C');
+        let first = fields.next().unwrap_or_default().to_string();
+        let (old_path, path) = if renamed {
+            (Some(first), fields.next().unwrap_or_default().to_string())
+        } else {
+            (None, first)
+        };
+        files.push(FileChange {
+            status: status.chars().next().unwrap_or('M').to_string(),
+            path,
+            old_path,
+            added: String::new(),
+            removed: String::new(),
+        });
+    }
+    files
+}
+
+/// `--numstat -z`: `added\tremoved\tpath\0`, or for a rename
+/// `added\tremoved\t\0old\0new\0`; `-` counts for binaries.
+fn parse_numstat(text: &str) -> Vec<(String, String)> {
+    let mut fields = text.split('\0');
+    let mut counts = Vec::new();
+    while let Some(field) = fields.next() {
+        if field.is_empty() {
+            continue;
+        }
+        let mut parts = field.splitn(3, '\t');
+        let added = parts.next().unwrap_or("-").to_string();
+        let removed = parts.next().unwrap_or("-").to_string();
+        if parts.next().unwrap_or_default().is_empty() {
+            // A rename: the two paths follow as their own fields.
+            fields.next();
+            fields.next();
+        }
+        counts.push((added, removed));
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_status_and_numstat_line_up_across_renames() {
+        let files = parse_name_status("M\0a.txt\0R090\0old.txt\0new.txt\0A\0b.bin\0");
+        assert_eq!(files.len(), 3);
+        assert_eq!(files[1].status, "R");
+        assert_eq!(files[1].old_path.as_deref(), Some("old.txt"));
+        assert_eq!(files[1].path, "new.txt");
+        let counts =
+            parse_numstat("1\t2\ta.txt\u{0}3\t0\t\u{0}old.txt\u{0}new.txt\u{0}-\t-\tb.bin\u{0}");
+        assert_eq!(
+            counts,
+            vec![
+                ("1".into(), "2".into()),
+                ("3".into(), "0".into()),
+                ("-".into(), "-".into())
+            ]
+        );
+    }
+}

@@ -198,3 +198,104 @@ fn missing_things_get_a_friendly_page_without_internals() {
         }
     }
 }
+
+#[test]
+fn log_commit_diff_refs_activity_and_archives() {
+    let (forge, work) = forge();
+    // A second commit: a rename, an edit, on a branch; and a tag.
+    git_ok(&work, &["mv", "docs/guide.md", "docs/manual.md"]);
+    std::fs::write(work.join("page.html"), b"<p>changed</p>\n").unwrap();
+    git_ok(&work, &["commit", "-qam", "rename the guide"]);
+    git_ok(&work, &["tag", "v1.0"]);
+    git_ok(&work, &["checkout", "-q", "-b", "topic"]);
+    git_ok(&work, &["commit", "-q", "--allow-empty", "-m", "on topic"]);
+    let url = forge.server.url("/alice/demo.git");
+    git_ok(&work, &["push", "-q", &url, "main", "topic", "v1.0"]);
+    let head = git_ok(&work, &["rev-parse", "main"]).trim().to_string();
+
+    let (status, log) = page(&forge, "/alice/demo/-/commits/main");
+    assert_eq!(status, 200, "{log}");
+    let rename_at = log.find("rename the guide").expect("newest commit listed");
+    let first_at = log
+        .find("first &#60;commit&#62;")
+        .expect("first commit listed");
+    assert!(rename_at < first_at, "newest first: {log}");
+    let (_, path_log) = page(&forge, "/alice/demo/-/commits/main/img");
+    assert!(
+        path_log.contains("first &#60;commit&#62;") && !path_log.contains("rename the guide"),
+        "a path's log lists only commits touching it: {path_log}"
+    );
+
+    let (status, commit) = page(&forge, &format!("/alice/demo/-/commit/{head}"));
+    assert_eq!(status, 200, "{commit}");
+    assert!(commit.contains("<h2>rename the guide</h2>"), "{commit}");
+    assert!(
+        commit.contains("docs/guide.md → docs/manual.md"),
+        "rename not shown: {commit}"
+    );
+    assert!(
+        commit.contains("<td class=\"added\">+1</td><td class=\"removed\">−1</td>"),
+        "{commit}"
+    );
+    assert!(
+        commit.contains(r#"<span class="add">+&#60;p&#62;changed&#60;/p&#62;</span>"#),
+        "{commit}"
+    );
+    assert!(
+        commit.contains(r#"<span class="del">-&#60;script&#62;"#),
+        "diff not escaped: {commit}"
+    );
+
+    let (_, branches) = page(&forge, "/alice/demo/-/branches");
+    assert!(
+        branches.contains(r#"href="/alice/demo/-/tree/topic">topic</a>"#),
+        "{branches}"
+    );
+    assert!(branches.contains("on topic"), "{branches}");
+    let (_, tags) = page(&forge, "/alice/demo/-/tags");
+    assert!(
+        tags.contains(r#"href="/alice/demo/-/tree/v1.0">v1.0</a>"#),
+        "{tags}"
+    );
+    let (_, switched) = page(&forge, "/alice/demo/-/tree/topic");
+    assert!(switched.contains("Branch: topic"), "{switched}");
+
+    let (_, activity) = page(&forge, "/alice/demo/-/activity");
+    assert!(
+        activity.contains("<code>refs/heads/topic</code>"),
+        "{activity}"
+    );
+    assert!(activity.contains("created"), "{activity}");
+
+    let archives = forge.server.data.parent().unwrap().join("archives");
+    std::fs::create_dir_all(&archives).unwrap();
+    let tgz = http_get(forge.server.addr, "/alice/demo/-/archive/v1.0.tar.gz");
+    assert_eq!(tgz.status, 200);
+    assert_eq!(tgz.header("content-type"), Some("application/gzip"));
+    std::fs::write(archives.join("a.tar.gz"), &tgz.body).unwrap();
+    let listing = std::process::Command::new("tar")
+        .arg("-tzf")
+        .arg(archives.join("a.tar.gz"))
+        .output()
+        .unwrap();
+    let listing = text(&listing.stdout);
+    assert!(listing.contains("demo-v1.0/docs/manual.md"), "{listing}");
+    let zip = http_get(forge.server.addr, "/alice/demo/-/archive/main.zip");
+    assert_eq!(zip.status, 200);
+    std::fs::write(archives.join("a.zip"), &zip.body).unwrap();
+    let names = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, zipfile; print('\\n'.join(zipfile.ZipFile(sys.argv[1]).namelist()))",
+        ])
+        .arg(archives.join("a.zip"))
+        .output()
+        .unwrap();
+    assert!(
+        text(&names.stdout).contains("demo-main/README.md"),
+        "{}",
+        text(&names.stderr)
+    );
+    let (status, _) = page(&forge, "/alice/demo/-/archive/main.rar");
+    assert_eq!(status, 404);
+}

@@ -1,0 +1,371 @@
+//! The web UI's history pages: commit log (for a path too), a commit with
+//! its diff, branch and tag lists, the push activity from the ref log, and
+//! archive downloads streamed from `git archive`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+
+use super::read::{self, CommitDetail, LogEntry};
+use super::{PageError, blocking, render, repo_name, segments};
+use crate::app::App;
+
+const COMMITS_PER_PAGE: usize = 50;
+
+#[derive(Template)]
+#[template(path = "log.html")]
+struct LogPage {
+    repo: String,
+    rev: String,
+    path: String,
+    entries: Vec<LogEntry>,
+    prev_page: Option<usize>,
+    next_page: Option<usize>,
+}
+
+/// `GET /{owner}/{repo}/-/commits/{rev}?page=`.
+pub async fn log_root(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, rev)): Path<(String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, PageError> {
+    log_page(app, owner, repo, rev, String::new(), query).await
+}
+
+/// `GET /{owner}/{repo}/-/commits/{rev}/{*path}?page=`: commits touching
+/// a path.
+pub async fn log_path(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Result<Response, PageError> {
+    log_page(app, owner, repo, rev, path, query).await
+}
+
+async fn log_page(
+    app: Arc<App>,
+    owner: String,
+    repo: String,
+    rev: String,
+    path: String,
+    query: HashMap<String, String>,
+) -> Result<Response, PageError> {
+    let name = repo_name(&app, &owner, &repo)?;
+    let parts = segments(&path)?;
+    let page: usize = query
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .filter(|p| *p >= 1)
+        .unwrap_or(1);
+    let repo_path = app.repos.path(&name);
+    let git = app.git.clone();
+    let rev_for_read = rev.clone();
+    let found = blocking(move || {
+        let repo = read::open(&repo_path)?;
+        let Some(commit) = read::resolve(&repo, &rev_for_read)? else {
+            return Ok(None);
+        };
+        Ok(Some(read::log(
+            &git,
+            &repo_path,
+            commit,
+            &parts,
+            (page - 1) * COMMITS_PER_PAGE,
+            COMMITS_PER_PAGE,
+        )?))
+    })
+    .await?;
+    let Some((entries, more)) = found else {
+        return Err(PageError::not_found(format!(
+            "{name} has no branch, tag or commit {rev:?}."
+        )));
+    };
+    render(LogPage {
+        repo: name.to_string(),
+        rev,
+        path,
+        entries,
+        prev_page: (page > 1).then(|| page - 1),
+        next_page: more.then_some(page + 1),
+    })
+}
+
+/// One line of a unified diff, classed for colour.
+struct DiffLine {
+    class: &'static str,
+    text: String,
+}
+
+#[derive(Template)]
+#[template(path = "commit.html")]
+struct CommitPage {
+    repo: String,
+    rev: String,
+    summary: String,
+    body: String,
+    detail: CommitDetail,
+    lines: Vec<DiffLine>,
+}
+
+/// `GET /{owner}/{repo}/-/commit/{id}`: message, changed files with added
+/// and removed line counts (renames shown as such), unified diff.
+pub async fn commit(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Result<Response, PageError> {
+    let name = repo_name(&app, &owner, &repo)?;
+    let repo_path = app.repos.path(&name);
+    let git = app.git.clone();
+    let rev = id.clone();
+    let detail = blocking(move || {
+        let repo = read::open(&repo_path)?;
+        let Some(commit) = read::resolve(&repo, &rev)? else {
+            return Ok(None);
+        };
+        Ok(Some(read::commit_detail(&git, &repo_path, commit)?))
+    })
+    .await?
+    .ok_or_else(|| PageError::not_found(format!("{name} has no commit {id:?}.")))?;
+    let (summary, body) = match detail.message.split_once('\n') {
+        Some((summary, body)) => (summary.to_string(), body.trim().to_string()),
+        None => (detail.message.clone(), String::new()),
+    };
+    let lines = detail
+        .patch
+        .lines()
+        .map(|line| DiffLine {
+            class: if line.starts_with("diff --git") {
+                "file"
+            } else if line.starts_with("@@") {
+                "hunk"
+            } else if line.starts_with('+') && !line.starts_with("+++") {
+                "add"
+            } else if line.starts_with('-') && !line.starts_with("---") {
+                "del"
+            } else {
+                "ctx"
+            },
+            text: line.to_string(),
+        })
+        .collect();
+    render(CommitPage {
+        repo: name.to_string(),
+        rev: detail.id.clone(),
+        summary,
+        body,
+        detail,
+        lines,
+    })
+}
+
+struct RefRow {
+    name: String,
+    summary: String,
+    time: String,
+}
+
+#[derive(Template)]
+#[template(path = "refs_page.html")]
+struct RefsPage {
+    repo: String,
+    rev: String,
+    heading: &'static str,
+    rows: Vec<RefRow>,
+}
+
+/// `GET /{owner}/{repo}/-/branches`.
+pub async fn branches(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    refs_page(app, owner, repo, true).await
+}
+
+/// `GET /{owner}/{repo}/-/tags`.
+pub async fn tags(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    refs_page(app, owner, repo, false).await
+}
+
+async fn refs_page(
+    app: Arc<App>,
+    owner: String,
+    repo: String,
+    branches: bool,
+) -> Result<Response, PageError> {
+    let name = repo_name(&app, &owner, &repo)?;
+    let repo_path = app.repos.path(&name);
+    let (rows, head) = blocking(move || {
+        let repo = read::open(&repo_path)?;
+        let refs = read::refs(&repo)?;
+        let names = if branches { refs.branches } else { refs.tags };
+        let mut rows = Vec::with_capacity(names.len());
+        for name in names {
+            let Some(commit) = read::resolve(&repo, &name)? else {
+                continue;
+            };
+            let info = read::commit(&repo, commit)?;
+            rows.push(RefRow {
+                name,
+                summary: info.summary,
+                time: info.time,
+            });
+        }
+        Ok((rows, refs.head))
+    })
+    .await?;
+    render(RefsPage {
+        repo: name.to_string(),
+        rev: head.unwrap_or_else(|| app.config.default_branch.clone()),
+        heading: if branches { "Branches" } else { "Tags" },
+        rows,
+    })
+}
+
+struct ActivityRow {
+    actor: String,
+    action: &'static str,
+    ref_name: String,
+    new: String,
+    time: String,
+}
+
+#[derive(Template)]
+#[template(path = "activity.html")]
+struct ActivityPage {
+    repo: String,
+    rev: String,
+    rows: Vec<ActivityRow>,
+}
+
+/// `GET /{owner}/{repo}/-/activity`: the last ref moves from the ref log.
+pub async fn activity(
+    State(app): State<Arc<App>>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, PageError> {
+    let name = repo_name(&app, &owner, &repo)?;
+    let (entries, _) = app.recorder.activity(&name.to_string(), 1, 100);
+    let rows = entries
+        .into_iter()
+        .map(|entry| {
+            let m = entry.ref_move;
+            let action = match (&m.old, &m.new) {
+                (None, Some(_)) => "created",
+                (Some(_), None) => "deleted",
+                _ => "pushed",
+            };
+            ActivityRow {
+                actor: m.actor,
+                action,
+                ref_name: m.ref_name,
+                new: m.new.unwrap_or_default(),
+                time: humantime::format_rfc3339_seconds(
+                    std::time::UNIX_EPOCH
+                        + std::time::Duration::from_nanos(m.time_ns.max(0) as u64),
+                )
+                .to_string(),
+            }
+        })
+        .collect();
+    render(ActivityPage {
+        repo: name.to_string(),
+        rev: app.config.default_branch.clone(),
+        rows,
+    })
+}
+
+/// `GET /{owner}/{repo}/-/archive/{rev}.tar.gz` or `.zip`: streamed from
+/// `git archive` as it is produced (the child is killed if the client goes
+/// away).
+pub async fn archive(
+    State(app): State<Arc<App>>,
+    Path((owner, repo, file)): Path<(String, String, String)>,
+) -> Result<Response, PageError> {
+    let name = repo_name(&app, &owner, &repo)?;
+    let (rev, format, content_type) = if let Some(rev) = file.strip_suffix(".tar.gz") {
+        (rev.to_string(), "tar.gz", "application/gzip")
+    } else if let Some(rev) = file.strip_suffix(".zip") {
+        (rev.to_string(), "zip", "application/zip")
+    } else {
+        return Err(PageError::not_found(
+            "Archives are .tar.gz or .zip, e.g. main.tar.gz.",
+        ));
+    };
+    let repo_path = app.repos.path(&name);
+    let rev_for_read = rev.clone();
+    let commit = blocking(move || read::resolve(&read::open(&repo_path)?, &rev_for_read))
+        .await?
+        .ok_or_else(|| {
+            PageError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
+        })?;
+    let prefix = format!("{}-{}/", name.name(), sanitize(&rev));
+    let mut child = tokio::process::Command::from(app.git.command())
+        .arg("--git-dir")
+        .arg(app.repos.path(&name))
+        .args([
+            "archive",
+            &format!("--format={format}"),
+            &format!("--prefix={prefix}"),
+            &commit.to_string(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| PageError::internal("cannot run git archive", e))?;
+    let stdout = child.stdout.take().expect("piped");
+    let stream = tokio_util::io::ReaderStream::new(ChildOutput {
+        stdout,
+        _child: child,
+    });
+    let mut response = Body::from_stream(stream).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if let Ok(value) = HeaderValue::from_str(&format!(
+        "attachment; filename=\"{}-{}.{format}\"",
+        name.name(),
+        sanitize(&rev)
+    )) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    Ok(response)
+}
+
+/// A child's stdout that owns the child: when the response body is
+/// dropped (sent, or the client went away), the child goes with it and
+/// `kill_on_drop` ends it if it still runs.
+struct ChildOutput {
+    stdout: tokio::process::ChildStdout,
+    _child: tokio::process::Child,
+}
+
+impl tokio::io::AsyncRead for ChildOutput {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stdout).poll_read(cx, buf)
+    }
+}
+
+/// A revision as it may appear in a file name.
+fn sanitize(rev: &str) -> String {
+    rev.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
