@@ -1,7 +1,7 @@
 //! The web UI's pages against a real server and a real pushed repo,
 //! asserted on their HTML: navigation, line anchors, raw downloads, and
-//! hostile names and READMEs rendered inert. (Browser-driven tests are
-//! still to come.)
+//! hostile names and READMEs rendered inert; and a person's journey
+//! through the pages in headless Chromium (`tests/clients/browse.mjs`).
 
 use std::path::PathBuf;
 
@@ -54,6 +54,20 @@ fn forge() -> (Forge, PathBuf) {
         &["push", "-q", &server.url("/alice/demo.git"), "main"],
     );
     (Forge { server, _dir: dir }, work)
+}
+
+/// A second commit on main (a rename and an edit), a tag `v1.0`, and a
+/// branch `topic` one commit ahead; returns main's commit id.
+fn add_history(forge: &Forge, work: &std::path::Path) -> String {
+    git_ok(work, &["mv", "docs/guide.md", "docs/manual.md"]);
+    std::fs::write(work.join("page.html"), b"<p>changed</p>\n").unwrap();
+    git_ok(work, &["commit", "-qam", "rename the guide"]);
+    git_ok(work, &["tag", "v1.0"]);
+    git_ok(work, &["checkout", "-q", "-b", "topic"]);
+    git_ok(work, &["commit", "-q", "--allow-empty", "-m", "on topic"]);
+    let url = forge.server.url("/alice/demo.git");
+    git_ok(work, &["push", "-q", &url, "main", "topic", "v1.0"]);
+    git_ok(work, &["rev-parse", "main"]).trim().to_string()
 }
 
 fn page(forge: &Forge, path: &str) -> (u16, String) {
@@ -202,16 +216,7 @@ fn missing_things_get_a_friendly_page_without_internals() {
 #[test]
 fn log_commit_diff_refs_activity_and_archives() {
     let (forge, work) = forge();
-    // A second commit: a rename, an edit, on a branch; and a tag.
-    git_ok(&work, &["mv", "docs/guide.md", "docs/manual.md"]);
-    std::fs::write(work.join("page.html"), b"<p>changed</p>\n").unwrap();
-    git_ok(&work, &["commit", "-qam", "rename the guide"]);
-    git_ok(&work, &["tag", "v1.0"]);
-    git_ok(&work, &["checkout", "-q", "-b", "topic"]);
-    git_ok(&work, &["commit", "-q", "--allow-empty", "-m", "on topic"]);
-    let url = forge.server.url("/alice/demo.git");
-    git_ok(&work, &["push", "-q", &url, "main", "topic", "v1.0"]);
-    let head = git_ok(&work, &["rev-parse", "main"]).trim().to_string();
+    let head = add_history(&forge, &work);
 
     let (status, log) = page(&forge, "/alice/demo/-/commits/main");
     assert_eq!(status, 200, "{log}");
@@ -298,4 +303,53 @@ fn log_commit_diff_refs_activity_and_archives() {
     );
     let (status, _) = page(&forge, "/alice/demo/-/archive/main.rar");
     assert_eq!(status, 404);
+}
+
+#[test]
+fn a_person_browses_the_repo_in_chromium() {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        std::path::Path::new(&chromium).exists(),
+        "{chromium} is missing: install Debian's chromium (scripts/test does) or set CHROMIUM"
+    );
+    let (forge, work) = forge();
+    add_history(&forge, &work);
+    let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/browser-screenshots");
+    let _ = std::fs::remove_dir_all(&shots);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/browse.mjs");
+    let child = std::process::Command::new("node")
+        .arg(&script)
+        .arg(forge.server.url(""))
+        .arg(&shots)
+        .env("CHROMIUM", &chromium)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let out = wait_output(child, std::time::Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    for name in [
+        "home",
+        "repo",
+        "tree",
+        "blob",
+        "line-anchor",
+        "log",
+        "commit",
+        "branch",
+        "branches",
+        "repo-360",
+    ] {
+        let shot = shots.join(format!("{name}.png"));
+        assert!(
+            std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000),
+            "no screenshot {}",
+            shot.display()
+        );
+    }
 }
