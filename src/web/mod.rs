@@ -8,6 +8,7 @@
 //! `/-/raw/{rev}/{path}`, `/static/{file}`. A revision is one path segment
 //! (a branch or tag without `/`, or a full commit id).
 
+pub mod highlight;
 pub mod history;
 pub mod read;
 
@@ -233,7 +234,11 @@ struct TreePage {
 }
 
 pub enum BlobContent {
-    Text { lines: Vec<String>, truncated: bool },
+    /// Lines as HTML (highlighted or escaped by [`highlight::lines`]).
+    Text {
+        lines: Arc<Vec<String>>,
+        truncated: bool,
+    },
     Image,
     Binary,
 }
@@ -571,12 +576,15 @@ pub async fn blob(
             BlobContent::Binary
         } else {
             let truncated = bytes.len() > MAX_SHOWN_BYTES;
-            let shown = &bytes[..bytes.len().min(MAX_SHOWN_BYTES)];
-            let text = String::from_utf8_lossy(shown);
-            BlobContent::Text {
-                lines: text.lines().map(str::to_string).collect(),
-                truncated,
-            }
+            let name = file_name.clone();
+            // Highlighting is CPU work: off the async workers.
+            let lines = tokio::task::spawn_blocking(move || {
+                let shown = &bytes[..bytes.len().min(MAX_SHOWN_BYTES)];
+                highlight::lines(id, &name, &String::from_utf8_lossy(shown))
+            })
+            .await
+            .map_err(|e| PageError::internal("highlighting failed", e))?;
+            BlobContent::Text { lines, truncated }
         }
     };
     render(BlobPage {
@@ -746,6 +754,7 @@ pub async fn static_file(Path(file): Path<String>) -> Response {
             include_str!("../../static/style.css"),
             "text/css; charset=utf-8",
         ),
+        "highlight.css" => (highlight::stylesheet(), "text/css; charset=utf-8"),
         "copy.js" => (
             include_str!("../../static/copy.js"),
             "text/javascript; charset=utf-8",

@@ -134,9 +134,11 @@ fn browsing_a_repo_from_the_home_page_to_a_line_anchor() {
         blob.contains(r##"<tr id="L2"><td class="ln"><a href="#L2">2</a>"##),
         "{blob}"
     );
+    assert!(!blob.contains("<two>"), "source not escaped: {blob}");
+    assert!(blob.contains("&lt;</span>"), "source not escaped: {blob}");
     assert!(
-        blob.contains("line &#60;two&#62;"),
-        "source not escaped: {blob}"
+        blob.contains("hl-markdown"),
+        "markdown not highlighted: {blob}"
     );
     assert!(blob.contains(r#"href="/alice/demo/-/raw/main/docs/guide.md""#));
 
@@ -174,6 +176,16 @@ fn hostile_names_readmes_and_raw_files_stay_inert() {
     let (status, nested) = page(&forge, "/alice/demo/-/tree/main/%3Cscript%3Ealert(1)%3C");
     assert_eq!(status, 200, "{nested}");
     assert!(!nested.contains("<script>alert"), "{nested}");
+
+    let (_, shown) = page(&forge, "/alice/demo/-/blob/main/page.html");
+    assert!(
+        shown.contains("hl-html"),
+        "HTML source not highlighted: {shown}"
+    );
+    assert!(
+        !shown.contains("<script>alert('raw')"),
+        "highlighted source ran as markup: {shown}"
+    );
 
     let raw = http_get(forge.server.addr, "/alice/demo/-/raw/main/page.html");
     assert_eq!(raw.status, 200);
