@@ -1,0 +1,231 @@
+//! Benchmark harness for the web UI (`src/web/`) against cgit (Debian's
+//! package, its cache off, behind nginx + fcgiwrap) on the same repo.
+//!
+//! `cargo run --release --example web [-- --files 5000 --commits 2000 --requests 200]`
+//!
+//! Builds a repo of `--files` files and `--commits` commits, pushes it to a
+//! fresh vole and points cgit at the same bare repo. For each page (root
+//! tree, deep tree, a highlighted blob, the log, a commit) it measures the
+//! first request after start (cold) and `--requests` sequential requests on
+//! one connection (warm), every response checked for the page's content
+//! first. Prints `page=<name> server=<vole|cgit> state=<cold|warm>
+//! p50_ms=.. p99_ms=..` and `ratio page=<name> warm_median=..` (vole/cgit).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+#[path = "../common.rs"]
+mod common;
+use common::{arg, free_port, git, median, release_vole, sh, start_vole};
+
+/// A repo made by fast-import: `files` files in a 3-level tree (so deep
+/// trees exist) and `commits` commits, each touching a few files.
+fn make_repo(dir: &Path, files: usize, commits: usize) -> String {
+    std::fs::create_dir_all(dir).unwrap();
+    sh(git(dir).args(["init", "-q", "-b", "main"]));
+    let mut child = git(dir)
+        .args(["fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
+    let path = |i: usize| {
+        format!(
+            "src/m{}/n{}/file{i}.rs",
+            i % 10,
+            (i / 10) % 10
+        )
+    };
+    let content = |i: usize, version: usize| {
+        let mut text = format!("// file {i}, version {version}\n");
+        for line in 0..40 {
+            text.push_str(&format!(
+                "pub fn f{line}(x: u64) -> u64 {{ x.wrapping_mul({}) + {line} }}\n",
+                i * 31 + version
+            ));
+        }
+        text
+    };
+    for c in 0..commits {
+        let message = format!("commit {c}\n");
+        write!(
+            input,
+            "commit refs/heads/main\ncommitter b <b@example.org> {} +0000\ndata {}\n{message}",
+            1_700_000_000 + c,
+            message.len()
+        )
+        .unwrap();
+        // Later commits chain onto the branch's tip by themselves.
+        let touched: Vec<usize> = if c == 0 {
+            (0..files).collect()
+        } else {
+            (0..3).map(|k| (c * 7 + k * 1031) % files).collect()
+        };
+        for i in touched {
+            let body = content(i, c);
+            write!(input, "M 100644 inline {}\ndata {}\n{body}\n", path(i), body.len()).unwrap();
+        }
+    }
+    drop(input);
+    assert!(child.wait().unwrap().success(), "fast-import failed");
+    sh(git(dir).args(["rev-parse", "main"]))
+}
+
+/// Per-request times (ms) of `urls`, fetched in order over one connection
+/// by one curl; each body must contain `expect`.
+fn timed(urls: &[String], expect: &str) -> Vec<f64> {
+    let out_dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "--fail", "-w", "%{time_total}\n"]);
+    for (i, url) in urls.iter().enumerate() {
+        cmd.arg("-o").arg(out_dir.path().join(format!("{i}"))).arg(url);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "curl failed on {}", urls[0]);
+    for i in 0..urls.len() {
+        let body = std::fs::read_to_string(out_dir.path().join(format!("{i}"))).unwrap_or_default();
+        assert!(body.contains(expect), "{} lacks {expect:?}", urls[i]);
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|t| t.trim().parse::<f64>().unwrap() * 1e3)
+        .collect()
+}
+
+fn percentile(values: &[f64], p: f64) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn start_cgit(root: &Path, repo: &Path, port: u16) -> (Child, Child) {
+    let socket = root.join("fcgi.sock");
+    let fcgi = Command::new("fcgiwrap")
+        .args(["-c", "2", "-s"])
+        .arg(format!("unix:{}", socket.display()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let cgitrc = root.join("cgitrc");
+    std::fs::write(
+        &cgitrc,
+        format!(
+            "cache-size=0\nvirtual-root=/cgit/\nenable-commit-graph=0\nmax-commit-count=50\n\
+             repo.url=big\nrepo.path={}\n",
+            repo.display()
+        ),
+    )
+    .unwrap();
+    let r = root.display();
+    let conf = format!(
+        "worker_processes 1;\nuser root;\ndaemon off;\nerror_log {r}/error.log;\npid {r}/nginx.pid;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n access_log off;\n fastcgi_temp_path {r}/fcgi;\n client_body_temp_path {r}/body;\n\
+         proxy_temp_path {r}/proxy;\n uwsgi_temp_path {r}/uwsgi;\n scgi_temp_path {r}/scgi;\n\
+         server {{ listen 127.0.0.1:{port};\n\
+           location /cgit/ {{ include /etc/nginx/fastcgi_params;\n\
+             fastcgi_param SCRIPT_FILENAME /usr/lib/cgit/cgit.cgi;\n\
+             fastcgi_param CGIT_CONFIG {cgitrc};\n\
+             fastcgi_split_path_info ^(/cgit)(.*)$;\n\
+             fastcgi_param PATH_INFO $fastcgi_path_info;\n fastcgi_param QUERY_STRING $args;\n\
+             fastcgi_pass unix:{sock}; }} }}\n}}\n",
+        cgitrc = cgitrc.display(),
+        sock = socket.display()
+    );
+    let conf_path = root.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let nginx = Command::new("nginx")
+        .arg("-c")
+        .arg(&conf_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    (nginx, fcgi)
+}
+
+/// Children killed when the harness ends, also on a panic (nginx with
+/// SIGTERM, so its workers go too).
+struct Children(Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        for child in &mut self.0 {
+            let _ = child.wait();
+        }
+    }
+}
+
+fn main() {
+    let files = arg("--files", 5000) as usize;
+    let commits = arg("--commits", 2000) as usize;
+    let requests = arg("--requests", 200) as usize;
+    let vole = release_vole();
+    let root = tempfile::tempdir().unwrap();
+    let work = root.path().join("work");
+    let head = make_repo(&work, files, commits);
+    // The commit page: one a few back, touching three files.
+    let commit = sh(git(&work).args(["rev-parse", "main~5"]));
+
+    let data = root.path().join("data");
+    sh(Command::new(&vole)
+        .args(["repo", "create", "bench/big", "--data"])
+        .arg(&data));
+    let vole_port = free_port();
+    let mut children = Children(vec![start_vole(&vole, &data, vole_port)]);
+    sh(git(&work).args([
+        "push",
+        "-q",
+        &format!("http://127.0.0.1:{vole_port}/bench/big.git"),
+        "main",
+    ]));
+    let bare = data.join("repos/bench/big.git");
+    let cgit_port = free_port();
+    let (nginx, fcgi) = start_cgit(root.path(), &bare, cgit_port);
+    children.0.push(nginx);
+    children.0.push(fcgi);
+
+    let deep = "src/m3/n4";
+    let blob = format!("{deep}/file43.rs");
+    // (page, vole path, cgit path, text both pages must contain)
+    let pages: Vec<(&str, String, String, String)> = vec![
+        ("root-tree", "/bench/big/-/tree/main".into(), "/cgit/big/tree/".into(), "src".into()),
+        ("deep-tree", format!("/bench/big/-/tree/main/{deep}"), format!("/cgit/big/tree/{deep}"), "file43.rs".into()),
+        ("blob", format!("/bench/big/-/blob/main/{blob}"), format!("/cgit/big/tree/{blob}"), "wrapping_mul".into()),
+        ("log", "/bench/big/-/commits/main".into(), "/cgit/big/log/".into(), format!("commit {}", commits - 1)),
+        ("commit", format!("/bench/big/-/commit/{commit}"), format!("/cgit/big/commit/?id={commit}"), "wrapping_mul".into()),
+    ];
+    println!(
+        "# web: files={files} commits={commits} requests={requests} head={head} cpus={}",
+        std::thread::available_parallelism().map_or(0, |n| n.get())
+    );
+    let mut ratios = Vec::new();
+    for (page, vole_path, cgit_path, expect) in &pages {
+        let mut warm = Vec::new();
+        for (server, port, path) in [("vole", vole_port, vole_path), ("cgit", cgit_port, cgit_path)] {
+            let url = format!("http://127.0.0.1:{port}{path}");
+            let cold = timed(std::slice::from_ref(&url), expect);
+            println!("page={page} server={server} state=cold p50_ms={:.3} p99_ms={:.3}", cold[0], cold[0]);
+            let times = timed(&vec![url; requests], expect);
+            let p50 = median(times.clone());
+            println!(
+                "page={page} server={server} state=warm p50_ms={p50:.3} p99_ms={:.3}",
+                percentile(&times, 0.99)
+            );
+            warm.push(p50);
+        }
+        let ratio = warm[0] / warm[1];
+        ratios.push(ratio);
+        println!("ratio page={page} warm_median={ratio:.3}");
+    }
+    drop(children);
+    println!("ratio worst={:.3}", ratios.iter().cloned().fold(0.0, f64::max));
+}
