@@ -3,7 +3,8 @@
 //! archive downloads streamed from `git archive`.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::num::NonZeroUsize;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use askama::Template;
 use axum::body::Body;
@@ -16,6 +17,41 @@ use super::{PageError, blocking, render, repo_name, segments};
 use crate::app::App;
 
 const COMMITS_PER_PAGE: usize = 50;
+
+/// History is immutable once named by a commit id: a log page (commit,
+/// path, page) and a commit's detail are cached by id, in every repo.
+type LogKey = (gix::ObjectId, Vec<String>, usize);
+type LogValue = Arc<(Vec<LogEntry>, bool)>;
+
+fn log_cache() -> &'static Mutex<lru::LruCache<LogKey, LogValue>> {
+    static CACHE: OnceLock<Mutex<lru::LruCache<LogKey, LogValue>>> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        Mutex::new(lru::LruCache::new(
+            NonZeroUsize::new(256).expect("non-zero"),
+        ))
+    })
+}
+
+fn commit_cache() -> &'static Mutex<lru::LruCache<gix::ObjectId, Arc<CommitDetail>>> {
+    static CACHE: OnceLock<Mutex<lru::LruCache<gix::ObjectId, Arc<CommitDetail>>>> =
+        OnceLock::new();
+    CACHE.get_or_init(|| {
+        Mutex::new(lru::LruCache::new(
+            NonZeroUsize::new(128).expect("non-zero"),
+        ))
+    })
+}
+
+fn cached<K: std::hash::Hash + Eq, V: Clone>(
+    cache: &Mutex<lru::LruCache<K, V>>,
+    key: &K,
+) -> Option<V> {
+    cache
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(key)
+        .cloned()
+}
 
 #[derive(Template)]
 #[template(path = "log.html")]
@@ -70,21 +106,31 @@ async fn log_page(
         let Some(commit) = read::resolve(&repo, &rev_for_read)? else {
             return Ok(None);
         };
-        Ok(Some(read::log(
+        let key = (commit, parts, page);
+        if let Some(hit) = cached(log_cache(), &key) {
+            return Ok(Some(hit));
+        }
+        let found = Arc::new(read::log(
             &git,
             &repo_path,
             commit,
-            &parts,
+            &key.1,
             (page - 1) * COMMITS_PER_PAGE,
             COMMITS_PER_PAGE,
-        )?))
+        )?);
+        log_cache()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(key, found.clone());
+        Ok(Some(found))
     })
     .await?;
-    let Some((entries, more)) = found else {
+    let Some(found) = found else {
         return Err(PageError::not_found(format!(
             "{name} has no branch, tag or commit {rev:?}."
         )));
     };
+    let (entries, more) = (found.0.clone(), found.1);
     render(LogPage {
         repo: name.to_string(),
         rev,
@@ -127,10 +173,19 @@ pub async fn commit(
         let Some(commit) = read::resolve(&repo, &rev)? else {
             return Ok(None);
         };
-        Ok(Some(read::commit_detail(&git, &repo_path, commit)?))
+        if let Some(hit) = cached(commit_cache(), &commit) {
+            return Ok(Some(hit));
+        }
+        let detail = Arc::new(read::commit_detail(&git, &repo_path, commit)?);
+        commit_cache()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(commit, detail.clone());
+        Ok(Some(detail))
     })
     .await?
     .ok_or_else(|| PageError::not_found(format!("{name} has no commit {id:?}.")))?;
+    let detail = CommitDetail::clone(&detail);
     let (summary, body) = match detail.message.split_once('\n') {
         Some((summary, body)) => (summary.to_string(), body.trim().to_string()),
         None => (detail.message.clone(), String::new()),

@@ -16,8 +16,25 @@ pub struct Refs {
     pub head: Option<String>,
 }
 
+/// A gix handle on the repo at `path`. Opening reads the repo's config and
+/// lists its packs (about a millisecond); the shared handle is opened once
+/// per repo and each call gets a thread-local copy of it (refs are read
+/// from disk on every lookup, and a missing object makes gix look for new
+/// packs, so a push is seen at once).
 pub fn open(path: &Path) -> Result<gix::Repository, ReadError> {
-    Ok(crate::git::open_gix(path)?)
+    static HANDLES: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, gix::ThreadSafeRepository>>,
+    > = std::sync::OnceLock::new();
+    let handles = HANDLES.get_or_init(Default::default);
+    if let Some(shared) = handles.lock().unwrap_or_else(|p| p.into_inner()).get(path) {
+        return Ok(shared.to_thread_local());
+    }
+    let repo = crate::git::open_gix(path)?;
+    handles
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(path.to_path_buf(), repo.clone().into_sync());
+    Ok(repo)
 }
 
 pub fn refs(repo: &gix::Repository) -> Result<Refs, ReadError> {
@@ -179,6 +196,7 @@ pub fn blob(repo: &gix::Repository, id: ObjectId) -> Result<Vec<u8>, ReadError> 
 // reads objects in-process.
 
 /// One commit of a log page.
+#[derive(Clone)]
 pub struct LogEntry {
     pub id: String,
     pub summary: String,
@@ -256,6 +274,7 @@ pub fn log(
 }
 
 /// A file a commit changed.
+#[derive(Clone)]
 pub struct FileChange {
     pub status: String,
     pub path: String,
@@ -264,6 +283,7 @@ pub struct FileChange {
     pub removed: String,
 }
 
+#[derive(Clone)]
 pub struct CommitDetail {
     pub id: String,
     pub parents: Vec<String>,

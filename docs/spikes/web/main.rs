@@ -31,13 +31,7 @@ fn make_repo(dir: &Path, files: usize, commits: usize) -> String {
         .spawn()
         .unwrap();
     let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
-    let path = |i: usize| {
-        format!(
-            "src/m{}/n{}/file{i}.rs",
-            i % 10,
-            (i / 10) % 10
-        )
-    };
+    let path = |i: usize| format!("src/m{}/n{}/file{i}.rs", i % 10, (i / 10) % 10);
     let content = |i: usize, version: usize| {
         let mut text = format!("// file {i}, version {version}\n");
         for line in 0..40 {
@@ -65,7 +59,13 @@ fn make_repo(dir: &Path, files: usize, commits: usize) -> String {
         };
         for i in touched {
             let body = content(i, c);
-            write!(input, "M 100644 inline {}\ndata {}\n{body}\n", path(i), body.len()).unwrap();
+            write!(
+                input,
+                "M 100644 inline {}\ndata {}\n{body}\n",
+                path(i),
+                body.len()
+            )
+            .unwrap();
         }
     }
     drop(input);
@@ -80,7 +80,9 @@ fn timed(urls: &[String], expect: &str) -> Vec<f64> {
     let mut cmd = Command::new("curl");
     cmd.args(["-s", "--fail", "-w", "%{time_total}\n"]);
     for (i, url) in urls.iter().enumerate() {
-        cmd.arg("-o").arg(out_dir.path().join(format!("{i}"))).arg(url);
+        cmd.arg("-o")
+            .arg(out_dir.path().join(format!("{i}")))
+            .arg(url);
     }
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "curl failed on {}", urls[0]);
@@ -197,11 +199,36 @@ fn main() {
     let blob = format!("{deep}/file43.rs");
     // (page, vole path, cgit path, text both pages must contain)
     let pages: Vec<(&str, String, String, String)> = vec![
-        ("root-tree", "/bench/big/-/tree/main".into(), "/cgit/big/tree/".into(), "src".into()),
-        ("deep-tree", format!("/bench/big/-/tree/main/{deep}"), format!("/cgit/big/tree/{deep}"), "file43.rs".into()),
-        ("blob", format!("/bench/big/-/blob/main/{blob}"), format!("/cgit/big/tree/{blob}"), "wrapping_mul".into()),
-        ("log", "/bench/big/-/commits/main".into(), "/cgit/big/log/".into(), format!("commit {}", commits - 1)),
-        ("commit", format!("/bench/big/-/commit/{commit}"), format!("/cgit/big/commit/?id={commit}"), "wrapping_mul".into()),
+        (
+            "root-tree",
+            "/bench/big/-/tree/main".into(),
+            "/cgit/big/tree/".into(),
+            "src".into(),
+        ),
+        (
+            "deep-tree",
+            format!("/bench/big/-/tree/main/{deep}"),
+            format!("/cgit/big/tree/{deep}"),
+            "file43.rs".into(),
+        ),
+        (
+            "blob",
+            format!("/bench/big/-/blob/main/{blob}"),
+            format!("/cgit/big/tree/{blob}"),
+            "wrapping_mul".into(),
+        ),
+        (
+            "log",
+            "/bench/big/-/commits/main".into(),
+            "/cgit/big/log/".into(),
+            format!("commit {}", commits - 1),
+        ),
+        (
+            "commit",
+            format!("/bench/big/-/commit/{commit}"),
+            format!("/cgit/big/commit/?id={commit}"),
+            "wrapping_mul".into(),
+        ),
     ];
     println!(
         "# web: files={files} commits={commits} requests={requests} head={head} cpus={}",
@@ -210,10 +237,16 @@ fn main() {
     let mut ratios = Vec::new();
     for (page, vole_path, cgit_path, expect) in &pages {
         let mut warm = Vec::new();
-        for (server, port, path) in [("vole", vole_port, vole_path), ("cgit", cgit_port, cgit_path)] {
+        for (server, port, path) in [
+            ("vole", vole_port, vole_path),
+            ("cgit", cgit_port, cgit_path),
+        ] {
             let url = format!("http://127.0.0.1:{port}{path}");
             let cold = timed(std::slice::from_ref(&url), expect);
-            println!("page={page} server={server} state=cold p50_ms={:.3} p99_ms={:.3}", cold[0], cold[0]);
+            println!(
+                "page={page} server={server} state=cold p50_ms={:.3} p99_ms={:.3}",
+                cold[0], cold[0]
+            );
             let times = timed(&vec![url; requests], expect);
             let p50 = median(times.clone());
             println!(
@@ -227,5 +260,8 @@ fn main() {
         println!("ratio page={page} warm_median={ratio:.3}");
     }
     drop(children);
-    println!("ratio worst={:.3}", ratios.iter().cloned().fold(0.0, f64::max));
+    println!(
+        "ratio worst={:.3}",
+        ratios.iter().cloned().fold(0.0, f64::max)
+    );
 }
