@@ -86,9 +86,9 @@ fn timed(urls: &[String], expect: &str) -> Vec<f64> {
     }
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "curl failed on {}", urls[0]);
-    for i in 0..urls.len() {
+    for (i, url) in urls.iter().enumerate() {
         let body = std::fs::read_to_string(out_dir.path().join(format!("{i}"))).unwrap_or_default();
-        assert!(body.contains(expect), "{} lacks {expect:?}", urls[i]);
+        assert!(body.contains(expect), "{url} lacks {expect:?}");
     }
     String::from_utf8_lossy(&out.stdout)
         .lines()
