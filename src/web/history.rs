@@ -103,7 +103,8 @@ async fn log_page(
     let rev_for_read = rev.clone();
     let found = blocking(move || {
         let repo = read::open(&repo_path)?;
-        let Some(commit) = read::resolve(&repo, &rev_for_read)? else {
+        let (rev, parts) = read::split_rev(&repo, &rev_for_read, &parts)?;
+        let Some(commit) = read::resolve(&repo, &rev)? else {
             return Ok(None);
         };
         let key = (commit, parts, page);
@@ -220,6 +221,8 @@ pub async fn commit(
 
 struct RefRow {
     name: String,
+    /// The name as one URL path segment (a `/` in it escaped).
+    encoded: String,
     summary: String,
     time: String,
 }
@@ -268,6 +271,7 @@ async fn refs_page(
             };
             let info = read::commit(&repo, commit)?;
             rows.push(RefRow {
+                encoded: name.replace('%', "%25").replace('/', "%2F"),
                 name,
                 summary: info.summary,
                 time: info.time,

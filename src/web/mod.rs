@@ -329,6 +329,7 @@ async fn resolve(
                 },
             },
         };
+        let (rev, path) = read::split_rev(&git, &rev, &path)?;
         let Some(commit_id) = read::resolve(&git, &rev)? else {
             return Ok(Some(Err(rev)));
         };
@@ -620,11 +621,12 @@ pub async fn raw(
     let segments_for_read = segments.clone();
     let bytes = blocking(move || {
         let git = read::open(&repo_path)?;
-        let Some(commit) = read::resolve(&git, &rev_for_read)? else {
+        let (rev, segments) = read::split_rev(&git, &rev_for_read, &segments_for_read)?;
+        let Some(commit) = read::resolve(&git, &rev)? else {
             return Ok(None);
         };
         let tree = read::commit(&git, commit)?.tree;
-        match read::lookup(&git, tree, &segments_for_read)? {
+        match read::lookup(&git, tree, &segments)? {
             Node::Blob { id, .. } => Ok(Some(read::blob(&git, id)?)),
             _ => Ok(None),
         }
@@ -746,15 +748,23 @@ fn demote(level: pulldown_cmark::HeadingLevel) -> pulldown_cmark::HeadingLevel {
 
 // ---- static assets ----------------------------------------------------------
 
+fn style_css() -> &'static str {
+    static CSS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CSS.get_or_init(|| {
+        format!(
+            "{}\n{}",
+            include_str!("../../static/style.css"),
+            highlight::stylesheet()
+        )
+    })
+}
+
 /// `GET /static/{file}`: the stylesheet and the copy-button script, built
 /// into the binary.
 pub async fn static_file(Path(file): Path<String>) -> Response {
     let (body, content_type): (&'static str, &'static str) = match file.as_str() {
-        "style.css" => (
-            include_str!("../../static/style.css"),
-            "text/css; charset=utf-8",
-        ),
-        "highlight.css" => (highlight::stylesheet(), "text/css; charset=utf-8"),
+        // One stylesheet: the site's own, then the highlight classes.
+        "style.css" => (style_css(), "text/css; charset=utf-8"),
         "copy.js" => (
             include_str!("../../static/copy.js"),
             "text/javascript; charset=utf-8",

@@ -79,6 +79,28 @@ pub fn resolve(repo: &gix::Repository, rev: &str) -> Result<Option<ObjectId>, Re
     Ok(None)
 }
 
+/// Splits a URL's `rev/path...` where the branch or tag name itself has
+/// slashes (`feature/x`): the longest `rev/seg...` that names a branch or a
+/// tag wins; otherwise `rev` stands alone.
+pub fn split_rev(
+    repo: &gix::Repository,
+    rev: &str,
+    path: &[String],
+) -> Result<(String, Vec<String>), ReadError> {
+    for k in (1..=path.len()).rev() {
+        let candidate = format!("{rev}/{}", path[..k].join("/"));
+        for prefix in ["refs/heads/", "refs/tags/"] {
+            if repo
+                .try_find_reference(format!("{prefix}{candidate}").as_str())?
+                .is_some()
+            {
+                return Ok((candidate, path[k..].to_vec()));
+            }
+        }
+    }
+    Ok((rev.to_string(), path.to_vec()))
+}
+
 fn peel_to_commit(repo: &gix::Repository, id: ObjectId) -> Result<ObjectId, ReadError> {
     Ok(repo.find_object(id)?.peel_to_commit()?.id)
 }

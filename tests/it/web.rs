@@ -277,6 +277,43 @@ fn log_commit_diff_refs_activity_and_archives() {
     let (_, switched) = page(&forge, "/alice/demo/-/tree/topic");
     assert!(switched.contains("Branch: topic"), "{switched}");
 
+    // A branch whose name has a slash: tree, blob, log and archive.
+    git_ok(&work, &["branch", "feature/x", "main"]);
+    git_ok(
+        &work,
+        &[
+            "push",
+            "-q",
+            &forge.server.url("/alice/demo.git"),
+            "feature/x",
+        ],
+    );
+    let (status, slashed) = page(&forge, "/alice/demo/-/tree/feature/x/docs");
+    assert_eq!(status, 200, "{slashed}");
+    assert!(slashed.contains("Branch: feature/x"), "{slashed}");
+    assert!(
+        slashed.contains(r#"href="/alice/demo/-/blob/feature/x/docs/manual.md""#),
+        "{slashed}"
+    );
+    let (status, _) = page(&forge, "/alice/demo/-/blob/feature/x/docs/manual.md");
+    assert_eq!(status, 200);
+    let (status, slashed_log) = page(&forge, "/alice/demo/-/commits/feature/x");
+    assert_eq!(status, 200);
+    assert!(slashed_log.contains("rename the guide"), "{slashed_log}");
+    let (_, branches) = page(&forge, "/alice/demo/-/branches");
+    assert!(
+        branches.contains(r#"href="/alice/demo/-/archive/feature%2Fx.tar.gz""#),
+        "{branches}"
+    );
+    let slashed_archive = http_get(
+        forge.server.addr,
+        "/alice/demo/-/archive/feature%2Fx.tar.gz",
+    );
+    assert_eq!(slashed_archive.status, 200);
+    let (_, repo_page) = page(&forge, "/alice/demo");
+    assert!(repo_page.contains(">3 branches</a>"), "{repo_page}");
+    assert!(repo_page.contains(">1 tag</a>"), "{repo_page}");
+
     let (_, activity) = page(&forge, "/alice/demo/-/activity");
     assert!(
         activity.contains("<code>refs/heads/topic</code>"),
