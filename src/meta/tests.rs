@@ -56,6 +56,15 @@ impl Fixture {
     }
 
     fn open(&self, options: StoreOptions) -> (Arc<Log<MetaWrite>>, MetaStore) {
+        self.open_with_git(options, None)
+    }
+
+    /// Opens with a git binary (for repacks).
+    fn open_with_git(
+        &self,
+        options: StoreOptions,
+        git: Option<crate::git::Git>,
+    ) -> (Arc<Log<MetaWrite>>, MetaStore) {
         let mut replayed = Vec::new();
         let (log, _) = Log::<MetaWrite>::open(&self.log_dir, |entry| {
             if let Entry::Txn { seq, rows } = entry {
@@ -69,7 +78,7 @@ impl Fixture {
             &self.repos_dir,
             &[(REPO.to_string(), self.git_dir.clone())],
             replayed,
-            None,
+            git,
             options,
         )
         .unwrap();
@@ -555,29 +564,13 @@ fn compacting_the_meta_log_keeps_every_write_not_yet_folded() {
 #[test]
 fn the_pack_count_stays_bounded_by_geometric_repacks() {
     let fx = Fixture::new();
-    let (_log, store) = {
-        let mut replayed = Vec::new();
-        let (log, _) = Log::<MetaWrite>::open(&fx.log_dir, |entry| {
-            if let Entry::Txn { seq, rows } = entry {
-                replayed.extend(rows.into_iter().map(|row| (seq, row)));
-            }
-        })
-        .unwrap();
-        let log = Arc::new(log);
-        let store = MetaStore::open(
-            log.clone(),
-            &fx.repos_dir,
-            &[(REPO.to_string(), fx.git_dir.clone())],
-            replayed,
-            Some(crate::git::Git::locate(None).unwrap()),
-            StoreOptions {
-                max_packs: 4,
-                ..quick()
-            },
-        )
-        .unwrap();
-        (log, store)
-    };
+    let (_log, store) = fx.open_with_git(
+        StoreOptions {
+            max_packs: 4,
+            ..quick()
+        },
+        Some(crate::git::Git::locate(None).unwrap()),
+    );
     let packs = || {
         std::fs::read_dir(fx.git_dir.join("objects/pack"))
             .unwrap()

@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::read::{self, CommitDetail, LogEntry};
-use super::{PageError, blocking, render, repo_name, segments};
+use super::{PageError, blocking, page_number, render, repo_name, segments};
 use crate::app::App;
 
 const COMMITS_PER_PAGE: usize = 50;
@@ -93,11 +93,7 @@ async fn log_page(
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;
     let parts = segments(&path)?;
-    let page: usize = query
-        .get("page")
-        .and_then(|p| p.parse().ok())
-        .filter(|p| *p >= 1)
-        .unwrap_or(1);
+    let page = page_number(&query);
     let repo_path = app.repos.path(&name);
     let git = app.git.clone();
     let rev_for_read = rev.clone();

@@ -132,11 +132,7 @@ pub async fn home(
         .get("q")
         .map(|q| q.trim().to_string())
         .unwrap_or_default();
-    let page: usize = query
-        .get("page")
-        .and_then(|p| p.parse().ok())
-        .filter(|p| *p >= 1)
-        .unwrap_or(1);
+    let page = page_number(&query);
     let needle = filter.to_lowercase();
     let matching: Vec<_> = app
         .list_repos()
@@ -179,6 +175,16 @@ pub async fn home(
         prev_page: (page > 1).then(|| page - 1),
         next_page: (page * PER_PAGE < total).then_some(page + 1),
     })
+}
+
+/// `?page=` of a browsing page: from 1; anything else is page 1 (a page
+/// link a person mangled still shows something).
+pub(crate) fn page_number(query: &HashMap<String, String>) -> usize {
+    query
+        .get("page")
+        .and_then(|p| p.parse().ok())
+        .filter(|p| *p >= 1)
+        .unwrap_or(1)
 }
 
 // ---- repo, tree and blob views -------------------------------------------

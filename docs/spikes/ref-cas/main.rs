@@ -29,7 +29,7 @@ use vole::repos::RepoName;
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, arg_text, sh};
+use common::{arg, arg_text, git, sh};
 
 const REPO: &str = "bench/ref-cas";
 /// The spike's method is capped here (one process per step is slow).
@@ -214,17 +214,10 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
             let files = files.join(format!("b{b}"));
             std::fs::create_dir_all(&files).unwrap();
             std::thread::spawn(move || {
-                let git = |args: &[&str], stdin: Option<&str>| -> (bool, String) {
-                    let mut child = Command::new("git")
-                        .arg("--git-dir")
-                        .arg(&git_dir)
+                // One `git` process per step, in the bare repo.
+                let run = |args: &[&str], stdin: Option<&str>| -> (bool, String) {
+                    let mut child = git(&git_dir)
                         .args(args)
-                        .env("GIT_CONFIG_NOSYSTEM", "1")
-                        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                        .env("GIT_AUTHOR_NAME", "b")
-                        .env("GIT_AUTHOR_EMAIL", "b@example.org")
-                        .env("GIT_COMMITTER_NAME", "b")
-                        .env("GIT_COMMITTER_EMAIL", "b@example.org")
                         .stdin(Stdio::piped())
                         .stdout(Stdio::piped())
                         .stderr(Stdio::null())
@@ -277,13 +270,13 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
                         .collect();
                     let name = format!("refs/meta/shards/{shard:02x}");
                     for attempt in 0..200 {
-                        let (exists, old) = git(&["rev-parse", "--verify", "-q", &name], None);
+                        let (exists, old) = run(&["rev-parse", "--verify", "-q", &name], None);
                         let mut listing = if exists {
-                            git(&["ls-tree", &old], None).1
+                            run(&["ls-tree", &old], None).1
                         } else {
                             String::new()
                         };
-                        let (_, blobs) = git(
+                        let (_, blobs) = run(
                             &["hash-object", "-w", "--stdin-paths"],
                             Some(&paths.join("\n")),
                         );
@@ -293,14 +286,14 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
                             }
                             listing.push_str(&format!("100644 blob {blob}\t{id}.json"));
                         }
-                        let (_, tree) = git(&["mktree"], Some(&(listing + "\n")));
+                        let (_, tree) = run(&["mktree"], Some(&(listing + "\n")));
                         let mut commit_args = vec!["commit-tree", tree.as_str(), "-m", "batch"];
                         if exists {
                             commit_args.extend(["-p", old.as_str()]);
                         }
-                        let (_, commit) = git(&commit_args, None);
+                        let (_, commit) = run(&commit_args, None);
                         let expected = if exists { old.clone() } else { "0".repeat(40) };
-                        let (moved, _) = git(&["update-ref", &name, &commit, &expected], None);
+                        let (moved, _) = run(&["update-ref", &name, &commit, &expected], None);
                         if moved {
                             commits.fetch_add(1, Ordering::Relaxed);
                             let now = Instant::now();
