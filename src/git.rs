@@ -157,3 +157,23 @@ pub fn open_gix(path: &Path) -> gix::Result<gix::Repository> {
     );
     gix::open_opts(path, options)
 }
+
+/// A gix handle on the repo at `path` for a reader that runs often (site
+/// requests, web pages): the shared handle is opened once per repo (opening
+/// reads the repo's config and lists its packs) and each call gets a
+/// thread-local copy. Refs are read from disk on every lookup and a missing
+/// object makes gix look for new packs, so a push is seen at once.
+pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
+    type Handles = std::sync::Mutex<std::collections::HashMap<PathBuf, gix::ThreadSafeRepository>>;
+    static HANDLES: std::sync::OnceLock<Handles> = std::sync::OnceLock::new();
+    let handles = HANDLES.get_or_init(Default::default);
+    if let Some(shared) = handles.lock().unwrap_or_else(|p| p.into_inner()).get(path) {
+        return Ok(shared.to_thread_local());
+    }
+    let repo = open_gix(path)?;
+    handles
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(path.to_path_buf(), repo.clone().into_sync());
+    Ok(repo)
+}

@@ -241,6 +241,11 @@ impl Repos {
         }
     }
 
+    /// A repository's description (empty when git's placeholder is there).
+    pub fn description(&self, name: &RepoName) -> String {
+        read_description(&self.path(name))
+    }
+
     /// Every repository, sorted by owner then name.
     pub fn list(&self) -> Vec<RepoInfo> {
         bare_repo_dirs(&self.data.repos_dir())

@@ -256,12 +256,6 @@ fn bucket(id: &str) -> &str {
     id.get(..5).unwrap_or(id)
 }
 
-/// Whether `text` is a canonical ULID (26 Crockford base-32 characters,
-/// upper case), the only ids the store hands out.
-pub fn is_entity_id(text: &str) -> bool {
-    text.len() == 26 && ulid::Ulid::from_string(text).is_ok_and(|u| u.to_string() == text)
-}
-
 /// Why a document was refused.
 #[derive(Debug, thiserror::Error, PartialEq)]
 #[error("{0}")]
@@ -448,14 +442,5 @@ mod tests {
         for bad in ["", "a..b", "x.lock", "/a", "a b", ".hidden", "a/.b", "x~1"] {
             assert!(check_branch("b", bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn ids_are_canonical_ulids() {
-        assert!(is_entity_id(&ulid::Ulid::new().to_string()));
-        assert!(!is_entity_id("not-an-id"));
-        assert!(!is_entity_id(
-            &ulid::Ulid::new().to_string().to_ascii_lowercase()
-        ));
     }
 }

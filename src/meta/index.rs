@@ -271,10 +271,6 @@ impl Index {
         }
     }
 
-    pub fn comment(&self, thread_id: &str, comment_id: &str) -> Option<&Comment> {
-        self.comments.get(thread_id)?.get(comment_id)
-    }
-
     pub fn acl(&self) -> Option<&Acl> {
         self.acl.as_ref()
     }

@@ -227,7 +227,6 @@ struct ShardQueue {
 
 struct RepoState {
     index: index::Index,
-    next_number: u64,
     /// The next write's place in the append order (see [`Sequencer`]).
     next_ticket: u64,
     pending: BTreeMap<u8, ShardQueue>,
@@ -425,7 +424,6 @@ impl MetaStore {
         let mut entities = 0;
         for (name, (mut meta, _)) in loaded {
             let state = meta.state.get_mut().unwrap_or_else(|p| p.into_inner());
-            state.next_number = state.index.max_number() + 1;
             entities += state.index.len();
             map.insert(name, Arc::new(meta));
         }
@@ -1021,7 +1019,6 @@ impl MetaStore {
             MetaError::Unavailable(format!("cannot read the metadata of {key}: {e}"))
         })?;
         let meta = Arc::new(meta);
-        lock(&meta.state).next_number = lock(&meta.state).index.max_number() + 1;
         repos.insert(key, meta.clone());
         Ok(meta)
     }
@@ -1038,10 +1035,11 @@ impl Drop for MetaStore {
 }
 
 impl RepoState {
-    fn take_number(&mut self) -> u64 {
-        let number = self.next_number.max(1);
-        self.next_number = number + 1;
-        number
+    /// The next issue or change request number. Derived, not stored: the
+    /// write that takes it puts its document in the index under the same
+    /// lock, so the index's highest number is always the last handed out.
+    fn take_number(&self) -> u64 {
+        self.index.max_number() + 1
     }
 
     fn issue(&self, number: u64) -> Result<&Issue, MetaError> {
@@ -1129,7 +1127,6 @@ fn load_repo(
             git_dir: git_dir.to_path_buf(),
             state: Mutex::new(RepoState {
                 index,
-                next_number: 1,
                 next_ticket: 0,
                 pending: BTreeMap::new(),
             }),

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use gix::ObjectId;
@@ -37,9 +37,9 @@ pub enum Lookup {
 /// without allocating.
 type Roots = HashMap<String, HashMap<String, (u64, Option<ObjectId>)>>;
 
-/// gix handles, resolutions and the byte cache of every site.
+/// Root resolutions and the byte cache of every site (gix handles come
+/// from `git::shared_gix`).
 pub struct SiteStore {
-    repos: Mutex<HashMap<PathBuf, gix::ThreadSafeRepository>>,
     roots: Mutex<Roots>,
     cache: Mutex<SiteCache>,
 }
@@ -53,21 +53,13 @@ impl std::fmt::Debug for SiteStore {
 impl SiteStore {
     pub fn new(cache_bytes: usize) -> SiteStore {
         SiteStore {
-            repos: Mutex::default(),
             roots: Mutex::default(),
             cache: Mutex::new(SiteCache::new(cache_bytes)),
         }
     }
 
     fn repo(&self, path: &Path) -> Result<gix::Repository, SiteError> {
-        let mut repos = self.repos.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(repo) = repos.get(path) {
-            return Ok(repo.to_thread_local());
-        }
-        let repo = crate::git::open_gix(path).map_err(err)?;
-        let local = repo.clone();
-        repos.insert(path.to_path_buf(), repo.into_sync());
-        Ok(local)
+        crate::git::shared_gix(path).map_err(err)
     }
 
     /// The tree at `dir` of the commit `ref_name` points at, or `None` when

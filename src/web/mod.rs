@@ -449,12 +449,7 @@ pub async fn repo_home(
     headers: HeaderMap,
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;
-    let description = app
-        .list_repos()
-        .into_iter()
-        .find(|info| info.name == name)
-        .map(|info| info.description)
-        .unwrap_or_default();
+    let description = app.repos.description(&name);
     let resolved = resolve(&app, &name, None, Vec::new(), true).await?;
     let (view, readme) = match resolved {
         None => (None, None),

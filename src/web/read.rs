@@ -16,25 +16,9 @@ pub struct Refs {
     pub head: Option<String>,
 }
 
-/// A gix handle on the repo at `path`. Opening reads the repo's config and
-/// lists its packs (about a millisecond); the shared handle is opened once
-/// per repo and each call gets a thread-local copy of it (refs are read
-/// from disk on every lookup, and a missing object makes gix look for new
-/// packs, so a push is seen at once).
+/// A handle on the repo at `path` (see [`crate::git::shared_gix`]).
 pub fn open(path: &Path) -> Result<gix::Repository, ReadError> {
-    static HANDLES: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, gix::ThreadSafeRepository>>,
-    > = std::sync::OnceLock::new();
-    let handles = HANDLES.get_or_init(Default::default);
-    if let Some(shared) = handles.lock().unwrap_or_else(|p| p.into_inner()).get(path) {
-        return Ok(shared.to_thread_local());
-    }
-    let repo = crate::git::open_gix(path)?;
-    handles
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(path.to_path_buf(), repo.clone().into_sync());
-    Ok(repo)
+    Ok(crate::git::shared_gix(path)?)
 }
 
 pub fn refs(repo: &gix::Repository) -> Result<Refs, ReadError> {
@@ -344,55 +328,23 @@ pub fn commit_detail(
     let author = parts.next().unwrap_or_default().to_string();
     let time = format_time(parts.next().unwrap_or_default());
     let message = parts.next().unwrap_or_default().trim_end().to_string();
-    // `--first-parent -m`: a merge shows its diff against its first parent.
-    let status = run_git(
-        git,
-        repo,
-        &[
-            "show",
-            "--format=",
-            "-M",
-            "--first-parent",
-            "-m",
-            "--name-status",
-            "-z",
-            &id,
-        ],
-    )?;
-    let numstat = run_git(
-        git,
-        repo,
-        &[
-            "show",
-            "--format=",
-            "-M",
-            "--first-parent",
-            "-m",
-            "--numstat",
-            "-z",
-            &id,
-        ],
-    )?;
+    // The change against the first parent (`--first-parent -m`: a merge
+    // too), renames detected, in the form `what` asks for.
+    let diff = |what: &[&str]| {
+        let mut args = vec!["show", "--format=", "-M", "--first-parent", "-m"];
+        args.extend_from_slice(what);
+        args.push(&id);
+        run_git(git, repo, &args)
+    };
+    let status = diff(&["--name-status", "-z"])?;
+    let numstat = diff(&["--numstat", "-z"])?;
     let mut files = parse_name_status(&status);
     let counts = parse_numstat(&numstat);
     for (file, (added, removed)) in files.iter_mut().zip(counts) {
         file.added = added;
         file.removed = removed;
     }
-    let mut patch = run_git(
-        git,
-        repo,
-        &[
-            "show",
-            "--format=",
-            "-M",
-            "--first-parent",
-            "-m",
-            "--no-color",
-            "-p",
-            &id,
-        ],
-    )?;
+    let mut patch = diff(&["--no-color", "-p"])?;
     let patch_truncated = patch.len() > MAX_PATCH_BYTES;
     if patch_truncated {
         let mut cut = MAX_PATCH_BYTES;
