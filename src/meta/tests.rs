@@ -609,3 +609,67 @@ fn the_pack_count_stays_bounded_by_geometric_repacks() {
     git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
     assert_eq!(fx.documents().len(), 24);
 }
+
+#[test]
+fn per_entity_the_log_holds_versions_in_the_order_they_were_decided() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    let store = Arc::new(store);
+    let issue = store.create_issue(&repo(), new_issue("t"), "ann").unwrap();
+    let edits_per_thread = 40;
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut landed = 0;
+                while landed < edits_per_thread {
+                    let current = store.issue(&repo(), issue.number).unwrap();
+                    let edit = store.edit_issue(
+                        &repo(),
+                        issue.number,
+                        IssuePatch {
+                            version: current.version,
+                            title: Some(format!("t{t}-{landed}")),
+                            ..IssuePatch::default()
+                        },
+                    );
+                    match edit {
+                        Ok(_) => landed += 1,
+                        Err(MetaError::Stale(_)) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert!(store.flush(Duration::from_secs(10)));
+    drop(Arc::try_unwrap(store).expect("sole owner"));
+    // Replay the log: this issue's versions must come in increasing order,
+    // or a fold (and a recovery) would end on an older version.
+    let mut versions = Vec::new();
+    let (_log, _) = Log::<MetaWrite>::open(&fx.log_dir, |entry| {
+        if let Entry::Txn { rows, .. } = entry {
+            for row in rows.into_iter().filter(|r| r.entity_id == issue.id) {
+                let doc: serde_json::Value = serde_json::from_str(&row.body).unwrap();
+                versions.push(doc["version"].as_u64().unwrap());
+            }
+        }
+    })
+    .unwrap();
+    let expected: Vec<u64> = (1..=1 + 8 * edits_per_thread as u64).collect();
+    assert_eq!(
+        versions, expected,
+        "the log holds this issue's versions out of the order they were decided in"
+    );
+    let shard = shard::shard_ref(shard::shard_of(&issue.id, shard::SHARDS));
+    let path = format!(
+        "{shard}:{}",
+        entity::Entity::Issue(issue.clone()).tree_path()
+    );
+    let folded: serde_json::Value =
+        serde_json::from_str(&git(&fx.git_dir, &["show", &path])).unwrap();
+    assert_eq!(folded["version"], 1 + 8 * edits_per_thread as u64);
+}
