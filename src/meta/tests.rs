@@ -130,6 +130,15 @@ fn new_issue(title: &str) -> NewIssue {
     }
 }
 
+/// A store that folds only when flushed: writes stay in the log alone.
+fn only_on_flush() -> StoreOptions {
+    StoreOptions {
+        fold_interval: Duration::from_secs(3600),
+        fold_batch: 1_000_000,
+        ..StoreOptions::default()
+    }
+}
+
 fn quick() -> StoreOptions {
     StoreOptions {
         fold_interval: Duration::from_millis(5),
@@ -454,11 +463,7 @@ fn reopening_refolds_what_was_not_folded_and_nothing_twice() {
     {
         // Nothing is folded: the writes exist only in the log when the
         // store goes away (as after a crash).
-        let (_log, store) = fx.open(StoreOptions {
-            fold_interval: Duration::from_secs(3600),
-            fold_batch: 1_000_000,
-            ..StoreOptions::default()
-        });
+        let (_log, store) = fx.open(only_on_flush());
         for i in 0..10 {
             store
                 .create_issue(&repo(), new_issue(&format!("unfolded {i}")), "ann")
@@ -498,11 +503,7 @@ fn reopening_refolds_what_was_not_folded_and_nothing_twice() {
 #[test]
 fn one_fold_cycle_writes_one_pack_and_no_loose_objects() {
     let fx = Fixture::new();
-    let (_log, store) = fx.open(StoreOptions {
-        fold_interval: Duration::from_secs(3600),
-        fold_batch: 1_000_000,
-        ..StoreOptions::default()
-    });
+    let (_log, store) = fx.open(only_on_flush());
     for i in 0..50 {
         store
             .create_issue(&repo(), new_issue(&format!("{i}")), "ann")
@@ -535,11 +536,7 @@ fn compacting_the_meta_log_keeps_every_write_not_yet_folded() {
         assert!(store.flush(Duration::from_secs(10)));
     }
     {
-        let (log, store) = fx.open(StoreOptions {
-            fold_interval: Duration::from_secs(3600),
-            fold_batch: 1_000_000,
-            ..StoreOptions::default()
-        });
+        let (log, store) = fx.open(only_on_flush());
         for i in 0..5 {
             store
                 .create_issue(&repo(), new_issue(&format!("unfolded {i}")), "ann")
