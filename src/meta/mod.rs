@@ -335,6 +335,9 @@ struct Inner {
     failed: Mutex<Option<String>>,
     counters: Counters,
     index_rebuild_ms: f64,
+    /// Bumped after every settings write (once the index has it), so
+    /// caches of what settings decide can tell they are out of date.
+    settings_generation: AtomicU64,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -453,6 +456,7 @@ impl MetaStore {
             failed: Mutex::new(None),
             counters: Counters::default(),
             index_rebuild_ms,
+            settings_generation: AtomicU64::new(0),
         });
         let folder_inner = inner.clone();
         let folder = std::thread::Builder::new()
@@ -757,7 +761,7 @@ impl MetaStore {
                 "description must be one line of at most 1024 bytes".into(),
             ));
         }
-        let entity = self.write(repo, |state| {
+        let written = self.write(repo, |state| {
             let current = state.index.settings().map_or(0, |s| s.version);
             check_version("settings", 0, current, put.version)?;
             Ok(Entity::Settings(Settings {
@@ -771,11 +775,20 @@ impl MetaStore {
                 version: current + 1,
                 replaces: (current > 0).then_some(current),
             }))
-        })?;
-        let Entity::Settings(settings) = entity else {
+        });
+        // Even a failed write may have reached the index.
+        self.inner
+            .settings_generation
+            .fetch_add(1, Ordering::AcqRel);
+        let Entity::Settings(settings) = written? else {
             unreachable!("built as settings")
         };
         Ok(settings)
+    }
+
+    /// Changes whenever any repo's settings change.
+    pub fn settings_generation(&self) -> u64 {
+        self.inner.settings_generation.load(Ordering::Acquire)
     }
 
     /// Where the repo's site is served from (the default, `refs/heads/pages`

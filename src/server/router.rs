@@ -50,7 +50,7 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(DefaultBodyLimit::max(
             usize::try_from(app.config.api_body_limit).unwrap_or(usize::MAX),
         ));
-    Router::new()
+    let routes = Router::new()
         .merge(meta_api)
         .route("/", get(web::home))
         .route("/static/{file}", get(web::static_file))
@@ -93,11 +93,17 @@ pub fn router(app: Arc<App>) -> Router {
             "/{owner}/{repo}/git-receive-pack",
             post(transport::receive_pack),
         )
-        .fallback(not_found)
-        .layer(axum::middleware::from_fn_with_state(
+        .fallback(not_found);
+    // Only a server with site domains looks at every request's host.
+    let routes = if app.sites.has_domains() {
+        routes.layer(axum::middleware::from_fn_with_state(
             app.clone(),
             sites::by_host,
         ))
+    } else {
+        routes
+    };
+    routes
         .with_state(app)
         .layer(axum::middleware::from_fn(super::request_log::log_request))
 }

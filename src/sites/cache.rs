@@ -3,8 +3,7 @@
 //! recently used entries. Its own accounting ([`SiteCache::bytes`]) is what
 //! the bound is checked against.
 
-use std::sync::Arc;
-
+use bytes::Bytes;
 use gix::ObjectId;
 use lru::LruCache;
 
@@ -15,8 +14,8 @@ pub enum Variant {
     Gzip,
 }
 
-/// Cached bytes of one blob in one encoding.
-pub type CachedBytes = Arc<Vec<u8>>;
+/// Cached bytes of one blob in one encoding (a clone shares them).
+pub type CachedBytes = Bytes;
 
 /// A byte-bounded LRU of blob contents.
 pub struct SiteCache {
@@ -77,17 +76,17 @@ mod tests {
     #[test]
     fn the_byte_bound_holds_and_the_least_recently_used_go_first() {
         let mut cache = SiteCache::new(100);
-        cache.insert(id(1), Variant::Identity, Arc::new(vec![0; 40]));
-        cache.insert(id(2), Variant::Identity, Arc::new(vec![0; 40]));
+        cache.insert(id(1), Variant::Identity, Bytes::from(vec![0; 40]));
+        cache.insert(id(2), Variant::Identity, Bytes::from(vec![0; 40]));
         assert!(cache.get(id(1), Variant::Identity).is_some()); // 1 is now recent
-        cache.insert(id(3), Variant::Identity, Arc::new(vec![0; 40]));
+        cache.insert(id(3), Variant::Identity, Bytes::from(vec![0; 40]));
         assert!(cache.bytes() <= 100, "{} bytes held", cache.bytes());
         assert!(
             cache.get(id(2), Variant::Identity).is_none(),
             "the LRU entry stayed"
         );
         assert!(cache.get(id(1), Variant::Identity).is_some());
-        cache.insert(id(4), Variant::Identity, Arc::new(vec![0; 101]));
+        cache.insert(id(4), Variant::Identity, Bytes::from(vec![0; 101]));
         assert!(
             cache.get(id(4), Variant::Identity).is_none(),
             "an entry over the bound was kept"

@@ -58,7 +58,7 @@ use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gix::ObjectId;
@@ -79,40 +79,116 @@ pub struct Sites {
     domains: HashMap<String, RepoName>,
     stream_threshold: u64,
     cache_control: HeaderValue,
-    /// (root tree, base + request path) -> plan: a warm request reads no git.
-    plans: std::sync::Mutex<lru::LruCache<(ObjectId, String), Plan>>,
+    /// (root tree, base + request path) -> plan: never stale, shared by
+    /// every ref whose site has that tree.
+    plans: std::sync::Mutex<lru::LruCache<(ObjectId, String), Arc<Plan>>>,
+    /// Request key -> the plan last answered, valid while neither the
+    /// ref-move generation nor any repo's settings changed: a warm request
+    /// is one lookup here and one in the byte cache.
+    warm: std::sync::Mutex<lru::LruCache<String, Warm>>,
 }
 
 impl Sites {
     pub fn new(config: &crate::config::Config) -> Sites {
+        let entries = std::num::NonZeroUsize::new(PLAN_CACHE_ENTRIES).expect("non-zero");
         Sites {
             store: Arc::new(SiteStore::new(config.sites.cache_bytes as usize)),
             domains: config.sites.domains.iter().cloned().collect(),
             stream_threshold: config.sites.stream_threshold,
             cache_control: HeaderValue::from_str(&config.sites.cache_control)
                 .unwrap_or(HeaderValue::from_static("no-cache")),
-            plans: std::sync::Mutex::new(lru::LruCache::new(
-                std::num::NonZeroUsize::new(PLAN_CACHE_ENTRIES).expect("non-zero"),
-            )),
+            plans: std::sync::Mutex::new(lru::LruCache::new(entries)),
+            warm: std::sync::Mutex::new(lru::LruCache::new(entries)),
+        }
+    }
+
+    /// Whether any `--site-domain` is configured.
+    pub fn has_domains(&self) -> bool {
+        !self.domains.is_empty()
+    }
+
+    /// The remembered plan for `key` if nothing it depends on has changed.
+    fn warm_plan(&self, key: &str, versions: Versions) -> Option<Warm> {
+        let mut warm = self.warm.lock().unwrap_or_else(|p| p.into_inner());
+        match warm.get(key) {
+            Some(hit) if hit.versions == versions => Some(hit.clone()),
+            _ => None,
+        }
+    }
+
+    fn remember(&self, key: &str, warm: Warm) {
+        self.warm
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .put(key.to_string(), warm);
+    }
+}
+
+/// Most resolved paths remembered per cache (keyed by content or checked
+/// against versions, so never stale).
+const PLAN_CACHE_ENTRIES: usize = 100_000;
+
+/// What a plan was resolved against: the ref-move feed's generation and the
+/// metadata store's settings generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Versions {
+    refs: u64,
+    settings: u64,
+}
+
+impl Versions {
+    fn now(app: &App) -> Versions {
+        Versions {
+            refs: app.recorder.generation(),
+            settings: app.meta.settings_generation(),
         }
     }
 }
 
-/// Most resolved paths remembered (keyed by root tree, so never stale).
-const PLAN_CACHE_ENTRIES: usize = 100_000;
+/// A remembered answer to one request key.
+#[derive(Debug, Clone)]
+struct Warm {
+    versions: Versions,
+    repo_path: Arc<std::path::Path>,
+    plan: Arc<Plan>,
+}
 
 /// What the tree says about a request.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 enum Plan {
-    NoSite,
+    /// The repo publishes nothing at its site source; the message says what
+    /// to push.
+    NoSite(String),
     Redirect(String),
-    File {
-        id: ObjectId,
-        size: u64,
-        name: String,
-        status: StatusCode,
-    },
+    File(FileHead),
     NotFound,
+}
+
+/// A file to answer with, and the headers that depend only on it (computed
+/// once per plan, not per request).
+#[derive(Debug)]
+struct FileHead {
+    id: ObjectId,
+    size: u64,
+    status: StatusCode,
+    etag: HeaderValue,
+    content_type: HeaderValue,
+    compressible: bool,
+}
+
+impl FileHead {
+    fn new(id: ObjectId, size: u64, name: &str, status: StatusCode) -> FileHead {
+        let (content_type, compressible) = content_type(name);
+        FileHead {
+            id,
+            size,
+            status,
+            etag: HeaderValue::from_str(&format!("\"{id}\"")).expect("hex is a valid header"),
+            content_type: HeaderValue::from_str(&content_type)
+                .unwrap_or(HeaderValue::from_static("application/octet-stream")),
+            compressible,
+        }
+    }
 }
 
 /// `GET /{owner}/{repo}/-/site` -> the slashed form.
@@ -135,12 +211,14 @@ fn moved(to: &str) -> Response {
 /// `GET /{owner}/{repo}/-/site/` (the site's root).
 pub async fn site_index(
     State(app): State<Arc<App>>,
+    uri: Uri,
     Path((owner, repo)): Path<(String, String)>,
     method: Method,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     site_path(
         State(app),
+        uri,
         Path((owner, repo, String::new())),
         method,
         headers,
@@ -151,21 +229,28 @@ pub async fn site_index(
 /// `GET /{owner}/{repo}/-/site/{*path}`
 pub async fn site_path(
     State(app): State<Arc<App>>,
+    uri: Uri,
     Path((owner, repo, path)): Path<(String, String, String)>,
     method: Method,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
+    let request = SiteRequest {
+        key: uri.path(),
+        method: &method,
+        headers: &headers,
+        sandbox: true,
+    };
+    if let Some(answer) = request.answer_warm(&app).await {
+        return answer;
+    }
     let not_found = || AppError::not_found(format!("repository {owner}/{repo} not found"));
     let name = RepoName::from_parts(&owner, &repo).map_err(|_| not_found())?;
     let base = format!("/{owner}/{repo}/-/site/");
-    serve(&app, name, &path, &base, &method, &headers, true).await
+    request.resolve(&app, name, &path, &base).await
 }
 
 /// Serves the site of a configured domain for any path on that host.
 pub async fn by_host(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    if app.sites.domains.is_empty() {
-        return next.run(request).await;
-    }
     let host = request
         .headers()
         .get(header::HOST)
@@ -175,127 +260,184 @@ pub async fn by_host(State(app): State<Arc<App>>, request: Request, next: Next) 
                 .map_or(h, |(name, _)| name)
                 .to_ascii_lowercase()
         });
-    let Some(repo) = host.and_then(|h| app.sites.domains.get(&h).cloned()) else {
+    let Some((host, repo)) =
+        host.and_then(|h| app.sites.domains.get(&h).cloned().map(|repo| (h, repo)))
+    else {
         return next.run(request).await;
     };
+    // A host has no `/`, a path starts with one: keys of domains and of the
+    // UI's `/{owner}/{repo}/-/site/` paths cannot meet.
+    let key = format!("{host}{}", request.uri().path());
+    let site_request = SiteRequest {
+        key: &key,
+        method: request.method(),
+        headers: request.headers(),
+        sandbox: false,
+    };
+    if let Some(answer) = site_request.answer_warm(&app).await {
+        return answer.unwrap_or_else(IntoResponse::into_response);
+    }
     let decoded = percent_encoding::percent_decode_str(request.uri().path())
         .decode_utf8()
         .map(|p| p.into_owned());
     let Ok(path) = decoded else {
         return AppError::not_found("not found").into_response();
     };
-    let method = request.method().clone();
-    serve(&app, repo, &path, "/", &method, request.headers(), false)
+    site_request
+        .resolve(&app, repo, &path, "/")
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
 
-async fn serve(
-    app: &Arc<App>,
-    repo: RepoName,
-    path: &str,
-    base: &str,
-    method: &Method,
-    headers: &HeaderMap,
+/// One request for a site file.
+struct SiteRequest<'a> {
+    /// What the warm cache knows this request by: the raw request path (with
+    /// the host in front for a configured domain).
+    key: &'a str,
+    method: &'a Method,
+    headers: &'a HeaderMap,
+    /// Under vole's own origin: answer with the sandbox policy.
     sandbox: bool,
-) -> Result<Response, AppError> {
-    if method != Method::GET && method != Method::HEAD {
-        return Err(AppError::new(
-            StatusCode::METHOD_NOT_ALLOWED,
-            "sites are read-only: use GET or HEAD",
-        ));
+}
+
+impl SiteRequest<'_> {
+    /// The answer from the warm cache, touching no git and no blocking
+    /// thread when its blob is cached too; `None` when the plan is not
+    /// remembered for the current versions.
+    async fn answer_warm(&self, app: &Arc<App>) -> Option<Result<Response, AppError>> {
+        if self.method != Method::GET && self.method != Method::HEAD {
+            return Some(Err(read_only()));
+        }
+        let warm = app.sites.warm_plan(self.key, Versions::now(app))?;
+        Some(self.answer(app, &warm.plan, &warm.repo_path).await)
     }
-    let Some(site_path) = SitePath::parse(path) else {
-        return Ok(plain_not_found(sandbox));
-    };
-    let store = app.sites.store.clone();
-    let generation = app.recorder.generation();
-    let repo_name = repo.to_string();
-    let source = app.meta.site(&repo);
-    let dir: Vec<String> = source
-        .dir
-        .split('/')
-        .filter(|part| !part.is_empty())
-        .map(str::to_string)
-        .collect();
-    // Warm path: root and plan both cached, no git and no blocking thread.
-    let request_key = format!("{base}{path}");
-    let key = |root: ObjectId| (root, request_key.clone());
-    let cached = store
-        .cached_root(&repo_name, &source.ref_name, &dir, generation)
-        .flatten()
-        .and_then(|root| {
-            app.sites
-                .plans
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&key(root))
-                .cloned()
-        });
-    let plan = match cached {
-        Some(plan) => plan,
-        None => {
-            // Only on the cold path: a cached plan implies the repo exists.
-            if !app.repos.exists(&repo) {
-                return Err(AppError::not_found(format!("repository {repo} not found")));
-            }
-            let repo_path = app.repos.path(&repo);
-            let base_owned = base.to_string();
-            let ref_name = source.ref_name.clone();
-            let (root, plan) = tokio::task::spawn_blocking(move || {
-                let source = (ref_name.as_str(), dir.as_slice());
-                plan(
-                    &store,
-                    &repo_name,
-                    &repo_path,
-                    source,
-                    &site_path,
-                    &base_owned,
-                    generation,
-                )
-            })
-            .await
-            .map_err(|e| AppError::internal("site lookup panicked", e))?
-            .map_err(|e| AppError::internal("site lookup failed", e))?;
-            if let Some(root) = root {
+
+    /// Resolves the request against the repo's current site (cached per
+    /// root tree), remembers the plan, answers.
+    async fn resolve(
+        &self,
+        app: &Arc<App>,
+        repo: RepoName,
+        path: &str,
+        base: &str,
+    ) -> Result<Response, AppError> {
+        if self.method != Method::GET && self.method != Method::HEAD {
+            return Err(read_only());
+        }
+        let Some(site_path) = SitePath::parse(path) else {
+            return Ok(plain_not_found(self.sandbox));
+        };
+        // Read before resolving: a push or a settings change during the
+        // resolution leaves the remembered plan already out of date.
+        let versions = Versions::now(app);
+        let store = app.sites.store.clone();
+        let repo_name = repo.to_string();
+        let source = app.meta.site(&repo);
+        let dir: Vec<String> = source
+            .dir
+            .split('/')
+            .filter(|part| !part.is_empty())
+            .map(str::to_string)
+            .collect();
+        let request_key = format!("{base}{path}");
+        let cached = store
+            .cached_root(&repo_name, &source.ref_name, &dir, versions.refs)
+            .flatten()
+            .and_then(|root| {
                 app.sites
                     .plans
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .put(key(root), plan.clone());
+                    .get(&(root, request_key.clone()))
+                    .cloned()
+            });
+        let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
+        let plan = match cached {
+            Some(plan) => plan,
+            None => {
+                // Only here: a cached plan implies the repo exists.
+                if !app.repos.exists(&repo) {
+                    return Err(AppError::not_found(format!("repository {repo} not found")));
+                }
+                let base_owned = base.to_string();
+                let ref_name = source.ref_name.clone();
+                let lookup_path = repo_path.clone();
+                let resolved = tokio::task::spawn_blocking(move || {
+                    let source = (ref_name.as_str(), dir.as_slice());
+                    plan(
+                        &store,
+                        &repo_name,
+                        &lookup_path,
+                        source,
+                        &site_path,
+                        &base_owned,
+                        versions.refs,
+                    )
+                })
+                .await
+                .map_err(|e| AppError::internal("site lookup panicked", e))?
+                .map_err(|e| AppError::internal("site lookup failed", e))?;
+                match resolved {
+                    None => Arc::new(Plan::NoSite(no_site_message(&repo, &source))),
+                    Some((root, plan)) => {
+                        let plan = Arc::new(plan);
+                        app.sites
+                            .plans
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .put((root, request_key), plan.clone());
+                        plan
+                    }
+                }
             }
-            plan
-        }
-    };
-    match plan {
-        Plan::NoSite => Err(AppError::not_found(format!(
-            "{repo} has no site: push {} to publish one",
-            match (
-                source.ref_name.strip_prefix("refs/heads/"),
-                source.dir.is_empty()
-            ) {
-                (Some(branch), true) => format!("a `{branch}` branch"),
-                (Some(branch), false) =>
-                    format!("a `{branch}` branch with a `{}` directory", source.dir),
-                (None, _) => format!("`{}`", source.ref_name),
-            }
-        ))),
-        Plan::Redirect(to) => Ok(moved(&to)),
-        Plan::NotFound => Ok(plain_not_found(sandbox)),
-        Plan::File {
-            id,
-            size,
-            name,
-            status,
-        } => {
-            file_response(
-                app, &repo, id, size, &name, status, method, headers, sandbox,
-            )
-            .await
+        };
+        app.sites.remember(
+            self.key,
+            Warm {
+                versions,
+                repo_path: repo_path.clone(),
+                plan: plan.clone(),
+            },
+        );
+        self.answer(app, &plan, &repo_path).await
+    }
+
+    async fn answer(
+        &self,
+        app: &Arc<App>,
+        plan: &Plan,
+        repo_path: &Arc<std::path::Path>,
+    ) -> Result<Response, AppError> {
+        match plan {
+            Plan::NoSite(message) => Err(AppError::not_found(message.clone())),
+            Plan::Redirect(to) => Ok(moved(to)),
+            Plan::NotFound => Ok(plain_not_found(self.sandbox)),
+            Plan::File(head) => self.file_response(app, repo_path, head).await,
         }
     }
 }
 
+fn read_only() -> AppError {
+    AppError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "sites are read-only: use GET or HEAD",
+    )
+}
+
+fn no_site_message(repo: &RepoName, source: &crate::meta::entity::SiteSettings) -> String {
+    let what = match (
+        source.ref_name.strip_prefix("refs/heads/"),
+        source.dir.is_empty(),
+    ) {
+        (Some(branch), true) => format!("a `{branch}` branch"),
+        (Some(branch), false) => format!("a `{branch}` branch with a `{}` directory", source.dir),
+        (None, _) => format!("`{}`", source.ref_name),
+    };
+    format!("{repo} has no site: push {what} to publish one")
+}
+
+/// The site's root tree and what it says about `path`; `None` when the repo
+/// has no such ref or directory.
 fn plan(
     store: &SiteStore,
     repo_name: &str,
@@ -304,11 +446,11 @@ fn plan(
     path: &SitePath,
     base: &str,
     generation: u64,
-) -> Result<(Option<ObjectId>, Plan), store::SiteError> {
+) -> Result<Option<(ObjectId, Plan)>, store::SiteError> {
     let Some(root) = store.root_tree(repo_name, repo_path, ref_name, dir, generation)? else {
-        return Ok((None, Plan::NoSite));
+        return Ok(None);
     };
-    Ok((Some(root), plan_in(store, repo_path, root, path, base)?))
+    Ok(Some((root, plan_in(store, repo_path, root, path, base)?)))
 }
 
 fn plan_in(
@@ -330,34 +472,24 @@ fn plan_in(
             };
             return Ok(Plan::Redirect(format!("{base}{dir}")));
         }
-        Lookup::File { id, size } => {
-            Some((id, size, path.segments.last().cloned().unwrap_or_default()))
-        }
+        Lookup::File { id, size } => Some((id, size, path.segments.last().map_or("", |s| s))),
         Lookup::Dir(_) if !path.trailing_slash => {
             return Ok(Plan::Redirect(format!("{base}{joined}/")));
         }
         Lookup::Dir(dir) => match store.lookup(repo_path, dir, &["index.html".to_string()])? {
-            Lookup::File { id, size } => Some((id, size, "index.html".to_string())),
+            Lookup::File { id, size } => Some((id, size, "index.html")),
             _ => None,
         },
         Lookup::Missing => None,
     };
     if let Some((id, size, name)) = found {
-        return Ok(Plan::File {
-            id,
-            size,
-            name,
-            status: StatusCode::OK,
-        });
+        return Ok(Plan::File(FileHead::new(id, size, name, StatusCode::OK)));
     }
     Ok(
         match store.lookup(repo_path, root, &["404.html".to_string()])? {
-            Lookup::File { id, size } => Plan::File {
-                id,
-                size,
-                name: "404.html".into(),
-                status: StatusCode::NOT_FOUND,
-            },
+            Lookup::File { id, size } => {
+                Plan::File(FileHead::new(id, size, "404.html", StatusCode::NOT_FOUND))
+            }
             _ => Plan::NotFound,
         },
     )
@@ -421,132 +553,135 @@ fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()>
     Ok(Some(range))
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn file_response(
-    app: &Arc<App>,
-    repo: &RepoName,
-    id: ObjectId,
-    size: u64,
-    name: &str,
-    status: StatusCode,
-    method: &Method,
-    headers: &HeaderMap,
-    sandbox: bool,
-) -> Result<Response, AppError> {
-    let etag = format!("\"{id}\"");
-    let (content_type, compressible) = content_type(name);
-    let mut builder = Response::builder()
-        .header(header::ETAG, &etag)
-        .header(header::CONTENT_TYPE, content_type)
-        .header(header::CACHE_CONTROL, app.sites.cache_control.clone())
-        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
-        .header(header::ACCEPT_RANGES, "bytes");
-    if sandbox {
-        builder = builder.header(header::CONTENT_SECURITY_POLICY, SANDBOX);
-    }
-    if compressible {
-        builder = builder.header(header::VARY, "Accept-Encoding");
-    }
-    let matches_etag = headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
-    if matches_etag && status == StatusCode::OK {
-        return builder
-            .status(StatusCode::NOT_MODIFIED)
-            .body(Body::empty())
-            .map_err(|e| AppError::internal("building a site response", e));
-    }
-    let range = match parse_range(headers, size) {
-        Ok(range) if status == StatusCode::OK => range,
-        Ok(_) => None,
-        Err(()) => {
-            return builder
-                .status(StatusCode::RANGE_NOT_SATISFIABLE)
-                .header(header::CONTENT_RANGE, format!("bytes */{size}"))
-                .body(Body::empty())
-                .map_err(|e| AppError::internal("building a site response", e));
+impl SiteRequest<'_> {
+    async fn file_response(
+        &self,
+        app: &Arc<App>,
+        repo_path: &Arc<std::path::Path>,
+        file: &FileHead,
+    ) -> Result<Response, AppError> {
+        let mut response = Response::new(Body::empty());
+        let headers = response.headers_mut();
+        headers.reserve(10);
+        headers.insert(header::ETAG, file.etag.clone());
+        headers.insert(header::CONTENT_TYPE, file.content_type.clone());
+        headers.insert(header::CACHE_CONTROL, app.sites.cache_control.clone());
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if self.sandbox {
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(SANDBOX),
+            );
         }
-    };
-    let (status, length) = match range {
-        Some((start, end)) => {
-            builder = builder.header(header::CONTENT_RANGE, format!("bytes {start}-{end}/{size}"));
-            (StatusCode::PARTIAL_CONTENT, end - start + 1)
+        if file.compressible {
+            headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         }
-        None => (status, size),
-    };
-    builder = builder.status(status);
-    let repo_path = app.repos.path(repo);
-
-    if size > app.sites.stream_threshold {
-        // Too big to cache: stream from a git child, one buffer per client.
-        builder = builder.header(header::CONTENT_LENGTH, length);
-        if method == Method::HEAD {
-            return builder
-                .body(Body::empty())
-                .map_err(|e| AppError::internal("site response", e));
-        }
-        let start = range.map_or(0, |(s, _)| s);
-        let body = BlobStream::spawn(app, &repo_path, id, start, length)?;
-        return builder
-            .body(Body::new(body))
-            .map_err(|e| AppError::internal("site response", e));
-    }
-
-    let wants_gzip = compressible
-        && range.is_none()
-        && size >= 256
-        && headers
-            .get(header::ACCEPT_ENCODING)
+        let matches_etag = self
+            .headers
+            .get(header::IF_NONE_MATCH)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| {
                 v.split(',')
-                    .any(|e| e.trim().split(';').next() == Some("gzip"))
+                    .any(|t| t.trim().as_bytes() == file.etag.as_bytes() || t.trim() == "*")
             });
-    let store = app.sites.store.clone();
-    let variant = if wants_gzip {
-        cache::Variant::Gzip
-    } else {
-        cache::Variant::Identity
-    };
-    let bytes = match store.cached_blob(id, variant) {
-        Some(bytes) => bytes,
-        None => tokio::task::spawn_blocking(move || {
-            if wants_gzip {
-                store.gzipped(&repo_path, id)
-            } else {
-                store.blob(&repo_path, id)
+        if matches_etag && file.status == StatusCode::OK {
+            *response.status_mut() = StatusCode::NOT_MODIFIED;
+            return Ok(response);
+        }
+        let size = file.size;
+        let range = match parse_range(self.headers, size) {
+            Ok(range) if file.status == StatusCode::OK => range,
+            Ok(_) => None,
+            Err(()) => {
+                *response.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+                response.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    number_header(format!("bytes */{size}")),
+                );
+                return Ok(response);
             }
-        })
-        .await
-        .map_err(|e| AppError::internal("site read panicked", e))?
-        .map_err(|e| AppError::internal("site read failed", e))?,
-    };
-    if wants_gzip {
-        builder = builder.header(header::CONTENT_ENCODING, "gzip");
+        };
+        let (status, length) = match range {
+            Some((start, end)) => {
+                response.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    number_header(format!("bytes {start}-{end}/{size}")),
+                );
+                (StatusCode::PARTIAL_CONTENT, end - start + 1)
+            }
+            None => (file.status, size),
+        };
+        *response.status_mut() = status;
+
+        if size > app.sites.stream_threshold {
+            // Too big to cache: stream from a git child, one buffer per client.
+            response
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            if self.method != Method::HEAD {
+                let start = range.map_or(0, |(s, _)| s);
+                let body = BlobStream::spawn(app, repo_path, file.id, start, length)?;
+                *response.body_mut() = Body::new(body);
+            }
+            return Ok(response);
+        }
+
+        let wants_gzip = file.compressible
+            && range.is_none()
+            && size >= 256
+            && self
+                .headers
+                .get(header::ACCEPT_ENCODING)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| {
+                    v.split(',')
+                        .any(|e| e.trim().split(';').next() == Some("gzip"))
+                });
+        let variant = if wants_gzip {
+            cache::Variant::Gzip
+        } else {
+            cache::Variant::Identity
+        };
+        let store = &app.sites.store;
+        let bytes = match store.cached_blob(file.id, variant) {
+            Some(bytes) => bytes,
+            None => {
+                let (store, repo_path, id) = (store.clone(), repo_path.clone(), file.id);
+                tokio::task::spawn_blocking(move || {
+                    if wants_gzip {
+                        store.gzipped(&repo_path, id)
+                    } else {
+                        store.blob(&repo_path, id)
+                    }
+                })
+                .await
+                .map_err(|e| AppError::internal("site read panicked", e))?
+                .map_err(|e| AppError::internal("site read failed", e))?
+            }
+        };
+        let headers = response.headers_mut();
+        if wants_gzip {
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        let body = match range {
+            Some((start, end)) => bytes.slice(start as usize..=end as usize),
+            None => bytes,
+        };
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if self.method != Method::HEAD {
+            *response.body_mut() = Body::from(body);
+        }
+        Ok(response)
     }
-    let body = match range {
-        Some((start, end)) => Bytes::copy_from_slice(&bytes[start as usize..=end as usize]),
-        None => Bytes::from_owner(ArcBytes(bytes)),
-    };
-    builder = builder.header(header::CONTENT_LENGTH, body.len());
-    let body = if method == Method::HEAD {
-        Body::empty()
-    } else {
-        Body::from(body)
-    };
-    builder
-        .body(body)
-        .map_err(|e| AppError::internal("site response", e))
 }
 
-/// Lets cached bytes back a response without copying them.
-struct ArcBytes(Arc<Vec<u8>>);
-
-impl AsRef<[u8]> for ArcBytes {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
+/// A header value made of digits, spaces, `-`, `/` and `*`: always valid.
+fn number_header(text: String) -> HeaderValue {
+    HeaderValue::try_from(text).expect("digits and punctuation make a valid header")
 }
 
 /// A large blob read from `git cat-file` as the client takes it.
