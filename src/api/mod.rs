@@ -43,7 +43,11 @@ pub async fn stats(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
             "refs": app.logs.refs.counters(),
             "meta": app.logs.meta.counters(),
         },
-        "site_cache": { "bytes": site_cache_bytes, "limit": site_cache_limit },
+        "site_cache": {
+            "bytes": site_cache_bytes,
+            "limit": site_cache_limit,
+            "sendfile_bytes": crate::server::zero_copy::sent_bytes(),
+        },
         "meta": app.meta.stats(),
     }))
 }

@@ -6,6 +6,7 @@
 pub mod error;
 pub mod request_log;
 pub mod router;
+pub mod zero_copy;
 
 use std::sync::Arc;
 
@@ -112,8 +113,9 @@ async fn serve_until_signal(
     let router = router(app);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
-    // writev: response bodies (site files from the cache, git output) go
-    // to the socket as they are instead of being copied into hyper's buffer.
+    // writev: response bodies (site files from the cache, git output) reach
+    // the connection as they are instead of being copied into hyper's
+    // buffer, so a sealed cached body can go out with sendfile.
     http.timer(TokioTimer::new())
         .header_read_timeout(header_read_timeout)
         .writev(true);
@@ -140,7 +142,7 @@ async fn serve_until_signal(
                     request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
                     router.clone().oneshot(request.map(axum::body::Body::new))
                 });
-                let connection = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                let connection = graceful.watch(http.serve_connection(TokioIo::new(zero_copy::Connection::new(stream)), service));
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");

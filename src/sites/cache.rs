@@ -4,6 +4,8 @@
 //! the bound is checked against.
 
 use bytes::Bytes;
+
+use crate::server::zero_copy::footprint;
 use gix::ObjectId;
 use lru::LruCache;
 
@@ -17,7 +19,14 @@ pub enum Variant {
 /// Cached bytes of one blob in one encoding (a clone shares them).
 pub type CachedBytes = Bytes;
 
-/// A byte-bounded LRU of blob contents.
+/// The form a blob's bytes are cached in: a sealed memfd when large enough
+/// (sent with `sendfile`, see `server::zero_copy`), else the heap.
+pub fn keep(data: Vec<u8>) -> CachedBytes {
+    crate::server::zero_copy::sealed(&data).unwrap_or_else(|| Bytes::from(data))
+}
+
+/// A byte-bounded LRU of blob contents (counted by the memory they hold:
+/// whole pages for a sealed buffer).
 pub struct SiteCache {
     entries: LruCache<(ObjectId, Variant), CachedBytes>,
     bytes: usize,
@@ -40,16 +49,17 @@ impl SiteCache {
     /// Stores `data` unless it alone exceeds the bound; evicts the least
     /// recently used entries until the total fits.
     pub fn insert(&mut self, id: ObjectId, variant: Variant, data: CachedBytes) {
-        if data.len() > self.limit {
+        let size = footprint(&data);
+        if size > self.limit {
             return;
         }
-        if let Some(old) = self.entries.put((id, variant), data.clone()) {
-            self.bytes -= old.len();
+        if let Some(old) = self.entries.put((id, variant), data) {
+            self.bytes -= footprint(&old);
         }
-        self.bytes += data.len();
+        self.bytes += size;
         while self.bytes > self.limit {
             match self.entries.pop_lru() {
-                Some((_, evicted)) => self.bytes -= evicted.len(),
+                Some((_, evicted)) => self.bytes -= footprint(&evicted),
                 None => break,
             }
         }

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use gix::ObjectId;
 
-use super::cache::{CachedBytes, SiteCache, Variant};
+use super::cache::{self, CachedBytes, SiteCache, Variant};
 
 /// A git read failed (an internal error, not the client's).
 #[derive(Debug, thiserror::Error)]
@@ -165,7 +165,7 @@ impl SiteStore {
             return Ok(hit);
         }
         let repo = self.repo(path)?;
-        let data = CachedBytes::from(repo.find_blob(id).map_err(err)?.detach().data);
+        let data = cache::keep(repo.find_blob(id).map_err(err)?.detach().data);
         self.cache().insert(id, Variant::Identity, data.clone());
         Ok(data)
     }
@@ -178,7 +178,7 @@ impl SiteStore {
         let plain = self.blob(path, id)?;
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         encoder.write_all(&plain).map_err(err)?;
-        let data = CachedBytes::from(encoder.finish().map_err(err)?);
+        let data = cache::keep(encoder.finish().map_err(err)?);
         self.cache().insert(id, Variant::Gzip, data.clone());
         Ok(data)
     }

@@ -296,6 +296,62 @@ fn the_cache_never_exceeds_its_byte_bound() {
     );
 }
 
+/// Files large enough to be cached in sealed memfds go out with sendfile:
+/// byte for byte (also after their entries were evicted and refilled), all
+/// of them counted by the server, within the cache's byte bound.
+#[test]
+fn large_cached_files_are_sent_with_sendfile_byte_for_byte() {
+    let owned: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| {
+            (
+                format!("big{i}.bin"),
+                random_bytes((40 << 10) + i * 1000, i as u64 + 7),
+            )
+        })
+        .collect();
+    let files: Vec<(&str, &[u8])> = owned
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_slice()))
+        .collect();
+    let site = Site::start(&["--site-cache-size", "256KiB"], &files);
+    let stats = |site: &Site| -> Value {
+        serde_json::from_slice(&http_get(site.server.addr, "/api/v1/stats").body).unwrap()
+    };
+    let before = stats(&site)["site_cache"]["sendfile_bytes"]
+        .as_u64()
+        .unwrap();
+    let mut served = 0;
+    for round in 0..2 {
+        for (name, content) in &owned {
+            let r = site.get(&format!("/{name}"));
+            assert_eq!(r.status, 200);
+            assert!(&r.body == content, "round {round}: {name} arrived altered");
+            served += content.len() as u64;
+            let cache = &stats(&site)["site_cache"];
+            assert!(
+                cache["bytes"].as_u64() <= cache["limit"].as_u64(),
+                "{cache}"
+            );
+        }
+    }
+    // A range is sent from its offset in the memfd.
+    let (name, content) = &owned[3];
+    let r = site.request(&format!(
+        "GET /alice/repo/-/site/{name} HTTP/1.1\r\nRange: bytes=1000-30999"
+    ));
+    assert_eq!(r.status, 206);
+    assert!(r.body == content[1000..31000], "the range arrived altered");
+    served += 30000;
+    let sent = stats(&site)["site_cache"]["sendfile_bytes"]
+        .as_u64()
+        .unwrap()
+        - before;
+    assert!(
+        sent >= served,
+        "{sent} of {served} body bytes were sent with sendfile from the sealed cache"
+    );
+}
+
 #[test]
 fn ui_origin_sites_are_sandboxed_and_own_domains_are_not_and_every_repo_is_public() {
     let site = Site::start(

@@ -5,7 +5,7 @@
 //!
 //! Needs Debian's `nginx` and `wrk`; builds the release `vole` first. Prints
 //! `server=<vole|nginx> warm_rps=.. p50_ms=.. p99_ms=..` per run,
-//! `cold_p50_ms=.. cache_dropped=..`, `cache_bytes=..`, then
+//! `cold_p50_ms=.. cache_dropped=..`, `cache_bytes=.. sendfile_bytes=..`, then
 //! `warm_ratio median=.. min=.. max=..`. Every path is first fetched from
 //! both servers and compared with the file committed (verification).
 
@@ -290,7 +290,8 @@ fn main() {
         stats["site_cache"]["bytes"].as_u64().unwrap(),
         stats["site_cache"]["limit"].as_u64().unwrap(),
     );
-    println!("cache_bytes={bytes} cache_limit={limit}");
+    let sendfile = stats["site_cache"]["sendfile_bytes"].as_u64().unwrap();
+    println!("cache_bytes={bytes} cache_limit={limit} sendfile_bytes={sendfile}");
     assert!(bytes <= limit);
 
     // Cold: a restarted vole, page cache dropped if allowed, first request
