@@ -3,41 +3,97 @@
 //! the response body is finished or dropped, so streamed responses are
 //! counted whole and aborted ones still get their line.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::middleware::Next;
+use axum::http::{Method, Uri};
 use axum::response::Response;
 use http_body::Frame;
 
-pub async fn log_request(request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().clone();
-    let path = request.uri().path().to_string();
-    let response = next.run(request).await;
-    let status = response.status().as_u16();
-    response.map(|body| {
-        let complete = http_body::Body::is_end_stream(&body);
-        Body::new(LoggedBody {
-            inner: body,
-            line: RequestLine {
-                method,
-                path,
-                status,
-                bytes: 0,
-                complete,
-                started,
-            },
-        })
-    })
+/// The layer that logs every request (a hand-written tower layer rather than
+/// `from_fn`: no boxed future and no service clone per request).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLogLayer;
+
+impl<S> tower::Layer<S> for RequestLogLayer {
+    type Service = RequestLog<S>;
+
+    fn layer(&self, inner: S) -> RequestLog<S> {
+        RequestLog { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct RequestLog<S> {
+    inner: S,
+}
+
+impl<S> tower::Service<Request> for RequestLog<S>
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible>,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = LoggedResponse<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let started = Instant::now();
+        let method = request.method().clone();
+        // A `Uri` clone shares its bytes; only the path is logged.
+        let uri = request.uri().clone();
+        LoggedResponse {
+            inner: self.inner.call(request),
+            line: Some((method, uri, started)),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The inner response, its body wrapped to write the line at its end.
+    pub struct LoggedResponse<F> {
+        #[pin]
+        inner: F,
+        line: Option<(Method, Uri, Instant)>,
+    }
+}
+
+impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse<F> {
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Ok(response) = ready!(this.inner.poll(cx));
+        let (method, uri, started) = this.line.take().expect("polled after completion");
+        let status = response.status().as_u16();
+        Poll::Ready(Ok(response.map(|body| {
+            let complete = http_body::Body::is_end_stream(&body);
+            Body::new(LoggedBody {
+                inner: body,
+                line: RequestLine {
+                    method,
+                    uri,
+                    status,
+                    bytes: 0,
+                    complete,
+                    started,
+                },
+            })
+        })))
+    }
 }
 
 struct RequestLine {
-    method: axum::http::Method,
-    path: String,
+    method: Method,
+    uri: Uri,
     status: u16,
     bytes: u64,
     complete: bool,
@@ -48,7 +104,7 @@ impl Drop for RequestLine {
     fn drop(&mut self) {
         tracing::info!(
             method = %self.method,
-            path = %self.path,
+            path = %self.uri.path(),
             status = self.status,
             bytes = self.bytes,
             complete = self.complete,

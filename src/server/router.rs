@@ -82,7 +82,7 @@ pub fn router(app: Arc<App>) -> Router {
             get(api::repo_activity),
         )
         .route("/{owner}/{repo}/-/site", get(sites::site_root))
-        .route("/{owner}/{repo}/-/site/", get(sites::site_index))
+        .route("/{owner}/{repo}/-/site/", get(sites::site_path))
         .route("/{owner}/{repo}/-/site/{*path}", get(sites::site_path))
         .route("/{owner}/{repo}/info/refs", get(transport::info_refs))
         .route(
@@ -105,7 +105,7 @@ pub fn router(app: Arc<App>) -> Router {
     };
     routes
         .with_state(app)
-        .layer(axum::middleware::from_fn(super::request_log::log_request))
+        .layer(super::request_log::RequestLogLayer)
 }
 
 async fn healthz() -> &'static str {

@@ -32,7 +32,7 @@ use tokio::net::TcpStream;
 
 /// Smaller buffers stay on the heap: a memfd costs an fd and whole pages,
 /// and for a few KiB the copy is cheaper than the extra system calls.
-pub const MIN_SEALED_LEN: usize = 16 << 10;
+pub const MIN_SEALED_LEN: usize = 4 << 10;
 
 const PAGE: usize = 4096;
 

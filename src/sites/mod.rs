@@ -57,9 +57,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use axum::RequestExt;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::extract::{Path, RawPathParams, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gix::ObjectId;
@@ -209,45 +210,45 @@ fn moved(to: &str) -> Response {
     }
 }
 
-/// `GET /{owner}/{repo}/-/site/` (the site's root).
-pub async fn site_index(
-    State(app): State<Arc<App>>,
-    uri: Uri,
-    Path((owner, repo)): Path<(String, String)>,
-    method: Method,
-    headers: HeaderMap,
-) -> Result<Response, AppError> {
-    site_path(
-        State(app),
-        uri,
-        Path((owner, repo, String::new())),
-        method,
-        headers,
-    )
-    .await
-}
-
-/// `GET /{owner}/{repo}/-/site/{*path}`
-pub async fn site_path(
-    State(app): State<Arc<App>>,
-    uri: Uri,
-    Path((owner, repo, path)): Path<(String, String, String)>,
-    method: Method,
-    headers: HeaderMap,
-) -> Result<Response, AppError> {
-    let request = SiteRequest {
-        key: uri.path(),
-        method: &method,
-        headers: &headers,
+/// `GET /{owner}/{repo}/-/site/` (the site's root) and
+/// `GET /{owner}/{repo}/-/site/{*path}`. The request is taken whole: a warm
+/// answer needs only its raw path, so nothing is cloned or decoded first.
+pub async fn site_path(State(app): State<Arc<App>>, mut request: Request) -> Response {
+    let site_request = SiteRequest {
+        key: request.uri().path(),
+        method: request.method(),
+        headers: request.headers(),
         sandbox: true,
     };
-    if let Some(answer) = request.answer_warm(&app).await {
-        return answer;
+    if let Some(answer) = site_request.answer_warm(&app).await {
+        return answer.unwrap_or_else(IntoResponse::into_response);
     }
-    let not_found = || AppError::not_found(format!("repository {owner}/{repo} not found"));
-    let name = RepoName::from_parts(&owner, &repo).map_err(|_| not_found())?;
+    let params = match request.extract_parts::<RawPathParams>().await {
+        Ok(params) => params,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map_or("", |(_, value)| value)
+    };
+    // Already percent-decoded by the router.
+    let (owner, repo, path) = (param("owner"), param("repo"), param("path"));
+    let Ok(name) = RepoName::from_parts(owner, repo) else {
+        return AppError::not_found(format!("repository {owner}/{repo} not found")).into_response();
+    };
     let base = format!("/{owner}/{repo}/-/site/");
-    request.resolve(&app, name, &path, &base).await
+    let site_request = SiteRequest {
+        key: request.uri().path(),
+        method: request.method(),
+        headers: request.headers(),
+        sandbox: true,
+    };
+    site_request
+        .resolve(&app, name, path, &base)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
 }
 
 /// Serves the site of a configured domain for any path on that host.
