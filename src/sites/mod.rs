@@ -39,7 +39,7 @@
 //! # Cache
 //!
 //! Blob bytes (and gzip forms) are cached by blob id, bounded in bytes
-//! ([`cache`]); a hit never needs invalidation. Blobs of 16 KiB and more are
+//! ([`cache`]); a hit never needs invalidation. Blobs of 4 KiB and more are
 //! kept in sealed memfds and go out with `sendfile` (`server::zero_copy`). The ref -> tree resolution
 //! is cached per ref-move feed generation, which the recorder bumps before a
 //! push's `committed` hook returns: the first request after a push sees it.
