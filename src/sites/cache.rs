@@ -1,13 +1,18 @@
-//! The site cache: blob bytes (and their gzip form) keyed by content, so a
-//! hit never needs invalidation, bounded in bytes by evicting the least
-//! recently used entries. Its own accounting ([`SiteCache::bytes`]) is what
-//! the bound is checked against.
+//! The site caches: blob bytes (and their gzip form) keyed by content, so a
+//! hit never needs invalidation, bounded in bytes; and the generic
+//! [`ClockCache`] under both it and the warm-request map. The byte cache's
+//! own accounting ([`SiteCache::bytes`]) is what its bound is checked
+//! against.
+
+use std::borrow::Borrow;
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
+use gix::ObjectId;
 
 use crate::server::zero_copy::footprint;
-use gix::ObjectId;
-use lru::LruCache;
 
 /// What a cache entry holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,53 +30,116 @@ pub fn keep(data: Vec<u8>) -> CachedBytes {
     crate::server::zero_copy::sealed(&data).unwrap_or_else(|| Bytes::from(data))
 }
 
-/// A byte-bounded LRU of blob contents (counted by the memory they hold:
-/// whole pages for a sealed buffer).
-pub struct SiteCache {
-    entries: LruCache<(ObjectId, Variant), CachedBytes>,
-    bytes: usize,
+/// A cost-bounded cache whose lookups take `&self`, so it can sit behind a
+/// read lock and hits on two threads never wait for each other (an LRU
+/// reorders on every hit and needs an exclusive lock). Eviction is CLOCK
+/// (second chance): entries leave in insertion order, except that one read
+/// since the hand last passed goes round once more.
+///
+/// Written here because the crates at hand (`lru`, `clru`) take `&mut self`
+/// on a hit.
+#[derive(Debug)]
+pub struct ClockCache<K, V> {
+    entries: HashMap<K, (V, usize, AtomicBool)>,
+    ring: VecDeque<K>,
+    cost: usize,
     limit: usize,
+}
+
+impl<K: Hash + Eq + Clone, V> ClockCache<K, V> {
+    pub fn new(limit: usize) -> ClockCache<K, V> {
+        ClockCache {
+            entries: HashMap::new(),
+            ring: VecDeque::new(),
+            cost: 0,
+            limit,
+        }
+    }
+
+    /// The entry for `key`, marked as used.
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (value, _, used) = self.entries.get(key)?;
+        if !used.load(Ordering::Relaxed) {
+            used.store(true, Ordering::Relaxed);
+        }
+        Some(value)
+    }
+
+    /// Stores `value` at `cost` unless that alone exceeds the bound, then
+    /// evicts until the total fits.
+    pub fn insert(&mut self, key: K, value: V, cost: usize) {
+        if cost > self.limit {
+            return;
+        }
+        match self
+            .entries
+            .insert(key.clone(), (value, cost, AtomicBool::new(false)))
+        {
+            Some((_, old_cost, _)) => self.cost -= old_cost,
+            None => self.ring.push_back(key),
+        }
+        self.cost += cost;
+        while self.cost > self.limit {
+            let Some(key) = self.ring.pop_front() else {
+                break;
+            };
+            let Some((_, cost, used)) = self.entries.get(&key) else {
+                continue;
+            };
+            if used.swap(false, Ordering::Relaxed) {
+                self.ring.push_back(key);
+            } else {
+                self.cost -= cost;
+                self.entries.remove(&key);
+            }
+        }
+    }
+
+    /// The summed cost of what is held (never above the limit).
+    pub fn cost(&self) -> usize {
+        self.cost
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+/// Blob contents bounded in bytes (counted by the memory they hold: whole
+/// pages for a sealed buffer).
+pub struct SiteCache {
+    entries: ClockCache<(ObjectId, Variant), CachedBytes>,
 }
 
 impl SiteCache {
     pub fn new(limit: usize) -> SiteCache {
         SiteCache {
-            entries: LruCache::unbounded(),
-            bytes: 0,
-            limit,
+            entries: ClockCache::new(limit),
         }
     }
 
-    pub fn get(&mut self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
+    pub fn get(&self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
         self.entries.get(&(id, variant)).cloned()
     }
 
-    /// Stores `data` unless it alone exceeds the bound; evicts the least
-    /// recently used entries until the total fits.
+    /// Stores `data` unless it alone exceeds the bound; evicts until the
+    /// total fits.
     pub fn insert(&mut self, id: ObjectId, variant: Variant, data: CachedBytes) {
         let size = footprint(&data);
-        if size > self.limit {
-            return;
-        }
-        if let Some(old) = self.entries.put((id, variant), data) {
-            self.bytes -= footprint(&old);
-        }
-        self.bytes += size;
-        while self.bytes > self.limit {
-            match self.entries.pop_lru() {
-                Some((_, evicted)) => self.bytes -= footprint(&evicted),
-                None => break,
-            }
-        }
+        self.entries.insert((id, variant), data, size);
     }
 
     /// Bytes held now (never above the limit).
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.entries.cost()
     }
 
     pub fn limit(&self) -> usize {
-        self.limit
+        self.entries.limit()
     }
 }
 
@@ -84,16 +152,16 @@ mod tests {
     }
 
     #[test]
-    fn the_byte_bound_holds_and_the_least_recently_used_go_first() {
+    fn the_byte_bound_holds_and_entries_read_since_the_last_sweep_stay() {
         let mut cache = SiteCache::new(100);
         cache.insert(id(1), Variant::Identity, Bytes::from(vec![0; 40]));
         cache.insert(id(2), Variant::Identity, Bytes::from(vec![0; 40]));
-        assert!(cache.get(id(1), Variant::Identity).is_some()); // 1 is now recent
+        assert!(cache.get(id(1), Variant::Identity).is_some()); // 1 is now used
         cache.insert(id(3), Variant::Identity, Bytes::from(vec![0; 40]));
         assert!(cache.bytes() <= 100, "{} bytes held", cache.bytes());
         assert!(
             cache.get(id(2), Variant::Identity).is_none(),
-            "the LRU entry stayed"
+            "the entry nobody read stayed and the one read went"
         );
         assert!(cache.get(id(1), Variant::Identity).is_some());
         cache.insert(id(4), Variant::Identity, Bytes::from(vec![0; 101]));

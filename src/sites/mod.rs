@@ -54,7 +54,7 @@ pub mod store;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
 
 use axum::RequestExt;
@@ -68,6 +68,7 @@ use gix::ObjectId;
 use crate::app::App;
 use crate::repos::RepoName;
 use crate::server::error::AppError;
+use cache::ClockCache;
 use path::SitePath;
 use store::{Lookup, SiteStore};
 
@@ -83,24 +84,23 @@ pub struct Sites {
     cache_control: HeaderValue,
     /// (root tree, base + request path) -> plan: never stale, shared by
     /// every ref whose site has that tree.
-    plans: std::sync::Mutex<lru::LruCache<(ObjectId, String), Arc<Plan>>>,
+    plans: RwLock<ClockCache<(ObjectId, String), Arc<Plan>>>,
     /// Request key -> the plan last answered, valid while neither the
     /// ref-move generation nor any repo's settings changed: a warm request
     /// is one lookup here and one in the byte cache.
-    warm: std::sync::Mutex<lru::LruCache<String, Warm>>,
+    warm: RwLock<ClockCache<String, Warm>>,
 }
 
 impl Sites {
     pub fn new(config: &crate::config::Config) -> Sites {
-        let entries = std::num::NonZeroUsize::new(PLAN_CACHE_ENTRIES).expect("non-zero");
         Sites {
             store: Arc::new(SiteStore::new(config.sites.cache_bytes as usize)),
             domains: config.sites.domains.iter().cloned().collect(),
             stream_threshold: config.sites.stream_threshold,
             cache_control: HeaderValue::from_str(&config.sites.cache_control)
                 .unwrap_or(HeaderValue::from_static("no-cache")),
-            plans: std::sync::Mutex::new(lru::LruCache::new(entries)),
-            warm: std::sync::Mutex::new(lru::LruCache::new(entries)),
+            plans: RwLock::new(ClockCache::new(PLAN_CACHE_ENTRIES)),
+            warm: RwLock::new(ClockCache::new(PLAN_CACHE_ENTRIES)),
         }
     }
 
@@ -111,7 +111,7 @@ impl Sites {
 
     /// The remembered plan for `key` if nothing it depends on has changed.
     fn warm_plan(&self, key: &str, versions: Versions) -> Option<Warm> {
-        let mut warm = self.warm.lock().unwrap_or_else(|p| p.into_inner());
+        let warm = self.warm.read().unwrap_or_else(|p| p.into_inner());
         match warm.get(key) {
             Some(hit) if hit.versions == versions => Some(hit.clone()),
             _ => None,
@@ -120,9 +120,9 @@ impl Sites {
 
     fn remember(&self, key: &str, warm: Warm) {
         self.warm
-            .lock()
+            .write()
             .unwrap_or_else(|p| p.into_inner())
-            .put(key.to_string(), warm);
+            .insert(key.to_string(), warm, 1);
     }
 }
 
@@ -348,7 +348,7 @@ impl SiteRequest<'_> {
             .and_then(|root| {
                 app.sites
                     .plans
-                    .lock()
+                    .read()
                     .unwrap_or_else(|p| p.into_inner())
                     .get(&(root, request_key.clone()))
                     .cloned()
@@ -385,9 +385,9 @@ impl SiteRequest<'_> {
                         let plan = Arc::new(plan);
                         app.sites
                             .plans
-                            .lock()
+                            .write()
                             .unwrap_or_else(|p| p.into_inner())
-                            .put((root, request_key), plan.clone());
+                            .insert((root, request_key), plan.clone(), 1);
                         plan
                     }
                 }

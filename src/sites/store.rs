@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 use gix::ObjectId;
 
@@ -41,7 +41,7 @@ type Roots = HashMap<String, HashMap<String, (u64, Option<ObjectId>)>>;
 /// from `git::shared_gix`).
 pub struct SiteStore {
     roots: Mutex<Roots>,
-    cache: Mutex<SiteCache>,
+    cache: RwLock<SiteCache>,
 }
 
 impl std::fmt::Debug for SiteStore {
@@ -54,7 +54,7 @@ impl SiteStore {
     pub fn new(cache_bytes: usize) -> SiteStore {
         SiteStore {
             roots: Mutex::default(),
-            cache: Mutex::new(SiteCache::new(cache_bytes)),
+            cache: RwLock::new(SiteCache::new(cache_bytes)),
         }
     }
 
@@ -119,7 +119,10 @@ impl SiteStore {
 
     /// Cached bytes of a blob, without touching git.
     pub fn cached_blob(&self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
-        self.cache().get(id, variant)
+        self.cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id, variant)
     }
 
     /// Follows `segments` from `tree`.
@@ -161,35 +164,45 @@ impl SiteStore {
 
     /// A blob's bytes, through the cache.
     pub fn blob(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
-        if let Some(hit) = self.cache().get(id, Variant::Identity) {
+        if let Some(hit) = self
+            .cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id, Variant::Identity)
+        {
             return Ok(hit);
         }
         let repo = self.repo(path)?;
         let data = cache::keep(repo.find_blob(id).map_err(err)?.detach().data);
-        self.cache().insert(id, Variant::Identity, data.clone());
+        self.cache_mut().insert(id, Variant::Identity, data.clone());
         Ok(data)
     }
 
     /// A blob gzip-compressed, compressed once and cached.
     pub fn gzipped(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
-        if let Some(hit) = self.cache().get(id, Variant::Gzip) {
+        if let Some(hit) = self
+            .cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id, Variant::Gzip)
+        {
             return Ok(hit);
         }
         let plain = self.blob(path, id)?;
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
         encoder.write_all(&plain).map_err(err)?;
         let data = cache::keep(encoder.finish().map_err(err)?);
-        self.cache().insert(id, Variant::Gzip, data.clone());
+        self.cache_mut().insert(id, Variant::Gzip, data.clone());
         Ok(data)
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, SiteCache> {
-        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    fn cache_mut(&self) -> std::sync::RwLockWriteGuard<'_, SiteCache> {
+        self.cache.write().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Bytes held by the cache now, and its bound.
     pub fn cache_bytes(&self) -> (usize, usize) {
-        let cache = self.cache();
+        let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
         (cache.bytes(), cache.limit())
     }
 }
