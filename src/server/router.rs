@@ -103,8 +103,10 @@ pub fn router(app: Arc<App>) -> Router {
     } else {
         routes
     };
-    routes
-        .with_state(app)
+    // Warm site requests are answered before routing.
+    let warm = sites::WarmLayer { app: app.clone() };
+    Router::new()
+        .fallback_service(tower::Layer::layer(&warm, routes.with_state(app)))
         .layer(super::request_log::RequestLogLayer)
 }
 

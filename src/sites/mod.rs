@@ -104,6 +104,20 @@ impl Sites {
         }
     }
 
+    /// The configured site domain a request's `Host` names, and its repo.
+    fn domain_of(&self, headers: &HeaderMap) -> Option<(String, RepoName)> {
+        if self.domains.is_empty() {
+            return None;
+        }
+        let host = headers.get(header::HOST)?.to_str().ok()?;
+        let host = host
+            .rsplit_once(':')
+            .map_or(host, |(name, _)| name)
+            .to_ascii_lowercase();
+        let repo = self.domains.get(&host)?.clone();
+        Some((host, repo))
+    }
+
     /// Whether any `--site-domain` is configured.
     pub fn has_domains(&self) -> bool {
         !self.domains.is_empty()
@@ -211,18 +225,8 @@ fn moved(to: &str) -> Response {
 }
 
 /// `GET /{owner}/{repo}/-/site/` (the site's root) and
-/// `GET /{owner}/{repo}/-/site/{*path}`. The request is taken whole: a warm
-/// answer needs only its raw path, so nothing is cloned or decoded first.
+/// `GET /{owner}/{repo}/-/site/{*path}` when [`WarmLayer`] had no answer.
 pub async fn site_path(State(app): State<Arc<App>>, mut request: Request) -> Response {
-    let site_request = SiteRequest {
-        key: request.uri().path(),
-        method: request.method(),
-        headers: request.headers(),
-        sandbox: true,
-    };
-    if let Some(answer) = site_request.answer_warm(&app).await {
-        return answer.unwrap_or_else(IntoResponse::into_response);
-    }
     let params = match request.extract_parts::<RawPathParams>().await {
         Ok(params) => params,
         Err(rejection) => return rejection.into_response(),
@@ -253,18 +257,7 @@ pub async fn site_path(State(app): State<Arc<App>>, mut request: Request) -> Res
 
 /// Serves the site of a configured domain for any path on that host.
 pub async fn by_host(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let host = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(|h| {
-            h.rsplit_once(':')
-                .map_or(h, |(name, _)| name)
-                .to_ascii_lowercase()
-        });
-    let Some((host, repo)) =
-        host.and_then(|h| app.sites.domains.get(&h).cloned().map(|repo| (h, repo)))
-    else {
+    let Some((host, repo)) = app.sites.domain_of(request.headers()) else {
         return next.run(request).await;
     };
     // A host has no `/`, a path starts with one: keys of domains and of the
@@ -289,6 +282,75 @@ pub async fn by_host(State(app): State<Arc<App>>, request: Request, next: Next) 
         .resolve(&app, repo, &path, "/")
         .await
         .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Answers warm requests for UI-origin sites before routing: a raw path
+/// found in the warm map was routed to [`site_path`] when it was
+/// remembered, and routes do not change, so the router (and its parameter
+/// extraction) is skipped. Everything else, and any request to a
+/// configured site domain, goes on to the router.
+#[derive(Clone)]
+pub struct WarmLayer {
+    pub app: Arc<App>,
+}
+
+impl<S> tower::Layer<S> for WarmLayer {
+    type Service = Warmed<S>;
+
+    fn layer(&self, inner: S) -> Warmed<S> {
+        Warmed {
+            app: self.app.clone(),
+            inner,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct Warmed<S> {
+    app: Arc<App>,
+    inner: S,
+}
+
+impl<S> tower::Service<Request> for Warmed<S>
+where
+    S: tower::Service<Request, Response = Response, Error = std::convert::Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let warm = (request.method() == Method::GET || request.method() == Method::HEAD)
+            && self.app.sites.domain_of(request.headers()).is_none();
+        let hit = warm
+            .then(|| {
+                self.app
+                    .sites
+                    .warm_plan(request.uri().path(), Versions::now(&self.app))
+            })
+            .flatten();
+        let Some(hit) = hit else {
+            return Box::pin(self.inner.call(request));
+        };
+        let app = self.app.clone();
+        Box::pin(async move {
+            let site_request = SiteRequest {
+                key: request.uri().path(),
+                method: request.method(),
+                headers: request.headers(),
+                sandbox: true,
+            };
+            Ok(site_request
+                .answer(&app, &hit.plan, &hit.repo_path)
+                .await
+                .unwrap_or_else(IntoResponse::into_response))
+        })
+    }
 }
 
 /// One request for a site file.
