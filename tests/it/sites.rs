@@ -380,6 +380,21 @@ fn ui_origin_sites_are_sandboxed_and_own_domains_are_not_and_every_repo_is_publi
     assert_eq!(own.status, 200, "{}", own.text());
     assert_eq!(own.text(), "<h1>guide</h1>\n");
     assert_eq!(own.header("content-security-policy"), None);
+    // A UI-origin site path, now warm, asked of the domain: the domain's
+    // site answers (its own path of that name), not the remembered UI one.
+    let on_domain = http_raw(
+        site.server.addr,
+        b"GET /alice/repo/-/site/ HTTP/1.1\r\nHost: docs.example.org\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(
+        (
+            on_domain.status,
+            on_domain.header("content-security-policy")
+        ),
+        (404, None),
+        "the domain was answered from the UI origin's warm map: {}",
+        on_domain.text()
+    );
     // No accounts or ACLs yet: every repo's site is public, served to a
     // request without any credentials (checked above).
 }
