@@ -26,6 +26,7 @@ pub use router::router;
 pub async fn run(config: Config) -> anyhow::Result<()> {
     let git = Git::locate(config.git.as_deref())?;
     tracing::info!(path = %git.path().display(), version = git.version(), "using git");
+    raise_fd_limit();
 
     let mut config = config;
     DataDir::new(config.data_dir.clone()).prepare()?;
@@ -94,6 +95,31 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     drop(lock);
     tracing::info!("vole stopped");
     Ok(())
+}
+
+/// Most open files the server asks for: every connection, git child pipe
+/// and sealed site-cache buffer takes one.
+const FD_LIMIT_WANTED: u64 = 65_536;
+
+/// Raises the soft open-file limit (often 1,024) towards the hard one, as
+/// servers do; children (git) inherit it. Left as it is if not allowed.
+fn raise_fd_limit() {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let wanted = limit
+        .maximum
+        .map_or(FD_LIMIT_WANTED, |max| max.min(FD_LIMIT_WANTED));
+    if limit.current.is_some_and(|current| current >= wanted) {
+        return;
+    }
+    let raised = Rlimit {
+        current: Some(wanted),
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => tracing::info!(from = ?limit.current, to = wanted, "raised the open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
 }
 
 /// Accepts connections until a shutdown signal, then stops accepting and

@@ -16,6 +16,25 @@ fn stdout(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
+/// Started with a soft open-file limit of 256, the server raises it (every
+/// connection, git pipe and sealed site buffer takes a descriptor).
+#[test]
+fn serve_raises_a_low_soft_open_file_limit() {
+    let server = TestServer::builder().soft_fd_limit(256).start();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.pid())).unwrap();
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("an open-file limit");
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let (soft, hard) = (fields[3], fields[4]);
+    let expected = match hard.parse::<u64>() {
+        Ok(hard) => hard.min(65_536).to_string(),
+        Err(_) => "65536".to_string(), // unlimited
+    };
+    assert_eq!(soft, expected, "soft open-file limit not raised: {line}");
+}
+
 #[test]
 fn serve_answers_healthz_logs_the_request_and_stops_on_sigterm() {
     let server = TestServer::start();

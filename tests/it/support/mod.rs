@@ -125,6 +125,7 @@ pub struct TestServerBuilder {
     data: Option<PathBuf>,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    soft_fd_limit: Option<u64>,
 }
 
 /// A running `vole serve`, killed when dropped.
@@ -142,6 +143,7 @@ impl TestServer {
             data: None,
             args: Vec::new(),
             env: Vec::new(),
+            soft_fd_limit: None,
         }
     }
 
@@ -202,6 +204,12 @@ impl TestServerBuilder {
         self
     }
 
+    /// Starts the server with this soft open-file limit.
+    pub fn soft_fd_limit(mut self, limit: u64) -> Self {
+        self.soft_fd_limit = Some(limit);
+        self
+    }
+
     /// Starts the server and waits (bounded) for its listening line.
     pub fn start(self) -> TestServer {
         let (tempdir, data) = match self.data {
@@ -223,6 +231,23 @@ impl TestServerBuilder {
             .stderr(Stdio::piped());
         for (key, value) in &self.env {
             command.env(key, value);
+        }
+        if let Some(limit) = self.soft_fd_limit {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: only a setrlimit system call between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let old = rustix::process::getrlimit(rustix::process::Resource::Nofile);
+                    rustix::process::setrlimit(
+                        rustix::process::Resource::Nofile,
+                        rustix::process::Rlimit {
+                            current: Some(limit),
+                            maximum: old.maximum,
+                        },
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
         }
         let mut child = command.spawn().expect("spawn vole serve");
         let log = LogLines::default();
