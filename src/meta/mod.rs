@@ -40,7 +40,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use crate::git::Git;
-use crate::log::{Log, MetaWrite, now_ns};
+use crate::log::{EncodedTxn, Log, MetaWrite, now_ns};
 use crate::repos::RepoName;
 use entity::{
     Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
@@ -227,7 +227,7 @@ struct ShardQueue {
 
 struct RepoState {
     index: index::Index,
-    /// The next write's place in the append order (see [`Sequencer`]).
+    /// The next write's place in the append order (see [`Appender`]).
     next_ticket: u64,
     pending: BTreeMap<u8, ShardQueue>,
 }
@@ -240,50 +240,40 @@ struct RepoMeta {
     tips: Mutex<HashMap<u8, Option<ObjectId>>>,
     packs_since_check: AtomicUsize,
     repacking: Arc<AtomicBool>,
-    sequencer: Sequencer,
+    appender: Appender,
 }
 
-/// Hands the log append to writers in the order their tickets were drawn,
-/// waking exactly the next one (a condvar broadcast would wake every
-/// waiting writer on every append). The log frames are encoded before a
-/// writer waits here, so the ordered section is only the write itself.
+/// Appends writers' frames to the log in the order their tickets were
+/// drawn. A writer deposits its encoded frame; a writer that finds no
+/// append under way appends every deposited frame that is next in ticket
+/// order, back to back, and wakes exactly their writers with their results.
+/// (Waking writers in turn, one append each, made every acknowledged write
+/// wait behind a chain of thread hand-offs.)
 #[derive(Default)]
-struct Sequencer {
-    state: Mutex<SequencerState>,
+struct Appender {
+    state: Mutex<AppenderState>,
 }
 
 #[derive(Default)]
-struct SequencerState {
+struct AppenderState {
+    /// The next ticket to append.
     turn: u64,
+    appending: bool,
+    deposited: HashMap<u64, Deposit>,
+    results: HashMap<u64, Result<Appended, String>>,
     parked: HashMap<u64, std::thread::Thread>,
 }
 
-impl Sequencer {
-    fn wait_turn(&self, ticket: u64) {
-        loop {
-            {
-                let mut state = lock(&self.state);
-                if state.turn == ticket {
-                    state.parked.remove(&ticket);
-                    return;
-                }
-                state.parked.insert(ticket, std::thread::current());
-            }
-            // A wake-up for an earlier turn, or a spurious one, just
-            // loops back to the check.
-            std::thread::park();
-        }
-    }
-
-    fn advance(&self) {
-        let mut state = lock(&self.state);
-        state.turn += 1;
-        let next = state.turn;
-        if let Some(thread) = state.parked.get(&next) {
-            thread.unpark();
-        }
-    }
+/// A writer's encoded frame (or why it could not be encoded) and where its
+/// document goes.
+struct Deposit {
+    encoded: Result<(EncodedTxn<MetaWrite>, Vec<u8>), String>,
+    shard: u8,
+    path: String,
 }
+
+/// A write in the log: its sequence, and whether its shard is now full.
+type Appended = (u64, bool);
 
 /// Log sequences appended but not yet folded. Appends happen with this
 /// lock held, so every sequence at or below `max_seen` is either here or
@@ -786,6 +776,95 @@ impl MetaStore {
         Ok(settings)
     }
 
+    /// Deposits a writer's frame and returns once it is in the log (not yet
+    /// durable), appending it and any frames after it itself when no other
+    /// writer is appending.
+    fn append_in_order(
+        &self,
+        meta: &RepoMeta,
+        ticket: u64,
+        deposit: Deposit,
+    ) -> Result<Appended, String> {
+        let mut state = lock(&meta.appender.state);
+        state.deposited.insert(ticket, deposit);
+        loop {
+            let next_ready = !state.appending && state.deposited.contains_key(&state.turn);
+            if let Some(result) = state.results.remove(&ticket) {
+                // Hand the appending on rather than keep this writer.
+                if next_ready && let Some(next) = state.parked.get(&state.turn) {
+                    next.unpark();
+                }
+                return result;
+            }
+            if next_ready {
+                let mut batch = Vec::new();
+                loop {
+                    let turn = state.turn;
+                    let Some(deposit) = state.deposited.remove(&turn) else {
+                        break;
+                    };
+                    batch.push((turn, deposit));
+                    state.turn += 1;
+                }
+                state.appending = true;
+                drop(state);
+                let results = self.append_batch(meta, batch);
+                state = lock(&meta.appender.state);
+                state.appending = false;
+                for (done, result) in results {
+                    if let Some(writer) = state.parked.remove(&done) {
+                        writer.unpark();
+                    }
+                    state.results.insert(done, result);
+                }
+                continue;
+            }
+            state.parked.insert(ticket, std::thread::current());
+            drop(state);
+            // A wake-up for nothing, or a spurious one, loops to the checks.
+            std::thread::park();
+            state = lock(&meta.appender.state);
+        }
+    }
+
+    /// Appends deposits (consecutive tickets) in order and queues each
+    /// appended write for its shard's fold.
+    fn append_batch(
+        &self,
+        meta: &RepoMeta,
+        batch: Vec<(u64, Deposit)>,
+    ) -> Vec<(u64, Result<Appended, String>)> {
+        let inner = &self.inner;
+        let mut state = lock(&meta.state);
+        let mut unfolded = lock(&inner.unfolded);
+        batch
+            .into_iter()
+            .map(|(ticket, deposit)| {
+                let appended = deposit.encoded.and_then(|(frame, body)| {
+                    let seq = inner.log.append_encoded(frame).map_err(|e| e.to_string())?;
+                    unfolded.seqs.insert(seq);
+                    unfolded.max_seen = unfolded.max_seen.max(seq);
+                    let queue = state
+                        .pending
+                        .entry(deposit.shard)
+                        .or_insert_with(|| ShardQueue {
+                            writes: Vec::new(),
+                            since: Instant::now(),
+                        });
+                    queue.writes.push(PendingWrite {
+                        seq,
+                        shard: deposit.shard,
+                        path: deposit.path,
+                        body,
+                    });
+                    inner.pending_total.fetch_add(1, Ordering::SeqCst);
+                    Ok((seq, queue.writes.len() >= inner.options.fold_batch))
+                });
+                (ticket, appended)
+            })
+            .collect()
+    }
+
     /// Changes whenever any repo's settings change.
     pub fn settings_generation(&self) -> u64 {
         self.inner.settings_generation.load(Ordering::Acquire)
@@ -964,30 +1043,12 @@ impl MetaStore {
         // 3. Append in decision order: per shard (and per entity) the log
         // order is the order versions were decided in, which the folds and
         // recovery rely on.
-        meta.sequencer.wait_turn(ticket);
-        let appended = encoded.and_then(|(frame, body)| {
-            let mut state = lock(&meta.state);
-            let seq = {
-                let mut unfolded = lock(&inner.unfolded);
-                let seq = inner.log.append_encoded(frame).map_err(|e| e.to_string())?;
-                unfolded.seqs.insert(seq);
-                unfolded.max_seen = unfolded.max_seen.max(seq);
-                seq
-            };
-            let queue = state.pending.entry(shard).or_insert_with(|| ShardQueue {
-                writes: Vec::new(),
-                since: Instant::now(),
-            });
-            queue.writes.push(PendingWrite {
-                seq,
-                shard,
-                path,
-                body,
-            });
-            inner.pending_total.fetch_add(1, Ordering::SeqCst);
-            Ok((seq, queue.writes.len() >= inner.options.fold_batch))
-        });
-        meta.sequencer.advance();
+        let deposit = Deposit {
+            encoded,
+            shard,
+            path,
+        };
+        let appended = self.append_in_order(&meta, ticket, deposit);
         let durable = appended.and_then(|(seq, full)| {
             inner.log.wait_durable(seq).map_err(|e| e.to_string())?;
             Ok(full)
@@ -1146,7 +1207,7 @@ fn load_repo(
             tips: Mutex::new(tips),
             packs_since_check: AtomicUsize::new(0),
             repacking: Arc::new(AtomicBool::new(false)),
-            sequencer: Sequencer::default(),
+            appender: Appender::default(),
         },
         folded,
     ))
