@@ -6,6 +6,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use gix::ObjectId;
+
 /// Why the configured git cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
@@ -109,6 +111,27 @@ impl Git {
         ]
     }
 
+    /// `git --git-dir <git_dir> args..` with stdout piped for reading as it
+    /// comes (stdin and stderr closed); the child is killed when dropped, so
+    /// a client that goes away stops it.
+    pub fn spawn_reader(
+        &self,
+        git_dir: &Path,
+        args: &[&str],
+    ) -> std::io::Result<(tokio::process::Child, tokio::process::ChildStdout)> {
+        let mut child = tokio::process::Command::from(self.command())
+            .arg("--git-dir")
+            .arg(git_dir)
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child.stdout.take().expect("stdout is piped");
+        Ok((child, stdout))
+    }
+
     /// Runs `git args..` to completion and returns its stdout.
     pub fn run(&self, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, GitError> {
         let output =
@@ -176,4 +199,52 @@ pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
         .unwrap_or_else(|p| p.into_inner())
         .insert(path.to_path_buf(), repo.clone().into_sync());
     Ok(repo)
+}
+
+/// Where a path leads inside a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lookup {
+    File {
+        id: ObjectId,
+        size: u64,
+    },
+    Dir(ObjectId),
+    /// Absent, or refused: symlinks (never followed) and submodules.
+    Missing,
+}
+
+/// Follows `segments` from `tree`, entry by entry, so a path cannot leave
+/// the tree it starts in.
+pub fn lookup(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    segments: &[String],
+) -> Result<Lookup, Box<dyn std::error::Error + Send + Sync>> {
+    let mut current = Lookup::Dir(tree);
+    for segment in segments {
+        let Lookup::Dir(tree_id) = current else {
+            return Ok(Lookup::Missing);
+        };
+        let tree = repo.find_tree(tree_id)?;
+        let decoded = tree.decode()?;
+        let Some(entry) = decoded
+            .entries
+            .iter()
+            .find(|e| e.filename == segment.as_bytes())
+        else {
+            return Ok(Lookup::Missing);
+        };
+        let id = entry.oid.to_owned();
+        current = if entry.mode.is_tree() {
+            Lookup::Dir(id)
+        } else if entry.mode.is_blob() {
+            Lookup::File {
+                id,
+                size: repo.find_header(id)?.size(),
+            }
+        } else {
+            Lookup::Missing
+        };
+    }
+    Ok(current)
 }

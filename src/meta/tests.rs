@@ -130,6 +130,15 @@ fn new_issue(title: &str) -> NewIssue {
     }
 }
 
+/// Creates `n` issues titled `{prefix}{i}`, each acknowledged.
+fn create_issues(store: &MetaStore, prefix: &str, n: usize) {
+    for i in 0..n {
+        store
+            .create_issue(&repo(), new_issue(&format!("{prefix}{i}")), "ann")
+            .unwrap();
+    }
+}
+
 /// A store that folds only when flushed: writes stay in the log alone.
 fn only_on_flush() -> StoreOptions {
     StoreOptions {
@@ -453,22 +462,14 @@ fn reopening_refolds_what_was_not_folded_and_nothing_twice() {
     let fx = Fixture::new();
     {
         let (_log, store) = fx.open(quick());
-        for i in 0..10 {
-            store
-                .create_issue(&repo(), new_issue(&format!("folded {i}")), "ann")
-                .unwrap();
-        }
+        create_issues(&store, "folded ", 10);
         assert!(store.flush(Duration::from_secs(10)));
     }
     {
         // Nothing is folded: the writes exist only in the log when the
         // store goes away (as after a crash).
         let (_log, store) = fx.open(only_on_flush());
-        for i in 0..10 {
-            store
-                .create_issue(&repo(), new_issue(&format!("unfolded {i}")), "ann")
-                .unwrap();
-        }
+        create_issues(&store, "unfolded ", 10);
         assert_eq!(
             store.stats().pending,
             10,
@@ -504,11 +505,7 @@ fn reopening_refolds_what_was_not_folded_and_nothing_twice() {
 fn one_fold_cycle_writes_one_pack_and_no_loose_objects() {
     let fx = Fixture::new();
     let (_log, store) = fx.open(only_on_flush());
-    for i in 0..50 {
-        store
-            .create_issue(&repo(), new_issue(&format!("{i}")), "ann")
-            .unwrap();
-    }
+    create_issues(&store, "", 50);
     assert!(store.flush(Duration::from_secs(10)));
     let counts = git(&fx.git_dir, &["count-objects", "-v"]);
     assert!(
@@ -528,20 +525,12 @@ fn compacting_the_meta_log_keeps_every_write_not_yet_folded() {
     let fx = Fixture::new();
     {
         let (_log, store) = fx.open(quick());
-        for i in 0..10 {
-            store
-                .create_issue(&repo(), new_issue(&format!("folded {i}")), "ann")
-                .unwrap();
-        }
+        create_issues(&store, "folded ", 10);
         assert!(store.flush(Duration::from_secs(10)));
     }
     {
         let (log, store) = fx.open(only_on_flush());
-        for i in 0..5 {
-            store
-                .create_issue(&repo(), new_issue(&format!("unfolded {i}")), "ann")
-                .unwrap();
-        }
+        create_issues(&store, "unfolded ", 5);
         let report = store.compact_log(0).unwrap();
         assert!(report.bytes_after < report.bytes_before, "{report:?}");
         assert_eq!(report.base_seq, 11, "only the folded records may go");

@@ -52,7 +52,6 @@ pub mod path;
 pub mod store;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::{Arc, RwLock};
 use std::task::{Context, Poll};
@@ -765,19 +764,10 @@ impl BlobStream {
         skip: u64,
         len: u64,
     ) -> Result<BlobStream, AppError> {
-        let mut child = tokio::process::Command::new(app.git.path())
-            .env_clear()
-            .envs(app.git.child_env())
-            .arg("--git-dir")
-            .arg(PathBuf::from(repo))
-            .args(["cat-file", "blob", &id.to_string()])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
+        let (child, stdout) = app
+            .git
+            .spawn_reader(repo, &["cat-file", "blob", &id.to_string()])
             .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
-        let stdout = child.stdout.take().expect("stdout is piped");
         Ok(BlobStream {
             _child: child,
             stdout,

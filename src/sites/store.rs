@@ -21,17 +21,7 @@ fn err(e: impl std::fmt::Display) -> SiteError {
     SiteError(e.to_string())
 }
 
-/// Where a path leads inside a tree.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lookup {
-    File {
-        id: ObjectId,
-        size: u64,
-    },
-    Dir(ObjectId),
-    /// Absent, or refused: symlinks (never followed) and submodules.
-    Missing,
-}
+pub use crate::git::Lookup;
 
 /// repo -> ref -> (feed generation, root tree): looked up by `&str`
 /// without allocating.
@@ -132,34 +122,7 @@ impl SiteStore {
         tree: ObjectId,
         segments: &[String],
     ) -> Result<Lookup, SiteError> {
-        let repo = self.repo(path)?;
-        let mut current = Lookup::Dir(tree);
-        for segment in segments {
-            let Lookup::Dir(tree_id) = current else {
-                return Ok(Lookup::Missing);
-            };
-            let tree = repo.find_tree(tree_id).map_err(err)?;
-            let decoded = tree.decode().map_err(err)?;
-            let Some(entry) = decoded
-                .entries
-                .iter()
-                .find(|e| e.filename == segment.as_bytes())
-            else {
-                return Ok(Lookup::Missing);
-            };
-            let id = entry.oid.to_owned();
-            current = if entry.mode.is_tree() {
-                Lookup::Dir(id)
-            } else if entry.mode.is_blob() {
-                let size = repo.find_header(id).map_err(err)?.size();
-                Lookup::File { id, size }
-            } else {
-                // Symlinks are not followed and submodules have no content
-                // here: both are "not found".
-                Lookup::Missing
-            };
-        }
-        Ok(current)
+        crate::git::lookup(&self.repo(path)?, tree, segments).map_err(err)
     }
 
     /// A blob's bytes, through the cache.

@@ -361,22 +361,18 @@ pub async fn archive(
             PageError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
         })?;
     let prefix = format!("{}-{}/", name.name(), sanitize(&rev));
-    let mut child = tokio::process::Command::from(app.git.command())
-        .arg("--git-dir")
-        .arg(app.repos.path(&name))
-        .args([
-            "archive",
-            &format!("--format={format}"),
-            &format!("--prefix={prefix}"),
-            &commit.to_string(),
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
+    let (child, stdout) = app
+        .git
+        .spawn_reader(
+            &app.repos.path(&name),
+            &[
+                "archive",
+                &format!("--format={format}"),
+                &format!("--prefix={prefix}"),
+                &commit.to_string(),
+            ],
+        )
         .map_err(|e| PageError::internal("cannot run git archive", e))?;
-    let stdout = child.stdout.take().expect("piped");
     let stream = tokio_util::io::ReaderStream::new(ChildOutput {
         stdout,
         _child: child,

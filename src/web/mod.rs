@@ -312,6 +312,23 @@ struct Resolved {
 
 /// Resolves `rev` and `path` in one blocking hop; `Ok(None)` when the
 /// repo has no commits at all.
+/// The repo, the path's segments and what `rev:path` is, for the tree and
+/// blob pages (an empty repo is not found).
+async fn resolve_path(
+    app: &Arc<App>,
+    owner: &str,
+    repo: &str,
+    rev: &str,
+    path: &str,
+) -> Result<(RepoName, Vec<String>, Resolved), PageError> {
+    let name = repo_name(app, owner, repo)?;
+    let segments = segments(path)?;
+    let resolved = resolve(app, &name, Some(rev.to_string()), segments.clone(), false)
+        .await?
+        .ok_or_else(|| PageError::not_found(format!("{name} is empty.")))?;
+    Ok((name, segments, resolved))
+}
+
 async fn resolve(
     app: &Arc<App>,
     name: &RepoName,
@@ -496,11 +513,7 @@ async fn tree_page(
     rev: String,
     path: String,
 ) -> Result<Response, PageError> {
-    let name = repo_name(&app, &owner, &repo)?;
-    let segments = segments(&path)?;
-    let resolved = resolve(&app, &name, Some(rev.clone()), segments.clone(), false)
-        .await?
-        .ok_or_else(|| PageError::not_found(format!("{name} is empty.")))?;
+    let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
     match resolved.node {
         Node::Tree(_) => {}
         Node::Blob { .. } => {
@@ -551,11 +564,7 @@ pub async fn blob(
     State(app): State<Arc<App>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, PageError> {
-    let name = repo_name(&app, &owner, &repo)?;
-    let segments = segments(&path)?;
-    let resolved = resolve(&app, &name, Some(rev.clone()), segments.clone(), false)
-        .await?
-        .ok_or_else(|| PageError::not_found(format!("{name} is empty.")))?;
+    let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
     let (id, size) = match resolved.node {
         Node::Blob { id, size } => (id, size),
         Node::Tree(_) => {

@@ -7,6 +7,8 @@ use std::path::Path;
 use gix::ObjectId;
 use gix::bstr::ByteSlice;
 
+use crate::git::Lookup;
+
 pub type ReadError = Box<dyn std::error::Error + Send + Sync>;
 
 /// Branches and tags (short names, sorted) and the branch HEAD names.
@@ -143,28 +145,11 @@ pub fn lookup(
     tree: ObjectId,
     segments: &[String],
 ) -> Result<Node, ReadError> {
-    let mut current = tree;
-    for (i, segment) in segments.iter().enumerate() {
-        let tree = repo.find_tree(current)?;
-        let decoded = tree.decode()?;
-        let Some(entry) = decoded
-            .entries
-            .iter()
-            .find(|e| e.filename == segment.as_bytes())
-        else {
-            return Ok(Node::Missing);
-        };
-        let id = entry.oid.to_owned();
-        let last = i + 1 == segments.len();
-        if entry.mode.is_tree() {
-            current = id;
-        } else if entry.mode.is_blob() && last {
-            let size = repo.find_header(id)?.size();
-            return Ok(Node::Blob { id, size });
-        } else {
-            return Ok(Node::Missing);
-        }
-    }
+    let current = match crate::git::lookup(repo, tree, segments)? {
+        Lookup::Dir(id) => id,
+        Lookup::File { id, size } => return Ok(Node::Blob { id, size }),
+        Lookup::Missing => return Ok(Node::Missing),
+    };
     let tree = repo.find_tree(current)?;
     let mut entries: Vec<TreeEntry> = tree
         .decode()?
