@@ -4,7 +4,7 @@
 //! `cargo run --release --example tree-serving [-- --rounds 3 --seconds 10]`
 //!
 //! Needs Debian's `nginx` and `wrk`; builds the release `vole` first. Prints
-//! `server=<vole|nginx> warm_rps=.. p50_ms=.. p99_ms=..` per run,
+//! `server=<vole|nginx> warm_rps=.. p50_ms=.. p99_ms=.. cpu_us_per_req=..` per run,
 //! `cold_p50_ms=.. cache_dropped=..`, `cache_bytes=.. sendfile_bytes=..`, then
 //! `warm_ratio median=.. min=.. max=..`. Every path is first fetched from
 //! both servers and compared with the file committed (verification).
@@ -117,6 +117,27 @@ impl KeepAlive {
         self.reader.read_exact(&mut body).ok()?;
         Some(body)
     }
+}
+
+/// CPU time (user + system) of `pid` and its direct children (nginx's
+/// workers), from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let ticks = |pid: &str| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                // Fields after the command name, which is in parentheses.
+                let rest = stat.rsplit_once(')')?.1;
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+            })
+            .unwrap_or(0)
+    };
+    let children =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let total: u64 = ticks(&pid.to_string()) + children.split_whitespace().map(ticks).sum::<u64>();
+    // SAFETY: sysconf has no preconditions.
+    total as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
 fn wrk(port: u16, prefix: &str, paths_file: &Path, seconds: u64) -> (f64, f64, f64) {
@@ -264,19 +285,23 @@ fn main() {
     let mut ratios = Vec::new();
     for round in 0..rounds {
         let mut pair = Vec::new();
-        let order: [(&str, u16, &str); 2] = [
-            ("vole", vole_port, "/alice/site/-/site/"),
-            ("nginx", nginx_port, "/"),
+        let order: [(&str, u16, &str, u32); 2] = [
+            ("vole", vole_port, "/alice/site/-/site/", vole_child.id()),
+            ("nginx", nginx_port, "/", nginx.id()),
         ];
         let order: Vec<_> = if round % 2 == 0 {
             order.to_vec()
         } else {
             order.iter().rev().cloned().collect()
         };
-        for (name, port, prefix) in order {
+        for (name, port, prefix, pid) in order {
+            let (cpu_before, started) = (cpu_seconds(pid), Instant::now());
             let (rps, p50, p99) = wrk(port, prefix, &paths_file, seconds);
+            let cpu = cpu_seconds(pid) - cpu_before;
+            let requests = rps * started.elapsed().as_secs_f64();
             println!(
-                "server={name} warm_rps={rps:.0} p50_ms={p50:.3} p99_ms={p99:.3} round={round}"
+                "server={name} warm_rps={rps:.0} p50_ms={p50:.3} p99_ms={p99:.3} cpu_us_per_req={:.1} round={round}",
+                cpu * 1e6 / requests
             );
             pair.push((name, rps));
         }
