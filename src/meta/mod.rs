@@ -246,9 +246,11 @@ struct RepoMeta {
 /// Appends writers' frames to the log in the order their tickets were
 /// drawn. A writer deposits its encoded frame; a writer that finds no
 /// append under way appends every deposited frame that is next in ticket
-/// order, back to back, and wakes exactly their writers with their results.
-/// (Waking writers in turn, one append each, made every acknowledged write
-/// wait behind a chain of thread hand-offs.)
+/// order, back to back, waits at the log's sync gate until they are
+/// durable, and wakes exactly their writers with their results. (Waking
+/// writers in turn, one append each, made every acknowledged write wait
+/// behind a chain of thread hand-offs; waking them once when appended and
+/// again when durable doubled the context switches.)
 #[derive(Default)]
 struct Appender {
     state: Mutex<AppenderState>,
@@ -316,8 +318,8 @@ struct Inner {
     repos: RwLock<HashMap<String, Arc<RepoMeta>>>,
     unfolded: Mutex<Unfolded>,
     pending_total: AtomicUsize,
-    /// Wakes the fold thread: set when a shard fills or a flush is asked.
-    wake: Mutex<bool>,
+    /// Wakes the fold thread (see [`FoldWake`]).
+    wake: Mutex<FoldWake>,
     wake_cv: Condvar,
     flush_requested: AtomicBool,
     stop: AtomicBool,
@@ -438,7 +440,10 @@ impl MetaStore {
             repos: RwLock::new(map),
             unfolded: Mutex::new(unfolded),
             pending_total: AtomicUsize::new(requeued),
-            wake: Mutex::new(requeued > 0),
+            wake: Mutex::new(FoldWake {
+                now: requeued > 0,
+                idle: false,
+            }),
             wake_cv: Condvar::new(),
             flush_requested: AtomicBool::new(false),
             stop: AtomicBool::new(false),
@@ -776,10 +781,14 @@ impl MetaStore {
         Ok(settings)
     }
 
-    /// Deposits a writer's frame and returns once it is in the log (not yet
-    /// durable), appending it and any frames after it itself when no other
-    /// writer is appending.
-    fn append_in_order(
+    /// Deposits a writer's frame and returns once it is in the log and
+    /// durable. A writer that finds no append under way and the next ticket
+    /// deposited appends every deposit that is next in ticket order (its
+    /// own among them, or not yet), waits until they are durable, and only
+    /// then hands each writer its result: a writer that parks is woken once,
+    /// with its write acknowledged, instead of once to hear its frame was
+    /// written and again at the sync gate.
+    fn append_durably(
         &self,
         meta: &RepoMeta,
         ticket: u64,
@@ -788,30 +797,47 @@ impl MetaStore {
         let mut state = lock(&meta.appender.state);
         state.deposited.insert(ticket, deposit);
         loop {
-            let next_ready = !state.appending && state.deposited.contains_key(&state.turn);
             if let Some(result) = state.results.remove(&ticket) {
-                // Hand the appending on rather than keep this writer.
-                if next_ready && let Some(next) = state.parked.get(&state.turn) {
-                    next.unpark();
-                }
                 return result;
             }
-            if next_ready {
-                let mut batch = Vec::new();
-                loop {
-                    let turn = state.turn;
-                    let Some(deposit) = state.deposited.remove(&turn) else {
-                        break;
-                    };
-                    batch.push((turn, deposit));
-                    state.turn += 1;
+            if !state.appending && state.deposited.contains_key(&state.turn) {
+                // Append while deposits are ready: a deposit that arrives
+                // during an append sees one under way and parks, so it is
+                // taken by the next round of this loop.
+                let mut appended = Vec::new();
+                while !state.appending && state.deposited.contains_key(&state.turn) {
+                    let mut batch = Vec::new();
+                    loop {
+                        let turn = state.turn;
+                        let Some(deposit) = state.deposited.remove(&turn) else {
+                            break;
+                        };
+                        batch.push((turn, deposit));
+                        state.turn += 1;
+                    }
+                    state.appending = true;
+                    drop(state);
+                    appended.extend(self.append_batch(meta, batch));
+                    state = lock(&meta.appender.state);
+                    state.appending = false;
                 }
-                state.appending = true;
+                // Later deposits find no append under way and append
+                // themselves while these wait for the sync gate.
                 drop(state);
-                let results = self.append_batch(meta, batch);
+                let last = appended
+                    .iter()
+                    .filter_map(|(_, result)| result.as_ref().ok().map(|(seq, _)| *seq))
+                    .max();
+                let durable = match last {
+                    Some(seq) => self.inner.log.wait_durable(seq).map_err(|e| e.to_string()),
+                    None => Ok(()),
+                };
                 state = lock(&meta.appender.state);
-                state.appending = false;
-                for (done, result) in results {
+                for (done, result) in appended {
+                    let result = match (&durable, result) {
+                        (Err(why), Ok(_)) => Err(why.clone()),
+                        (_, result) => result,
+                    };
                     if let Some(writer) = state.parked.remove(&done) {
                         writer.unpark();
                     }
@@ -1048,13 +1074,8 @@ impl MetaStore {
             shard,
             path,
         };
-        let appended = self.append_in_order(&meta, ticket, deposit);
-        let durable = appended.and_then(|(seq, full)| {
-            inner.log.wait_durable(seq).map_err(|e| e.to_string())?;
-            Ok(full)
-        });
-        match durable {
-            Ok(full) => {
+        match self.append_durably(&meta, ticket, deposit) {
+            Ok((_, full)) => {
                 inner.wake(full);
                 Ok(entity)
             }
@@ -1253,11 +1274,29 @@ fn read_tree(
 
 // ---- the fold thread --------------------------------------------------------
 
+/// What the fold thread is woken for. Writers signal it only when it has
+/// something to act on: a full shard or a flush (`now`), or a first pending
+/// write while it sleeps without a timer (`idle`). Signalling on every
+/// write cost every write a futex call and, while a cycle waited out its
+/// minimum gap, a context switch of the fold thread.
+struct FoldWake {
+    /// A shard filled, a flush was asked or the store stops.
+    now: bool,
+    /// The fold thread sleeps with nothing pending (no timer running).
+    idle: bool,
+}
+
 impl Inner {
+    /// Called after a write is queued (`pending_total` already counts it)
+    /// or when a fold is wanted at once (`now`).
     fn wake(&self, now: bool) {
-        let mut flag = lock(&self.wake);
-        *flag |= now;
-        self.wake_cv.notify_one();
+        let mut wake = lock(&self.wake);
+        if now {
+            wake.now = true;
+            self.wake_cv.notify_one();
+        } else if wake.idle {
+            self.wake_cv.notify_one();
+        }
     }
 }
 
@@ -1271,19 +1310,25 @@ fn fold_loop(inner: Arc<Inner>) {
     let mut last_cycle = Instant::now();
     loop {
         {
-            let mut flag = lock(&inner.wake);
-            if !*flag && !inner.stop.load(Ordering::SeqCst) {
-                flag = if inner.pending_total.load(Ordering::SeqCst) == 0 {
-                    inner.wake_cv.wait(flag).unwrap_or_else(|p| p.into_inner())
+            let mut wake = lock(&inner.wake);
+            if !wake.now && !inner.stop.load(Ordering::SeqCst) {
+                // Checked under the wake lock: a writer counts its write
+                // before it takes this lock, so it either is seen here or
+                // finds `idle` set and signals.
+                wake = if inner.pending_total.load(Ordering::SeqCst) == 0 {
+                    wake.idle = true;
+                    let mut wake = inner.wake_cv.wait(wake).unwrap_or_else(|p| p.into_inner());
+                    wake.idle = false;
+                    wake
                 } else {
                     inner
                         .wake_cv
-                        .wait_timeout(flag, interval / 2)
+                        .wait_timeout(wake, interval / 2)
                         .unwrap_or_else(|p| p.into_inner())
                         .0
                 };
             }
-            *flag = false;
+            wake.now = false;
         }
         // Stopping folds nothing more: `close` flushes first; a plain drop
         // leaves the queue to the log, as a crash would.
@@ -1298,10 +1343,10 @@ fn fold_loop(inner: Arc<Inner>) {
         // of one each.
         let since_last = last_cycle.elapsed();
         if !force && since_last < min_gap {
-            let flag = lock(&inner.wake);
+            let wake = lock(&inner.wake);
             let _ = inner
                 .wake_cv
-                .wait_timeout_while(flag, min_gap - since_last, |_| {
+                .wait_timeout_while(wake, min_gap - since_last, |_| {
                     !inner.flush_requested.load(Ordering::SeqCst)
                         && !inner.stop.load(Ordering::SeqCst)
                 })
@@ -1471,14 +1516,9 @@ fn maybe_repack(inner: &Inner, meta: &RepoMeta) {
         return;
     };
     let pack_dir = meta.git_dir.join("objects").join("pack");
-    let packs = std::fs::read_dir(&pack_dir)
-        .map(|dir| {
-            dir.filter_map(Result::ok)
-                .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
-                .count()
-        })
-        .unwrap_or(0);
-    if packs <= inner.options.max_packs || meta.repacking.swap(true, Ordering::SeqCst) {
+    let max_packs = inner.options.max_packs;
+    let packs = count_packs(&pack_dir);
+    if packs <= max_packs || meta.repacking.swap(true, Ordering::SeqCst) {
         return;
     }
     let repacking = meta.repacking.clone();
@@ -1488,25 +1528,51 @@ fn maybe_repack(inner: &Inner, meta: &RepoMeta) {
     let _ = std::thread::Builder::new()
         .name("vole-repack".into())
         .spawn(move || {
-            let output = git
-                .command()
-                .arg("--git-dir")
-                .arg(&git_dir)
-                .args(["repack", "-d", "-q", "--geometric=2"])
-                .output();
-            match output {
-                Ok(out) if out.status.success() => {
-                    tracing::info!(repo = name, packs_before = packs, "metadata packs repacked")
+            // Folds that ran during a repack found it running and left
+            // their packs to it: look again once it is done (bounded), or
+            // the count could stay above the bound until the next fold.
+            let mut packs_before = packs;
+            for _round in 0..4 {
+                let output = git
+                    .command()
+                    .arg("--git-dir")
+                    .arg(&git_dir)
+                    .args(["repack", "-d", "-q", "--geometric=2"])
+                    .output();
+                match output {
+                    Ok(out) if out.status.success() => {
+                        tracing::info!(repo = name, packs_before, "metadata packs repacked")
+                    }
+                    Ok(out) => {
+                        tracing::warn!(
+                            repo = name,
+                            stderr = %String::from_utf8_lossy(&out.stderr).trim(),
+                            "git repack failed"
+                        );
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(repo = name, error = %e, "cannot run git repack");
+                        break;
+                    }
                 }
-                Ok(out) => tracing::warn!(
-                    repo = name,
-                    stderr = %String::from_utf8_lossy(&out.stderr).trim(),
-                    "git repack failed"
-                ),
-                Err(e) => tracing::warn!(repo = name, error = %e, "cannot run git repack"),
+                packs_before = count_packs(&pack_dir);
+                if packs_before <= max_packs {
+                    break;
+                }
             }
             repacking.store(false, Ordering::SeqCst);
         });
+}
+
+fn count_packs(pack_dir: &Path) -> usize {
+    std::fs::read_dir(pack_dir)
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -659,3 +659,86 @@ fn per_entity_the_log_holds_versions_in_the_order_they_were_decided() {
         serde_json::from_str(&git(&fx.git_dir, &["show", &path])).unwrap();
     assert_eq!(folded["version"], 1 + 8 * edits_per_thread as u64);
 }
+
+#[test]
+fn a_write_made_while_the_fold_thread_sleeps_is_folded_without_a_flush() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    let folded_within = |bound: Duration| {
+        let deadline = std::time::Instant::now() + bound;
+        while std::time::Instant::now() < deadline {
+            if store.stats().pending == 0 {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    };
+    for round in 0..3 {
+        // Nothing pending: the fold thread sleeps with no timer running,
+        // so only the writer can wake it.
+        let idle = (0..2500).any(|_| {
+            if lock(&store.inner.wake).idle {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+            false
+        });
+        assert!(idle, "the fold thread never went idle (round {round})");
+        create_issues(&store, &format!("round{round}-"), 1);
+        assert!(
+            folded_within(Duration::from_secs(5)),
+            "a write made while the fold thread slept was not folded within 5 s (round {round}): the writer did not wake it"
+        );
+    }
+    assert_eq!(fx.documents().len(), 3, "every write is in a shard ref");
+}
+
+#[test]
+fn no_write_is_acknowledged_before_the_log_has_it_durably() {
+    let fx = Fixture::new();
+    let (log, store) = fx.open(only_on_flush());
+    let store = Arc::new(store);
+    let writers = 8;
+    let acked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (written_before, durable_before) = log.watermarks();
+    // No sync can start while the gate is held: every frame can reach the
+    // file, none can become durable.
+    let hold = log.gate().hold();
+    let threads: Vec<_> = (0..writers)
+        .map(|w| {
+            let store = store.clone();
+            let acked = acked.clone();
+            std::thread::spawn(move || {
+                create_issues(&store, &format!("w{w}-"), 1);
+                acked.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    let all_written = (0..2500).any(|_| {
+        if log.watermarks().0 >= written_before + writers as u64 {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+        false
+    });
+    assert!(
+        all_written,
+        "the writers' frames never reached the log (written {:?})",
+        log.watermarks()
+    );
+    // Give an early acknowledgement time to show.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        acked.load(Ordering::SeqCst),
+        0,
+        "a write was acknowledged while no sync could run: acknowledged before durable"
+    );
+    assert_eq!(log.watermarks().1, durable_before, "nothing became durable");
+    drop(hold);
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(acked.load(Ordering::SeqCst), writers);
+    assert!(log.watermarks().1 >= written_before + writers as u64);
+}

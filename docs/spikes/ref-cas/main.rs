@@ -2,7 +2,7 @@
 //! as commits on CAS-moved refs, vole's store against the ref-CAS spike's
 //! own method (one `git` process per step) on the same machine.
 //!
-//! `cargo run --release --example ref-cas -- -n 2000,20000,200000 [--modes m1,m2] [--writers W]`
+//! `cargo run --release --example ref-cas -- -n 2000,20000,200000 [--modes m1,m2] [--writers W] [--rounds R]`
 //!
 //! Modes: `shared-naive`, `sharded-naive`, `shared-batched`,
 //! `sharded-batched` (vole's real store with 1 or 256 shards and 1 or 64
@@ -35,7 +35,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, arg_text, git, sh};
+use common::{arg, arg_text, git, median, sh};
 
 const REPO: &str = "bench/ref-cas";
 /// The spike's method is capped here (one process per step is slow).
@@ -104,7 +104,7 @@ fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -
             let next = next.clone();
             std::thread::spawn(move || {
                 let repo = RepoName::parse(REPO).unwrap();
-                let mut acked = Vec::new();
+                let mut acked = Vec::with_capacity(n / writers + 64);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= n {
@@ -412,83 +412,124 @@ fn main() {
         .map(str::to_string)
         .collect();
     let writers = arg("--writers", 32) as usize;
+    let rounds = arg("--rounds", 1).max(1) as usize;
     let tmp_root = std::env::temp_dir();
     println!(
-        "# ref-cas: sizes={sizes:?} modes={modes:?} writers={writers} tmp={} cpus={}",
+        "# ref-cas: sizes={sizes:?} modes={modes:?} writers={writers} rounds={rounds} tmp={} cpus={}",
         tmp_root.display(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
-    let mut rates: HashMap<(String, usize), f64> = HashMap::new();
+    // Every run's directory is kept until the end: on ext4 without a
+    // journal, each file created within ~30 s of a deletion in its block
+    // group scans past every recently deleted inode, so removing one run's
+    // tens of thousands of files would tax the next run's file creations.
+    let mut dirs = Vec::new();
+    // Rates per (mode, n), one per round, in round order.
+    let mut rates: HashMap<(String, usize), Vec<f64>> = HashMap::new();
     let mut failed = false;
-    for &n_asked in &sizes {
-        for mode in &modes {
-            // The naive and unsharded modes rewrite a tree that grows with
-            // n on every commit (quadratic); they cap their own n.
-            let cap = match mode.as_str() {
-                "shared-naive" => 2_000,
-                "sharded-naive" | "shared-batched" | "git-subprocess" => SUBPROCESS_CAP,
-                "sharded-batched" => usize::MAX,
-                other => panic!("unknown mode {other}"),
-            };
-            let n = n_asked.min(cap);
-            let dir = tempfile::tempdir_in(&tmp_root).unwrap();
-            let outcome = match mode.as_str() {
-                "shared-naive" => vole_mode(dir.path(), n, writers, 1, 1),
-                "sharded-naive" => vole_mode(dir.path(), n, writers, 256, 1),
-                "shared-batched" => vole_mode(dir.path(), n, writers, 1, 64),
-                "sharded-batched" => vole_mode(dir.path(), n, writers, 256, 64),
-                _ => subprocess_mode(dir.path(), n, writers),
-            };
-            // Verification: every acknowledged entity, in some ref, once.
-            // Its time counts: end to end is first write until every write
-            // is folded and verified.
-            let verify_started = Instant::now();
-            let found = entities_in_refs(&dir.path().join("repos/bench/ref-cas.git"));
-            let acked: HashSet<&String> = outcome.acked.iter().collect();
-            let lost = acked.iter().filter(|id| !found.contains_key(**id)).count();
-            let twice = found.values().filter(|c| **c > 1).count();
-            let end_to_end = outcome.folded + verify_started.elapsed();
-            let mut latencies = outcome.latencies_ms.clone();
-            latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            let entities_per_sec = outcome.acked.len() as f64 / end_to_end.as_secs_f64();
-            println!(
-                "mode={mode} n={n} writers={writers} entities_per_sec={entities_per_sec:.0} ack_per_sec={:.0} p50_ms={:.2} p99_ms={:.2} lost={lost} twice={twice} acked={} found={}{} {}",
-                outcome.acked.len() as f64 / outcome.all_acked.as_secs_f64(),
-                percentile(&latencies, 0.50),
-                percentile(&latencies, 0.99),
-                outcome.acked.len(),
-                found.len(),
-                if n < n_asked {
-                    format!(" capped_from={n_asked}")
-                } else {
-                    String::new()
-                },
-                outcome.extra
-            );
-            if lost > 0 || twice > 0 || outcome.acked.len() != n {
-                failed = true;
+    for round in 0..rounds {
+        // Alternate the order of modes so neither always runs first.
+        let mut order = modes.clone();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for &n_asked in &sizes {
+            for mode in &order {
+                // The naive and unsharded modes rewrite a tree that grows with
+                // n on every commit (quadratic); they cap their own n.
+                let cap = match mode.as_str() {
+                    "shared-naive" => 2_000,
+                    "sharded-naive" | "shared-batched" | "git-subprocess" => SUBPROCESS_CAP,
+                    "sharded-batched" => usize::MAX,
+                    other => panic!("unknown mode {other}"),
+                };
+                let n = n_asked.min(cap);
+                let dir = tempfile::tempdir_in(&tmp_root).unwrap();
+                let outcome = match mode.as_str() {
+                    "shared-naive" => vole_mode(dir.path(), n, writers, 1, 1),
+                    "sharded-naive" => vole_mode(dir.path(), n, writers, 256, 1),
+                    "shared-batched" => vole_mode(dir.path(), n, writers, 1, 64),
+                    "sharded-batched" => vole_mode(dir.path(), n, writers, 256, 64),
+                    _ => subprocess_mode(dir.path(), n, writers),
+                };
+                // Verification: every acknowledged entity, in some ref, once.
+                // Its time counts: end to end is first write until every write
+                // is folded and verified.
+                let verify_started = Instant::now();
+                let found = entities_in_refs(&dir.path().join("repos/bench/ref-cas.git"));
+                let acked: HashSet<&String> = outcome.acked.iter().collect();
+                let lost = acked.iter().filter(|id| !found.contains_key(**id)).count();
+                let twice = found.values().filter(|c| **c > 1).count();
+                let end_to_end = outcome.folded + verify_started.elapsed();
+                let mut latencies = outcome.latencies_ms.clone();
+                latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                let entities_per_sec = outcome.acked.len() as f64 / end_to_end.as_secs_f64();
+                println!(
+                    "mode={mode} n={n} writers={writers} entities_per_sec={entities_per_sec:.0} ack_per_sec={:.0} p50_ms={:.2} p99_ms={:.2} lost={lost} twice={twice} acked={} found={} round={round}{} {}",
+                    outcome.acked.len() as f64 / outcome.all_acked.as_secs_f64(),
+                    percentile(&latencies, 0.50),
+                    percentile(&latencies, 0.99),
+                    outcome.acked.len(),
+                    found.len(),
+                    if n < n_asked {
+                        format!(" capped_from={n_asked}")
+                    } else {
+                        String::new()
+                    },
+                    outcome.extra
+                );
+                if lost > 0 || twice > 0 || outcome.acked.len() != n {
+                    failed = true;
+                }
+                rates
+                    .entry((mode.clone(), n))
+                    .or_default()
+                    .push(entities_per_sec);
+                dirs.push(dir);
             }
-            rates.insert((mode.clone(), n), entities_per_sec);
         }
     }
-    for &n in &sizes {
-        if let (Some(vole), Some(spike)) = (
-            rates.get(&("sharded-batched".to_string(), n)),
-            rates.get(&("git-subprocess".to_string(), n.min(SUBPROCESS_CAP))),
-        ) && n <= SUBPROCESS_CAP
-        {
+    let runs = |mode: &str, n: usize| -> Vec<f64> {
+        rates
+            .get(&(mode.to_string(), n))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let summary = |values: &[f64]| -> String {
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(0.0, f64::max);
+        format!(
+            "median={:.2} min={min:.2} max={max:.2}",
+            median(values.to_vec())
+        )
+    };
+    for &n in sizes.iter().filter(|n| **n <= SUBPROCESS_CAP) {
+        // Each round's ratio compares the two modes of that round.
+        let ratios: Vec<f64> = runs("sharded-batched", n)
+            .iter()
+            .zip(runs("git-subprocess", n))
+            .map(|(vole, spike)| vole / spike)
+            .collect();
+        if !ratios.is_empty() {
             println!(
-                "ratio n={n} sharded_batched_vs_git_subprocess={:.2} target_entities_per_sec=25637",
-                vole / spike
+                "ratio n={n} sharded_batched_vs_git_subprocess {} rounds={} target_entities_per_sec=25637 sharded_batched_median_entities_per_sec={:.0}",
+                summary(&ratios),
+                ratios.len(),
+                median(runs("sharded-batched", n))
             );
         }
     }
-    if let (Some(big), Some(base)) = (
-        rates.get(&("sharded-batched".to_string(), 200_000)),
-        rates.get(&("sharded-batched".to_string(), 20_000)),
-    ) {
-        println!("ratio sharded_batched_200k_vs_20k={:.2}", big / base);
+    let big = runs("sharded-batched", 200_000);
+    let base = runs("sharded-batched", 20_000);
+    if !big.is_empty() && !base.is_empty() {
+        println!(
+            "ratio sharded_batched_200k_vs_20k={:.2} (medians of {} and {} runs)",
+            median(big.clone()) / median(base.clone()),
+            big.len(),
+            base.len()
+        );
     }
+    drop(dirs);
     if failed {
         eprintln!("a run lost, duplicated or failed to acknowledge writes");
         std::process::exit(1);
