@@ -427,9 +427,23 @@ impl<K: RecordKind> Log<K> {
 
     /// Appends a frame made by [`Log::encode`]; see [`Log::append`].
     pub fn append_encoded(&self, frame: EncodedTxn<K>) -> Result<u64, LogError> {
+        self.append_encoded_all(vec![frame])
+    }
+
+    /// Appends frames made by [`Log::encode`] back to back with one write,
+    /// each its own transaction, and returns the first one's sequence (the
+    /// others follow it). All or none: a failed write appends none of them.
+    pub fn append_encoded_all(&self, frames: Vec<EncodedTxn<K>>) -> Result<u64, LogError> {
         // Built and encoded outside the writer mutex: a frame is a
         // self-contained message, so only the write itself is serial.
-        let frame = frame.0;
+        let lens: Vec<usize> = frames.iter().map(|f| f.0.len()).collect();
+        let bytes = match <[_; 1]>::try_from(frames) {
+            Ok([one]) => one.0,
+            Err(frames) => frames.into_iter().flat_map(|f| f.0).collect(),
+        };
+        if lens.is_empty() {
+            return Err(LogError::EmptyTransaction);
+        }
         let asked = Instant::now();
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let lock_wait = asked.elapsed();
@@ -439,8 +453,8 @@ impl<K: RecordKind> Log<K> {
                 why: why.clone(),
             });
         }
-        if let Err(e) = writer.storage.append(&frame) {
-            // Undo a partial frame so the file stays a valid stream, and
+        if let Err(e) = writer.storage.append(&bytes) {
+            // Undo a partial write so the file stays a valid stream, and
             // refuse further appends: a later success must not be
             // acknowledged past a hole.
             let undo = writer.storage.truncate(writer.len);
@@ -449,12 +463,14 @@ impl<K: RecordKind> Log<K> {
             self.gate.fail(why);
             return Err(io(&self.path, e));
         }
-        let seq = writer.next_seq;
-        writer.next_seq += 1;
-        writer.len += frame.len() as u64;
-        self.gate.frame_written(seq);
-        self.counters.record_frame(frame.len(), lock_wait);
-        Ok(seq)
+        let first = writer.next_seq;
+        writer.next_seq += lens.len() as u64;
+        writer.len += bytes.len() as u64;
+        self.gate.frame_written(writer.next_seq - 1);
+        for len in lens {
+            self.counters.record_frame(len, lock_wait);
+        }
+        Ok(first)
     }
 
     /// Blocks until `seq` is durable (group commit: at most one sync runs,

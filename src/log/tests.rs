@@ -672,3 +672,84 @@ fn a_kill_9_after_acknowledgement_loses_no_acknowledged_transaction() {
     );
     assert!(found.len() >= acked.len());
 }
+
+/// Counts appends; fails (after writing half the bytes) once `fail` is set.
+struct CountingStorage {
+    file: FileStorage,
+    appends: AtomicU64,
+    fail: std::sync::atomic::AtomicBool,
+}
+
+impl LogStorage for CountingStorage {
+    fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
+        self.appends.fetch_add(1, Ordering::SeqCst);
+        if self.fail.load(Ordering::SeqCst) {
+            self.file.append(&bytes[..bytes.len() / 2])?;
+            return Err(std::io::Error::other("simulated ENOSPC"));
+        }
+        self.file.append(bytes)
+    }
+    fn sync(&self) -> std::io::Result<()> {
+        self.file.sync()
+    }
+    fn truncate(&self, len: u64) -> std::io::Result<()> {
+        self.file.truncate(len)
+    }
+}
+
+#[test]
+fn frames_appended_together_take_one_write_and_stay_separate_transactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage: Arc<Mutex<Option<Arc<CountingStorage>>>> = Arc::default();
+    let opener: StorageOpener = {
+        let storage = storage.clone();
+        Arc::new(move |path: &Path| {
+            let s = Arc::new(CountingStorage {
+                file: FileStorage::open(path)?,
+                appends: AtomicU64::new(0),
+                fail: false.into(),
+            });
+            *storage.lock().unwrap() = Some(s.clone());
+            Ok(s as Arc<dyn LogStorage>)
+        })
+    };
+    let (log, _) = Log::<RefMove>::open_with(dir.path(), opener, |_| {}).unwrap();
+    let storage = storage.lock().unwrap().clone().unwrap();
+    let before = storage.appends.load(Ordering::SeqCst);
+    let frames = (1..=3)
+        .map(|i| log.encode(&[ref_move(i)]).unwrap())
+        .collect();
+    let first = log.append_encoded_all(frames).unwrap();
+    assert_eq!(
+        storage.appends.load(Ordering::SeqCst) - before,
+        1,
+        "three frames appended together must take one write"
+    );
+    log.wait_durable(first + 2).unwrap();
+    assert_eq!(log.watermarks(), (first + 2, first + 2));
+    let len = file_len(log.path());
+
+    // A write that fails half way appends none of its frames.
+    storage.fail.store(true, Ordering::SeqCst);
+    let frames = (4..=5)
+        .map(|i| log.encode(&[ref_move(i)]).unwrap())
+        .collect();
+    let err = log.append_encoded_all(frames).unwrap_err();
+    assert!(err.to_string().contains("simulated ENOSPC"), "{err}");
+    assert_eq!(
+        file_len(log.path()),
+        len,
+        "the half-written frames were undone"
+    );
+    drop(log);
+
+    let found = txns(dir.path());
+    assert_eq!(
+        found
+            .iter()
+            .map(|(seq, rows)| (*seq, rows[0].push_id))
+            .collect::<Vec<_>>(),
+        vec![(first, 1001), (first + 1, 1002), (first + 2, 1003)],
+        "each frame is its own transaction, in order, and nothing of the failed write"
+    );
+}

@@ -861,34 +861,52 @@ impl MetaStore {
         batch: Vec<(u64, Deposit)>,
     ) -> Vec<(u64, Result<Appended, String>)> {
         let inner = &self.inner;
+        let mut frames = Vec::with_capacity(batch.len());
+        let mut writes = Vec::with_capacity(batch.len());
+        let mut results = Vec::with_capacity(batch.len());
+        for (ticket, deposit) in batch {
+            match deposit.encoded {
+                Ok((frame, body)) => {
+                    frames.push(frame);
+                    writes.push((ticket, deposit.shard, deposit.path, body));
+                }
+                Err(why) => results.push((ticket, Err(why))),
+            }
+        }
+        if frames.is_empty() {
+            return results;
+        }
         let mut state = lock(&meta.state);
         let mut unfolded = lock(&inner.unfolded);
-        batch
-            .into_iter()
-            .map(|(ticket, deposit)| {
-                let appended = deposit.encoded.and_then(|(frame, body)| {
-                    let seq = inner.log.append_encoded(frame).map_err(|e| e.to_string())?;
-                    unfolded.seqs.insert(seq);
-                    unfolded.max_seen = unfolded.max_seen.max(seq);
-                    let queue = state
-                        .pending
-                        .entry(deposit.shard)
-                        .or_insert_with(|| ShardQueue {
-                            writes: Vec::new(),
-                            since: Instant::now(),
-                        });
-                    queue.writes.push(PendingWrite {
-                        seq,
-                        shard: deposit.shard,
-                        path: deposit.path,
-                        body,
-                    });
-                    inner.pending_total.fetch_add(1, Ordering::SeqCst);
-                    Ok((seq, queue.writes.len() >= inner.options.fold_batch))
-                });
-                (ticket, appended)
-            })
-            .collect()
+        // One write for the whole batch; each frame is its own transaction.
+        let first = match inner.log.append_encoded_all(frames) {
+            Ok(first) => first,
+            Err(e) => {
+                let why = e.to_string();
+                results.extend(writes.into_iter().map(|(t, ..)| (t, Err(why.clone()))));
+                return results;
+            }
+        };
+        for (seq, (ticket, shard, path, body)) in (first..).zip(writes) {
+            unfolded.seqs.insert(seq);
+            unfolded.max_seen = unfolded.max_seen.max(seq);
+            let queue = state.pending.entry(shard).or_insert_with(|| ShardQueue {
+                writes: Vec::new(),
+                since: Instant::now(),
+            });
+            queue.writes.push(PendingWrite {
+                seq,
+                shard,
+                path,
+                body,
+            });
+            inner.pending_total.fetch_add(1, Ordering::SeqCst);
+            results.push((
+                ticket,
+                Ok((seq, queue.writes.len() >= inner.options.fold_batch)),
+            ));
+        }
+        results
     }
 
     /// Changes whenever any repo's settings change.

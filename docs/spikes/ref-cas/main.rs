@@ -465,12 +465,14 @@ fn main() {
                 latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
                 let entities_per_sec = outcome.acked.len() as f64 / end_to_end.as_secs_f64();
                 println!(
-                    "mode={mode} n={n} writers={writers} entities_per_sec={entities_per_sec:.0} ack_per_sec={:.0} p50_ms={:.2} p99_ms={:.2} lost={lost} twice={twice} acked={} found={} round={round}{} {}",
+                    "mode={mode} n={n} writers={writers} entities_per_sec={entities_per_sec:.0} ack_per_sec={:.0} p50_ms={:.2} p99_ms={:.2} lost={lost} twice={twice} acked={} found={} round={round} tail_ms=fold:{:.0},verify:{:.0}{} {}",
                     outcome.acked.len() as f64 / outcome.all_acked.as_secs_f64(),
                     percentile(&latencies, 0.50),
                     percentile(&latencies, 0.99),
                     outcome.acked.len(),
                     found.len(),
+                    (outcome.folded - outcome.all_acked).as_secs_f64() * 1e3,
+                    (end_to_end - outcome.folded).as_secs_f64() * 1e3,
                     if n < n_asked {
                         format!(" capped_from={n_asked}")
                     } else {
