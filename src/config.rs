@@ -20,7 +20,7 @@ pub mod defaults {
     pub const SHUTDOWN_GRACE: &str = "30s";
     pub const QUARANTINE_MAX_AGE: &str = "1h";
     pub const CONFIG_FILE: &str = "vole.toml";
-    pub const META_FOLD_INTERVAL: &str = "200ms";
+    pub const META_FOLD_INTERVAL: &str = "1s";
     pub const META_FOLD_BATCH: usize = 64;
     pub const API_BODY_LIMIT: &str = "1MiB";
     pub const MAX_PUSH_SIZE: &str = "2GiB";
@@ -123,7 +123,7 @@ pub struct Settings {
     pub protected_branches: Option<Vec<String>>,
 
     /// A metadata write waits at most this long before it is folded into
-    /// its shard's git ref [default: 200ms].
+    /// its shard's git ref [default: 1s].
     #[arg(long, env = "VOLE_META_FOLD_INTERVAL", value_name = "DURATION")]
     pub meta_fold_interval: Option<String>,
 

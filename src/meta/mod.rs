@@ -58,7 +58,12 @@ pub struct StoreOptions {
     /// Writes per fold commit; a shard with this many pending is folded
     /// at once.
     pub fold_batch: usize,
-    /// A pending write waits at most this long before its shard is folded.
+    /// A pending write waits at most this long before its shard is folded
+    /// (reads see it at once; this is how soon clones do). 1 s by default:
+    /// at 200 ms a busy repo moved every shard ref five times a second,
+    /// five small commits of audit history each, and on a journal-less
+    /// ext4 each ref move's lock file costs more the more files were
+    /// deleted in the last ~30 s (the `ref-cas` README has the figures).
     pub fold_interval: Duration,
     /// More packs than this in a repo starts a geometric `git repack`.
     pub max_packs: usize,
@@ -74,7 +79,7 @@ impl Default for StoreOptions {
         StoreOptions {
             shards: shard::SHARDS,
             fold_batch: 64,
-            fold_interval: Duration::from_millis(200),
+            fold_interval: Duration::from_secs(1),
             max_packs: 32,
             default_branch: "main".into(),
             protected_branches: Vec::new(),
