@@ -881,20 +881,31 @@ impl MetaStore {
         if frames.is_empty() {
             return results;
         }
-        let mut state = lock(&meta.state);
-        let mut unfolded = lock(&inner.unfolded);
-        // One write for the whole batch; each frame is its own transaction.
-        let first = match inner.log.append_encoded_all(frames) {
-            Ok(first) => first,
-            Err(e) => {
-                let why = e.to_string();
-                results.extend(writes.into_iter().map(|(t, ..)| (t, Err(why.clone()))));
-                return results;
+        // The log write holds `unfolded` (so `applied()` never passes a
+        // sequence being written) but not the repo's state, which writers
+        // deciding their next version wait on; appends are serial (one
+        // append under way at a time), so each shard's queue still grows
+        // in log order.
+        let first = {
+            let mut unfolded = lock(&inner.unfolded);
+            // One write for the whole batch; each frame is its own
+            // transaction.
+            match inner.log.append_encoded_all(frames) {
+                Ok(first) => {
+                    let last = first + writes.len() as u64 - 1;
+                    unfolded.seqs.extend(first..=last);
+                    unfolded.max_seen = unfolded.max_seen.max(last);
+                    first
+                }
+                Err(e) => {
+                    let why = e.to_string();
+                    results.extend(writes.into_iter().map(|(t, ..)| (t, Err(why.clone()))));
+                    return results;
+                }
             }
         };
+        let mut state = lock(&meta.state);
         for (seq, (ticket, shard, path, body)) in (first..).zip(writes) {
-            unfolded.seqs.insert(seq);
-            unfolded.max_seen = unfolded.max_seen.max(seq);
             let queue = state.pending.entry(shard).or_insert_with(|| ShardQueue {
                 writes: Vec::new(),
                 since: Instant::now(),
@@ -1482,21 +1493,27 @@ fn fold_repo(
                 counter.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
             }
             // Synced: now, and only now, the writes count as applied.
-            let applied = {
+            // The two locks are taken one after the other, never nested
+            // (appends take `unfolded` alone around the log write): a
+            // write leaves `pending` first and `unfolded` after, so
+            // `applied()` never passes it early.
+            {
                 let mut state = lock(&meta.state);
-                let mut unfolded = lock(&inner.unfolded);
                 for (shard, writes) in &batch {
                     if let Some(queue) = state.pending.get_mut(shard) {
                         queue.writes.drain(..writes.len());
-                        for write in writes {
-                            unfolded.seqs.remove(&write.seq);
-                        }
                         if queue.writes.is_empty() {
                             state.pending.remove(shard);
                         } else {
                             queue.since = now;
                         }
                     }
+                }
+            }
+            let applied = {
+                let mut unfolded = lock(&inner.unfolded);
+                for write in batch.iter().flat_map(|(_, writes)| writes) {
+                    unfolded.seqs.remove(&write.seq);
                 }
                 unfolded.applied()
             };
