@@ -1,7 +1,9 @@
 //! The one CAS commit helper: folds pending metadata writes into commits on
 //! their shard refs, in-process with gix, and makes them durable.
 //!
-//! One call, [`commit_shards`], is one fold cycle of one repo:
+//! One call, [`commit_shards`], folds a set of shards of one repo: a fold
+//! cycle, or one half of a cycle wide enough to be folded on two threads
+//! (each with its own repo handle, pack and ref transaction):
 //!
 //! 1. For every shard with pending writes, read the ref, apply the writes
 //!    to its tree (chunks of `batch` writes per commit, in log order) and

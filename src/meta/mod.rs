@@ -332,6 +332,8 @@ struct Inner {
     failed: Mutex<Option<String>>,
     counters: Counters,
     index_rebuild_ms: f64,
+    /// Cores available to fold on (see `PARALLEL_FOLD_SHARDS`).
+    cores: usize,
     /// Bumped after every settings write (once the index has it), so
     /// caches of what settings decide can tell they are out of date.
     settings_generation: AtomicU64,
@@ -453,6 +455,7 @@ impl MetaStore {
             flush_requested: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             ids: Mutex::new(ulid::Generator::new()),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             failed: Mutex::new(None),
             counters: Counters::default(),
             index_rebuild_ms,
@@ -1454,18 +1457,75 @@ fn fold_repo(
             }
         },
     };
-    let result = {
-        let tips = lock(&meta.tips);
+    // A cycle that moves many shards is split in two, folded side by side
+    // on two threads, each with its own repo handle, pack and ref
+    // transaction: the shards are independent, and most of such a cycle is
+    // per-shard work (tree edits, lock files, syncs) that one thread does
+    // while the other core waits, as at a flush after a burst.
+    let lanes = if batch.len() >= PARALLEL_FOLD_SHARDS && inner.cores > 1 {
+        2
+    } else {
+        1
+    };
+    let tips: HashMap<u8, Option<ObjectId>> = lock(&meta.tips).clone();
+    let fold = |repo: &mut gix::Repository, part: &[(u8, Vec<PendingWrite>)]| {
         let mut expected = |shard: u8| tips.get(&shard).copied();
         fold::commit_shards(
             repo,
             &meta.name,
-            &batch,
+            part,
             options.fold_batch,
             &mut expected,
             options.fold_hook.as_ref(),
         )
     };
+    let (first, second) = batch.split_at(batch.len() / lanes);
+    let results = if second.is_empty() || lanes == 1 {
+        vec![(&batch[..], fold(repo, &batch))]
+    } else {
+        let mut other = repo.clone();
+        std::thread::scope(|scope| {
+            let side = scope.spawn(|| fold(&mut other, second));
+            let here = fold(repo, first);
+            let there = side.join().unwrap_or_else(|_| {
+                Err(fold::FoldError {
+                    repo: meta.name.clone(),
+                    why: "a fold thread panicked".into(),
+                })
+            });
+            vec![(first, here), (second, there)]
+        })
+    };
+    let mut failed = false;
+    let mut folded = false;
+    for (part, result) in results {
+        match settle_fold(inner, meta, part, result, now) {
+            true => folded = true,
+            false => failed = true,
+        }
+    }
+    if folded {
+        inner.counters.fold_cycles.fetch_add(1, Ordering::Relaxed);
+    }
+    if failed {
+        // Reopen next time.
+        handles.remove(&meta.name);
+    }
+}
+
+/// Cycles moving at least this many shards are folded on two threads.
+const PARALLEL_FOLD_SHARDS: usize = 128;
+
+/// Records what one fold of `part` did: on success the new tips, the
+/// counters and the writes marked applied; on failure the writes stay
+/// queued and wait an interval. Returns whether it succeeded.
+fn settle_fold(
+    inner: &Inner,
+    meta: &RepoMeta,
+    batch: &[(u8, Vec<PendingWrite>)],
+    result: Result<(fold::FoldReport, Vec<(u8, ObjectId)>), fold::FoldError>,
+    now: Instant,
+) -> bool {
     match result {
         Ok((report, new_tips)) => {
             {
@@ -1475,7 +1535,6 @@ fn fold_repo(
                 }
             }
             let c = &inner.counters;
-            c.fold_cycles.fetch_add(1, Ordering::Relaxed);
             c.fold_commits
                 .fetch_add(report.commits as u64, Ordering::Relaxed);
             c.fold_objects
@@ -1499,7 +1558,7 @@ fn fold_repo(
             // `applied()` never passes it early.
             {
                 let mut state = lock(&meta.state);
-                for (shard, writes) in &batch {
+                for (shard, writes) in batch {
                     if let Some(queue) = state.pending.get_mut(shard) {
                         queue.writes.drain(..writes.len());
                         if queue.writes.is_empty() {
@@ -1530,18 +1589,19 @@ fn fold_repo(
                 meta.packs_since_check.store(0, Ordering::Relaxed);
                 maybe_repack(inner, meta);
             }
+            true
         }
         Err(e) => {
             inner.counters.fold_errors.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, "fold failed; the writes stay queued and are tried again");
-            // Reopen next time, and wait an interval before retrying.
-            handles.remove(&meta.name);
+            // Wait an interval before retrying (the caller reopens).
             let mut state = lock(&meta.state);
-            for (shard, _) in &batch {
+            for (shard, _) in batch {
                 if let Some(queue) = state.pending.get_mut(shard) {
                     queue.since = now;
                 }
             }
+            false
         }
     }
 }

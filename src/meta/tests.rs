@@ -742,3 +742,51 @@ fn no_write_is_acknowledged_before_the_log_has_it_durably() {
     assert_eq!(acked.load(Ordering::SeqCst), writers);
     assert!(log.watermarks().1 >= written_before + writers as u64);
 }
+
+#[test]
+fn a_cycle_over_many_shards_is_folded_on_two_threads_and_loses_nothing() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(only_on_flush());
+    let n = 300;
+    create_issues(&store, "wide-", n);
+    let shards: BTreeSet<String> = store
+        .list_issues(&repo(), &Filter::default(), 1, 1000)
+        .unwrap()
+        .items
+        .iter()
+        .map(|issue| shard::shard_ref(shard::shard_of(&issue.id, shard::SHARDS)))
+        .collect();
+    assert!(
+        shards.len() >= PARALLEL_FOLD_SHARDS,
+        "the writes span only {} shards: too few to split the cycle",
+        shards.len()
+    );
+    assert!(store.flush(Duration::from_secs(30)));
+    let stats = store.stats();
+    assert_eq!(stats.fold_cycles, 1, "one flush, one cycle");
+    let packs = std::fs::read_dir(fx.git_dir.join("objects/pack"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "pack")
+        })
+        .count();
+    let lanes = if store.inner.cores > 1 { 2 } else { 1 };
+    assert_eq!(packs, lanes, "each thread of the cycle writes its own pack");
+    let documents = fx.documents();
+    assert_eq!(
+        documents.len(),
+        n,
+        "every write is in its shard ref after a split cycle"
+    );
+    let seqs = fx.folded_seqs();
+    let unique: BTreeSet<u64> = seqs.iter().copied().collect();
+    assert_eq!(seqs.len(), n, "each write folded once");
+    assert_eq!(unique.len(), n);
+    assert_eq!(stats.pending, 0);
+    assert_eq!(store.inner.log.applied(), *unique.last().unwrap());
+    git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
+}
