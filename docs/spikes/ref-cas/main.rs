@@ -349,31 +349,27 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
 fn entities_in_refs(git_dir: &Path) -> HashMap<String, usize> {
     let repo = vole::git::open_gix(git_dir).expect("open repo");
     let mut found: HashMap<String, usize> = HashMap::new();
-    fn walk(repo: &gix::Repository, tree: gix::ObjectId, found: &mut HashMap<String, usize>) {
-        let tree = repo.find_tree(tree).expect("tree");
-        let entries: Vec<(bool, String, gix::ObjectId)> = tree
+    // Each tree is decoded once: a directory holding `issue.json` is one
+    // entity (vole: issues/<bucket>/<id>/issue.json), any other is walked.
+    type Entries = Vec<(bool, String, gix::ObjectId)>;
+    fn entries(repo: &gix::Repository, tree: gix::ObjectId) -> Entries {
+        repo.find_tree(tree)
+            .expect("tree")
             .decode()
             .expect("decode")
             .entries
             .iter()
             .map(|e| (e.mode.is_tree(), e.filename.to_string(), e.oid.to_owned()))
-            .collect();
-        for (is_tree, name, id) in entries {
+            .collect()
+    }
+    fn walk(repo: &gix::Repository, tree: Entries, found: &mut HashMap<String, usize>) {
+        for (is_tree, name, id) in tree {
             if is_tree {
-                // vole: issues/<bucket>/<id>/issue.json
-                let has_issue = repo
-                    .find_tree(id)
-                    .ok()
-                    .and_then(|t| {
-                        t.decode()
-                            .ok()
-                            .map(|d| d.entries.iter().any(|e| e.filename == "issue.json"))
-                    })
-                    .unwrap_or(false);
-                if has_issue {
+                let child = entries(repo, id);
+                if child.iter().any(|(t, n, _)| !t && n == "issue.json") {
                     *found.entry(name).or_default() += 1;
                 } else {
-                    walk(repo, id, found);
+                    walk(repo, child, found);
                 }
             } else if let Some(id) = name.strip_suffix(".json") {
                 // the spike's layout: <id>.json at the shard root
@@ -393,7 +389,7 @@ fn entities_in_refs(git_dir: &Path) -> HashMap<String, usize> {
             .tree_id()
             .expect("tree")
             .detach();
-        walk(&repo, tree, &mut found);
+        walk(&repo, entries(&repo, tree), &mut found);
     }
     found
 }
