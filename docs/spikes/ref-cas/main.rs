@@ -2,7 +2,7 @@
 //! as commits on CAS-moved refs, vole's store against the ref-CAS spike's
 //! own method (one `git` process per step) on the same machine.
 //!
-//! `cargo run --release --example ref-cas -- -n 2000,20000,200000 [--modes m1,m2] [--writers W] [--rounds R]`
+//! `cargo run --release --example ref-cas -- -n 2000,20000,200000 [--modes m1,m2] [--writers W] [--rounds R] [--settle-secs S]`
 //!
 //! Modes: `shared-naive`, `sharded-naive`, `shared-batched`,
 //! `sharded-batched` (vole's real store with 1 or 256 shards and 1 or 64
@@ -409,9 +409,16 @@ fn main() {
         .collect();
     let writers = arg("--writers", 32) as usize;
     let rounds = arg("--rounds", 1).max(1) as usize;
+    // Seconds to wait before each run: on ext4 without a journal, creating
+    // a file scans past every inode of its block group deleted in the last
+    // ~30 s (`recently_deleted`), and git deletes one temporary file per
+    // loose object it writes, vole one inode per ref move; 35 s lets one
+    // run's deletions age out before the next run creates files.
+    let settle = Duration::from_secs(arg("--settle-secs", 0));
     let tmp_root = std::env::temp_dir();
     println!(
-        "# ref-cas: sizes={sizes:?} modes={modes:?} writers={writers} rounds={rounds} tmp={} cpus={}",
+        "# ref-cas: sizes={sizes:?} modes={modes:?} writers={writers} rounds={rounds} settle_secs={} tmp={} cpus={}",
+        settle.as_secs(),
         tmp_root.display(),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
@@ -440,6 +447,7 @@ fn main() {
                     other => panic!("unknown mode {other}"),
                 };
                 let n = n_asked.min(cap);
+                std::thread::sleep(settle);
                 let dir = tempfile::tempdir_in(&tmp_root).unwrap();
                 let outcome = match mode.as_str() {
                     "shared-naive" => vole_mode(dir.path(), n, writers, 1, 1),
