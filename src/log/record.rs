@@ -53,6 +53,9 @@ pub trait RecordKind: Sized + Clone + Send + Sync + 'static {
 
     /// The columns, without metadata (the log adds `vole.*` keys).
     fn fields() -> Vec<Field>;
+    /// `fields()` as a schema, built once per kind (each transaction's
+    /// batch carries it; building it per batch was a dozen allocations).
+    fn batch_schema() -> SchemaRef;
     /// Rows -> arrays, in `fields()` order.
     fn columns(rows: &[Self]) -> Vec<ArrayRef>;
     /// A batch (as read back) -> rows.
@@ -78,7 +81,7 @@ pub trait RecordKind: Sized + Clone + Send + Sync + 'static {
     /// One transaction's rows as a batch (schema without metadata: the
     /// stream's schema message carries it once).
     fn batch(rows: &[Self]) -> Result<RecordBatch, ArrowError> {
-        RecordBatch::try_new(Arc::new(Schema::new(Self::fields())), Self::columns(rows))
+        RecordBatch::try_new(Self::batch_schema(), Self::columns(rows))
     }
 }
 
@@ -166,6 +169,13 @@ impl RecordKind for RefMove {
     const KIND: &'static str = "ref_move";
     const FILE_NAME: &'static str = "refs.arrow";
     const SCHEMA_VERSION: u32 = 1;
+
+    fn batch_schema() -> SchemaRef {
+        static SCHEMA: std::sync::OnceLock<SchemaRef> = std::sync::OnceLock::new();
+        SCHEMA
+            .get_or_init(|| Arc::new(Schema::new(Self::fields())))
+            .clone()
+    }
 
     fn fields() -> Vec<Field> {
         vec![
@@ -294,6 +304,13 @@ impl RecordKind for MetaWrite {
     const KIND: &'static str = "meta_write";
     const FILE_NAME: &'static str = "meta.arrow";
     const SCHEMA_VERSION: u32 = 1;
+
+    fn batch_schema() -> SchemaRef {
+        static SCHEMA: std::sync::OnceLock<SchemaRef> = std::sync::OnceLock::new();
+        SCHEMA
+            .get_or_init(|| Arc::new(Schema::new(Self::fields())))
+            .clone()
+    }
 
     fn fields() -> Vec<Field> {
         vec![
