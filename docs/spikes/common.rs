@@ -63,9 +63,15 @@ pub fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The median; of an even count, the mean of the two middle values.
 pub fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    values[values.len() / 2]
+    let mid = values.len() / 2;
+    if values.len() % 2 == 0 {
+        (values[mid - 1] + values[mid]) / 2.0
+    } else {
+        values[mid]
+    }
 }
 
 /// Starts `vole serve --anonymous-push` on `port` with `data`, and waits
