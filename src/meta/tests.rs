@@ -557,18 +557,7 @@ fn the_pack_count_stays_bounded_by_geometric_repacks() {
         },
         Some(crate::git::Git::locate(None).unwrap()),
     );
-    let packs = || {
-        std::fs::read_dir(fx.git_dir.join("objects/pack"))
-            .unwrap()
-            .filter(|e| {
-                e.as_ref()
-                    .unwrap()
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "pack")
-            })
-            .count()
-    };
+    let packs = || count_packs(&fx.git_dir.join("objects/pack"));
     let mut most = 0;
     for i in 0..24 {
         store
@@ -764,16 +753,7 @@ fn a_cycle_over_many_shards_is_folded_on_two_threads_and_loses_nothing() {
     assert!(store.flush(Duration::from_secs(30)));
     let stats = store.stats();
     assert_eq!(stats.fold_cycles, 1, "one flush, one cycle");
-    let packs = std::fs::read_dir(fx.git_dir.join("objects/pack"))
-        .unwrap()
-        .filter(|e| {
-            e.as_ref()
-                .unwrap()
-                .path()
-                .extension()
-                .is_some_and(|x| x == "pack")
-        })
-        .count();
+    let packs = count_packs(&fx.git_dir.join("objects/pack"));
     let lanes = if store.inner.cores > 1 { 2 } else { 1 };
     assert_eq!(packs, lanes, "each thread of the cycle writes its own pack");
     let documents = fx.documents();
