@@ -334,8 +334,8 @@ struct Inner {
     index_rebuild_ms: f64,
     /// Cores available to fold on (see `PARALLEL_FOLD_SHARDS`).
     cores: usize,
-    /// Bumped after every settings write (once the index has it), so
-    /// caches of what settings decide can tell they are out of date.
+    /// Bumped after every settings or ACL write (once the index has it),
+    /// so caches of what they decide can tell they are out of date.
     settings_generation: AtomicU64,
 }
 
@@ -723,7 +723,7 @@ impl MetaStore {
 
     pub fn put_acl(&self, repo: &RepoName, put: AclPut) -> Result<Acl, MetaError> {
         entity::check_members(&put.members)?;
-        let entity = self.write(repo, |state| {
+        let written = self.write(repo, |state| {
             let current = state.index.acl().map_or(0, |a| a.version);
             check_version("ACL", 0, current, put.version)?;
             Ok(Entity::Acl(Acl {
@@ -734,11 +734,28 @@ impl MetaStore {
                 version: current + 1,
                 replaces: (current > 0).then_some(current),
             }))
-        })?;
-        let Entity::Acl(acl) = entity else {
+        });
+        // Even a failed write may have reached the index.
+        self.inner
+            .settings_generation
+            .fetch_add(1, Ordering::AcqRel);
+        let Entity::Acl(acl) = written? else {
             unreachable!("built as an ACL")
         };
         Ok(acl)
+    }
+
+    /// Whether a request without credentials may read the repo: its ACL
+    /// says public (the default when none is stored, or when the store has
+    /// no entry for the repo). No request carries credentials until
+    /// accounts exist, so a private repo is readable by no one; a store
+    /// that cannot answer (its log failed) answers no.
+    pub fn readable_anonymously(&self, repo: &RepoName) -> bool {
+        match self.acl(repo) {
+            Ok(acl) => acl.visibility == entity::Visibility::Public,
+            Err(MetaError::NoRepo(_)) => true,
+            Err(_) => false,
+        }
     }
 
     /// The repo's settings (defaults from the server's config, at version
@@ -928,7 +945,7 @@ impl MetaStore {
         results
     }
 
-    /// Changes whenever any repo's settings change.
+    /// Changes whenever any repo's settings or ACL change.
     pub fn settings_generation(&self) -> u64 {
         self.inner.settings_generation.load(Ordering::Acquire)
     }

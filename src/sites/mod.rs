@@ -44,8 +44,9 @@
 //! is cached per ref-move feed generation, which the recorder bumps before a
 //! push's `committed` hook returns: the first request after a push sees it.
 //! Blobs over the stream threshold are not cached: each request streams one
-//! from a `git cat-file` child, holding only a buffer. Every repo is public
-//! until ACLs exist.
+//! from a `git cat-file` child, holding only a buffer. A private repo's
+//! site (its ACL's visibility) is answered 404, as a repo that does not
+//! exist: no request carries credentials until accounts exist.
 
 pub mod cache;
 pub mod path;
@@ -174,6 +175,8 @@ enum Plan {
     /// The repo publishes nothing at its site source; the message says what
     /// to push.
     NoSite(String),
+    /// The repo is private: answered as if it did not exist.
+    Hidden(String),
     Redirect(String),
     File(FileHead),
     NotFound,
@@ -403,6 +406,21 @@ impl SiteRequest<'_> {
             .map(str::to_string)
             .collect();
         let request_key = format!("{base}{path}");
+        let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
+        if !app.meta.readable_anonymously(&repo) {
+            // Remembered like any plan: an ACL change moves the settings
+            // generation, so the next request decides again.
+            let plan = Arc::new(Plan::Hidden(format!("repository {repo} not found")));
+            app.sites.remember(
+                self.key,
+                Warm {
+                    versions,
+                    repo_path: repo_path.clone(),
+                    plan: plan.clone(),
+                },
+            );
+            return self.answer(app, &plan, &repo_path).await;
+        }
         let cached = store
             .cached_root(&repo_name, &source.ref_name, &dir, versions.refs)
             .flatten()
@@ -414,7 +432,6 @@ impl SiteRequest<'_> {
                     .get(&(root, request_key.clone()))
                     .cloned()
             });
-        let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
         let plan = match cached {
             Some(plan) => plan,
             None => {
@@ -472,7 +489,9 @@ impl SiteRequest<'_> {
         repo_path: &Arc<std::path::Path>,
     ) -> Result<Response, AppError> {
         match plan {
-            Plan::NoSite(message) => Err(AppError::not_found(message.clone())),
+            Plan::NoSite(message) | Plan::Hidden(message) => {
+                Err(AppError::not_found(message.clone()))
+            }
             Plan::Redirect(to) => Ok(moved(to)),
             Plan::NotFound => Ok(plain_not_found(self.sandbox)),
             Plan::File(head) => self.file_response(app, repo_path, head).await,

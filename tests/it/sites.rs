@@ -353,7 +353,7 @@ fn large_cached_files_are_sent_with_sendfile_byte_for_byte() {
 }
 
 #[test]
-fn ui_origin_sites_are_sandboxed_and_own_domains_are_not_and_every_repo_is_public() {
+fn ui_origin_sites_are_sandboxed_and_own_domains_are_not_and_a_repo_without_acl_is_public() {
     let site = Site::start(
         &["--site-domain", "docs.example.org=alice/repo"],
         &basic_files(),
@@ -395,8 +395,79 @@ fn ui_origin_sites_are_sandboxed_and_own_domains_are_not_and_every_repo_is_publi
         "the domain was answered from the UI origin's warm map: {}",
         on_domain.text()
     );
-    // No accounts or ACLs yet: every repo's site is public, served to a
+    // A repo without a stored ACL is public: its site is served to a
     // request without any credentials (checked above).
+}
+
+#[test]
+fn a_private_repos_site_is_answered_as_missing_and_is_public_again_at_once() {
+    let site = Site::start(
+        &["--site-domain", "docs.example.org=alice/repo"],
+        &basic_files(),
+    );
+    let on_domain = || {
+        http_raw(
+            site.server.addr,
+            b"GET /docs/guide.html HTTP/1.1\r\nHost: docs.example.org\r\nConnection: close\r\n\r\n",
+        )
+    };
+    let put_acl = |body: &str| {
+        let put = http(
+            site.server.addr,
+            &format!(
+                "PUT /api/v1/repos/alice/repo/acl HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
+                body.len()
+            ),
+            body.as_bytes(),
+        );
+        assert_eq!(put.status, 200, "{}", put.text());
+    };
+    // Warm: both paths are remembered before the ACL changes.
+    for _ in 0..2 {
+        assert_eq!(site.get("/docs/guide.html").status, 200);
+        assert_eq!(on_domain().status, 200);
+    }
+
+    put_acl(r#"{"visibility":"private"}"#);
+    let missing = http_get(site.server.addr, "/alice/nothing/-/site/docs/guide.html");
+    for (what, hidden) in [
+        ("UI origin", site.get("/docs/guide.html")),
+        ("UI origin, root", site.get("/")),
+        ("site domain", on_domain()),
+    ] {
+        assert_eq!(
+            hidden.status,
+            404,
+            "a private repo's site was served on the {what} (from a plan remembered before the ACL changed?): {}",
+            hidden.text()
+        );
+        assert!(
+            hidden.text().contains("repository alice/repo not found"),
+            "a private repo must look like a missing one ({what}): {}",
+            hidden.text()
+        );
+        assert!(
+            !hidden.text().contains("guide"),
+            "{what}: {}",
+            hidden.text()
+        );
+    }
+    assert!(
+        missing
+            .text()
+            .contains("repository alice/nothing not found"),
+        "{}",
+        missing.text()
+    );
+
+    put_acl(r#"{"version":1,"visibility":"public"}"#);
+    let served = site.get("/docs/guide.html");
+    assert_eq!(
+        (served.status, served.text().as_str()),
+        (200, "<h1>guide</h1>\n"),
+        "public again, the site was not served at once"
+    );
+    assert_eq!(on_domain().status, 200);
 }
 
 fn rss_kib(pid: u32) -> u64 {
