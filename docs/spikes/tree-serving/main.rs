@@ -4,7 +4,7 @@
 //! `cargo run --release --example tree-serving [-- --rounds 3 --seconds 10]`
 //!
 //! Needs Debian's `nginx` and `wrk`; builds the release `vole` first. Prints
-//! `server=<vole|nginx> warm_rps=.. p50_ms=.. p99_ms=.. cpu_us_per_req=..` per run,
+//! `server=<vole|nginx> warm_rps=.. p50_ms=.. p99_ms=.. cpu_us_per_req=.. steal_pct=..` per run,
 //! `cold_p50_ms=.. cache_dropped=..`, `cache_bytes=.. sendfile_bytes=..`, then
 //! `warm_ratio median=.. min=.. max=..`. Every path is first fetched from
 //! both servers and compared with the file committed (verification).
@@ -121,6 +121,22 @@ impl KeepAlive {
 
 /// CPU time (user + system) of `pid` and its direct children (nginx's
 /// workers), from /proc.
+/// The machine's CPU ticks since boot, all and stolen by the hypervisor
+/// (`/proc/stat`): a run whose share of stolen time is high ran on a
+/// busy host.
+fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let fields: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    (fields.iter().sum(), fields.get(7).copied().unwrap_or(0))
+}
+
 fn cpu_seconds(pid: u32) -> f64 {
     let ticks = |pid: &str| -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -296,12 +312,16 @@ fn main() {
         };
         for (name, port, prefix, pid) in order {
             let (cpu_before, started) = (cpu_seconds(pid), Instant::now());
+            let machine_before = machine_ticks();
             let (rps, p50, p99) = wrk(port, prefix, &paths_file, seconds);
             let cpu = cpu_seconds(pid) - cpu_before;
+            let (total, steal) = machine_ticks();
             let requests = rps * started.elapsed().as_secs_f64();
             println!(
-                "server={name} warm_rps={rps:.0} p50_ms={p50:.3} p99_ms={p99:.3} cpu_us_per_req={:.1} round={round}",
-                cpu * 1e6 / requests
+                "server={name} warm_rps={rps:.0} p50_ms={p50:.3} p99_ms={p99:.3} cpu_us_per_req={:.1} steal_pct={:.1} round={round}",
+                cpu * 1e6 / requests,
+                100.0 * (steal - machine_before.1) as f64
+                    / (total - machine_before.0).max(1) as f64
             );
             pair.push((name, rps));
         }
