@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, free_port, git, release_vole, sh, start_vole};
+use common::{arg, free_port, git, median, release_vole, sh, start_vole};
 
 /// A deterministic site of ~20 MiB: pages, styles, scripts and images.
 fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -383,7 +383,7 @@ fn main() {
     ratios.sort_by(|a, b| a.partial_cmp(b).unwrap());
     println!(
         "warm_ratio median={:.3} min={:.3} max={:.3}",
-        ratios[ratios.len() / 2],
+        median(ratios.clone()),
         ratios[0],
         ratios[ratios.len() - 1]
     );
