@@ -396,6 +396,37 @@ impl SiteRequest<'_> {
         // Read before resolving: a push or a settings change during the
         // resolution leaves the remembered plan already out of date.
         let versions = Versions::now(app);
+        let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
+        let plan = if app.meta.readable_anonymously(&repo) {
+            Self::site_plan(app, repo, site_path, path, base, versions, &repo_path).await?
+        } else {
+            // Remembered like any plan: an ACL change moves the settings
+            // generation, so the next request decides again.
+            Arc::new(Plan::Hidden(format!("repository {repo} not found")))
+        };
+        app.sites.remember(
+            self.key,
+            Warm {
+                versions,
+                repo_path: repo_path.clone(),
+                plan: plan.clone(),
+            },
+        );
+        self.answer(app, &plan, &repo_path).await
+    }
+
+    /// The plan for `site_path` in the repo's current site: from the plan
+    /// cache when its root tree is known, else looked up in git (off the
+    /// async workers) and cached by root tree.
+    async fn site_plan(
+        app: &Arc<App>,
+        repo: RepoName,
+        site_path: SitePath,
+        path: &str,
+        base: &str,
+        versions: Versions,
+        repo_path: &Arc<std::path::Path>,
+    ) -> Result<Arc<Plan>, AppError> {
         let store = app.sites.store.clone();
         let repo_name = repo.to_string();
         let source = app.meta.site(&repo);
@@ -406,21 +437,6 @@ impl SiteRequest<'_> {
             .map(str::to_string)
             .collect();
         let request_key = format!("{base}{path}");
-        let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
-        if !app.meta.readable_anonymously(&repo) {
-            // Remembered like any plan: an ACL change moves the settings
-            // generation, so the next request decides again.
-            let plan = Arc::new(Plan::Hidden(format!("repository {repo} not found")));
-            app.sites.remember(
-                self.key,
-                Warm {
-                    versions,
-                    repo_path: repo_path.clone(),
-                    plan: plan.clone(),
-                },
-            );
-            return self.answer(app, &plan, &repo_path).await;
-        }
         let cached = store
             .cached_root(&repo_name, &source.ref_name, &dir, versions.refs)
             .flatten()
@@ -432,54 +448,43 @@ impl SiteRequest<'_> {
                     .get(&(root, request_key.clone()))
                     .cloned()
             });
-        let plan = match cached {
-            Some(plan) => plan,
-            None => {
-                // Only here: a cached plan implies the repo exists.
-                if !app.repos.exists(&repo) {
-                    return Err(AppError::not_found(format!("repository {repo} not found")));
-                }
-                let base_owned = base.to_string();
-                let ref_name = source.ref_name.clone();
-                let lookup_path = repo_path.clone();
-                let resolved = tokio::task::spawn_blocking(move || {
-                    let source = (ref_name.as_str(), dir.as_slice());
-                    plan(
-                        &store,
-                        &repo_name,
-                        &lookup_path,
-                        source,
-                        &site_path,
-                        &base_owned,
-                        versions.refs,
-                    )
-                })
-                .await
-                .map_err(|e| AppError::internal("site lookup panicked", e))?
-                .map_err(|e| AppError::internal("site lookup failed", e))?;
-                match resolved {
-                    None => Arc::new(Plan::NoSite(no_site_message(&repo, &source))),
-                    Some((root, plan)) => {
-                        let plan = Arc::new(plan);
-                        app.sites
-                            .plans
-                            .write()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert((root, request_key), plan.clone(), 1);
-                        plan
-                    }
-                }
+        if let Some(plan) = cached {
+            return Ok(plan);
+        }
+        // Only here: a cached plan implies the repo exists.
+        if !app.repos.exists(&repo) {
+            return Err(AppError::not_found(format!("repository {repo} not found")));
+        }
+        let base_owned = base.to_string();
+        let ref_name = source.ref_name.clone();
+        let lookup_path = repo_path.clone();
+        let resolved = tokio::task::spawn_blocking(move || {
+            let source = (ref_name.as_str(), dir.as_slice());
+            plan(
+                &store,
+                &repo_name,
+                &lookup_path,
+                source,
+                &site_path,
+                &base_owned,
+                versions.refs,
+            )
+        })
+        .await
+        .map_err(|e| AppError::internal("site lookup panicked", e))?
+        .map_err(|e| AppError::internal("site lookup failed", e))?;
+        Ok(match resolved {
+            None => Arc::new(Plan::NoSite(no_site_message(&repo, &source))),
+            Some((root, plan)) => {
+                let plan = Arc::new(plan);
+                app.sites
+                    .plans
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert((root, request_key), plan.clone(), 1);
+                plan
             }
-        };
-        app.sites.remember(
-            self.key,
-            Warm {
-                versions,
-                repo_path: repo_path.clone(),
-                plan: plan.clone(),
-            },
-        );
-        self.answer(app, &plan, &repo_path).await
+        })
     }
 
     async fn answer(
