@@ -1479,11 +1479,7 @@ fn fold_repo(
     // transaction: the shards are independent, and most of such a cycle is
     // per-shard work (tree edits, lock files, syncs) that one thread does
     // while the other core waits, as at a flush after a burst.
-    let lanes = if batch.len() >= PARALLEL_FOLD_SHARDS && inner.cores > 1 {
-        2
-    } else {
-        1
-    };
+    let split = batch.len() >= PARALLEL_FOLD_SHARDS && inner.cores > 1;
     let tips: HashMap<u8, Option<ObjectId>> = lock(&meta.tips).clone();
     let fold = |repo: &mut gix::Repository, part: &[(u8, Vec<PendingWrite>)]| {
         let mut expected = |shard: u8| tips.get(&shard).copied();
@@ -1496,10 +1492,10 @@ fn fold_repo(
             options.fold_hook.as_ref(),
         )
     };
-    let (first, second) = batch.split_at(batch.len() / lanes);
-    let results = if second.is_empty() || lanes == 1 {
+    let results = if !split {
         vec![(&batch[..], fold(repo, &batch))]
     } else {
+        let (first, second) = batch.split_at(batch.len() / 2);
         let mut other = repo.clone();
         std::thread::scope(|scope| {
             let side = scope.spawn(|| fold(&mut other, second));
