@@ -436,14 +436,15 @@ impl<K: RecordKind> Log<K> {
     pub fn append_encoded_all(&self, frames: Vec<EncodedTxn<K>>) -> Result<u64, LogError> {
         // Built and encoded outside the writer mutex: a frame is a
         // self-contained message, so only the write itself is serial.
+        if frames.is_empty() {
+            return Err(LogError::EmptyTransaction);
+        }
         let lens: Vec<usize> = frames.iter().map(|f| f.0.len()).collect();
+        // A single frame goes out as it is; several are joined for one write.
         let bytes = match <[_; 1]>::try_from(frames) {
             Ok([one]) => one.0,
             Err(frames) => frames.into_iter().flat_map(|f| f.0).collect(),
         };
-        if lens.is_empty() {
-            return Err(LogError::EmptyTransaction);
-        }
         let asked = Instant::now();
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let lock_wait = asked.elapsed();

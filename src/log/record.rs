@@ -5,7 +5,7 @@
 //! its own schema; see the module doc of [`crate::log`] for why.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::builder::{
     FixedSizeBinaryBuilder, StringBuilder, TimestampNanosecondBuilder, UInt8Builder, UInt64Builder,
@@ -171,10 +171,8 @@ impl RecordKind for RefMove {
     const SCHEMA_VERSION: u32 = 1;
 
     fn batch_schema() -> SchemaRef {
-        static SCHEMA: std::sync::OnceLock<SchemaRef> = std::sync::OnceLock::new();
-        SCHEMA
-            .get_or_init(|| Arc::new(Schema::new(Self::fields())))
-            .clone()
+        static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+        schema_once(&SCHEMA, Self::fields)
     }
 
     fn fields() -> Vec<Field> {
@@ -293,6 +291,13 @@ pub struct MetaWrite {
     pub body: String,
 }
 
+/// A kind's batch schema, built on first use (a `static` inside a generic
+/// default method would be one for all kinds, so each kind keeps its own
+/// cell and passes it here).
+fn schema_once(cell: &'static OnceLock<SchemaRef>, fields: fn() -> Vec<Field>) -> SchemaRef {
+    cell.get_or_init(|| Arc::new(Schema::new(fields()))).clone()
+}
+
 /// A string column's builder sized for exactly these rows: the default
 /// (room for 1,024 values and 1,024 bytes) allocated ~5 KiB per column for
 /// a one-row transaction.
@@ -306,10 +311,8 @@ impl RecordKind for MetaWrite {
     const SCHEMA_VERSION: u32 = 1;
 
     fn batch_schema() -> SchemaRef {
-        static SCHEMA: std::sync::OnceLock<SchemaRef> = std::sync::OnceLock::new();
-        SCHEMA
-            .get_or_init(|| Arc::new(Schema::new(Self::fields())))
-            .clone()
+        static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+        schema_once(&SCHEMA, Self::fields)
     }
 
     fn fields() -> Vec<Field> {
