@@ -139,6 +139,21 @@ fn create_issues(store: &MetaStore, prefix: &str, n: usize) {
     }
 }
 
+/// Polls `done` every few milliseconds until it holds or `bound` passes;
+/// returns whether it held.
+fn wait_until(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if done() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 /// A store that folds only when flushed: writes stay in the log alone.
 fn only_on_flush() -> StoreOptions {
     StoreOptions {
@@ -568,10 +583,7 @@ fn the_pack_count_stays_bounded_by_geometric_repacks() {
     }
     // Each flush above was one fold cycle, one pack.
     assert_eq!(store.stats().fold_cycles, 24);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while packs() > 4 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_until(Duration::from_secs(20), || packs() <= 4);
     assert!(
         store.stats().repacks >= 1,
         "24 packs were written and no repack ran"
@@ -653,30 +665,14 @@ fn per_entity_the_log_holds_versions_in_the_order_they_were_decided() {
 fn a_write_made_while_the_fold_thread_sleeps_is_folded_without_a_flush() {
     let fx = Fixture::new();
     let (_log, store) = fx.open(quick());
-    let folded_within = |bound: Duration| {
-        let deadline = std::time::Instant::now() + bound;
-        while std::time::Instant::now() < deadline {
-            if store.stats().pending == 0 {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        false
-    };
     for round in 0..3 {
         // Nothing pending: the fold thread sleeps with no timer running,
         // so only the writer can wake it.
-        let idle = (0..2500).any(|_| {
-            if lock(&store.inner.wake).idle {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-            false
-        });
+        let idle = wait_until(Duration::from_secs(5), || lock(&store.inner.wake).idle);
         assert!(idle, "the fold thread never went idle (round {round})");
         create_issues(&store, &format!("round{round}-"), 1);
         assert!(
-            folded_within(Duration::from_secs(5)),
+            wait_until(Duration::from_secs(5), || store.stats().pending == 0),
             "a write made while the fold thread slept was not folded within 5 s (round {round}): the writer did not wake it"
         );
     }
@@ -704,12 +700,8 @@ fn no_write_is_acknowledged_before_the_log_has_it_durably() {
             })
         })
         .collect();
-    let all_written = (0..2500).any(|_| {
-        if log.watermarks().0 >= written_before + writers as u64 {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-        false
+    let all_written = wait_until(Duration::from_secs(5), || {
+        log.watermarks().0 >= written_before + writers as u64
     });
     assert!(
         all_written,
