@@ -310,8 +310,6 @@ struct Resolved {
     readme: Option<(String, Vec<u8>)>,
 }
 
-/// Resolves `rev` and `path` in one blocking hop; `Ok(None)` when the
-/// repo has no commits at all.
 /// The repo, the path's segments and what `rev:path` is, for the tree and
 /// blob pages (an empty repo is not found).
 async fn resolve_path(
@@ -329,6 +327,8 @@ async fn resolve_path(
     Ok((name, segments, resolved))
 }
 
+/// Resolves `rev` and `path` in one blocking hop; `Ok(None)` when the
+/// repo has no commits at all.
 async fn resolve(
     app: &Arc<App>,
     name: &RepoName,
