@@ -409,11 +409,9 @@ fn main() {
         .collect();
     let writers = arg("--writers", 32) as usize;
     let rounds = arg("--rounds", 1).max(1) as usize;
-    // Seconds to wait before each run: on ext4 without a journal, creating
-    // a file scans past every inode of its block group deleted in the last
-    // ~30 s (`recently_deleted`), and git deletes one temporary file per
-    // loose object it writes, vole one inode per ref move; 35 s lets one
-    // run's deletions age out before the next run creates files.
+    // Seconds to wait before each run, so the inodes the previous run
+    // deleted (git one temporary file per loose object, vole one per ref
+    // move) age out of ext4's ~30 s "recently deleted" window (see `dirs`).
     let settle = Duration::from_secs(arg("--settle-secs", 0));
     let tmp_root = std::env::temp_dir();
     println!(

@@ -119,11 +119,10 @@ impl KeepAlive {
     }
 }
 
-/// CPU time (user + system) of `pid` and its direct children (nginx's
-/// workers), from /proc.
 /// The machine's CPU ticks since boot, all and stolen by the hypervisor
 /// (`/proc/stat`): a run whose share of stolen time is high ran on a
-/// busy host.
+/// busy host. Only the first eight fields (user .. steal) count: the guest
+/// fields are already inside user.
 fn machine_ticks() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let fields: Vec<u64> = stat
@@ -132,11 +131,14 @@ fn machine_ticks() -> (u64, u64) {
         .unwrap_or_default()
         .split_whitespace()
         .skip(1)
+        .take(8)
         .filter_map(|f| f.parse().ok())
         .collect();
     (fields.iter().sum(), fields.get(7).copied().unwrap_or(0))
 }
 
+/// CPU time (user + system) of `pid` and its direct children (nginx's
+/// workers), from /proc.
 fn cpu_seconds(pid: u32) -> f64 {
     let ticks = |pid: &str| -> u64 {
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
