@@ -443,7 +443,13 @@ impl<K: RecordKind> Log<K> {
         // A single frame goes out as it is; several are joined for one write.
         let bytes = match <[_; 1]>::try_from(frames) {
             Ok([one]) => one.0,
-            Err(frames) => frames.into_iter().flat_map(|f| f.0).collect(),
+            Err(frames) => {
+                let mut joined = Vec::with_capacity(lens.iter().sum());
+                for frame in frames {
+                    joined.extend_from_slice(&frame.0);
+                }
+                joined
+            }
         };
         let asked = Instant::now();
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
