@@ -1474,59 +1474,36 @@ fn fold_repo(
             }
         },
     };
-    // A cycle that moves many shards is split in two, folded side by side
-    // on two threads, each with its own repo handle, pack and ref
-    // transaction: the shards are independent, and most of such a cycle is
-    // per-shard work (tree edits, lock files, syncs) that one thread does
-    // while the other core waits, as at a flush after a burst.
-    let split = batch.len() >= PARALLEL_FOLD_SHARDS && inner.cores > 1;
-    let tips: HashMap<u8, Option<ObjectId>> = lock(&meta.tips).clone();
-    let fold = |repo: &mut gix::Repository, part: &[(u8, Vec<PendingWrite>)]| {
-        let mut expected = |shard: u8| tips.get(&shard).copied();
-        fold::commit_shards(
-            repo,
-            &meta.name,
-            part,
-            options.fold_batch,
-            &mut expected,
-            options.fold_hook.as_ref(),
-        )
-    };
-    let results = if !split {
-        vec![(&batch[..], fold(repo, &batch))]
+    // A cycle that moves many shards is built on two threads, each with its
+    // own repo handle and pack: the shards are independent, and most of
+    // such a cycle is per-shard work (tree edits, hashing, packing) that
+    // one thread does while the other core waits, as at a flush after a
+    // burst. Its refs still move in one transaction.
+    let lanes = if batch.len() >= PARALLEL_FOLD_SHARDS && inner.cores > 1 {
+        2
     } else {
-        let (first, second) = batch.split_at(batch.len() / 2);
-        let mut other = repo.clone();
-        std::thread::scope(|scope| {
-            let side = scope.spawn(|| fold(&mut other, second));
-            let here = fold(repo, first);
-            let there = side.join().unwrap_or_else(|_| {
-                Err(fold::FoldError {
-                    repo: meta.name.clone(),
-                    why: "a fold thread panicked".into(),
-                })
-            });
-            vec![(first, here), (second, there)]
-        })
+        1
     };
-    let mut failed = false;
-    let mut folded = false;
-    for (part, result) in results {
-        match settle_fold(inner, meta, part, result, now) {
-            true => folded = true,
-            false => failed = true,
-        }
-    }
-    if folded {
+    let tips: HashMap<u8, Option<ObjectId>> = lock(&meta.tips).clone();
+    let mut expected = |shard: u8| tips.get(&shard).copied();
+    let result = fold::commit_shards(
+        repo,
+        &meta.name,
+        &batch,
+        options.fold_batch,
+        lanes,
+        &mut expected,
+        options.fold_hook.as_ref(),
+    );
+    if settle_fold(inner, meta, &batch, result, now) {
         inner.counters.fold_cycles.fetch_add(1, Ordering::Relaxed);
-    }
-    if failed {
+    } else {
         // Reopen next time.
         handles.remove(&meta.name);
     }
 }
 
-/// Cycles moving at least this many shards are folded on two threads.
+/// Cycles moving at least this many shards are built on two threads.
 const PARALLEL_FOLD_SHARDS: usize = 128;
 
 /// Records what one fold of `part` did: on success the new tips, the

@@ -197,6 +197,7 @@ fn a_cas_race_between_two_writers_on_one_shard_loses_nothing() {
                         REPO,
                         &[(7, writes)],
                         64,
+                        1,
                         &mut |_| None,
                         None,
                     )
@@ -747,7 +748,7 @@ fn a_cycle_over_many_shards_is_folded_on_two_threads_and_loses_nothing() {
     assert_eq!(stats.fold_cycles, 1, "one flush, one cycle");
     let packs = count_packs(&fx.git_dir.join("objects/pack"));
     let lanes = if store.inner.cores > 1 { 2 } else { 1 };
-    assert_eq!(packs, lanes, "each thread of the cycle writes its own pack");
+    assert_eq!(packs, lanes, "each lane of the cycle writes its own pack");
     let documents = fx.documents();
     assert_eq!(
         documents.len(),
