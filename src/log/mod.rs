@@ -373,7 +373,7 @@ impl<K: RecordKind> Log<K> {
         }
         if replay.empty {
             let schema = FrameEncoder::new().schema(&K::schema(1, 0));
-            storage.append(&schema).map_err(|e| io(&path, e))?;
+            storage.append(&[&schema]).map_err(|e| io(&path, e))?;
             len = schema.len() as u64;
         }
         storage.sync().map_err(|e| io(&path, e))?;
@@ -439,18 +439,8 @@ impl<K: RecordKind> Log<K> {
         if frames.is_empty() {
             return Err(LogError::EmptyTransaction);
         }
-        let lens: Vec<usize> = frames.iter().map(|f| f.0.len()).collect();
-        // A single frame goes out as it is; several are joined for one write.
-        let bytes = match <[_; 1]>::try_from(frames) {
-            Ok([one]) => one.0,
-            Err(frames) => {
-                let mut joined = Vec::with_capacity(lens.iter().sum());
-                for frame in frames {
-                    joined.extend_from_slice(&frame.0);
-                }
-                joined
-            }
-        };
+        let parts: Vec<&[u8]> = frames.iter().map(|f| f.0.as_slice()).collect();
+        let len: usize = parts.iter().map(|p| p.len()).sum();
         let asked = Instant::now();
         let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let lock_wait = asked.elapsed();
@@ -460,7 +450,7 @@ impl<K: RecordKind> Log<K> {
                 why: why.clone(),
             });
         }
-        if let Err(e) = writer.storage.append(&bytes) {
+        if let Err(e) = writer.storage.append(&parts) {
             // Undo a partial write so the file stays a valid stream, and
             // refuse further appends: a later success must not be
             // acknowledged past a hole.
@@ -471,11 +461,11 @@ impl<K: RecordKind> Log<K> {
             return Err(io(&self.path, e));
         }
         let first = writer.next_seq;
-        writer.next_seq += lens.len() as u64;
-        writer.len += bytes.len() as u64;
+        writer.next_seq += parts.len() as u64;
+        writer.len += len as u64;
         self.gate.frame_written(writer.next_seq - 1);
-        for len in lens {
-            self.counters.record_frame(len, lock_wait);
+        for part in parts {
+            self.counters.record_frame(part.len(), lock_wait);
         }
         Ok(first)
     }
@@ -580,7 +570,7 @@ impl<K: RecordKind> Log<K> {
         let new_storage = (|| -> std::io::Result<_> {
             let _ = std::fs::remove_file(&tmp);
             let storage = (self.opener)(&tmp)?;
-            storage.append(&out)?;
+            storage.append(&[&out])?;
             let mut len = out.len() as u64;
             // Copy kept frames verbatim (each message carries its lengths,
             // so frames of any alignment stay readable).
@@ -601,7 +591,7 @@ impl<K: RecordKind> Log<K> {
                 if is_checkpoint || seq <= drop_through || seq > written {
                     continue;
                 }
-                storage.append(&frame.bytes)?;
+                storage.append(&[&frame.bytes])?;
                 len += frame.bytes.len() as u64;
             }
             storage.sync()?;

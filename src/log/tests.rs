@@ -286,9 +286,10 @@ struct CrashStorage {
 }
 
 impl LogStorage for CrashStorage {
-    fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
-        self.inner.append(bytes)?;
-        self.written.fetch_add(bytes.len() as u64, Ordering::SeqCst);
+    fn append(&self, parts: &[&[u8]]) -> std::io::Result<()> {
+        self.inner.append(parts)?;
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        self.written.fetch_add(len as u64, Ordering::SeqCst);
         Ok(())
     }
     fn sync(&self) -> std::io::Result<()> {
@@ -391,8 +392,8 @@ fn a_crash_that_loses_unsynced_bytes_loses_no_acknowledged_transaction() {
 struct FailingSync(FileStorage);
 
 impl LogStorage for FailingSync {
-    fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
-        self.0.append(bytes)
+    fn append(&self, parts: &[&[u8]]) -> std::io::Result<()> {
+        self.0.append(parts)
     }
     fn sync(&self) -> std::io::Result<()> {
         Err(std::io::Error::other("simulated EIO"))
@@ -428,8 +429,8 @@ fn a_failed_sync_fails_every_waiter_and_later_appends() {
     // A log whose sync starts failing after open.
     struct FlakySync(FileStorage, std::sync::atomic::AtomicBool);
     impl LogStorage for FlakySync {
-        fn append(&self, b: &[u8]) -> std::io::Result<()> {
-            self.0.append(b)
+        fn append(&self, parts: &[&[u8]]) -> std::io::Result<()> {
+            self.0.append(parts)
         }
         fn sync(&self) -> std::io::Result<()> {
             if self.1.load(Ordering::SeqCst) {
@@ -487,8 +488,8 @@ fn compaction_keeps_unapplied_records_carries_a_checkpoint_and_rebinds_the_gate(
     let syncs: Arc<Mutex<HashMap<u64, u64>>> = Arc::default();
     struct Counting(FileStorage, u64, Arc<Mutex<HashMap<u64, u64>>>);
     impl LogStorage for Counting {
-        fn append(&self, b: &[u8]) -> std::io::Result<()> {
-            self.0.append(b)
+        fn append(&self, parts: &[&[u8]]) -> std::io::Result<()> {
+            self.0.append(parts)
         }
         fn sync(&self) -> std::io::Result<()> {
             *self.2.lock().unwrap().entry(self.1).or_default() += 1;
@@ -681,13 +682,14 @@ struct CountingStorage {
 }
 
 impl LogStorage for CountingStorage {
-    fn append(&self, bytes: &[u8]) -> std::io::Result<()> {
+    fn append(&self, parts: &[&[u8]]) -> std::io::Result<()> {
         self.appends.fetch_add(1, Ordering::SeqCst);
         if self.fail.load(Ordering::SeqCst) {
-            self.file.append(&bytes[..bytes.len() / 2])?;
+            let bytes = parts.concat();
+            self.file.append(&[&bytes[..bytes.len() / 2]])?;
             return Err(std::io::Error::other("simulated ENOSPC"));
         }
-        self.file.append(bytes)
+        self.file.append(parts)
     }
     fn sync(&self) -> std::io::Result<()> {
         self.file.sync()
@@ -751,5 +753,25 @@ fn frames_appended_together_take_one_write_and_stay_separate_transactions() {
             .collect::<Vec<_>>(),
         vec![(first, 1001), (first + 1, 1002), (first + 2, 1003)],
         "each frame is its own transaction, in order, and nothing of the failed write"
+    );
+}
+
+#[test]
+fn an_append_of_more_parts_than_one_writev_takes_writes_them_all_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("parts");
+    let storage = storage::FileStorage::open(&path).unwrap();
+    // Linux takes at most 1,024 slices per writev (IOV_MAX).
+    let parts: Vec<Vec<u8>> = (0..3000u32)
+        .map(|i| format!("{i},").into_bytes())
+        .collect();
+    let slices: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
+    storage.append(&slices).expect("an append of 3,000 parts");
+    storage.append(&[b"end"]).unwrap();
+    let expected = [parts.concat(), b"end".to_vec()].concat();
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        expected,
+        "the file does not hold every part once, in order"
     );
 }
