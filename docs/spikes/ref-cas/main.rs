@@ -43,10 +43,26 @@ const SUBPROCESS_CAP: usize = 20_000;
 
 struct Outcome {
     acked: Vec<String>,
+    /// CPU seconds (this process and its waited-for children) from the
+    /// first write until everything was folded.
+    cpu: f64,
     latencies_ms: Vec<f64>,
     all_acked: Duration,
     folded: Duration,
     extra: String,
+}
+
+/// CPU seconds used so far by this process and its waited-for children
+/// (the `git` processes of the subprocess mode), user and system.
+fn cpu_seconds() -> f64 {
+    let used = |who| {
+        // SAFETY: getrusage only writes the struct it is given.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(who, &mut usage) };
+        let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        secs(usage.ru_utime) + secs(usage.ru_stime)
+    };
+    used(libc::RUSAGE_SELF) + used(libc::RUSAGE_CHILDREN)
 }
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -97,6 +113,7 @@ fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -
     .unwrap();
     let store = Arc::new(store);
     let next = Arc::new(AtomicUsize::new(0));
+    let cpu_started = cpu_seconds();
     let started = Instant::now();
     let handles: Vec<_> = (0..writers)
         .map(|_| {
@@ -141,6 +158,7 @@ fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -
         "the store did not fold within 10 minutes"
     );
     let folded = started.elapsed();
+    let cpu = cpu_seconds() - cpu_started;
     let stats = store.stats();
     // Index rebuild at open: drop the store and open it again on the same
     // log and repo (every entity read back from the shard trees).
@@ -159,6 +177,7 @@ fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -
     assert_eq!(rebuilt.entities, n, "the reopened index lost entities");
     Outcome {
         acked,
+        cpu,
         latencies_ms: latencies,
         all_acked,
         folded,
@@ -192,6 +211,7 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
     let produced = Arc::new(AtomicUsize::new(0));
     let retries = Arc::new(AtomicUsize::new(0));
     let commits = Arc::new(AtomicUsize::new(0));
+    let cpu_started = cpu_seconds();
     let started = Instant::now();
     let producers: Vec<_> = (0..writers)
         .map(|_| {
@@ -329,8 +349,10 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
         b.join().unwrap();
     }
     let all_acked = started.elapsed();
+    let cpu = cpu_seconds() - cpu_started;
     let acked = Arc::try_unwrap(acked).unwrap().into_inner().unwrap();
     Outcome {
+        cpu,
         latencies_ms: acked.iter().map(|(_, ms)| *ms).collect(),
         acked: acked.into_iter().map(|(id, _)| id).collect(),
         all_acked,
@@ -467,12 +489,13 @@ fn main() {
                 latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
                 let entities_per_sec = outcome.acked.len() as f64 / end_to_end.as_secs_f64();
                 println!(
-                    "mode={mode} n={n} writers={writers} entities_per_sec={entities_per_sec:.0} ack_per_sec={:.0} p50_ms={:.2} p99_ms={:.2} lost={lost} twice={twice} acked={} found={} round={round} tail_ms=fold:{:.0},verify:{:.0}{} {}",
+                    "mode={mode} n={n} writers={writers} entities_per_sec={entities_per_sec:.0} ack_per_sec={:.0} p50_ms={:.2} p99_ms={:.2} lost={lost} twice={twice} acked={} found={} round={round} cpu_us_per_write={:.1} tail_ms=fold:{:.0},verify:{:.0}{} {}",
                     outcome.acked.len() as f64 / outcome.all_acked.as_secs_f64(),
                     percentile(&latencies, 0.50),
                     percentile(&latencies, 0.99),
                     outcome.acked.len(),
                     found.len(),
+                    outcome.cpu * 1e6 / outcome.acked.len().max(1) as f64,
                     (outcome.folded - outcome.all_acked).as_secs_f64() * 1e3,
                     (end_to_end - outcome.folded).as_secs_f64() * 1e3,
                     if n < n_asked {
