@@ -422,7 +422,11 @@ impl<K: RecordKind> Log<K> {
         if rows.is_empty() {
             return Err(LogError::EmptyTransaction);
         }
-        Ok(EncodedTxn(encode_frame(&K::batch(rows)?)?, PhantomData))
+        let frame = match K::body(rows) {
+            Some(body) => ENCODER.with(|encoder| encoder.borrow_mut().body(&body)),
+            None => encode_frame(&K::batch(rows)?)?,
+        };
+        Ok(EncodedTxn(frame, PhantomData))
     }
 
     /// Appends a frame made by [`Log::encode`]; see [`Log::append`].

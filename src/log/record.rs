@@ -16,6 +16,8 @@ use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
 
+use super::frame::BatchBody;
+
 /// Schema metadata keys every log stream carries.
 pub mod meta_keys {
     /// The record kind, e.g. `ref_move`.
@@ -60,6 +62,12 @@ pub trait RecordKind: Sized + Clone + Send + Sync + 'static {
     fn columns(rows: &[Self]) -> Vec<ArrayRef>;
     /// A batch (as read back) -> rows.
     fn rows(batch: &RecordBatch) -> Result<Vec<Self>, RecordError>;
+    /// The batch's IPC body laid out directly, for a kind on a hot path
+    /// (see [`BatchBody`]); it must encode to the same bytes as
+    /// [`RecordKind::batch`]. `None`: arrow encodes the batch.
+    fn body(_rows: &[Self]) -> Option<BatchBody> {
+        None
+    }
 
     /// The schema a stream file of this kind starts with.
     fn schema(base_seq: u64, checkpoint_frames: u64) -> SchemaRef {
@@ -328,6 +336,22 @@ impl RecordKind for MetaWrite {
             Field::new("kind", DataType::Utf8, false),
             Field::new("body", DataType::Utf8, false),
         ]
+    }
+
+    fn body(rows: &[Self]) -> Option<BatchBody> {
+        let strings: usize = rows
+            .iter()
+            .map(|r| r.repo.len() + r.entity_id.len() + r.kind.len() + r.body.len() + 16)
+            .sum();
+        let mut body = BatchBody::new(rows.len(), strings + rows.len() * 9);
+        let times: Vec<[u8; 8]> = rows.iter().map(|r| r.time_ns.to_le_bytes()).collect();
+        body.fixed(times.iter().map(|t| t.as_slice()));
+        body.utf8(rows.iter().map(|r| r.repo.as_str()));
+        body.utf8(rows.iter().map(|r| r.entity_id.as_str()));
+        body.fixed(rows.iter().map(|r| std::slice::from_ref(&r.shard)));
+        body.utf8(rows.iter().map(|r| r.kind.as_str()));
+        body.utf8(rows.iter().map(|r| r.body.as_str()));
+        Some(body)
     }
 
     fn columns(rows: &[Self]) -> Vec<ArrayRef> {

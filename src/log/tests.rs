@@ -775,3 +775,36 @@ fn an_append_of_more_parts_than_one_writev_takes_writes_them_all_in_order() {
         "the file does not hold every part once, in order"
     );
 }
+
+#[test]
+fn a_meta_write_laid_out_directly_encodes_to_the_bytes_arrow_writes() {
+    let row = |i: usize, body: &str| MetaWrite {
+        time_ns: 1_764_000_000_000_000_000 + i as i64,
+        repo: format!("team/repo-{i}"),
+        entity_id: format!("01KB{i:022}"),
+        shard: (i * 37 % 256) as u8,
+        kind: if i % 2 == 0 { "issue" } else { "comment" }.into(),
+        body: body.into(),
+    };
+    let cases: Vec<Vec<MetaWrite>> = vec![
+        vec![row(1, r#"{"v":1,"title":"one row"}"#)],
+        vec![row(2, "")],
+        vec![
+            row(3, "naïve ✓ ünïcode"),
+            row(4, &"x".repeat(1000)),
+            row(5, "seven"),
+        ],
+    ];
+    for rows in cases {
+        let by_arrow = frame::FrameEncoder::new()
+            .batch(&MetaWrite::batch(&rows).unwrap())
+            .unwrap();
+        let laid_out = frame::FrameEncoder::new().body(&MetaWrite::body(&rows).unwrap());
+        assert_eq!(
+            laid_out,
+            by_arrow,
+            "the directly laid-out frame of {} row(s) differs from arrow's encoding",
+            rows.len()
+        );
+    }
+}
