@@ -157,7 +157,8 @@ impl BatchBody {
         let len = self.bytes.len() - start;
         self.buffers
             .push(arrow_ipc::Buffer::new(start as i64, len as i64));
-        self.bytes.resize(self.bytes.len().next_multiple_of(ALIGNMENT), 0);
+        self.bytes
+            .resize(self.bytes.len().next_multiple_of(ALIGNMENT), 0);
     }
 
     /// A fixed-width column (Timestamp, UInt8, FixedSizeBinary, ...): each

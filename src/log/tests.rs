@@ -762,9 +762,7 @@ fn an_append_of_more_parts_than_one_writev_takes_writes_them_all_in_order() {
     let path = dir.path().join("parts");
     let storage = storage::FileStorage::open(&path).unwrap();
     // Linux takes at most 1,024 slices per writev (IOV_MAX).
-    let parts: Vec<Vec<u8>> = (0..3000u32)
-        .map(|i| format!("{i},").into_bytes())
-        .collect();
+    let parts: Vec<Vec<u8>> = (0..3000u32).map(|i| format!("{i},").into_bytes()).collect();
     let slices: Vec<&[u8]> = parts.iter().map(|p| p.as_slice()).collect();
     storage.append(&slices).expect("an append of 3,000 parts");
     storage.append(&[b"end"]).unwrap();
@@ -783,7 +781,7 @@ fn a_meta_write_laid_out_directly_encodes_to_the_bytes_arrow_writes() {
         repo: format!("team/repo-{i}"),
         entity_id: format!("01KB{i:022}"),
         shard: (i * 37 % 256) as u8,
-        kind: if i % 2 == 0 { "issue" } else { "comment" }.into(),
+        kind: if i.is_multiple_of(2) { "issue" } else { "comment" }.into(),
         body: body.into(),
     };
     let cases: Vec<Vec<MetaWrite>> = vec![
