@@ -781,7 +781,12 @@ fn a_meta_write_laid_out_directly_encodes_to_the_bytes_arrow_writes() {
         repo: format!("team/repo-{i}"),
         entity_id: format!("01KB{i:022}"),
         shard: (i * 37 % 256) as u8,
-        kind: if i.is_multiple_of(2) { "issue" } else { "comment" }.into(),
+        kind: if i.is_multiple_of(2) {
+            "issue"
+        } else {
+            "comment"
+        }
+        .into(),
         body: body.into(),
     };
     let cases: Vec<Vec<MetaWrite>> = vec![

@@ -361,17 +361,21 @@ fn move_refs(
             .and_then(|file| file.sync_all())
             .map_err(|e| format!("syncing {}: {e}", lock.display()))
     };
-    let per_thread = names.len().div_ceil(SYNC_THREADS).max(1);
-    std::thread::scope(|scope| {
-        let threads: Vec<_> = names
-            .chunks(per_thread)
-            .map(|chunk| scope.spawn(move || chunk.iter().try_for_each(sync_lock)))
-            .collect();
-        threads.into_iter().try_for_each(|t| {
-            t.join()
-                .unwrap_or_else(|_| Err("a sync thread panicked".into()))
-        })
-    })?;
+    if let [only] = names.as_slice() {
+        sync_lock(only)?;
+    } else {
+        let per_thread = names.len().div_ceil(SYNC_THREADS).max(1);
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = names
+                .chunks(per_thread)
+                .map(|chunk| scope.spawn(move || chunk.iter().try_for_each(sync_lock)))
+                .collect();
+            threads.into_iter().try_for_each(|t| {
+                t.join()
+                    .unwrap_or_else(|_| Err("a sync thread panicked".into()))
+            })
+        })?;
+    }
     prepared
         .commit(Some(
             signature.to_ref(&mut gix::date::parse::TimeBuf::default()),
