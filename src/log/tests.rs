@@ -811,3 +811,51 @@ fn a_meta_write_laid_out_directly_encodes_to_the_bytes_arrow_writes() {
         );
     }
 }
+
+#[test]
+fn pyarrow_reads_the_meta_log_with_the_right_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::<MetaWrite>::open(dir.path(), |_| {}).unwrap();
+    let write = |i: i64, body: &str| MetaWrite {
+        time_ns: 1_764_000_000_000_000_000 + i,
+        repo: "alice/vole".into(),
+        entity_id: format!("01KB00000000000000000000{i:02}"),
+        shard: (i * 100 % 256) as u8,
+        kind: "issue".into(),
+        body: body.into(),
+    };
+    log.commit(&[write(1, r#"{"v":1,"title":"first"}"#)])
+        .unwrap();
+    log.commit(&[write(2, "naïve ✓"), write(3, "")]).unwrap();
+    let script = r#"
+import sys, pyarrow as pa, pyarrow.ipc as ipc
+reader = ipc.open_stream(open(sys.argv[1], 'rb'))
+batches = list(reader)
+print("batches", len(batches), "type", reader.schema.field("time").type)
+for b in batches:
+    cols = {n: b.column(n).to_pylist() for n in b.schema.names if n != "time"}
+    cols["time"] = b.column("time").cast(pa.int64()).to_pylist()
+    for i in range(b.num_rows):
+        print(*(repr(cols[n][i]) for n in ["time", "repo", "entity_id", "shard", "kind", "body"]))
+"#;
+    let output = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .arg(log.path())
+        .output()
+        .expect("python3 must be installed (.ci/run installs pyarrow)");
+    assert!(
+        output.status.success(),
+        "pyarrow could not read the meta log: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let expected = "batches 2 type timestamp[ns, tz=UTC]\n\
+         1764000000000000001 'alice/vole' '01KB0000000000000000000001' 100 'issue' '{\"v\":1,\"title\":\"first\"}'\n\
+         1764000000000000002 'alice/vole' '01KB0000000000000000000002' 200 'issue' 'naïve ✓'\n\
+         1764000000000000003 'alice/vole' '01KB0000000000000000000003' 44 'issue' ''\n";
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        expected,
+        "pyarrow read other rows from the meta log than were committed"
+    );
+}
