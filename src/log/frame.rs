@@ -82,9 +82,7 @@ impl FrameEncoder {
         write_message(&mut out, encoded, &self.options)?;
         Ok(out)
     }
-}
 
-impl FrameEncoder {
     /// One transaction's batch as one message, from a body its kind laid
     /// out itself: the same bytes as [`FrameEncoder::batch`] gives for the
     /// same rows (a test holds them equal), without building arrays.
@@ -125,7 +123,7 @@ impl FrameEncoder {
 /// generic `ArrayData` (builders, buffers, data types cloned per column),
 /// which for the one-row batch of a metadata write cost a fifth of the
 /// writing thread's time; the body layout itself is fixed by the format.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BatchBody {
     rows: i64,
     nodes: Vec<arrow_ipc::FieldNode>,
@@ -163,9 +161,9 @@ impl BatchBody {
 
     /// A fixed-width column (Timestamp, UInt8, FixedSizeBinary, ...): each
     /// row's value as its little-endian bytes.
-    pub fn fixed<'a>(&mut self, values: impl Iterator<Item = &'a [u8]>) {
+    pub fn fixed<const WIDTH: usize>(&mut self, values: impl Iterator<Item = [u8; WIDTH]>) {
         self.column();
-        self.buffer(|out| values.for_each(|v| out.extend_from_slice(v)));
+        self.buffer(|out| values.for_each(|v| out.extend_from_slice(&v)));
     }
 
     /// A `Utf8` column.

@@ -344,11 +344,10 @@ impl RecordKind for MetaWrite {
             .map(|r| r.repo.len() + r.entity_id.len() + r.kind.len() + r.body.len() + 16)
             .sum();
         let mut body = BatchBody::new(rows.len(), strings + rows.len() * 9);
-        let times: Vec<[u8; 8]> = rows.iter().map(|r| r.time_ns.to_le_bytes()).collect();
-        body.fixed(times.iter().map(|t| t.as_slice()));
+        body.fixed(rows.iter().map(|r| r.time_ns.to_le_bytes()));
         body.utf8(rows.iter().map(|r| r.repo.as_str()));
         body.utf8(rows.iter().map(|r| r.entity_id.as_str()));
-        body.fixed(rows.iter().map(|r| std::slice::from_ref(&r.shard)));
+        body.fixed(rows.iter().map(|r| [r.shard]));
         body.utf8(rows.iter().map(|r| r.kind.as_str()));
         body.utf8(rows.iter().map(|r| r.body.as_str()));
         Some(body)

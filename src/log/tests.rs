@@ -306,6 +306,23 @@ impl LogStorage for CrashStorage {
     }
 }
 
+/// An opener that makes each file's layer with `make` and keeps every
+/// layer it made, for the test to reach (the last is the live one).
+fn recording_opener<S: LogStorage>(
+    make: impl Fn(&Path) -> std::io::Result<S> + Send + Sync + 'static,
+) -> (StorageOpener, Arc<Mutex<Vec<Arc<S>>>>) {
+    let made: Arc<Mutex<Vec<Arc<S>>>> = Arc::default();
+    let opener: StorageOpener = {
+        let made = made.clone();
+        Arc::new(move |path: &Path| {
+            let storage = Arc::new(make(path)?);
+            made.lock().unwrap().push(storage.clone());
+            Ok(storage as Arc<dyn LogStorage>)
+        })
+    };
+    (opener, made)
+}
+
 impl CrashStorage {
     fn crash(&self) -> u64 {
         let synced = self.synced.load(Ordering::SeqCst);
@@ -325,20 +342,14 @@ fn a_crash_that_loses_unsynced_bytes_loses_no_acknowledged_transaction() {
     const WRITERS: u64 = 8;
     const PER_WRITER: u64 = 50;
     let dir = tempfile::tempdir().unwrap();
-    let storages: Arc<Mutex<Vec<Arc<CrashStorage>>>> = Arc::default();
-    let opener: StorageOpener = {
-        let storages = storages.clone();
-        Arc::new(move |path: &Path| {
-            let storage = Arc::new(CrashStorage {
-                inner: FileStorage::open(path)?,
-                path: path.to_path_buf(),
-                written: AtomicU64::new(std::fs::metadata(path)?.len()),
-                synced: AtomicU64::new(std::fs::metadata(path)?.len()),
-            });
-            storages.lock().unwrap().push(storage.clone());
-            Ok(storage as Arc<dyn LogStorage>)
+    let (opener, storages) = recording_opener(|path| {
+        Ok(CrashStorage {
+            inner: FileStorage::open(path)?,
+            path: path.to_path_buf(),
+            written: AtomicU64::new(std::fs::metadata(path)?.len()),
+            synced: AtomicU64::new(std::fs::metadata(path)?.len()),
         })
-    };
+    });
     let (log, _) = Log::<RefMove>::open_with(dir.path(), opener, |_| {}).unwrap();
     let log = Arc::new(log);
     let acked: Arc<Mutex<HashMap<u64, u64>>> = Arc::default();
@@ -702,21 +713,15 @@ impl LogStorage for CountingStorage {
 #[test]
 fn frames_appended_together_take_one_write_and_stay_separate_transactions() {
     let dir = tempfile::tempdir().unwrap();
-    let storage: Arc<Mutex<Option<Arc<CountingStorage>>>> = Arc::default();
-    let opener: StorageOpener = {
-        let storage = storage.clone();
-        Arc::new(move |path: &Path| {
-            let s = Arc::new(CountingStorage {
-                file: FileStorage::open(path)?,
-                appends: AtomicU64::new(0),
-                fail: false.into(),
-            });
-            *storage.lock().unwrap() = Some(s.clone());
-            Ok(s as Arc<dyn LogStorage>)
+    let (opener, storages) = recording_opener(|path| {
+        Ok(CountingStorage {
+            file: FileStorage::open(path)?,
+            appends: AtomicU64::new(0),
+            fail: false.into(),
         })
-    };
+    });
     let (log, _) = Log::<RefMove>::open_with(dir.path(), opener, |_| {}).unwrap();
-    let storage = storage.lock().unwrap().clone().unwrap();
+    let storage = storages.lock().unwrap().last().unwrap().clone();
     let before = storage.appends.load(Ordering::SeqCst);
     let frames = (1..=3)
         .map(|i| log.encode(&[ref_move(i)]).unwrap())

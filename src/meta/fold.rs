@@ -79,6 +79,21 @@ pub struct FoldReport {
     pub sync: std::time::Duration,
 }
 
+impl FoldReport {
+    /// Adds `other`'s counts and times to these.
+    fn add(&mut self, other: &FoldReport) {
+        self.writes += other.writes;
+        self.commits += other.commits;
+        self.objects += other.objects;
+        self.foreign_moves += other.foreign_moves;
+        self.packs += other.packs;
+        self.build += other.build;
+        self.pack += other.pack;
+        self.refs += other.refs;
+        self.sync += other.sync;
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("fold of {repo}: {why}")]
 pub struct FoldError {
@@ -196,11 +211,7 @@ pub fn commit_shards(
         let mut last_seq = 0;
         for lane in built {
             let lane = lane.map_err(&fail)?;
-            report.commits += lane.commits;
-            report.objects += lane.objects;
-            report.packs += lane.packs;
-            report.build += lane.build;
-            report.pack += lane.pack;
+            report.add(&lane.report);
             last_seq = last_seq.max(lane.last_seq);
             edits.extend(lane.edits);
             tips.extend(lane.tips);
@@ -258,11 +269,8 @@ struct Lane {
     /// (shard, new tip, the tip it was built on)
     tips: Vec<(u8, ObjectId, Option<ObjectId>)>,
     last_seq: u64,
-    commits: usize,
-    objects: usize,
-    packs: usize,
-    build: std::time::Duration,
-    pack: std::time::Duration,
+    /// Its commits, objects, pack, and build and pack times.
+    report: FoldReport,
 }
 
 /// Steps 1 and 2 for some shards: reads each ref, builds its commits in
@@ -279,17 +287,13 @@ fn build_and_pack(
         edits: Vec::with_capacity(shards.len()),
         tips: Vec::with_capacity(shards.len()),
         last_seq: 0,
-        commits: 0,
-        objects: 0,
-        packs: 0,
-        build: Default::default(),
-        pack: Default::default(),
+        report: FoldReport::default(),
     };
     for (shard, writes) in shards {
         let current = read_shard(repo, *shard)?;
         let (tip, commits) = build_commits(repo, &new, current, writes, batch, signature)
             .map_err(|e| e.to_string())?;
-        lane.commits += commits;
+        lane.report.commits += commits;
         lane.last_seq = lane
             .last_seq
             .max(writes.iter().map(|w| w.seq).max().unwrap_or(0));
@@ -314,12 +318,12 @@ fn build_and_pack(
         lane.tips.push((*shard, tip, current));
     }
     let objects = new.0.into_inner();
-    lane.objects = objects.len();
-    lane.build = started.elapsed();
+    lane.report.objects = objects.len();
+    lane.report.build = started.elapsed();
     let started = std::time::Instant::now();
     write_pack(repo.path(), &objects).map_err(|e| format!("writing the pack: {e}"))?;
-    lane.packs = usize::from(!objects.is_empty());
-    lane.pack = started.elapsed();
+    lane.report.packs = usize::from(!objects.is_empty());
+    lane.report.pack = started.elapsed();
     Ok(lane)
 }
 

@@ -1506,7 +1506,7 @@ fn fold_repo(
 /// Cycles moving at least this many shards are built on two threads.
 const PARALLEL_FOLD_SHARDS: usize = 128;
 
-/// Records what one fold of `part` did: on success the new tips, the
+/// Records what a fold of `batch` did: on success the new tips, the
 /// counters and the writes marked applied; on failure the writes stay
 /// queued and wait an interval. Returns whether it succeeded.
 fn settle_fold(
