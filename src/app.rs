@@ -81,6 +81,9 @@ impl App {
         let mut meta_records = Vec::new();
         let logs = Logs::open(&data.log_dir(), &mut ref_state, &mut meta_records)?;
         let repos = Repos::new(data.clone());
+        // Before anything opens a repo: a repo a crash left half-created
+        // would fail every git read.
+        repos.finish_interrupted_creations(&config.default_branch);
         let repo_dirs: Vec<(String, std::path::PathBuf)> = repos
             .list()
             .into_iter()
@@ -106,7 +109,7 @@ impl App {
         Ok(App {
             meta,
             sites: Sites::new(&config),
-            recorder: RefRecorder::new(logs.refs.clone(), ref_state),
+            recorder: RefRecorder::new(logs.refs.clone(), ref_state, repos.clone()),
             logs,
             transport: Transport::new(&config, data.repos_dir(), data.root().join("hooks")),
             repos,

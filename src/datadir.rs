@@ -56,18 +56,34 @@ impl DataDir {
         self.root.join("vole.lock")
     }
 
-    /// Creates the directory tree (owner-only) if missing.
+    /// Creates the directory tree (owner-only) if missing; what it created
+    /// is durable (the data dir and its parent synced) when it returns.
     pub fn prepare(&self) -> Result<(), DataDirError> {
+        let mut created = false;
         for dir in [
             self.root.clone(),
             self.repos_dir(),
             self.log_dir(),
             self.tmp_dir(),
         ] {
+            if dir.is_dir() {
+                continue;
+            }
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(&dir)
+                .map_err(|source| self.unusable(source))?;
+            created = true;
+        }
+        if created {
+            let parent = self
+                .root
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            crate::durable::sync_dir(&self.root)
+                .and_then(|()| crate::durable::sync_dir(parent))
                 .map_err(|source| self.unusable(source))?;
         }
         Ok(())

@@ -1,6 +1,7 @@
-//! The git binary vole runs: where it is, which version, and how a child is
-//! started with a cleared environment so nothing leaks in from the server
-//! user's own git configuration.
+//! The git binary vole runs: where it is, which version (at least
+//! [`MIN_VERSION`]), and how a child is started with a cleared environment
+//! so nothing leaks in from the server user's own git configuration, and
+//! with [`DURABLE_WRITES`] so what it writes survives a power cut.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -8,11 +9,36 @@ use std::process::Command;
 
 use gix::ObjectId;
 
+/// The oldest git vole runs. `core.fsync` (and its `reference` component)
+/// came in 2.36; until 2.39.3 (and 2.40.0) git's `packed-refs` writer
+/// called fsync on a buffer it had not flushed yet, so a packed ref could
+/// still be lost ("refs: fix corruption by not correctly syncing
+/// packed-refs to disk").
+pub const MIN_VERSION: (u32, u32, u32) = (2, 39, 3);
+
+/// The settings every git child gets so that git syncs what it writes
+/// before it renames it into place: objects (loose objects and packs),
+/// derived metadata (pack indexes, reverse indexes, commit-graphs, bitmaps)
+/// and references (loose ref lock files and `packed-refs`), each with a
+/// real `fsync` (the default on Linux, stated so no config can weaken it).
+/// git's own default (`FSYNC_COMPONENTS_DEFAULT`) leaves references out.
+/// git never syncs the directories it renames files into: vole does that
+/// itself where it matters (see `crate::durable`).
+pub const DURABLE_WRITES: [(&str, &str); 2] = [
+    ("core.fsync", "objects,derived-metadata,reference"),
+    ("core.fsyncMethod", "fsync"),
+];
+
 /// Why the configured git cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {
     #[error("git binary not found: {0} (set --git or VOLE_GIT to a git executable)")]
     NotFound(String),
+    #[error(
+        "{path} is {version}, but vole needs git {}.{}.{} or later (older versions cannot sync every reference they write); install a newer git or point --git / VOLE_GIT at one",
+        MIN_VERSION.0, MIN_VERSION.1, MIN_VERSION.2
+    )]
+    TooOld { path: String, version: String },
     #[error("git binary {path} could not be run: {source}")]
     NotRunnable {
         path: String,
@@ -68,6 +94,12 @@ impl Git {
                 source: std::io::Error::other(format!("`--version` printed {version:?}")),
             });
         }
+        if parse_version(&version).is_none_or(|v| v < MIN_VERSION) {
+            return Err(GitError::TooOld {
+                path: path.display().to_string(),
+                version,
+            });
+        }
         Ok(Git {
             path,
             version,
@@ -89,13 +121,17 @@ impl Git {
         &self.search_path
     }
 
-    /// A git command with the environment cleared and only the allowlist set:
-    /// `PATH`, and the switches that stop git reading system or global config.
+    /// A git command with the environment cleared and only the allowlist set
+    /// (`PATH`, and the switches that stop git reading system or global
+    /// config), and [`DURABLE_WRITES`] given as `-c` options.
     pub fn command(&self) -> Command {
         let mut command = Command::new(&self.path);
         command.env_clear();
         for (key, value) in self.child_env() {
             command.env(key, value);
+        }
+        for (key, value) in DURABLE_WRITES {
+            command.arg("-c").arg(format!("{key}={value}"));
         }
         command
     }
@@ -157,6 +193,23 @@ impl Git {
         }
         Ok(output.stdout)
     }
+}
+
+/// `(major, minor, patch)` from `git version 2.47.3` (also from vendor
+/// suffixes such as `2.39.5.windows.1` or `2.43.0 (Apple Git-115)`).
+fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let number = text
+        .strip_prefix("git version ")?
+        .split_whitespace()
+        .next()?;
+    let mut parts = number.split('.').map(|part| {
+        let digits: String = part.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse::<u32>().ok()
+    });
+    let major = parts.next()??;
+    let minor = parts.next()??;
+    let patch = parts.next().flatten().unwrap_or(0);
+    Some((major, minor, patch))
 }
 
 fn is_executable(path: &Path) -> bool {
@@ -247,4 +300,29 @@ pub fn lookup(
         };
     }
     Ok(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_and_compare_with_the_minimum() {
+        let cases = [
+            ("git version 2.47.3", Some((2, 47, 3))),
+            ("git version 2.39.5.windows.1", Some((2, 39, 5))),
+            ("git version 2.43.0 (Apple Git-115)", Some((2, 43, 0))),
+            ("git version 2.40.0.rc1", Some((2, 40, 0))),
+            ("git version 3.0", Some((3, 0, 0))),
+            ("git version x.y", None),
+            ("hub version 2.14.2", None),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_version(text), want, "{text}");
+        }
+        assert!(parse_version("git version 2.39.2").unwrap() < MIN_VERSION);
+        assert!(parse_version("git version 2.36.0").unwrap() < MIN_VERSION);
+        assert!(parse_version("git version 2.39.3").unwrap() >= MIN_VERSION);
+        assert!(parse_version("git version 2.40.0").unwrap() >= MIN_VERSION);
+    }
 }

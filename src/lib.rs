@@ -13,6 +13,7 @@ pub mod cli;
 pub mod config;
 pub mod control;
 pub mod datadir;
+pub mod durable;
 pub mod git;
 pub mod hooks;
 pub mod log;

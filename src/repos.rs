@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::datadir::{DataDir, bare_repo_dirs};
+use crate::durable;
 use crate::git::{Git, GitError};
 
 /// Longest owner or repo name accepted.
@@ -197,9 +198,12 @@ impl Repos {
         self.path(name).join("HEAD").is_file()
     }
 
-    /// Creates a bare repo with HEAD on `default_branch`. The repo is built in
-    /// `data/tmp` and renamed into place, so a crash never leaves half a repo
-    /// under `repos/`.
+    /// Creates a bare repo with HEAD on `default_branch`, durable before it
+    /// returns. The repo is built in `data/tmp` (git's templates left out:
+    /// an empty `hooks/`, no samples), every file and directory of it is synced, and it
+    /// is renamed into place; then the directories above it are synced. So
+    /// a crash never leaves half a repo under `repos/`: before the rename
+    /// it is scratch (emptied at start), after it, whole.
     pub fn create(
         &self,
         git: &Git,
@@ -220,25 +224,67 @@ impl Repos {
             OsStr::new("init"),
             OsStr::new("--quiet"),
             OsStr::new("--bare"),
+            OsStr::new("--template="),
             OsStr::new(&format!("--initial-branch={default_branch}")),
             staged.as_os_str(),
         ])?;
+        // Where git (and vole's pre-receive) looks for the repo's own hooks.
+        std::fs::create_dir(staged.join("hooks"))?;
         let description = description.unwrap_or("").trim().to_string();
         std::fs::write(staged.join("description"), format!("{description}\n"))?;
-        std::fs::create_dir_all(target.parent().expect("a repo path has an owner dir"))?;
+        durable::sync_tree(&staged)?;
+        let owner_dir = target.parent().expect("a repo path has an owner dir");
+        std::fs::create_dir_all(owner_dir)?;
         match std::fs::rename(&staged, &target) {
-            Ok(()) => Ok(RepoInfo {
-                name: name.clone(),
-                description,
-            }),
+            Ok(()) => {}
             // rename(2) refuses to replace a non-empty directory: someone
             // created it between our check and now.
             Err(e) if target.exists() => {
                 tracing::debug!(error = %e, "rename over existing repo refused");
-                Err(RepoError::AlreadyExists(name.clone()))
+                return Err(RepoError::AlreadyExists(name.clone()));
             }
-            Err(e) => Err(e.into()),
+            Err(e) => return Err(e.into()),
         }
+        // The repo's entry in its owner dir, and the owner dir's in
+        // `repos/` (it may be new).
+        durable::sync_dir(owner_dir)?;
+        durable::sync_dir(&self.data.repos_dir())?;
+        Ok(RepoInfo {
+            name: name.clone(),
+            description,
+        })
+    }
+
+    /// Finishes, at start, repos whose creation a power cut interrupted
+    /// before creation was durable (as vole before 0.1 could leave them):
+    /// a `HEAD` or `config` that is missing, empty or not git's would make
+    /// every git command on the repo fail ("not a git repository"). Each is
+    /// rewritten as `git init` writes it (HEAD on `default_branch`) and
+    /// synced, with a warning naming the repo; a missing `objects/` or
+    /// `refs/` directory is created. Objects and refs are never touched.
+    /// Returns the repos finished.
+    pub fn finish_interrupted_creations(&self, default_branch: &str) -> Vec<RepoName> {
+        let mut finished = Vec::new();
+        for info in self.list() {
+            let path = self.path(&info.name);
+            match finish_repo(&path, default_branch) {
+                Ok(repaired) if repaired.is_empty() => {}
+                Ok(repaired) => {
+                    tracing::warn!(
+                        repo = %info.name,
+                        repaired = repaired.join(","),
+                        "repository left half-created by a crash; finished it"
+                    );
+                    finished.push(info.name);
+                }
+                Err(e) => tracing::error!(
+                    repo = %info.name,
+                    error = %e,
+                    "repository is half-created and could not be finished"
+                ),
+            }
+        }
+        finished
     }
 
     /// A repository's description (empty when git's placeholder is there).
@@ -261,6 +307,72 @@ impl Repos {
             })
             .collect()
     }
+}
+
+/// What `git init --bare` writes into `config` (git 2.39 and later).
+const BARE_CONFIG: &str =
+    "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n";
+
+/// Rewrites what of a repo's skeleton is missing or not git's; returns
+/// the names of what it rewrote.
+fn finish_repo(repo: &Path, default_branch: &str) -> std::io::Result<Vec<&'static str>> {
+    let mut repaired = Vec::new();
+    let head = std::fs::read(repo.join("HEAD")).unwrap_or_default();
+    let head_ok = {
+        let text = String::from_utf8_lossy(&head);
+        let text = text.trim_end();
+        text.strip_prefix("ref: refs/")
+            .is_some_and(|r| !r.is_empty())
+            || (matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if !head_ok {
+        write_synced(
+            repo,
+            "HEAD",
+            format!("ref: refs/heads/{default_branch}\n").as_bytes(),
+        )?;
+        repaired.push("HEAD");
+    }
+    let config = std::fs::read(repo.join("config")).unwrap_or_default();
+    if !String::from_utf8_lossy(&config).contains("[core]") {
+        write_synced(repo, "config", BARE_CONFIG.as_bytes())?;
+        repaired.push("config");
+    }
+    for (dir, what) in [
+        ("objects/pack", "objects"),
+        ("refs/heads", "refs"),
+        ("refs/tags", "refs"),
+    ] {
+        if !repo.join(dir).is_dir() {
+            std::fs::create_dir_all(repo.join(dir))?;
+            if !repaired.contains(&what) {
+                repaired.push(what);
+            }
+        }
+    }
+    if !repaired.is_empty() {
+        for dir in [
+            "objects/pack",
+            "objects",
+            "refs/heads",
+            "refs/tags",
+            "refs",
+            "",
+        ] {
+            durable::sync_dir(&repo.join(dir))?;
+        }
+    }
+    Ok(repaired)
+}
+
+/// Writes `name` in `dir` through a synced temporary file and a rename.
+fn write_synced(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
 }
 
 fn read_description(repo: &Path) -> String {

@@ -2,7 +2,16 @@
 //! do, makes every ref move durable in the ref log before git may make it,
 //! records the outcome, publishes committed moves on the ref-move feed, and
 //! keeps what the log says each ref holds (to reconcile with the disk at
-//! start) and the recent activity of each repo.
+//! start, and to restore a committed ref write the disk lost) and the
+//! recent activity of each repo.
+//!
+//! What it syncs of git's writes: git syncs the pack, its index and each
+//! ref lock file itself (`crate::git::DURABLE_WRITES`) but no directory.
+//! At `prepared` the recorder syncs `objects/pack` and `objects` (the
+//! quarantine's files were linked in there), so no ref can point at
+//! objects a power cut would take; at `committed` it syncs the directories
+//! of the moved refs before the hook returns, so git reports "ok" to the
+//! pusher only once the moves are on disk.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -12,8 +21,10 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use super::{Outcome, PushContext, RefUpdate, ZERO_OID, is_zero};
+use crate::durable;
 use crate::git::Git;
 use crate::log::{Entry, Log, LogError, Phase, RefMove, now_ns};
+use crate::repos::{NameError, RepoName, Repos};
 
 /// Most activity entries kept in memory per repo.
 pub const ACTIVITY_PER_REPO: usize = 1000;
@@ -53,7 +64,19 @@ pub struct RefState {
     known: HashMap<String, HashMap<String, String>>,
     /// (repo, push id, ref) -> (seq, prepared move) without an outcome yet.
     pending: HashMap<(String, u64, String), (u64, RefMove)>,
+    /// repo -> ref -> the last committed (or restored) move's `(old, new)`,
+    /// while no later reconciliation overrode it: what a lost write of it
+    /// would leave on disk. Moves older than a compaction's checkpoint are
+    /// not here.
+    last_committed: HashMap<String, HashMap<String, CommittedMove>>,
     activity: HashMap<String, VecDeque<ActivityEntry>>,
+}
+
+/// The values a committed move took a ref from and to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct CommittedMove {
+    old: Option<String>,
+    new: Option<String>,
 }
 
 impl RefState {
@@ -79,9 +102,18 @@ impl RefState {
                 Phase::Aborted => {
                     self.pending.remove(&key);
                 }
+                Phase::Restored => {
+                    self.set_known(row);
+                    self.set_last_committed(row);
+                }
                 Phase::Committed | Phase::Reconciled => {
                     self.pending.remove(&key);
                     self.set_known(row);
+                    if row.phase == Phase::Committed {
+                        self.set_last_committed(row);
+                    } else if let Some(refs) = self.last_committed.get_mut(&row.repo) {
+                        refs.remove(&row.ref_name);
+                    }
                     let activity = self.activity.entry(row.repo.clone()).or_default();
                     activity.push_back(ActivityEntry {
                         seq,
@@ -94,6 +126,19 @@ impl RefState {
                 Phase::Checkpoint => self.set_known(row),
             }
         }
+    }
+
+    fn set_last_committed(&mut self, row: &RefMove) {
+        self.last_committed
+            .entry(row.repo.clone())
+            .or_default()
+            .insert(
+                row.ref_name.clone(),
+                CommittedMove {
+                    old: row.old.clone(),
+                    new: row.new.clone(),
+                },
+            );
     }
 
     fn set_known(&mut self, row: &RefMove) {
@@ -109,9 +154,26 @@ impl RefState {
     }
 }
 
+/// Why a hook's request could not be carried out.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Log(#[from] LogError),
+    #[error("the push names no valid repository: {0}")]
+    Repo(#[from] NameError),
+    #[error("cannot make the repository's new {what} durable: {source}")]
+    Sync {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Records ref moves; see the module doc.
 pub struct RefRecorder {
     log: Arc<Log<RefMove>>,
+    /// Where each repo lives, for the directory syncs.
+    repos: Repos,
     state: Mutex<RefState>,
     feed: broadcast::Sender<Arc<RefMoveEvent>>,
     /// Bumped (before subscribers hear of it) on every published move:
@@ -148,9 +210,10 @@ fn rows(push: &PushContext, moves: &[RefUpdate], phase: Phase) -> Vec<RefMove> {
 }
 
 impl RefRecorder {
-    pub fn new(log: Arc<Log<RefMove>>, state: RefState) -> RefRecorder {
+    pub fn new(log: Arc<Log<RefMove>>, state: RefState, repos: Repos) -> RefRecorder {
         RefRecorder {
             log,
+            repos,
             state: Mutex::new(state),
             feed: broadcast::channel(FEED_CAPACITY).0,
             generation: std::sync::atomic::AtomicU64::new(0),
@@ -220,26 +283,45 @@ impl RefRecorder {
         refused
     }
 
-    /// reference-transaction `prepared`: durable before git may move the
-    /// refs. Blocking (waits for the log's sync).
-    pub fn prepared(&self, push: &PushContext, moves: &[RefUpdate]) -> Result<u64, LogError> {
+    fn git_dir(&self, push: &PushContext) -> Result<std::path::PathBuf, RecordError> {
+        Ok(self.repos.path(&RepoName::parse(&push.repo)?))
+    }
+
+    /// reference-transaction `prepared`: the push's objects and the moves
+    /// durable before git may move the refs. Blocking (waits for syncs).
+    pub fn prepared(&self, push: &PushContext, moves: &[RefUpdate]) -> Result<u64, RecordError> {
+        let git_dir = self.git_dir(push)?;
+        durable::sync_object_dirs(&git_dir).map_err(|source| RecordError::Sync {
+            what: "objects",
+            source,
+        })?;
         let rows = rows(push, moves, Phase::Prepared);
         let seq = self.log.commit(&rows)?;
         self.state().apply_txn(seq, &rows);
         Ok(seq)
     }
 
-    /// reference-transaction `committed`/`aborted`: the outcome, durable, and
-    /// for a commit published on the feed before this returns.
+    /// reference-transaction `committed`/`aborted`: for a commit, the moved
+    /// refs' directories synced; then the outcome, durable, and for a
+    /// commit published on the feed before this returns. A failed sync is
+    /// reported after the outcome is recorded (the refs did move).
     pub fn outcome(
         &self,
         push: &PushContext,
         moves: &[RefUpdate],
         outcome: Outcome,
-    ) -> Result<u64, LogError> {
+    ) -> Result<u64, RecordError> {
         let phase = match outcome {
             Outcome::Committed => Phase::Committed,
             Outcome::Aborted => Phase::Aborted,
+        };
+        let synced = match outcome {
+            Outcome::Committed => {
+                let git_dir = self.git_dir(push)?;
+                durable::sync_ref_dirs(&git_dir, moves.iter().map(|m| m.ref_name.as_str()))
+                    .map(drop)
+            }
+            Outcome::Aborted => Ok(()),
         };
         let rows = rows(push, moves, phase);
         let seq = self.log.commit(&rows)?;
@@ -247,6 +329,10 @@ impl RefRecorder {
         if outcome == Outcome::Committed {
             self.publish(seq, rows);
         }
+        synced.map_err(|source| RecordError::Sync {
+            what: "refs",
+            source,
+        })?;
         Ok(seq)
     }
 
@@ -351,19 +437,25 @@ impl RefRecorder {
             report.resolved += rows.len();
         }
 
-        // 2. refs moved outside vole
+        // 2. committed writes the disk lost, and refs moved outside vole
         for (name, on_disk) in &disk {
-            let known: HashMap<String, String> = self
-                .state()
-                .known
-                .get(name)
-                .map(|refs| {
-                    refs.iter()
-                        .filter(|(r, _)| is_tracked(r))
-                        .map(|(r, o)| (r.clone(), o.clone()))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let (known, last_committed) = {
+                let state = self.state();
+                let known: HashMap<String, String> = state
+                    .known
+                    .get(name)
+                    .map(|refs| {
+                        refs.iter()
+                            .filter(|(r, _)| is_tracked(r))
+                            .map(|(r, o)| (r.clone(), o.clone()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let last = state.last_committed.get(name).cloned().unwrap_or_default();
+                (known, last)
+            };
+            let path = paths[name.as_str()];
+            let mut restored = Vec::new();
             let mut rows = Vec::new();
             let mut names: Vec<&String> = on_disk.keys().chain(known.keys()).collect();
             names.sort();
@@ -372,6 +464,49 @@ impl RefRecorder {
                 let (log_value, disk_value) = (known.get(ref_name), on_disk.get(ref_name));
                 if log_value == disk_value {
                     continue;
+                }
+                let unreadable = disk_value.is_none() && path.join(ref_name).is_file();
+                let lost = last_committed.get(ref_name).filter(|m| {
+                    m.new.as_ref() == log_value
+                        && (unreadable || m.old.as_ref() == disk_value)
+                        && m.new
+                            .as_ref()
+                            .is_none_or(|oid| object_present(git, path, oid))
+                });
+                if let Some(lost) = lost {
+                    match restore_ref(git, path, ref_name, lost.new.as_deref(), unreadable) {
+                        Ok(()) => {
+                            tracing::warn!(
+                                repo = name,
+                                ref_name,
+                                log = log_value.map_or(ZERO_OID, |s| s),
+                                disk = if unreadable {
+                                    "unreadable"
+                                } else {
+                                    disk_value.map_or(ZERO_OID, |s| s)
+                                },
+                                "a committed ref write was lost on disk (a crash before it was synced); restored it from the log"
+                            );
+                            restored.push(RefMove {
+                                time_ns: now_ns(),
+                                repo: name.clone(),
+                                ref_name: ref_name.clone(),
+                                old: disk_value.cloned(),
+                                new: lost.new.clone(),
+                                actor: "vole-restore".into(),
+                                client: "local".into(),
+                                push_id: 0,
+                                phase: Phase::Restored,
+                            });
+                            continue;
+                        }
+                        Err(e) => tracing::error!(
+                            repo = name,
+                            ref_name,
+                            error = %e,
+                            "cannot restore a lost ref write; reconciling to the disk instead"
+                        ),
+                    }
                 }
                 tracing::warn!(
                     repo = name,
@@ -392,11 +527,16 @@ impl RefRecorder {
                     phase: Phase::Reconciled,
                 });
             }
-            if !rows.is_empty() {
-                let seq = self.log.commit(&rows)?;
-                self.state().apply_txn(seq, &rows);
-                report.reconciled += rows.len();
-                self.publish(seq, rows);
+            for (rows, count) in [
+                (restored, &mut report.restored),
+                (rows, &mut report.reconciled),
+            ] {
+                if !rows.is_empty() {
+                    let seq = self.log.commit(&rows)?;
+                    self.state().apply_txn(seq, &rows);
+                    *count += rows.len();
+                    self.publish(seq, rows);
+                }
             }
         }
         Ok(report)
@@ -440,6 +580,7 @@ impl RefRecorder {
 #[derive(Debug, Default, Clone, Copy, Serialize)]
 pub struct ReconcileReport {
     pub resolved: usize,
+    pub restored: usize,
     pub reconciled: usize,
 }
 
@@ -468,6 +609,52 @@ fn refs_on_disk(git: &Git, repo: &Path) -> HashMap<String, String> {
             HashMap::new()
         }
     }
+}
+
+/// The object is in the repo (`git cat-file -e`).
+fn object_present(git: &Git, repo: &Path, oid: &str) -> bool {
+    git.run(&[
+        std::ffi::OsStr::new("-C"),
+        repo.as_os_str(),
+        std::ffi::OsStr::new("cat-file"),
+        std::ffi::OsStr::new("-e"),
+        std::ffi::OsStr::new(oid),
+    ])
+    .is_ok()
+}
+
+/// Writes `name` back to `new` (deletes it when `None`), durably. An
+/// unreadable loose ref file is removed first (git refuses to lock a ref
+/// it cannot read). No hook runs.
+fn restore_ref(
+    git: &Git,
+    repo: &Path,
+    name: &str,
+    new: Option<&str>,
+    unreadable: bool,
+) -> Result<(), String> {
+    if unreadable {
+        std::fs::remove_file(repo.join(name))
+            .map_err(|e| format!("removing the unreadable ref file: {e}"))?;
+    }
+    let mut args = vec![
+        std::ffi::OsStr::new("-c"),
+        std::ffi::OsStr::new("core.hooksPath=/dev/null"),
+        std::ffi::OsStr::new("-C"),
+        repo.as_os_str(),
+        std::ffi::OsStr::new("update-ref"),
+        std::ffi::OsStr::new("--no-deref"),
+        std::ffi::OsStr::new("-m"),
+        std::ffi::OsStr::new("vole: restored a lost write from the ref log"),
+    ];
+    match new {
+        Some(oid) => args.extend([std::ffi::OsStr::new(name), std::ffi::OsStr::new(oid)]),
+        None => args.extend([std::ffi::OsStr::new("-d"), std::ffi::OsStr::new(name)]),
+    }
+    git.run(&args).map_err(|e| e.to_string())?;
+    durable::sync_ref_dirs(repo, [name])
+        .map(drop)
+        .map_err(|e| e.to_string())
 }
 
 fn ref_value(git: &Git, repo: &Path, name: &str) -> Option<String> {
@@ -509,7 +696,9 @@ mod tests {
     fn a_subscriber_that_never_reads_does_not_block_pushes() {
         let dir = tempfile::tempdir().unwrap();
         let (log, _) = Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
-        let recorder = RefRecorder::new(Arc::new(log), RefState::default());
+        let repos = Repos::new(crate::datadir::DataDir::new(dir.path()));
+        std::fs::create_dir_all(dir.path().join("repos/a/r.git/refs/heads")).unwrap();
+        let recorder = RefRecorder::new(Arc::new(log), RefState::default(), repos);
         let mut stalled = recorder.subscribe();
         let pushes = FEED_CAPACITY as u64 + 50;
         for i in 0..pushes {

@@ -109,6 +109,11 @@ pub enum Phase {
     Reconciled = 3,
     /// A compaction checkpoint row: the ref's value at the checkpoint.
     Checkpoint = 4,
+    /// Found at start-up: a committed move whose write git lost (the ref
+    /// file empty, unreadable, or back at the move's old value, as a power
+    /// cut leaves it), written again from the log. `old` is what the disk
+    /// held (none when unreadable), `new` the committed value.
+    Restored = 5,
 }
 
 impl Phase {
@@ -119,6 +124,7 @@ impl Phase {
             2 => Phase::Aborted,
             3 => Phase::Reconciled,
             4 => Phase::Checkpoint,
+            5 => Phase::Restored,
             _ => return None,
         })
     }
@@ -129,6 +135,7 @@ impl Phase {
             Phase::Aborted => "aborted",
             Phase::Reconciled => "reconciled",
             Phase::Checkpoint => "checkpoint",
+            Phase::Restored => "restored",
         }
     }
 }

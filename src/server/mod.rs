@@ -68,6 +68,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let report = app.recorder.reconcile(&app.git, &repos)?;
     tracing::info!(
         resolved = report.resolved,
+        restored = report.restored,
         reconciled = report.reconciled,
         "ref log checked against the refs on disk"
     );

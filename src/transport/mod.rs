@@ -21,6 +21,12 @@
 //!   `pack.deltaCacheSize=32m`, `core.packedGitLimit=256m`,
 //!   `core.packedGitWindowSize=32m`: bound what one child maps and holds
 //!   while packing or indexing; measured in `docs/spikes/smart-http/`.
+//! - [`crate::git::DURABLE_WRITES`] (`core.fsync=objects,derived-metadata,
+//!   reference`, `core.fsyncMethod=fsync`): receive-pack and what it runs
+//!   (index-pack, the ref transaction) sync the pack, its index and every
+//!   ref lock file before renaming them into place. The directories they
+//!   are renamed into are synced by the hooks' server side
+//!   ([`crate::hooks::recorder`]), before git reports to the pusher.
 
 pub mod cgi;
 pub mod guard;
@@ -268,6 +274,7 @@ pub fn git_config(service: Service) -> Vec<(String, String)> {
         ("pack.windowMemory", "64m"),
         ("pack.deltaCacheSize", "32m"),
     ];
+    config.extend(crate::git::DURABLE_WRITES);
     if service == Service::ReceivePack {
         config.push(("receive.unpackLimit", "1"));
     }

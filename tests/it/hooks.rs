@@ -269,13 +269,16 @@ fn refs_moved_outside_vole_are_reconciled_at_start_and_only_once() {
     let mut forge = Forge::start(&[]);
     let work = worktree(&forge.dir, "work");
     git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/side"]);
     let c1 = head(&work, "HEAD");
     let c2 = commit_file(&work, "x.txt", b"x");
     git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/side"]);
     forge.server.take().unwrap().stop();
 
     // Behind vole's back: move main, delete side, add a tag; and touch
-    // refs/meta, which is the server's own and never reconciled.
+    // refs/meta, which is the server's own and never reconciled. None of
+    // them leaves a ref as a lost write would (empty, or back at the last
+    // committed move's old value: side's was c1), so none is restored.
     git_ok(&forge.bare(), &["update-ref", "refs/heads/main", &c2]);
     git_ok(&forge.bare(), &["update-ref", "-d", "refs/heads/side"]);
     git_ok(&forge.bare(), &["update-ref", "refs/tags/manual", &c1]);
