@@ -346,6 +346,116 @@ fn refs_moved_outside_vole_are_reconciled_at_start_and_only_once() {
 }
 
 #[test]
+fn committed_ref_writes_the_disk_lost_are_restored_at_start_and_other_moves_reconciled() {
+    let mut forge = Forge::start(&[]);
+    let work = worktree(&forge.dir, "work");
+    let c1 = head(&work, "HEAD");
+    for branch in ["main", "side", "third"] {
+        git_ok(&work, &["push", &forge.url(), &format!("HEAD:{branch}")]);
+    }
+    let c2 = commit_file(&work, "two.txt", b"2");
+    for branch in ["main", "side", "third"] {
+        git_ok(&work, &["push", &forge.url(), &format!("HEAD:{branch}")]);
+    }
+    // A creation in a new directory, and a commit that only `other` holds.
+    git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/fresh/one"]);
+    let c3 = commit_file(&work, "three.txt", b"3");
+    git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/other"]);
+    forge.server.take().unwrap().stop();
+
+    // What a power cut leaves of writes that were never synced, behind
+    // vole's back: main's file empty, side back at its old value, fresh/one
+    // gone with its directory (a lost creation); and third moved to a third
+    // value, which no lost write explains.
+    let bare = forge.bare();
+    std::fs::write(bare.join("refs/heads/main"), b"").unwrap();
+    std::fs::write(bare.join("refs/heads/side"), format!("{c1}\n")).unwrap();
+    std::fs::remove_dir_all(bare.join("refs/heads/fresh")).unwrap();
+    std::fs::write(bare.join("refs/heads/third"), format!("{c3}\n")).unwrap();
+    forge.restart();
+    let log = forge.server().log.clone();
+    assert!(
+        log.wait_for(&["restored=3", "reconciled=1"], Duration::from_secs(5))
+            .is_some(),
+        "{}",
+        log.all()
+    );
+    for (ref_name, disk) in [
+        ("refs/heads/main", "unreadable"),
+        ("refs/heads/side", c1.as_str()),
+        (
+            "refs/heads/fresh/one",
+            "0000000000000000000000000000000000000000",
+        ),
+    ] {
+        assert!(
+            log.wait_for(
+                &["committed ref write was lost", ref_name, disk],
+                Duration::from_secs(1)
+            )
+            .is_some(),
+            "no warning for {ref_name}: {}",
+            log.all()
+        );
+    }
+    assert_eq!(ref_value(&bare, "refs/heads/main"), Some(c2.clone()));
+    assert_eq!(ref_value(&bare, "refs/heads/side"), Some(c2.clone()));
+    assert_eq!(ref_value(&bare, "refs/heads/fresh/one"), Some(c2.clone()));
+    assert_eq!(ref_value(&bare, "refs/heads/third"), Some(c3.clone()));
+    let fsck = git(&bare, &["fsck", "--no-dangling"]);
+    assert!(fsck.status.success(), "{}", text(&fsck.stderr));
+
+    let rows = forge.log_rows();
+    let phase_rows = |phase: &str| -> Vec<(String, Option<String>, Option<String>)> {
+        let mut found: Vec<_> = rows
+            .iter()
+            .filter(|r| r["phase"] == phase)
+            .map(|r| {
+                (
+                    r["ref"].as_str().unwrap().to_string(),
+                    r["old"].as_str().map(Into::into),
+                    r["new"].as_str().map(Into::into),
+                )
+            })
+            .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(
+        phase_rows("restored"),
+        vec![
+            ("refs/heads/fresh/one".into(), None, Some(c2.clone())),
+            ("refs/heads/main".into(), None, Some(c2.clone())),
+            ("refs/heads/side".into(), Some(c1.clone()), Some(c2.clone())),
+        ]
+    );
+    assert_eq!(
+        phase_rows("reconciled"),
+        vec![(
+            "refs/heads/third".into(),
+            Some(c2.clone()),
+            Some(c3.clone())
+        )]
+    );
+
+    // Restored for good: the next start finds nothing to do, and a push
+    // on top of a restored ref works.
+    forge.restart();
+    assert!(
+        forge
+            .server()
+            .log
+            .wait_for(&["restored=0", "reconciled=0"], Duration::from_secs(5))
+            .is_some(),
+        "{}",
+        forge.server().log.all()
+    );
+    let c4 = commit_file(&work, "four.txt", b"4");
+    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    assert_eq!(ref_value(&bare, "refs/heads/main"), Some(c4));
+}
+
+#[test]
 fn a_prepared_transaction_left_by_a_crash_is_resolved_from_the_disk() {
     let mut forge = Forge::start(&[]);
     let work = worktree(&forge.dir, "work");

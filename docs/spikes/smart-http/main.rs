@@ -2,12 +2,20 @@
 //! user would pick instead, `git http-backend` behind nginx + fcgiwrap, with
 //! the same git binary and the same git settings.
 //!
-//! `cargo run --release --example smart-http [-- --rounds 3 --cases clone,push-150m,push-1g]`
+//! `cargo run --release --example smart-http [-- --rounds 3 --cases clone,push-150m,push-1g,push-small --baseline-sync off]`
 //!
 //! Needs nginx and fcgiwrap (Debian packages) and builds the release
 //! `vole` binary first. Prints one line per measurement, then the median
 //! vole/baseline ratio per case. Every measurement is verified: a clone must
 //! have the source's head, a push must have moved the server's ref to it.
+//!
+//! `--baseline-sync off` (the default) gives nginx's git the settings
+//! without `vole::git::DURABLE_WRITES`, i.e. git's default `core.fsync`
+//! (packs and indexes, no refs), as both servers ran before vole synced
+//! refs: the vole/nginx ratio then carries the whole cost of vole's syncs
+//! (git's ref lock files, and vole's directory syncs at prepared and
+//! committed). `on` gives nginx the same `core.fsync` as vole, leaving
+//! only vole's own directory syncs in the ratio.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use vole::git::DURABLE_WRITES;
 use vole::transport::{Service, git_config};
 
 #[path = "../common.rs"]
@@ -206,7 +215,7 @@ fn start_vole(dir: &Path, vole: &Path) -> Server {
     }
 }
 
-fn start_nginx(dir: &Path) -> Server {
+fn start_nginx(dir: &Path, baseline_sync: bool) -> Server {
     let port = free_port();
     let root = dir.join("nginx");
     let repos = root.join("repos");
@@ -220,8 +229,12 @@ fn start_nginx(dir: &Path) -> Server {
         .spawn()
         .unwrap();
     let mut params = String::new();
-    // Same git settings as vole gives its children (receive-pack's superset).
-    let config = git_config(Service::ReceivePack);
+    // Same git settings as vole gives its children (receive-pack's
+    // superset), less the syncs unless asked for (see the module doc).
+    let config: Vec<(String, String)> = git_config(Service::ReceivePack)
+        .into_iter()
+        .filter(|(key, _)| baseline_sync || !DURABLE_WRITES.iter().any(|(k, _)| k == key))
+        .collect();
     params.push_str(&format!(
         "fastcgi_param GIT_CONFIG_COUNT {};\n",
         config.len()
@@ -275,6 +288,7 @@ fn start_nginx(dir: &Path) -> Server {
 }
 
 struct Measure {
+    /// MiB/s of pack for clone and the big pushes; pushes/s for push-small.
     mib_per_s: f64,
     peak: f64,
     child_peak: f64,
@@ -354,18 +368,69 @@ fn measure_push(server: &Server, source: &Path, head: &str) -> Measure {
     }
 }
 
+/// Pushes in one push-small measurement.
+const SMALL_PUSHES: usize = 20;
+
+/// push-small: `SMALL_PUSHES` pushes of one new commit each (a 1 KiB
+/// file) onto a branch of a fresh repo; the rate is pushes per second of
+/// the push commands alone (the commits are made between them, untimed).
+/// Here a push's fixed costs show: processes, hooks, the ref log's sync,
+/// and the ref and directory syncs.
+fn measure_small_pushes(server: &Server, source: &Path) -> Measure {
+    let target = server.repos.join("bench/small.git");
+    let _ = std::fs::remove_dir_all(&target);
+    sh(git(&server.repos)
+        .args(["init", "-q", "--bare"])
+        .arg(&target));
+    let url = format!("{}/bench/small.git", server.base);
+    sh(git(source).args(["push", "-q", &url, "main"]));
+    let sampler = Sampler::start(server.server_pids.clone(), server.child_roots.clone());
+    let mut took = Duration::ZERO;
+    let mut head = String::new();
+    for i in 0..SMALL_PUSHES {
+        std::fs::write(
+            source.join("small.txt"),
+            format!("{i} {}\n", "x".repeat(1000)),
+        )
+        .unwrap();
+        sh(git(source).args(["add", "small.txt"]));
+        sh(git(source).args(["commit", "-q", "-m", &format!("small {i}")]));
+        head = sh(git(source).args(["rev-parse", "HEAD"]));
+        let started = Instant::now();
+        sh(git(source).args(["push", "-q", &url, "main"]));
+        took += started.elapsed();
+    }
+    let (peak, child_peak) = sampler.finish();
+    assert_eq!(
+        sh(git(&target).args(["rev-parse", "main"])),
+        head,
+        "verification: the last small push moved the ref"
+    );
+    Measure {
+        mib_per_s: SMALL_PUSHES as f64 / took.as_secs_f64(),
+        peak,
+        child_peak,
+    }
+}
+
 fn main() {
     let rounds: usize = arg_text("--rounds")
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
-    let cases = arg_text("--cases").unwrap_or_else(|| "clone,push-150m,push-1g".into());
+    let cases = arg_text("--cases").unwrap_or_else(|| "clone,push-150m,push-1g,push-small".into());
+    let baseline_sync = match arg_text("--baseline-sync").as_deref() {
+        None | Some("off") => false,
+        Some("on") => true,
+        Some(other) => panic!("--baseline-sync is on or off, not {other:?}"),
+    };
     let vole = release_vole();
     let work = tempfile::tempdir().unwrap();
     let dir = work.path();
     println!("git={}", sh(Command::new("git").arg("--version")));
+    println!("baseline_sync={}", if baseline_sync { "on" } else { "off" });
 
     let vole_server = start_vole(dir, &vole);
-    let nginx = start_nginx(dir);
+    let nginx = start_nginx(dir, baseline_sync);
     let servers = [&vole_server, &nginx];
 
     let mut ratios: Vec<(String, Vec<f64>)> = Vec::new();
@@ -390,6 +455,12 @@ fn main() {
                 sh(git(&src).args(["repack", "-adq"]));
                 (src, head)
             }
+            "push-small" => {
+                let src = dir.join("src-small");
+                let head = make_repo(&src, 10, 4096, true, 4);
+                sh(git(&src).args(["reset", "-q", "--hard", "main"]));
+                (src, head)
+            }
             "push-1g" => {
                 // fast-import writes one pack already; no repack (a delta
                 // search over 1 GiB of random data would take minutes).
@@ -406,12 +477,13 @@ fn main() {
         // One unmeasured run per server first: the first run after the
         // source is built pays for a cold page cache (seen as the first
         // server of every pair being slower).
+        let measure = |server: &Server| match case {
+            "clone" => measure_clone(server, dir, &head),
+            "push-small" => measure_small_pushes(server, &source),
+            _ => measure_push(server, &source, &head),
+        };
         for server in servers {
-            if case == "clone" {
-                measure_clone(server, dir, &head);
-            } else {
-                measure_push(server, &source, &head);
-            }
+            measure(server);
         }
         let mut r = Vec::new();
         for round in 0..rounds {
@@ -423,13 +495,14 @@ fn main() {
             };
             let mut pair = std::collections::HashMap::new();
             for server in order {
-                let m = if case == "clone" {
-                    measure_clone(server, dir, &head)
+                let m = measure(server);
+                let unit = if case == "push-small" {
+                    "pushes_per_s"
                 } else {
-                    measure_push(server, &source, &head)
+                    "mib_per_s"
                 };
                 println!(
-                    "case={case} server={} mib_per_s={:.1} peak_rss_mib={:.1} child_peak_rss_mib={:.1} round={round}",
+                    "case={case} server={} {unit}={:.1} peak_rss_mib={:.1} child_peak_rss_mib={:.1} round={round}",
                     server.name, m.mib_per_s, m.peak, m.child_peak
                 );
                 pair.insert(server.name, m.mib_per_s);

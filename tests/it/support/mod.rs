@@ -126,11 +126,14 @@ pub struct TestServerBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     soft_fd_limit: Option<u64>,
+    wrapper: Vec<String>,
 }
 
 /// A running `vole serve`, killed when dropped.
 pub struct TestServer {
     child: Option<Child>,
+    /// Started under a wrapper (strace): signals go to vole, not to it.
+    wrapped: bool,
     pub addr: SocketAddr,
     pub data: PathBuf,
     pub log: LogLines,
@@ -144,6 +147,7 @@ impl TestServer {
             args: Vec::new(),
             env: Vec::new(),
             soft_fd_limit: None,
+            wrapper: Vec::new(),
         }
     }
 
@@ -159,10 +163,23 @@ impl TestServer {
         format!("http://{}{}", self.addr, path)
     }
 
-    /// Sends SIGTERM and waits (bounded) for the exit.
+    /// The `vole serve` process (under a wrapper, the wrapper's child).
+    pub fn vole_pid(&self) -> u32 {
+        let pid = self.pid();
+        if !self.wrapped {
+            return pid;
+        }
+        descendants(pid)
+            .into_iter()
+            .find(|(_, cmd)| cmd.starts_with(vole_bin()) && cmd.contains(" serve "))
+            .map(|(p, _)| p)
+            .expect("vole serve runs under its wrapper")
+    }
+
+    /// Sends SIGTERM (to vole) and waits (bounded) for the exit.
     pub fn stop(mut self) -> ExitStatus {
+        signal(self.vole_pid(), 15); // SIGTERM
         let mut child = self.child.take().expect("running");
-        signal(child.id(), 15); // SIGTERM
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = child.try_wait().expect("try_wait") {
@@ -204,6 +221,13 @@ impl TestServerBuilder {
         self
     }
 
+    /// Runs `vole serve` as the last argument of `command` (e.g. strace
+    /// with its options).
+    pub fn wrapped_in(mut self, command: &[&str]) -> Self {
+        self.wrapper = command.iter().map(|a| a.to_string()).collect();
+        self
+    }
+
     /// Starts the server with this soft open-file limit.
     pub fn soft_fd_limit(mut self, limit: u64) -> Self {
         self.soft_fd_limit = Some(limit);
@@ -220,7 +244,17 @@ impl TestServerBuilder {
                 (Some(dir), data)
             }
         };
-        let mut command = vole(&data);
+        let mut command = match self.wrapper.split_first() {
+            None => vole(&data),
+            Some((program, args)) => {
+                let mut command = Command::new(program);
+                command.env_clear();
+                command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+                command.env("VOLE_LOG", "info");
+                command.args(args).arg(vole_bin()).arg("--data").arg(&data);
+                command
+            }
+        };
         command
             .arg("serve")
             .arg("--listen")
@@ -265,6 +299,7 @@ impl TestServerBuilder {
             .unwrap_or_else(|| panic!("no address in {line:?}"));
         TestServer {
             child: Some(child),
+            wrapped: !self.wrapper.is_empty(),
             addr,
             data,
             log,
