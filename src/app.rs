@@ -1,20 +1,27 @@
 //! [`App`]: the one shared state of a running vole (or of a CLI command that
-//! holds the data dir lock because no server runs). HTTP handlers and the
-//! control socket both call into it; it owns the config, the git binary,
-//! the repository store and the logs.
+//! holds the data dir lock because no server runs). It opens the logs, the
+//! repository and metadata stores and the recorder, and assembles each
+//! service's own state from them; the router and the control socket hand
+//! each service its state.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::access::Access;
+use crate::api::ApiState;
 use crate::config::Config;
+use crate::control::ControlState;
 use crate::datadir::DataDir;
 use crate::git::Git;
+use crate::hooks::RefMove;
 use crate::hooks::recorder::{RefRecorder, RefState};
-use crate::log::{Entry, Log, LogError, MetaWrite, RecordKind, RefMove};
+use crate::log::{Entry, Log, LogError, RecordKind};
+use crate::meta::MetaWrite;
 use crate::meta::{MetaStore, StoreOptions};
-use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
-use crate::sites::Sites;
+use crate::repos::Repos;
+use crate::sites::{Sites, SitesState};
 use crate::transport::Transport;
+use crate::web::WebState;
 
 /// The data dir's logs, one stream per record kind.
 #[derive(Debug)]
@@ -58,18 +65,24 @@ fn open_one<K: RecordKind>(dir: &Path, visit: impl FnMut(Entry<K>)) -> Result<Lo
     Ok(log)
 }
 
-/// Shared state; lives behind an `Arc`.
+/// Shared state; lives behind an `Arc`. It assembles the services, each
+/// with its own state (the parts of this it needs, shared by `Arc`); no
+/// service imports `App`.
 #[derive(Debug)]
 pub struct App {
-    pub config: Config,
+    pub config: Arc<Config>,
     pub data: DataDir,
     pub git: Git,
     pub repos: Repos,
     pub logs: Logs,
-    pub transport: Transport,
-    pub recorder: RefRecorder,
-    pub sites: Sites,
-    pub meta: MetaStore,
+    pub recorder: Arc<RefRecorder>,
+    pub meta: Arc<MetaStore>,
+    pub access: Arc<Access>,
+    pub transport: Arc<Transport>,
+    pub sites: Arc<SitesState>,
+    pub web: Arc<WebState>,
+    pub api: Arc<ApiState>,
+    pub control: Arc<ControlState>,
 }
 
 impl App {
@@ -92,7 +105,7 @@ impl App {
                 (info.name.to_string(), path)
             })
             .collect();
-        let meta = MetaStore::open(
+        let meta = Arc::new(MetaStore::open(
             logs.meta.clone(),
             &data.repos_dir(),
             &repo_dirs,
@@ -105,35 +118,57 @@ impl App {
                 protected_branches: config.protected_branches.clone(),
                 ..StoreOptions::default()
             },
-        )?;
+        )?);
+        let config = Arc::new(config);
+        let recorder = Arc::new(RefRecorder::new(
+            logs.refs.clone(),
+            ref_state,
+            repos.clone(),
+        ));
+        let access = Arc::new(Access::new(
+            repos.clone(),
+            meta.clone(),
+            config.anonymous_push,
+            config.protected_branches.clone(),
+        ));
         Ok(App {
+            transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
+            sites: Arc::new(SitesState {
+                sites: Sites::new(&config),
+                git: git.clone(),
+                recorder: recorder.clone(),
+                meta: meta.clone(),
+                repos: repos.clone(),
+                access: access.clone(),
+            }),
+            web: Arc::new(WebState {
+                config: config.clone(),
+                git: git.clone(),
+                repos: repos.clone(),
+                recorder: recorder.clone(),
+                access: access.clone(),
+            }),
+            api: Arc::new(ApiState {
+                meta: meta.clone(),
+                recorder: recorder.clone(),
+                access: access.clone(),
+            }),
+            control: Arc::new(ControlState {
+                config: config.clone(),
+                git: git.clone(),
+                repos: repos.clone(),
+                recorder: recorder.clone(),
+                meta: meta.clone(),
+                access: access.clone(),
+            }),
+            recorder,
             meta,
-            sites: Sites::new(&config),
-            recorder: RefRecorder::new(logs.refs.clone(), ref_state, repos.clone()),
+            access,
             logs,
-            transport: Transport::new(&config, data.repos_dir(), data.root().join("hooks")),
             repos,
             data,
             git,
             config,
         })
-    }
-
-    /// Creates `owner/name` (blocking: runs git).
-    pub fn create_repo(
-        &self,
-        name: &str,
-        description: Option<&str>,
-    ) -> Result<RepoInfo, RepoError> {
-        let name = RepoName::parse(name)?;
-        let info = self
-            .repos
-            .create(&self.git, &name, description, &self.config.default_branch)?;
-        tracing::info!(repo = %name, "repository created");
-        Ok(info)
-    }
-
-    pub fn list_repos(&self) -> Vec<RepoInfo> {
-        self.repos.list()
     }
 }

@@ -7,6 +7,7 @@
 //!
 //! `ARCHITECTURE.md` at the repository root has the code map and invariants.
 
+pub mod access;
 pub mod api;
 pub mod app;
 pub mod cli;
@@ -16,6 +17,7 @@ pub mod datadir;
 pub mod durable;
 pub mod git;
 pub mod hooks;
+pub mod http;
 pub mod log;
 pub mod meta;
 pub mod repos;

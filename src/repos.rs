@@ -189,6 +189,11 @@ impl Repos {
         Repos { data }
     }
 
+    /// `data/repos`, where every repo lives.
+    pub fn root(&self) -> PathBuf {
+        self.data.repos_dir()
+    }
+
     /// Absolute (data-dir relative) path of a repo, whether or not it exists.
     pub fn path(&self, name: &RepoName) -> PathBuf {
         self.data.repos_dir().join(name.relative_path())

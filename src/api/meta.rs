@@ -13,15 +13,15 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{page_params, paginated};
-use crate::app::App;
+use super::{ApiState, page_params, paginated};
+use crate::access::Action;
+use crate::http::AppError;
 use crate::meta::entity::{ChangeState, IssueState, ThreadKind};
 use crate::meta::{
     AclPut, ChangePatch, Filter, IssuePatch, MetaError, NewChange, NewComment, NewIssue,
     SettingsPut,
 };
 use crate::repos::RepoName;
-use crate::server::error::AppError;
 
 /// Who API writes are attributed to until accounts exist.
 const ANONYMOUS: &str = "anonymous";
@@ -55,9 +55,15 @@ fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
     })
 }
 
-fn repo_name(owner: &str, repo: &str) -> Result<RepoName, AppError> {
-    RepoName::from_parts(owner, repo)
-        .map_err(|_| AppError::not_found(format!("repository {owner}/{repo} not found")))
+/// The repo of a request, resolved through [`crate::access`]: one the
+/// client may not see is answered as a missing one.
+fn repo_name(
+    app: &ApiState,
+    owner: &str,
+    repo: &str,
+    action: Action,
+) -> Result<RepoName, AppError> {
+    super::resolve(app, owner, repo, action)
 }
 
 fn thread_number(text: &str) -> Result<u64, AppError> {
@@ -68,22 +74,10 @@ fn thread_number(text: &str) -> Result<u64, AppError> {
     })
 }
 
-fn writes_allowed(app: &App) -> Result<(), AppError> {
-    if app.config.anonymous_push {
-        Ok(())
-    } else {
-        Err(AppError::new(
-            StatusCode::FORBIDDEN,
-            "API writes are off until accounts exist; start the server with \
-             --anonymous-push to allow them (development only)",
-        ))
-    }
-}
-
 /// Runs a store write on the blocking pool.
 async fn blocking<T: Send + 'static>(
-    app: &Arc<App>,
-    f: impl FnOnce(&App) -> Result<T, MetaError> + Send + 'static,
+    app: &Arc<ApiState>,
+    f: impl FnOnce(&ApiState) -> Result<T, MetaError> + Send + 'static,
 ) -> Result<T, AppError> {
     let app = app.clone();
     tokio::task::spawn_blocking(move || f(&app))
@@ -134,11 +128,11 @@ fn filter_query(query: &HashMap<String, String>) -> String {
 // ---- issues ----
 
 pub async fn list_issues(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::Read)?;
     let (page, per_page) = page_params(&query)?;
     let filter = Filter {
         state: parse_state::<IssueState>(&query, "open, closed")?,
@@ -157,12 +151,11 @@ pub async fn list_issues(
 }
 
 pub async fn create_issue(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<NewIssue>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
-    writes_allowed(&app)?;
+    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
     let new = body(payload)?;
     let issue = blocking(&app, move |app| {
         app.meta.create_issue(&name, new, ANONYMOUS)
@@ -172,22 +165,21 @@ pub async fn create_issue(
 }
 
 pub async fn get_issue(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.issue(&name, number)?).into_response())
 }
 
 pub async fn edit_issue(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<IssuePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
-    writes_allowed(&app)?;
     let patch = body(payload)?;
     let issue = blocking(&app, move |app| app.meta.edit_issue(&name, number, patch)).await?;
     Ok(Json(issue).into_response())
@@ -196,11 +188,11 @@ pub async fn edit_issue(
 // ---- change requests ----
 
 pub async fn list_changes(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::Read)?;
     let (page, per_page) = page_params(&query)?;
     if query.contains_key("label") {
         return Err(AppError::bad_request(
@@ -224,12 +216,11 @@ pub async fn list_changes(
 }
 
 pub async fn create_change(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<NewChange>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
-    writes_allowed(&app)?;
+    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
     let new = body(payload)?;
     let change = blocking(&app, move |app| {
         app.meta.create_change(&name, new, ANONYMOUS)
@@ -239,22 +230,21 @@ pub async fn create_change(
 }
 
 pub async fn get_change(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.change(&name, number)?).into_response())
 }
 
 pub async fn edit_change(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<ChangePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
-    writes_allowed(&app)?;
     let patch = body(payload)?;
     let change = blocking(&app, move |app| app.meta.edit_change(&name, number, patch)).await?;
     Ok(Json(change).into_response())
@@ -263,14 +253,14 @@ pub async fn edit_change(
 // ---- comments (on issues and change requests) ----
 
 async fn list_comments(
-    app: Arc<App>,
+    app: Arc<ApiState>,
     kind: ThreadKind,
     owner: String,
     repo: String,
     number: String,
     query: HashMap<String, String>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     let (page, per_page) = page_params(&query)?;
     let found = app.meta.comments(&name, kind, number, page, per_page)?;
@@ -289,16 +279,15 @@ async fn list_comments(
 }
 
 async fn add_comment(
-    app: Arc<App>,
+    app: Arc<ApiState>,
     kind: ThreadKind,
     owner: String,
     repo: String,
     number: String,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
-    writes_allowed(&app)?;
     let new = body(payload)?;
     let comment = blocking(&app, move |app| {
         app.meta.comment(&name, kind, number, new, ANONYMOUS)
@@ -308,7 +297,7 @@ async fn add_comment(
 }
 
 pub async fn list_issue_comments(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, AppError> {
@@ -316,7 +305,7 @@ pub async fn list_issue_comments(
 }
 
 pub async fn add_issue_comment(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
@@ -324,7 +313,7 @@ pub async fn add_issue_comment(
 }
 
 pub async fn list_change_comments(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, AppError> {
@@ -332,7 +321,7 @@ pub async fn list_change_comments(
 }
 
 pub async fn add_change_comment(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
@@ -342,40 +331,38 @@ pub async fn add_change_comment(
 // ---- ACL and settings ----
 
 pub async fn get_acl(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::Read)?;
     Ok(Json(app.meta.acl(&name)?).into_response())
 }
 
 pub async fn put_acl(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<AclPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
-    writes_allowed(&app)?;
+    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
     let put = body(payload)?;
     let acl = blocking(&app, move |app| app.meta.put_acl(&name, put)).await?;
     Ok(Json(acl).into_response())
 }
 
 pub async fn get_settings(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
+    let name = repo_name(&app, &owner, &repo, Action::Read)?;
     Ok(Json(app.meta.settings(&name)?).into_response())
 }
 
 pub async fn put_settings(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<SettingsPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&owner, &repo)?;
-    writes_allowed(&app)?;
+    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
     let put = body(payload)?;
     let settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
     Ok(Json(settings).into_response())

@@ -1,5 +1,7 @@
-//! The JSON API under `/api/v1`. Handlers here read through [`App`]; they
-//! never touch git or the log files directly.
+//! The JSON API under `/api/v1`: a repo's activity and pagination here,
+//! the metadata API in [`meta`]. Handlers read through [`ApiState`]; they
+//! never touch git or the log files directly. (`/api/v1/stats`, which
+//! reads every part of the server, is the server's own: `server/stats.rs`.)
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,10 +14,33 @@ use serde::Serialize;
 
 pub mod meta;
 
-use crate::app::App;
-use crate::hooks::recorder::ACTIVITY_PER_REPO;
+use crate::access::{Access, Action, Denied, Principal};
+use crate::hooks::recorder::{ACTIVITY_PER_REPO, RefRecorder};
+use crate::http::AppError;
+use crate::meta::MetaStore;
 use crate::repos::RepoName;
-use crate::server::error::AppError;
+
+/// What the API handlers need of the server.
+#[derive(Debug)]
+pub struct ApiState {
+    pub meta: Arc<MetaStore>,
+    pub recorder: Arc<RefRecorder>,
+    pub access: Arc<Access>,
+}
+
+/// The repo of an API request, resolved through [`Access`]: one the client
+/// may not see is answered as a missing one (404).
+fn resolve(app: &ApiState, owner: &str, repo: &str, action: Action) -> Result<RepoName, AppError> {
+    app.access
+        .resolve(&Principal::Anonymous, owner, repo, action)
+        .map_err(|denied| match denied {
+            Denied::Missing => AppError::not_found(format!("repository {owner}/{repo} not found")),
+            Denied::Unauthenticated(message) => {
+                AppError::new(axum::http::StatusCode::UNAUTHORIZED, message)
+            }
+            Denied::Forbidden(message) => AppError::new(axum::http::StatusCode::FORBIDDEN, message),
+        })
+}
 
 const DEFAULT_PER_PAGE: usize = 30;
 const MAX_PER_PAGE: usize = 100;
@@ -35,35 +60,14 @@ fn number(query: &HashMap<String, String>, key: &str, default: usize) -> Result<
     }
 }
 
-/// `GET /api/v1/stats`: run-time counters of the logs and the site cache.
-pub async fn stats(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
-    let (site_cache_bytes, site_cache_limit) = app.sites.store.cache_bytes();
-    Json(serde_json::json!({
-        "log": {
-            "refs": app.logs.refs.counters(),
-            "meta": app.logs.meta.counters(),
-        },
-        "site_cache": {
-            "bytes": site_cache_bytes,
-            "limit": site_cache_limit,
-            "sendfile_bytes": crate::server::zero_copy::sent_bytes(),
-        },
-        "meta": app.meta.stats(),
-    }))
-}
-
 /// `GET /api/v1/repos/{owner}/{repo}/activity?page=&per_page=`: recent ref
 /// moves (committed or reconciled), newest first, with a `Link` header.
 pub async fn repo_activity(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, AppError> {
-    let not_found = || AppError::not_found(format!("repository {owner}/{repo} not found"));
-    let name = RepoName::from_parts(&owner, &repo).map_err(|_| not_found())?;
-    if !app.repos.exists(&name) {
-        return Err(not_found());
-    }
+    let name = resolve(&app, &owner, &repo, Action::Read)?;
     let (page, per_page) = page_params(&query)?;
     let (entries, total) = app.recorder.activity(&name.to_string(), page, per_page);
     Ok(paginated(

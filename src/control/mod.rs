@@ -39,11 +39,45 @@ pub mod server;
 
 pub use protocol::{MAX_LINE, PROTOCOL_VERSION, Reply, Request};
 
-use crate::app::App;
+use std::sync::Arc;
 
-/// Carries out one request against the app. Blocking: call it from
-/// `spawn_blocking` in async code.
-pub fn dispatch(app: &App, request: Request) -> Reply {
+use crate::access::{Access, Principal};
+use crate::config::Config;
+use crate::git::Git;
+use crate::hooks::recorder::RefRecorder;
+use crate::meta::MetaStore;
+use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
+
+/// What the control operations need of the server.
+#[derive(Debug)]
+pub struct ControlState {
+    pub config: Arc<Config>,
+    pub git: Git,
+    pub repos: Repos,
+    pub recorder: Arc<RefRecorder>,
+    pub meta: Arc<MetaStore>,
+    pub access: Arc<Access>,
+}
+
+impl ControlState {
+    /// Creates `owner/name`, durably (blocking: runs git).
+    pub fn create_repo(
+        &self,
+        name: &str,
+        description: Option<&str>,
+    ) -> Result<RepoInfo, RepoError> {
+        let name = RepoName::parse(name)?;
+        let info = self
+            .repos
+            .create(&self.git, &name, description, &self.config.default_branch)?;
+        tracing::info!(repo = %name, "repository created");
+        Ok(info)
+    }
+}
+
+/// Carries out one request. Blocking: call it from `spawn_blocking` in
+/// async code.
+pub fn dispatch(app: &ControlState, request: Request) -> Reply {
     match request {
         Request::Ping => Reply::ok(serde_json::json!({
             "server": "vole",
@@ -55,16 +89,23 @@ pub fn dispatch(app: &App, request: Request) -> Reply {
                 Err(e) => Reply::error(e.to_string()),
             }
         }
-        Request::RepoList => Reply::ok(app.list_repos()),
+        Request::RepoList => Reply::ok(app.repos.list()),
         Request::HookPreReceive { push, updates } => {
-            // Protected branches are the repo's settings (the server's
-            // --protected-branch list until a repo stores its own).
-            let protected = crate::repos::RepoName::parse(&push.repo)
-                .ok()
-                .and_then(|name| app.meta.settings(&name).ok())
-                .map(|settings| settings.protected_branches)
-                .unwrap_or_else(|| app.config.protected_branches.clone());
-            let refused = app.recorder.check_push(&push, &updates, &protected);
+            let Ok(repo) = RepoName::parse(&push.repo) else {
+                return Reply::error(format!("{:?} is not a repository name", push.repo));
+            };
+            // The push's principal: anonymous until accounts exist.
+            let refused = app
+                .access
+                .check_ref_updates(&Principal::Anonymous, &repo, &updates);
+            if !refused.is_empty() {
+                tracing::info!(
+                    repo = push.repo,
+                    push_id = push.push_id,
+                    refused = refused.len(),
+                    "push refused by pre-receive checks"
+                );
+            }
             Reply::ok(serde_json::json!({ "refused": refused }))
         }
         Request::HookRefPrepared { push, moves } => match app.recorder.prepared(&push, &moves) {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 
+use super::ControlState;
 use super::protocol::{MAX_LINE, Reply};
-use crate::app::App;
 
 /// Binds the socket with owner-only permissions.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
@@ -19,7 +19,7 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 /// Serves connections until the task is dropped.
-pub async fn serve(listener: UnixListener, app: Arc<App>) {
+pub async fn serve(listener: UnixListener, app: Arc<ControlState>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
@@ -33,7 +33,7 @@ pub async fn serve(listener: UnixListener, app: Arc<App>) {
     }
 }
 
-async fn handle_connection(stream: UnixStream, app: Arc<App>) {
+async fn handle_connection(stream: UnixStream, app: Arc<ControlState>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut line = String::new();

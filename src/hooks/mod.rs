@@ -3,7 +3,7 @@
 //!
 //! The server points `core.hooksPath` (through the environment, never a
 //! repo's config) at `data/hooks/`, where [`scripts`] writes two tiny
-//! scripts that exec `vole hook ...` ([`cli`]); those talk to the server over
+//! scripts that exec `vole hook ...` (`cli/hook.rs`); those talk to the server over
 //! the control socket, whose ops `hook_pre_receive`, `hook_ref_prepared` and
 //! `hook_ref_outcome` are handled by [`recorder::RefRecorder`].
 //!
@@ -24,9 +24,11 @@
 //! A repo's own `hooks/pre-receive` (if any, executable) runs after vole's
 //! checks pass, with the same input; its exit status then decides.
 
-pub mod cli;
+pub mod record;
 pub mod recorder;
 pub mod scripts;
+
+pub use record::{Phase, RefMove};
 
 use serde::{Deserialize, Serialize};
 

@@ -1,5 +1,4 @@
-//! The server side of the hooks: [`RefRecorder`] decides what a push may
-//! do, makes every ref move durable in the ref log before git may make it,
+//! The server side of the hooks: [`RefRecorder`] makes every ref move durable in the ref log before git may make it,
 //! records the outcome, publishes committed moves on the ref-move feed, and
 //! keeps what the log says each ref holds (to reconcile with the disk at
 //! start, and to restore a committed ref write the disk lost) and the
@@ -21,9 +20,10 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use super::{Outcome, PushContext, RefUpdate, ZERO_OID, is_zero};
+use super::{Phase, RefMove};
 use crate::durable;
 use crate::git::Git;
-use crate::log::{Entry, Log, LogError, Phase, RefMove, now_ns};
+use crate::log::{Entry, Log, LogError, now_ns};
 use crate::repos::{NameError, RepoName, Repos};
 
 /// Most activity entries kept in memory per repo.
@@ -46,14 +46,6 @@ pub struct ActivityEntry {
     pub seq: u64,
     #[serde(flatten)]
     pub ref_move: RefMove,
-}
-
-/// Why a pre-receive check refused a ref.
-#[derive(Debug, Clone, Serialize)]
-pub struct Refusal {
-    #[serde(rename = "ref")]
-    pub ref_name: String,
-    pub reason: String,
 }
 
 /// What the log says, rebuilt by replay and kept current.
@@ -231,56 +223,6 @@ impl RefRecorder {
 
     pub fn log(&self) -> &Arc<Log<RefMove>> {
         &self.log
-    }
-
-    /// pre-receive: which of these updates are refused, and why.
-    /// The pre-receive rules: `refs/meta/*` is the server's, and the
-    /// repo's `protected` branches (from its settings) take neither
-    /// deletion nor a non-fast-forward.
-    pub fn check_push(
-        &self,
-        push: &PushContext,
-        updates: &[RefUpdate],
-        protected: &[String],
-    ) -> Vec<Refusal> {
-        let mut refused = Vec::new();
-        for update in updates {
-            let name = &update.ref_name;
-            let refuse = |reason: String| Refusal {
-                ref_name: name.clone(),
-                reason,
-            };
-            if name.starts_with("refs/meta/") {
-                refused.push(refuse(
-                    "refs/meta/* holds the forge's metadata and is written only by the server; push elsewhere".into(),
-                ));
-                continue;
-            }
-            let Some(branch) = name.strip_prefix("refs/heads/") else {
-                continue;
-            };
-            if !protected.iter().any(|p| p == branch) {
-                continue;
-            }
-            if update.is_deletion() {
-                refused.push(refuse(format!(
-                    "branch {branch} is protected: it cannot be deleted"
-                )));
-            } else if !update.is_creation() && update.fast_forward != Some(true) {
-                refused.push(refuse(format!(
-                    "branch {branch} is protected: only fast-forward pushes are allowed (pull and merge, then push again)"
-                )));
-            }
-        }
-        if !refused.is_empty() {
-            tracing::info!(
-                repo = push.repo,
-                push_id = push.push_id,
-                refused = refused.len(),
-                "push refused by pre-receive checks"
-            );
-        }
-        refused
     }
 
     fn git_dir(&self, push: &PushContext) -> Result<std::path::PathBuf, RecordError> {

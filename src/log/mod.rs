@@ -4,7 +4,8 @@
 //! # Format and guarantees
 //!
 //! - One **Arrow IPC stream** file per record kind under `data/log/`
-//!   (`refs.arrow` for [`RefMove`], `meta.arrow` for [`MetaWrite`]). Each
+//!   (`refs.arrow` for the hooks' ref moves, `meta.arrow` for the metadata
+//!   store's writes; the kinds live with their owners). Each
 //!   file starts with its schema message, whose metadata names the kind
 //!   (`vole.kind`), its schema version (`vole.schema_version`), the sequence
 //!   number of the file's first transaction (`vole.base_seq`) and how many
@@ -37,7 +38,7 @@
 //!
 //! # What lives where
 //!
-//! [`record`] (kinds and schemas), [`frame`] (IPC encoding and framing),
+//! [`record`] (the kind trait and column helpers), [`frame`] (IPC encoding and framing),
 //! [`gate`] (group commit, no I/O in its state machine), [`storage`] (the
 //! only fsync calls), [`counters`], and here the [`Log`] that ties them:
 //! writer mutex, replay, compaction.
@@ -63,7 +64,7 @@ use arrow_schema::ArrowError;
 
 pub use counters::{CounterSnapshot, Counters};
 pub use gate::SyncGate;
-pub use record::{MetaWrite, Phase, RecordKind, RefMove};
+pub use record::RecordKind;
 pub use storage::{FileStorage, LogStorage, StorageOpener};
 pub use tail::Tail;
 

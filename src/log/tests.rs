@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
+// The log is generic; its tests drive it with the two real kinds.
+use crate::hooks::{Phase, RefMove};
+use crate::meta::MetaWrite;
 
 pub(crate) fn ref_move(i: u64) -> RefMove {
     RefMove {

@@ -28,6 +28,7 @@
 pub mod entity;
 pub mod fold;
 pub mod index;
+pub mod record;
 pub mod shard;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -40,7 +41,7 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use crate::git::Git;
-use crate::log::{EncodedTxn, Log, MetaWrite, now_ns};
+use crate::log::{EncodedTxn, Log, now_ns};
 use crate::repos::RepoName;
 use entity::{
     Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
@@ -48,6 +49,7 @@ use entity::{
 };
 pub use fold::{FoldHook, FoldStage, PendingWrite};
 pub use index::{Filter, Page};
+pub use record::MetaWrite;
 
 /// How the store folds; the defaults are what `vole serve` runs with.
 #[derive(Clone)]

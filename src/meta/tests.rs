@@ -8,9 +8,10 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use super::MetaWrite;
 use super::fold::{self, PendingWrite};
 use super::*;
-use crate::log::{Entry, Log, MetaWrite};
+use crate::log::{Entry, Log};
 
 const REPO: &str = "ann/demo";
 

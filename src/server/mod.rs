@@ -3,10 +3,8 @@
 //!
 //! Routes live in [`router`]; the per-request log line in [`request_log`].
 
-pub mod error;
 pub mod request_log;
 pub mod router;
-pub mod zero_copy;
 
 use std::sync::Arc;
 
@@ -58,7 +56,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     crate::hooks::scripts::install(app.transport.hooks_dir(), app.transport.guard_exe())
         .context("cannot write the git hooks")?;
     let repos: Vec<(String, std::path::PathBuf)> = app
-        .list_repos()
+        .repos
+        .list()
         .into_iter()
         .map(|info| {
             let path = app.repos.path(&info.name);
@@ -72,7 +71,10 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         reconciled = report.reconciled,
         "ref log checked against the refs on disk"
     );
-    let control_task = tokio::spawn(control::server::serve(control_listener, app.clone()));
+    let control_task = tokio::spawn(control::server::serve(
+        control_listener,
+        app.control.clone(),
+    ));
 
     if app.config.anonymous_push {
         tracing::warn!(
@@ -169,7 +171,7 @@ async fn serve_until_signal(
                     request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
                     router.clone().oneshot(request.map(axum::body::Body::new))
                 });
-                let connection = graceful.watch(http.serve_connection(TokioIo::new(zero_copy::Connection::new(stream)), service));
+                let connection = graceful.watch(http.serve_connection(TokioIo::new(crate::http::zero_copy::Connection::new(stream)), service));
                 tokio::spawn(async move {
                     if let Err(e) = connection.await {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");

@@ -1,15 +1,16 @@
-//! Every HTTP route vole serves, registered in one place.
+//! Every HTTP route vole serves, registered in one place. Each service's
+//! routes get that service's own state; `/api/v1/stats`, which reads every
+//! part of the server, is answered here.
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
+use axum::{Json, Router};
 
-use crate::api;
 use crate::app::App;
-use crate::{sites, transport, web};
+use crate::{api, sites, transport, web};
 
 /// The whole HTTP application, ready to serve (tests call it too).
 pub fn router(app: Arc<App>) -> Router {
@@ -49,9 +50,13 @@ pub fn router(app: Arc<App>) -> Router {
         )
         .layer(DefaultBodyLimit::max(
             usize::try_from(app.config.api_body_limit).unwrap_or(usize::MAX),
-        ));
-    let routes = Router::new()
-        .merge(meta_api)
+        ))
+        .route(
+            "/api/v1/repos/{owner}/{repo}/activity",
+            get(api::repo_activity),
+        )
+        .with_state(app.api.clone());
+    let web_routes = Router::new()
         .route("/", get(web::home))
         .route("/static/{file}", get(web::static_file))
         .route("/{owner}/{repo}", get(web::repo_home))
@@ -75,15 +80,13 @@ pub fn router(app: Arc<App>) -> Router {
             "/{owner}/{repo}/-/archive/{file}",
             get(web::history::archive),
         )
-        .route("/healthz", get(healthz))
-        .route("/api/v1/stats", get(api::stats))
-        .route(
-            "/api/v1/repos/{owner}/{repo}/activity",
-            get(api::repo_activity),
-        )
+        .with_state(app.web.clone());
+    let site_routes = Router::new()
         .route("/{owner}/{repo}/-/site", get(sites::site_root))
         .route("/{owner}/{repo}/-/site/", get(sites::site_path))
         .route("/{owner}/{repo}/-/site/{*path}", get(sites::site_path))
+        .with_state(app.sites.clone());
+    let git_routes = Router::new()
         .route("/{owner}/{repo}/info/refs", get(transport::info_refs))
         .route(
             "/{owner}/{repo}/git-upload-pack",
@@ -93,21 +96,49 @@ pub fn router(app: Arc<App>) -> Router {
             "/{owner}/{repo}/git-receive-pack",
             post(transport::receive_pack),
         )
+        .with_state(app.transport.clone());
+    let routes = Router::new()
+        .merge(meta_api)
+        .merge(web_routes)
+        .merge(site_routes)
+        .merge(git_routes)
+        .route("/healthz", get(healthz))
+        .route("/api/v1/stats", get(stats).with_state(app.clone()))
         .fallback(not_found);
     // Only a server with site domains looks at every request's host.
-    let routes = if app.sites.has_domains() {
+    let routes = if app.sites.sites.has_domains() {
         routes.layer(axum::middleware::from_fn_with_state(
-            app.clone(),
+            app.sites.clone(),
             sites::by_host,
         ))
     } else {
         routes
     };
     // Warm site requests are answered before routing.
-    let warm = sites::WarmLayer { app: app.clone() };
+    let warm = sites::WarmLayer {
+        app: app.sites.clone(),
+    };
     Router::new()
-        .fallback_service(tower::Layer::layer(&warm, routes.with_state(app)))
+        .fallback_service(tower::Layer::layer(&warm, routes))
         .layer(super::request_log::RequestLogLayer)
+}
+
+/// `GET /api/v1/stats`: run-time counters of the logs, the site cache and
+/// the metadata store.
+async fn stats(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+    let (site_cache_bytes, site_cache_limit) = app.sites.sites.store.cache_bytes();
+    Json(serde_json::json!({
+        "log": {
+            "refs": app.logs.refs.counters(),
+            "meta": app.logs.meta.counters(),
+        },
+        "site_cache": {
+            "bytes": site_cache_bytes,
+            "limit": site_cache_limit,
+            "sendfile_bytes": crate::http::zero_copy::sent_bytes(),
+        },
+        "meta": app.meta.stats(),
+    }))
 }
 
 async fn healthz() -> &'static str {

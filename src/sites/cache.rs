@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use bytes::Bytes;
 use gix::ObjectId;
 
-use crate::server::zero_copy::footprint;
+use crate::http::zero_copy::footprint;
 
 /// What a cache entry holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,9 +25,9 @@ pub enum Variant {
 pub type CachedBytes = Bytes;
 
 /// The form a blob's bytes are cached in: a sealed memfd when large enough
-/// (sent with `sendfile`, see `server::zero_copy`), else the heap.
+/// (sent with `sendfile`, see `http::zero_copy`), else the heap.
 pub fn keep(data: Vec<u8>) -> CachedBytes {
-    crate::server::zero_copy::sealed(&data).unwrap_or_else(|| Bytes::from(data))
+    crate::http::zero_copy::sealed(&data).unwrap_or_else(|| Bytes::from(data))
 }
 
 /// A cost-bounded cache whose lookups take `&self`, so it can sit behind a

@@ -40,7 +40,7 @@
 //!
 //! Blob bytes (and gzip forms) are cached by blob id, bounded in bytes
 //! ([`cache`]); a hit never needs invalidation. Blobs of 4 KiB and more are
-//! kept in sealed memfds and go out with `sendfile` (`server::zero_copy`). The ref -> tree resolution
+//! kept in sealed memfds and go out with `sendfile` (`http::zero_copy`). The ref -> tree resolution
 //! is cached per ref-move feed generation, which the recorder bumps before a
 //! push's `committed` hook returns: the first request after a push sees it.
 //! Blobs over the stream threshold are not cached: each request streams one
@@ -65,16 +65,30 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gix::ObjectId;
 
-use crate::app::App;
-use crate::repos::RepoName;
-use crate::server::error::AppError;
+use crate::access::{Access, Action, Principal};
+use crate::hooks::recorder::RefRecorder;
+use crate::http::AppError;
+use crate::meta::MetaStore;
+use crate::repos::{RepoName, Repos};
 use cache::ClockCache;
 use path::SitePath;
 use store::{Lookup, SiteStore};
 
 const SANDBOX: &str = "sandbox allow-scripts allow-forms allow-popups allow-downloads";
 
-/// The sites' shared state (inside [`App`]).
+/// What the site handlers need: the caches, and the parts of the server
+/// they read (ref-move generation, settings, access, repo paths).
+#[derive(Debug)]
+pub struct SitesState {
+    pub sites: Sites,
+    pub git: crate::git::Git,
+    pub recorder: Arc<RefRecorder>,
+    pub meta: Arc<MetaStore>,
+    pub repos: Repos,
+    pub access: Arc<Access>,
+}
+
+/// The sites' caches and settings.
 #[derive(Debug)]
 pub struct Sites {
     pub store: Arc<SiteStore>,
@@ -153,7 +167,7 @@ struct Versions {
 }
 
 impl Versions {
-    fn now(app: &App) -> Versions {
+    fn now(app: &SitesState) -> Versions {
         Versions {
             refs: app.recorder.generation(),
             settings: app.meta.settings_generation(),
@@ -228,7 +242,7 @@ fn moved(to: &str) -> Response {
 
 /// `GET /{owner}/{repo}/-/site/` (the site's root) and
 /// `GET /{owner}/{repo}/-/site/{*path}` when [`WarmLayer`] had no answer.
-pub async fn site_path(State(app): State<Arc<App>>, mut request: Request) -> Response {
+pub async fn site_path(State(app): State<Arc<SitesState>>, mut request: Request) -> Response {
     let params = match request.extract_parts::<RawPathParams>().await {
         Ok(params) => params,
         Err(rejection) => return rejection.into_response(),
@@ -258,7 +272,7 @@ pub async fn site_path(State(app): State<Arc<App>>, mut request: Request) -> Res
 }
 
 /// Serves the site of a configured domain for any path on that host.
-pub async fn by_host(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+pub async fn by_host(State(app): State<Arc<SitesState>>, request: Request, next: Next) -> Response {
     let Some((host, repo)) = app.sites.domain_of(request.headers()) else {
         return next.run(request).await;
     };
@@ -293,7 +307,7 @@ pub async fn by_host(State(app): State<Arc<App>>, request: Request, next: Next) 
 /// configured site domain, goes on to the router.
 #[derive(Clone)]
 pub struct WarmLayer {
-    pub app: Arc<App>,
+    pub app: Arc<SitesState>,
 }
 
 impl<S> tower::Layer<S> for WarmLayer {
@@ -309,7 +323,7 @@ impl<S> tower::Layer<S> for WarmLayer {
 
 #[derive(Clone)]
 pub struct Warmed<S> {
-    app: Arc<App>,
+    app: Arc<SitesState>,
     inner: S,
 }
 
@@ -370,7 +384,7 @@ impl SiteRequest<'_> {
     /// The answer from the warm cache, touching no git and no blocking
     /// thread when its blob is cached too; `None` when the plan is not
     /// remembered for the current versions.
-    async fn answer_warm(&self, app: &Arc<App>) -> Option<Result<Response, AppError>> {
+    async fn answer_warm(&self, app: &Arc<SitesState>) -> Option<Result<Response, AppError>> {
         if self.method != Method::GET && self.method != Method::HEAD {
             return Some(Err(read_only()));
         }
@@ -382,7 +396,7 @@ impl SiteRequest<'_> {
     /// root tree), remembers the plan, answers.
     async fn resolve(
         &self,
-        app: &Arc<App>,
+        app: &Arc<SitesState>,
         repo: RepoName,
         path: &str,
         base: &str,
@@ -397,7 +411,11 @@ impl SiteRequest<'_> {
         // resolution leaves the remembered plan already out of date.
         let versions = Versions::now(app);
         let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
-        let plan = if app.meta.readable_anonymously(&repo) {
+        let readable = app
+            .access
+            .check(&Principal::Anonymous, Action::ReadSite, &repo)
+            .is_ok();
+        let plan = if readable {
             Self::site_plan(app, repo, site_path, path, base, versions, &repo_path).await?
         } else {
             // Remembered like any plan: an ACL change moves the settings
@@ -419,7 +437,7 @@ impl SiteRequest<'_> {
     /// cache when its root tree is known, else looked up in git (off the
     /// async workers) and cached by root tree.
     async fn site_plan(
-        app: &Arc<App>,
+        app: &Arc<SitesState>,
         repo: RepoName,
         site_path: SitePath,
         path: &str,
@@ -452,7 +470,7 @@ impl SiteRequest<'_> {
             return Ok(plan);
         }
         // Only here: a cached plan implies the repo exists.
-        if !app.repos.exists(&repo) {
+        if !app.access.exists(&repo) {
             return Err(AppError::not_found(format!("repository {repo} not found")));
         }
         let base_owned = base.to_string();
@@ -489,7 +507,7 @@ impl SiteRequest<'_> {
 
     async fn answer(
         &self,
-        app: &Arc<App>,
+        app: &Arc<SitesState>,
         plan: &Plan,
         repo_path: &Arc<std::path::Path>,
     ) -> Result<Response, AppError> {
@@ -643,7 +661,7 @@ fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()>
 impl SiteRequest<'_> {
     async fn file_response(
         &self,
-        app: &Arc<App>,
+        app: &Arc<SitesState>,
         repo_path: &Arc<std::path::Path>,
         file: &FileHead,
     ) -> Result<Response, AppError> {
@@ -782,7 +800,7 @@ struct BlobStream {
 
 impl BlobStream {
     fn spawn(
-        app: &App,
+        app: &SitesState,
         repo: &std::path::Path,
         id: ObjectId,
         skip: u64,

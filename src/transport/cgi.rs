@@ -22,7 +22,7 @@ use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
 use super::spool::{Spooled, SpooledContent};
-use crate::server::error::AppError;
+use crate::http::AppError;
 
 /// Lines of git's stderr kept to explain a refused request.
 const MAX_STDERR_LINES_KEPT: usize = 8;

@@ -11,7 +11,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::Service;
 use crate::config::TransportLimits;
-use crate::server::error::AppError;
+use crate::http::AppError;
 
 /// Process slots and spool budget, shared by every request.
 #[derive(Debug)]

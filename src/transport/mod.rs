@@ -43,9 +43,12 @@ use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 
-use crate::app::App;
+use crate::access::{Access, Action, Denied, Principal};
+use crate::config::{Config, TransportLimits};
+use crate::datadir::DataDir;
+use crate::git::Git;
+use crate::http::AppError;
 use crate::repos::RepoName;
-use crate::server::error::AppError;
 use limits::Limits;
 use spool::Cap;
 
@@ -73,10 +76,16 @@ impl Service {
     }
 }
 
-/// The transport's shared state (inside [`App`]).
+/// The transport's state: what its handlers need, and nothing of the rest
+/// of the server.
 #[derive(Debug)]
 pub struct Transport {
     pub limits: Limits,
+    settings: TransportLimits,
+    git: Git,
+    access: Arc<Access>,
+    /// `data/tmp`, where push bodies are spooled.
+    tmp_dir: PathBuf,
     repos_root: PathBuf,
     /// `core.hooksPath` of every child: vole's own hooks.
     hooks_dir: PathBuf,
@@ -87,16 +96,16 @@ pub struct Transport {
 }
 
 impl Transport {
-    pub fn new(
-        app_config: &crate::config::Config,
-        repos_root: PathBuf,
-        hooks_dir: PathBuf,
-    ) -> Transport {
+    pub fn new(config: &Config, data: &DataDir, git: Git, access: Arc<Access>) -> Transport {
         Transport {
-            limits: Limits::new(&app_config.transport),
-            repos_root,
-            hooks_dir,
-            socket: app_config.data_dir.join("vole.sock"),
+            limits: Limits::new(&config.transport),
+            settings: config.transport.clone(),
+            git,
+            access,
+            tmp_dir: data.tmp_dir(),
+            repos_root: data.repos_dir(),
+            hooks_dir: data.root().join("hooks"),
+            socket: data.socket_path(),
             last_push_id: std::sync::atomic::AtomicU64::new(0),
             guard_exe: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
         }
@@ -127,35 +136,28 @@ impl Transport {
     }
 }
 
-const PUSH_DISABLED: &str = "push is disabled on this server: there are no accounts yet. \
-     For development, restart vole with --anonymous-push (or VOLE_ANONYMOUS_PUSH=true).";
-
-/// Resolves `owner` / `repo[.git]` to an existing repo inside `data/repos`.
-fn resolve(app: &App, owner: &str, repo: &str) -> Result<RepoName, AppError> {
-    let name = repo.strip_suffix(".git").unwrap_or(repo);
-    let shown = format!("{owner}/{name}");
-    let not_found = || AppError::not_found(format!("repository {shown} not found"));
-    let repo_name = RepoName::from_parts(owner, name).map_err(|_| not_found())?;
-    let path = app.repos.path(&repo_name);
-    let (Ok(canonical), Ok(root)) = (path.canonicalize(), app.transport.repos_root.canonicalize())
-    else {
-        return Err(not_found());
+/// Resolves `owner` / `repo[.git]` for `service` through [`Access`]: a
+/// repo the client may not see is answered as a missing one.
+fn resolve(
+    transport: &Transport,
+    owner: &str,
+    repo: &str,
+    service: Service,
+) -> Result<RepoName, AppError> {
+    let action = match service {
+        Service::UploadPack => Action::Read,
+        Service::ReceivePack => Action::Push,
     };
-    if !canonical.starts_with(&root) {
-        tracing::warn!(repo = %repo_name, target = %canonical.display(), "repository path leads outside the repos dir; refused");
-        return Err(not_found());
-    }
-    if !canonical.join("HEAD").is_file() {
-        return Err(not_found());
-    }
-    Ok(repo_name)
-}
-
-fn check_push_allowed(app: &App, service: Service) -> Result<(), AppError> {
-    if service == Service::ReceivePack && !app.config.anonymous_push {
-        return Err(AppError::new(StatusCode::FORBIDDEN, PUSH_DISABLED));
-    }
-    Ok(())
+    // git clients name the repo with or without `.git`.
+    let name = repo.strip_suffix(".git").unwrap_or(repo);
+    transport
+        .access
+        .resolve(&Principal::Anonymous, owner, name, action)
+        .map_err(|denied| match denied {
+            Denied::Missing => AppError::not_found(format!("repository {owner}/{name} not found")),
+            Denied::Unauthenticated(message) => AppError::new(StatusCode::UNAUTHORIZED, message),
+            Denied::Forbidden(message) => AppError::new(StatusCode::FORBIDDEN, message),
+        })
 }
 
 /// `Git-Protocol` as `GIT_PROTOCOL` (protocol v2), if well-formed.
@@ -190,23 +192,23 @@ enum Call {
 }
 
 fn cgi_request(
-    app: &App,
+    transport: &Transport,
     repo: &RepoName,
     service: Service,
     call: Call,
     headers: &HeaderMap,
     peer: SocketAddr,
 ) -> Result<cgi::CgiRequest, AppError> {
-    let limits = &app.config.transport;
+    let limits = &transport.settings;
     let (method, path_suffix, query) = match call {
         Call::InfoRefs => ("GET", "info/refs", format!("service={}", service.as_str())),
         Call::Rpc => ("POST", service.as_str(), String::new()),
     };
     Ok(cgi::CgiRequest {
-        guard: app.transport.guard_exe.clone(),
-        git: app.git.path().to_path_buf(),
-        base_env: app.git.child_env(),
-        project_root: app.transport.repos_root.clone(),
+        guard: transport.guard_exe.clone(),
+        git: transport.git.path().to_path_buf(),
+        base_env: transport.git.child_env(),
+        project_root: transport.repos_root.clone(),
         path_info: format!("/{}/{}.git/{path_suffix}", repo.owner(), repo.name()),
         query,
         method,
@@ -219,7 +221,7 @@ fn cgi_request(
             let mut config = git_config(service);
             config.push((
                 "core.hooksPath".into(),
-                app.transport.hooks_dir.display().to_string(),
+                transport.hooks_dir.display().to_string(),
             ));
             config
         },
@@ -286,7 +288,7 @@ pub fn git_config(service: Service) -> Vec<(String, String)> {
 
 /// `GET /{owner}/{repo}/info/refs?service=...`
 pub async fn info_refs(
-    State(app): State<Arc<App>>,
+    State(transport): State<Arc<Transport>>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -299,16 +301,15 @@ pub async fn info_refs(
     };
     let service = Service::parse(service)
         .ok_or_else(|| AppError::bad_request(format!("unknown service {service:?}")))?;
-    let repo = resolve(&app, &owner, &repo)?;
-    check_push_allowed(&app, service)?;
-    let request = cgi_request(&app, &repo, service, Call::InfoRefs, &headers, peer)?;
-    let permit = app.transport.limits.acquire(service).await?;
+    let repo = resolve(&transport, &owner, &repo, service)?;
+    let request = cgi_request(&transport, &repo, service, Call::InfoRefs, &headers, peer)?;
+    let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }
 
 /// `POST /{owner}/{repo}/git-upload-pack`
 pub async fn upload_pack(
-    state: State<Arc<App>>,
+    state: State<Arc<Transport>>,
     path: Path<(String, String)>,
     peer: ConnectInfo<SocketAddr>,
     headers: HeaderMap,
@@ -319,7 +320,7 @@ pub async fn upload_pack(
 
 /// `POST /{owner}/{repo}/git-receive-pack`
 pub async fn receive_pack(
-    state: State<Arc<App>>,
+    state: State<Arc<Transport>>,
     path: Path<(String, String)>,
     peer: ConnectInfo<SocketAddr>,
     headers: HeaderMap,
@@ -330,15 +331,14 @@ pub async fn receive_pack(
 
 async fn service_rpc(
     service: Service,
-    State(app): State<Arc<App>>,
+    State(transport): State<Arc<Transport>>,
     Path((owner, repo)): Path<(String, String)>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    let repo = resolve(&app, &owner, &repo)?;
-    check_push_allowed(&app, service)?;
-    let limits = &app.config.transport;
+    let repo = resolve(&transport, &owner, &repo, service)?;
+    let limits = &transport.settings;
     let cap = match service {
         Service::ReceivePack => Cap {
             bytes: limits.max_push_size,
@@ -367,7 +367,7 @@ async fn service_rpc(
             format!("Content-Encoding {encoding:?} is not supported (only gzip)"),
         ));
     }
-    let mut request = cgi_request(&app, &repo, service, Call::Rpc, &headers, peer)?;
+    let mut request = cgi_request(&transport, &repo, service, Call::Rpc, &headers, peer)?;
     request.content_encoding = encoding;
     if service == Service::ReceivePack {
         // What the hooks need to report this push (see crate::hooks).
@@ -377,12 +377,12 @@ async fn service_rpc(
             .clone()
             .unwrap_or_else(|| "anonymous".into());
         request.hook_env = vec![
-            (env::SOCKET, app.transport.socket.display().to_string()),
+            (env::SOCKET, transport.socket.display().to_string()),
             (env::REPO, repo.to_string()),
-            (env::PUSH_ID, app.transport.next_push_id().to_string()),
+            (env::PUSH_ID, transport.next_push_id().to_string()),
             (env::ACTOR, actor),
             (env::CLIENT, request.remote_addr.clone()),
-            (env::GIT, app.git.path().display().to_string()),
+            (env::GIT, transport.git.path().display().to_string()),
         ];
     }
     // The whole body first: a slow client holds no process and no slot.
@@ -390,12 +390,12 @@ async fn service_rpc(
         body,
         &cap,
         limits.body_idle_timeout,
-        &app.data.tmp_dir(),
-        &app.transport.limits.spool_budget(),
+        &transport.tmp_dir,
+        &transport.limits.spool_budget(),
     )
     .await?;
     request.error_sideband = service == Service::ReceivePack && wants_sideband(&spooled);
     request.body = Some(spooled);
-    let permit = app.transport.limits.acquire(service).await?;
+    let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }

@@ -15,7 +15,7 @@ use http_body_util::BodyExt;
 use tempfile::NamedTempFile;
 
 use super::limits::{SpoolBudget, SpoolReservation};
-use crate::server::error::AppError;
+use crate::http::AppError;
 
 /// Bodies up to this size stay in memory.
 const IN_MEMORY_MAX: usize = 256 << 10;

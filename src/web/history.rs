@@ -12,9 +12,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
+use super::WebState;
 use super::read::{self, CommitDetail, LogEntry};
 use super::{PageError, blocking, page_number, render, repo_name, segments};
-use crate::app::App;
 
 const COMMITS_PER_PAGE: usize = 50;
 
@@ -66,7 +66,7 @@ struct LogPage {
 
 /// `GET /{owner}/{repo}/-/commits/{rev}?page=`.
 pub async fn log_root(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, rev)): Path<(String, String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, PageError> {
@@ -76,7 +76,7 @@ pub async fn log_root(
 /// `GET /{owner}/{repo}/-/commits/{rev}/{*path}?page=`: commits touching
 /// a path.
 pub async fn log_path(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, PageError> {
@@ -84,7 +84,7 @@ pub async fn log_path(
 }
 
 async fn log_page(
-    app: Arc<App>,
+    app: Arc<WebState>,
     owner: String,
     repo: String,
     rev: String,
@@ -158,7 +158,7 @@ struct CommitPage {
 /// `GET /{owner}/{repo}/-/commit/{id}`: message, changed files with added
 /// and removed line counts (renames shown as such), unified diff.
 pub async fn commit(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, id)): Path<(String, String, String)>,
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;
@@ -234,7 +234,7 @@ struct RefsPage {
 
 /// `GET /{owner}/{repo}/-/branches`.
 pub async fn branches(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
     refs_page(app, owner, repo, true).await
@@ -242,14 +242,14 @@ pub async fn branches(
 
 /// `GET /{owner}/{repo}/-/tags`.
 pub async fn tags(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
     refs_page(app, owner, repo, false).await
 }
 
 async fn refs_page(
-    app: Arc<App>,
+    app: Arc<WebState>,
     owner: String,
     repo: String,
     branches: bool,
@@ -302,7 +302,7 @@ struct ActivityPage {
 
 /// `GET /{owner}/{repo}/-/activity`: the last ref moves from the ref log.
 pub async fn activity(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;
@@ -340,7 +340,7 @@ pub async fn activity(
 /// `git archive` as it is produced (the child is killed if the client goes
 /// away).
 pub async fn archive(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, file)): Path<(String, String, String)>,
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;

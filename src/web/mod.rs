@@ -20,9 +20,22 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use crate::app::App;
-use crate::repos::RepoName;
+use crate::access::{Access, Action, Denied, Principal};
+use crate::config::Config;
+use crate::git::Git;
+use crate::hooks::recorder::RefRecorder;
+use crate::repos::{RepoName, Repos};
 use read::{EntryKind, Node};
+
+/// What the web pages need of the server.
+#[derive(Debug)]
+pub struct WebState {
+    pub config: Arc<Config>,
+    pub git: Git,
+    pub repos: Repos,
+    pub recorder: Arc<RefRecorder>,
+    pub access: Arc<Access>,
+}
 
 /// Repos per home page.
 const PER_PAGE: usize = 30;
@@ -95,14 +108,24 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| PageError::internal("git read failed", e))
 }
 
-pub(crate) fn repo_name(app: &App, owner: &str, repo: &str) -> Result<RepoName, PageError> {
-    let missing = || PageError::not_found(format!("There is no repository {owner}/{repo}."));
-    let name = RepoName::from_parts(owner, repo).map_err(|_| missing())?;
-    if app.repos.exists(&name) {
-        Ok(name)
-    } else {
-        Err(missing())
-    }
+/// The repo a page is about, resolved through [`Access`]: one the
+/// visitor may not read is answered as a missing one.
+pub(crate) fn repo_name(app: &WebState, owner: &str, repo: &str) -> Result<RepoName, PageError> {
+    app.access
+        .resolve(&Principal::Anonymous, owner, repo, Action::Read)
+        .map_err(|denied| match denied {
+            Denied::Missing => {
+                PageError::not_found(format!("There is no repository {owner}/{repo}."))
+            }
+            Denied::Unauthenticated(message) => PageError {
+                status: StatusCode::UNAUTHORIZED,
+                message,
+            },
+            Denied::Forbidden(message) => PageError {
+                status: StatusCode::FORBIDDEN,
+                message,
+            },
+        })
 }
 
 // ---- home -----------------------------------------------------------------
@@ -125,7 +148,7 @@ struct HomePage {
 
 /// `GET /?q=&page=`: every repo, filtered by a name substring.
 pub async fn home(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Result<Response, PageError> {
     let filter = query
@@ -135,8 +158,14 @@ pub async fn home(
     let page = page_number(&query);
     let needle = filter.to_lowercase();
     let matching: Vec<_> = app
-        .list_repos()
+        .repos
+        .list()
         .into_iter()
+        .filter(|info| {
+            app.access
+                .check(&Principal::Anonymous, Action::Read, &info.name)
+                .is_ok()
+        })
         .filter(|info| info.name.to_string().to_lowercase().contains(&needle))
         .collect();
     let total = matching.len();
@@ -313,7 +342,7 @@ struct Resolved {
 /// The repo, the path's segments and what `rev:path` is, for the tree and
 /// blob pages (an empty repo is not found).
 async fn resolve_path(
-    app: &Arc<App>,
+    app: &Arc<WebState>,
     owner: &str,
     repo: &str,
     rev: &str,
@@ -330,7 +359,7 @@ async fn resolve_path(
 /// Resolves `rev` and `path` in one blocking hop; `Ok(None)` when the
 /// repo has no commits at all.
 async fn resolve(
-    app: &Arc<App>,
+    app: &Arc<WebState>,
     name: &RepoName,
     rev: Option<String>,
     path: Vec<String>,
@@ -445,7 +474,7 @@ fn crumbs(repo: &str, rev: &str, path: &[String]) -> Vec<Crumb> {
         .collect()
 }
 
-fn clone_url(app: &App, headers: &HeaderMap, name: &RepoName) -> String {
+fn clone_url(app: &WebState, headers: &HeaderMap, name: &RepoName) -> String {
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
@@ -461,7 +490,7 @@ fn clone_url(app: &App, headers: &HeaderMap, name: &RepoName) -> String {
 /// `GET /{owner}/{repo}`: clone URL, refs, latest commit, root listing,
 /// README; or how to push to an empty repo.
 pub async fn repo_home(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, PageError> {
@@ -492,7 +521,7 @@ pub async fn repo_home(
 
 /// `GET /{owner}/{repo}/-/tree/{rev}`: the root of a revision.
 pub async fn tree_root(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, rev)): Path<(String, String, String)>,
 ) -> Result<Response, PageError> {
     tree_page(app, owner, repo, rev, String::new()).await
@@ -500,14 +529,14 @@ pub async fn tree_root(
 
 /// `GET /{owner}/{repo}/-/tree/{rev}/{*path}`.
 pub async fn tree(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, PageError> {
     tree_page(app, owner, repo, rev, path).await
 }
 
 async fn tree_page(
-    app: Arc<App>,
+    app: Arc<WebState>,
     owner: String,
     repo: String,
     rev: String,
@@ -561,7 +590,7 @@ fn is_binary(bytes: &[u8]) -> bool {
 /// `GET /{owner}/{repo}/-/blob/{rev}/{*path}`: a file with line numbers
 /// and line anchors, an image preview, or a note for binaries.
 pub async fn blob(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, PageError> {
     let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
@@ -621,7 +650,7 @@ pub async fn blob(
 /// markup go out as `text/plain`, SVG under `Content-Security-Policy:
 /// sandbox`, everything with `nosniff`.
 pub async fn raw(
-    State(app): State<Arc<App>>,
+    State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use vole::log::{Log, Phase, RefMove};
+use vole::hooks::{Phase, RefMove};
+use vole::log::Log;
 
 use crate::support::*;
 

@@ -4,7 +4,9 @@ use std::io::BufRead;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use vole::log::{Log, MetaWrite, Phase, RefMove};
+use vole::hooks::{Phase, RefMove};
+use vole::log::Log;
+use vole::meta::MetaWrite;
 
 use crate::support::{TestServer, run_vole, vole};
 

@@ -3,6 +3,7 @@
 
 mod durability;
 mod hooks;
+mod layering;
 mod log_dump;
 mod meta;
 mod sites;

@@ -23,7 +23,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use vole::log::{Log, MetaWrite};
+use vole::log::Log;
+use vole::meta::MetaWrite;
 use vole::meta::{MetaStore, NewIssue, StoreOptions};
 use vole::repos::RepoName;
 

@@ -12,7 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vole::log::{Entry, Log, Phase, RecordKind, RefMove};
+use vole::hooks::{Phase, RefMove};
+use vole::log::{Entry, Log, RecordKind};
 
 #[path = "../common.rs"]
 mod common;

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod hook;
+
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
@@ -17,7 +19,9 @@ use crate::config::{Config, Settings};
 use crate::control::{self, Reply, Request, client::Client};
 use crate::datadir::{DataDir, DataDirError};
 use crate::git::Git;
-use crate::log::{Entry, MetaWrite, RecordKind, RefMove, Tail};
+use crate::hooks::RefMove;
+use crate::log::{Entry, RecordKind, Tail};
+use crate::meta::MetaWrite;
 use crate::repos::RepoInfo;
 
 #[derive(Debug, Parser)]
@@ -142,10 +146,8 @@ pub fn main() -> ExitCode {
     // Hooks run inside git, under the server: no config, no tracing set-up.
     if let Command::Hook(hook) = &cli.command {
         return match hook {
-            HookCommand::PreReceive => crate::hooks::cli::pre_receive(),
-            HookCommand::ReferenceTransaction { state } => {
-                crate::hooks::cli::reference_transaction(state)
-            }
+            HookCommand::PreReceive => hook::pre_receive(),
+            HookCommand::ReferenceTransaction { state } => hook::reference_transaction(state),
         };
     }
     let log_writer = init_tracing();
@@ -378,7 +380,7 @@ fn call<T: serde::de::DeserializeOwned>(config: &Config, request: Request) -> an
             Ok(lock) => {
                 let git = Git::locate(config.git.as_deref())?;
                 let app = App::open(config.clone(), git)?;
-                let reply = control::dispatch(&app, request);
+                let reply = control::dispatch(&app.control, request);
                 drop(lock);
                 break reply;
             }

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use super::{Outcome, PushContext, RefUpdate, env};
 use crate::control::{Reply, Request, client::Client};
+use crate::hooks::{Outcome, PushContext, RefUpdate, env};
 
 /// How long a hook waits for the server's answer.
 const SERVER_TIMEOUT: Duration = Duration::from_secs(60);

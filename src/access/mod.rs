@@ -1,0 +1,228 @@
+//! Who may do what: the one place access is decided. Every surface (the
+//! smart-HTTP transport and its pre-receive check, the web pages, raw
+//! files and archives, the JSON API's reads and writes, activity, sites by
+//! path and by domain) resolves its repo with [`Access::resolve`] and asks
+//! [`Access::check`] (or [`Access::check_ref_updates`] for the refs of a
+//! push) before it does anything; none decides on its own.
+//!
+//! Today every request is [`Principal::Anonymous`] (there are no accounts
+//! yet), and the rules are the ones vole has always had:
+//!
+//! - reading is open to anyone, except a site, whose repo's ACL must say
+//!   `public` ([`Action::ReadSite`]); the ACL is applied to sites only for
+//!   now, the accounts issue extends it to every read;
+//! - pushing and API writes need the server's `--anonymous-push` switch;
+//! - `refs/meta/*` is the server's own, and a repo's protected branches
+//!   take neither deletion nor a non-fast-forward.
+//!
+//! A repo the principal may not see is [`Denied::Missing`], which every
+//! surface answers exactly as it answers a repo that does not exist.
+//!
+//! What does not live here: the response each surface gives (a 404 page,
+//! a `text/plain` 403 for git, JSON for the API) is the surface's own.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::hooks::RefUpdate;
+use crate::meta::MetaStore;
+use crate::meta::entity::Visibility;
+use crate::repos::{RepoName, Repos};
+
+/// Who is asking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    /// A request without credentials (every request, until accounts exist).
+    Anonymous,
+}
+
+/// What the principal wants to do to a repo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Clone, fetch, browse, raw files, archives, API reads, activity.
+    Read,
+    /// Read the repo's site (by path or by domain).
+    ReadSite,
+    /// Push (the receive-pack advertisement and the push itself).
+    Push,
+    /// Write the repo's metadata through the API (issues, change
+    /// requests, comments, ACL, settings).
+    WriteMeta,
+}
+
+/// Why a request is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Denied {
+    /// The repo does not exist, its name is not valid, or the principal may
+    /// not know it exists: answered as a missing repo.
+    Missing,
+    /// Credentials are needed (and none were given).
+    Unauthenticated(String),
+    /// The principal is known and may not do this.
+    Forbidden(String),
+}
+
+/// Why the pre-receive check refused a ref.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    pub reason: String,
+}
+
+/// The message a push gets while anonymous push is off.
+pub const PUSH_DISABLED: &str = "push is disabled on this server: there are no accounts yet. \
+     For development, restart vole with --anonymous-push (or VOLE_ANONYMOUS_PUSH=true).";
+
+/// The message an API write gets while anonymous push is off.
+pub const WRITES_DISABLED: &str = "API writes are off until accounts exist; start the server with \
+     --anonymous-push to allow them (development only)";
+
+/// The access decisions of one server; see the module doc.
+#[derive(Debug)]
+pub struct Access {
+    repos: Repos,
+    repos_root: PathBuf,
+    meta: Arc<MetaStore>,
+    anonymous_push: bool,
+    /// Protected branches of a repo that stores no settings of its own.
+    default_protected: Vec<String>,
+}
+
+impl Access {
+    pub fn new(
+        repos: Repos,
+        meta: Arc<MetaStore>,
+        anonymous_push: bool,
+        default_protected: Vec<String>,
+    ) -> Access {
+        Access {
+            repos_root: repos.root(),
+            repos,
+            meta,
+            anonymous_push,
+            default_protected,
+        }
+    }
+
+    /// The one repo resolver: `owner`/`name` is a valid repo name, the repo
+    /// exists inside `data/repos` (a symlink leading out is refused), and
+    /// the principal may do `action` on it.
+    pub fn resolve(
+        &self,
+        principal: &Principal,
+        owner: &str,
+        name: &str,
+        action: Action,
+    ) -> Result<RepoName, Denied> {
+        let repo = RepoName::from_parts(owner, name).map_err(|_| Denied::Missing)?;
+        if !self.exists(&repo) {
+            return Err(Denied::Missing);
+        }
+        self.check(principal, action, &repo)?;
+        Ok(repo)
+    }
+
+    /// The resolver's existence rule alone: the repo is a bare repo inside
+    /// the repos dir. For callers that resolved the name already and check
+    /// existence only when they must (the site cache's cold path).
+    pub fn exists(&self, repo: &RepoName) -> bool {
+        let path = self.repos.path(repo);
+        let (Ok(canonical), Ok(root)) = (path.canonicalize(), self.repos_root.canonicalize())
+        else {
+            return false;
+        };
+        if !canonical.starts_with(&root) {
+            tracing::warn!(repo = %repo, target = %canonical.display(), "repository path leads outside the repos dir; refused");
+            return false;
+        }
+        canonical.join("HEAD").is_file()
+    }
+
+    /// May `principal` do `action` on `repo` (which exists)?
+    pub fn check(
+        &self,
+        principal: &Principal,
+        action: Action,
+        repo: &RepoName,
+    ) -> Result<(), Denied> {
+        match (principal, action) {
+            // The ACL is not applied to plain reads yet (module doc).
+            (Principal::Anonymous, Action::Read) => Ok(()),
+            (Principal::Anonymous, Action::ReadSite) => {
+                if self.public(repo) {
+                    Ok(())
+                } else {
+                    Err(Denied::Missing)
+                }
+            }
+            (Principal::Anonymous, Action::Push) => self
+                .anonymous_push
+                .then_some(())
+                .ok_or_else(|| Denied::Forbidden(PUSH_DISABLED.into())),
+            (Principal::Anonymous, Action::WriteMeta) => self
+                .anonymous_push
+                .then_some(())
+                .ok_or_else(|| Denied::Forbidden(WRITES_DISABLED.into())),
+        }
+    }
+
+    /// The repo's ACL says public (the default when none is stored); a
+    /// store that cannot answer says no.
+    fn public(&self, repo: &RepoName) -> bool {
+        match self.meta.acl(repo) {
+            Ok(acl) => acl.visibility == Visibility::Public,
+            Err(crate::meta::MetaError::NoRepo(_)) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// The pre-receive rules, per ref: `refs/meta/*` is the server's, and
+    /// the repo's protected branches (its settings, else the server's
+    /// `--protected-branch` list) take neither deletion nor a
+    /// non-fast-forward. Returns what is refused, and why.
+    pub fn check_ref_updates(
+        &self,
+        _principal: &Principal,
+        repo: &RepoName,
+        updates: &[RefUpdate],
+    ) -> Vec<Refusal> {
+        let protected = self
+            .meta
+            .settings(repo)
+            .map(|settings| settings.protected_branches)
+            .unwrap_or_else(|_| self.default_protected.clone());
+        let mut refused = Vec::new();
+        for update in updates {
+            let name = &update.ref_name;
+            let refuse = |reason: String| Refusal {
+                ref_name: name.clone(),
+                reason,
+            };
+            if name.starts_with("refs/meta/") {
+                refused.push(refuse(
+                    "refs/meta/* holds the forge's metadata and is written only by the server; push elsewhere".into(),
+                ));
+                continue;
+            }
+            let Some(branch) = name.strip_prefix("refs/heads/") else {
+                continue;
+            };
+            if !protected.iter().any(|p| p == branch) {
+                continue;
+            }
+            if update.is_deletion() {
+                refused.push(refuse(format!(
+                    "branch {branch} is protected: it cannot be deleted"
+                )));
+            } else if !update.is_creation() && update.fast_forward != Some(true) {
+                refused.push(refuse(format!(
+                    "branch {branch} is protected: only fast-forward pushes are allowed (pull and merge, then push again)"
+                )));
+            }
+        }
+        refused
+    }
+}

@@ -1,0 +1,334 @@
+//! The layering law of `src/` (ARCHITECTURE.md, "Layers"), checked by
+//! reading the source: a module may use modules of its own layer or below,
+//! never above, and no two top-level modules may reach each other, however
+//! indirectly. A failure names the file, the line and what it reached.
+//!
+//! What counts as a use: any `crate::<module>` path outside comments,
+//! including `use` lines and paths written inline. Test code is exempt
+//! (files named `tests.rs`, and everything from a file's first
+//! `#[cfg(test)]` line on): tests drive a layer with the real parts above
+//! it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Bottom to top; each entry is one layer.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("storage", &["log", "durable"]),
+    ("platform", &["git", "datadir"]),
+    ("names", &["repos"]),
+    ("config", &["config"]),
+    ("domain", &["meta", "hooks"]),
+    ("access", &["access"]),
+    ("http", &["http"]),
+    ("services", &["transport", "sites", "web", "api", "control"]),
+    ("assembly", &["app", "server"]),
+    ("cli", &["cli"]),
+];
+
+/// Files at the root of the crate that belong to no layer.
+const ROOTS: &[&str] = &["lib", "main"];
+
+fn layer_of(module: &str) -> Option<(usize, &'static str)> {
+    LAYERS
+        .iter()
+        .position(|(_, modules)| modules.contains(&module))
+        .map(|i| (i, LAYERS[i].0))
+}
+
+/// One `crate::x` reference.
+struct Use {
+    file: PathBuf,
+    line: usize,
+    text: String,
+    from: String,
+    to: String,
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to.
+fn module_of(src: &Path, file: &Path) -> String {
+    let relative = file.strip_prefix(src).unwrap();
+    let first = relative.components().next().unwrap();
+    let name = first.as_os_str().to_string_lossy();
+    name.strip_suffix(".rs").unwrap_or(&name).to_string()
+}
+
+/// The code of a line: without `//` comments (also `///` and `//!`) and
+/// string literals' contents (so a message mentioning `crate::x` is not a
+/// use).
+fn code_of(line: &str) -> String {
+    let mut code = String::new();
+    let mut in_string = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        if in_string {
+            if c == '\\' {
+                chars.next();
+            } else if c == '"' {
+                in_string = false;
+                code.push('"');
+            }
+            continue;
+        }
+        if c == '/' && chars.peek() == Some(&'/') {
+            break;
+        }
+        if c == '"' {
+            in_string = true;
+        }
+        code.push(c);
+    }
+    code
+}
+
+/// Every `crate::<ident>` in a line of code, also inside `crate::{a, b}`.
+fn targets(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().last();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // e.g. `mycrate::`
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let ident: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !ident.is_empty() {
+                    found.push(ident);
+                }
+            }
+            continue;
+        }
+        let ident: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        if !ident.is_empty() {
+            found.push(ident);
+        }
+    }
+    found
+}
+
+fn uses(src: &Path) -> Vec<Use> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut uses = Vec::new();
+    for file in files {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let from = module_of(src, &file);
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (index, line) in text.lines().enumerate() {
+            if line.trim() == "#[cfg(test)]" && !line.starts_with(' ') {
+                break;
+            }
+            for to in targets(&code_of(line)) {
+                if to != from {
+                    uses.push(Use {
+                        file: file.clone(),
+                        line: index + 1,
+                        text: line.trim().to_string(),
+                        from: from.clone(),
+                        to,
+                    });
+                }
+            }
+        }
+    }
+    uses
+}
+
+/// The violations: each use of a layer above, each module outside the
+/// law, and each cycle among top-level modules.
+fn violations(src: &Path) -> Vec<String> {
+    let uses = uses(src);
+    let mut problems = Vec::new();
+    let mut edges: BTreeMap<String, BTreeMap<String, &Use>> = BTreeMap::new();
+    for u in &uses {
+        let shown = || {
+            format!(
+                "{}:{}: `{}`",
+                u.file
+                    .strip_prefix(src.parent().unwrap())
+                    .unwrap()
+                    .display(),
+                u.line,
+                u.text
+            )
+        };
+        if ROOTS.contains(&u.from.as_str()) {
+            continue;
+        }
+        match (layer_of(&u.from), layer_of(&u.to)) {
+            (None, _) => problems.push(format!(
+                "{}: module `{}` is in no layer; add it to ARCHITECTURE.md's layers and to LAYERS here",
+                shown(),
+                u.from
+            )),
+            (_, None) => problems.push(format!(
+                "{}: `{}` is in no layer; add it to ARCHITECTURE.md's layers and to LAYERS here",
+                shown(),
+                u.to
+            )),
+            (Some((from_layer, from_name)), Some((to_layer, to_name))) => {
+                if to_layer > from_layer {
+                    problems.push(format!(
+                        "{}: `{}` ({from_name}) uses `{}` ({to_name}), a layer above its own",
+                        shown(),
+                        u.from,
+                        u.to
+                    ));
+                }
+                edges
+                    .entry(u.from.clone())
+                    .or_default()
+                    .entry(u.to.clone())
+                    .or_insert(u);
+            }
+        }
+    }
+    // Cycles: for each edge a -> b, is there a path b -> ... -> a?
+    let mut reported = BTreeSet::new();
+    for (a, targets) in &edges {
+        for b in targets.keys() {
+            if let Some(path) = path_between(&edges, b, a) {
+                // a -> b -> ... -> a
+                let cycle: Vec<String> = [a.clone(), b.clone()].into_iter().chain(path).collect();
+                let key: BTreeSet<String> = cycle.iter().cloned().collect();
+                if !reported.insert(key.into_iter().collect::<Vec<_>>()) {
+                    continue;
+                }
+                let steps: Vec<String> = cycle
+                    .windows(2)
+                    .map(|w| {
+                        let u = edges[&w[0]][&w[1]];
+                        format!(
+                            "{} -> {} at {}:{} `{}`",
+                            w[0],
+                            w[1],
+                            u.file
+                                .strip_prefix(src.parent().unwrap())
+                                .unwrap()
+                                .display(),
+                            u.line,
+                            u.text
+                        )
+                    })
+                    .collect();
+                problems.push(format!("import cycle: {}", steps.join("; ")));
+            }
+        }
+    }
+    problems
+}
+
+/// A path of modules from `from` to `to` (excluding `from`, including
+/// `to`), if any.
+fn path_between(
+    edges: &BTreeMap<String, BTreeMap<String, &Use>>,
+    from: &str,
+    to: &str,
+) -> Option<Vec<String>> {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![(from.to_string(), Vec::<String>::new())];
+    while let Some((node, path)) = stack.pop() {
+        if node == to {
+            return Some(path);
+        }
+        if !seen.insert(node.clone()) {
+            continue;
+        }
+        for next in edges.get(&node).into_iter().flat_map(|t| t.keys()) {
+            let mut longer = path.clone();
+            longer.push(next.clone());
+            stack.push((next.clone(), longer));
+        }
+    }
+    None
+}
+
+#[test]
+fn no_module_uses_a_layer_above_its_own_and_no_two_modules_reach_each_other() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    // Anti-vacuity: the scan sees the crate's real uses.
+    let all = uses(&src);
+    assert!(
+        all.iter().any(|u| u.from == "app" && u.to == "transport"),
+        "the scan found no use of transport in app; it reads nothing"
+    );
+    assert!(all.len() > 100, "only {} uses found", all.len());
+    // Every module of src/ has a layer.
+    let mut modules: BTreeSet<String> = BTreeSet::new();
+    for entry in std::fs::read_dir(&src).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        modules.insert(name.strip_suffix(".rs").unwrap_or(&name).to_string());
+    }
+    let unlayered: Vec<&String> = modules
+        .iter()
+        .filter(|m| !ROOTS.contains(&m.as_str()) && layer_of(m).is_none())
+        .collect();
+    assert!(
+        unlayered.is_empty(),
+        "modules in no layer (add them to ARCHITECTURE.md's layers and LAYERS): {unlayered:?}"
+    );
+    let problems = violations(&src);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_layering_check_sees_an_upward_use_a_cycle_and_ignores_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("transport")).unwrap();
+    std::fs::write(
+        src.join("log.rs"),
+        "//! See [`crate::app`].\nlet s = \"crate::web\";\nuse crate::durable::sync_dir;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("durable.rs"), "use crate::log::x;\n").unwrap();
+    std::fs::write(
+        src.join("transport/mod.rs"),
+        "use crate::{app::App, http};\n#[cfg(test)]\nmod tests { use crate::cli; }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("app.rs"), "use crate::transport;\n").unwrap();
+    let problems = violations(&src);
+    let joined = problems.join("\n");
+    assert!(
+        joined.contains("src/transport/mod.rs:1: `use crate::{app::App, http};`: `transport` (services) uses `app` (assembly), a layer above its own"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("import cycle")
+            && joined.contains("log -> durable")
+            && joined.contains("durable -> log"),
+        "{joined}"
+    );
+    assert!(!joined.contains("web"), "a string is not a use: {joined}");
+    assert!(!joined.contains("cli"), "test code is exempt: {joined}");
+    assert!(
+        !joined.contains("src/app.rs:1: `"),
+        "app -> transport is downward: {joined}"
+    );
+    assert_eq!(problems.len(), 3, "{joined}");
+}
