@@ -1,6 +1,7 @@
 //! vole's integration tests: one test binary, each test against a real
 //! `vole` process on 127.0.0.1 with a temporary data dir (see [`support`]).
 
+mod access;
 mod durability;
 mod hooks;
 mod layering;

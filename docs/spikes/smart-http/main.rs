@@ -16,6 +16,10 @@
 //! (git's ref lock files, and vole's directory syncs at prepared and
 //! committed). `on` gives nginx the same `core.fsync` as vole, leaving
 //! only vole's own directory syncs in the ratio.
+//!
+//! `--vole-prev PATH` adds a third server, another vole binary (an older
+//! build), measured in the same interleaved rounds, and prints the
+//! vole/vole-prev ratio too: what a change between the two builds costs.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -199,14 +203,14 @@ fn wait_http(port: u16) {
     }
 }
 
-fn start_vole(dir: &Path, vole: &Path) -> Server {
+fn start_vole(dir: &Path, vole: &Path, name: &'static str) -> Server {
     let port = free_port();
-    let data = dir.join("vole-data");
+    let data = dir.join(format!("{name}-data"));
     std::fs::create_dir_all(data.join("repos")).unwrap();
     let child = common::start_vole(vole, &data, port);
     let pid = child.id();
     Server {
-        name: "vole",
+        name,
         base: format!("http://127.0.0.1:{port}"),
         repos: data.join("repos"),
         server_pids: vec![pid],
@@ -429,18 +433,22 @@ fn main() {
     println!("git={}", sh(Command::new("git").arg("--version")));
     println!("baseline_sync={}", if baseline_sync { "on" } else { "off" });
 
-    let vole_server = start_vole(dir, &vole);
+    let vole_server = start_vole(dir, &vole, "vole");
     let nginx = start_nginx(dir, baseline_sync);
-    let servers = [&vole_server, &nginx];
+    let previous =
+        arg_text("--vole-prev").map(|path| start_vole(dir, Path::new(&path), "vole-prev"));
+    let mut servers = vec![&vole_server, &nginx];
+    servers.extend(previous.as_ref());
 
     let mut ratios: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut ratios_prev: Vec<(String, Vec<f64>)> = Vec::new();
     for case in cases.split(',') {
         let (source, head) = match case {
             "clone" => {
                 let src = dir.join("src-clone");
                 let head = make_repo(&src, 30, 1 << 20, false, 1);
                 sh(git(&src).args(["repack", "-adq"]));
-                for s in servers {
+                for s in &servers {
                     let target = s.repos.join("bench/clone.git");
                     sh(git(dir)
                         .args(["clone", "-q", "--bare"])
@@ -482,14 +490,15 @@ fn main() {
             "push-small" => measure_small_pushes(server, &source),
             _ => measure_push(server, &source, &head),
         };
-        for server in servers {
+        for server in &servers {
             measure(server);
         }
         let mut r = Vec::new();
+        let mut r_prev = Vec::new();
         for round in 0..rounds {
-            // Interleaved pairs, alternating which server goes first.
+            // Interleaved rounds, alternating which server goes first.
             let order: Vec<&Server> = if round % 2 == 0 {
-                servers.to_vec()
+                servers.clone()
             } else {
                 servers.iter().rev().copied().collect()
             };
@@ -508,17 +517,25 @@ fn main() {
                 pair.insert(server.name, m.mib_per_s);
             }
             r.push(pair["vole"] / pair["nginx"]);
+            if let Some(prev) = pair.get("vole-prev") {
+                r_prev.push(pair["vole"] / prev);
+            }
         }
         let _ = std::fs::remove_dir_all(&source);
         ratios.push((case.to_string(), r));
+        if !r_prev.is_empty() {
+            ratios_prev.push((case.to_string(), r_prev));
+        }
     }
-    for (case, mut r) in ratios {
-        r.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        println!(
-            "ratio case={case} median={:.3} min={:.3} max={:.3}",
-            r[r.len() / 2],
-            r[0],
-            r[r.len() - 1]
-        );
+    for (label, list) in [("ratio", ratios), ("ratio_vs_prev", ratios_prev)] {
+        for (case, mut r) in list {
+            r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            println!(
+                "{label} case={case} median={:.3} min={:.3} max={:.3}",
+                r[r.len() / 2],
+                r[0],
+                r[r.len() - 1]
+            );
+        }
     }
 }
