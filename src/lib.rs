@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod http;
 pub mod log;
 pub mod meta;
+pub mod page;
 pub mod repos;
 pub mod server;
 pub mod sites;

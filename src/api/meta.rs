@@ -13,14 +13,16 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{ApiState, page_params, paginated};
+use super::{ApiState, paginated};
 use crate::access::Action;
 use crate::http::AppError;
+use crate::http::page::ApiPage;
 use crate::meta::entity::{ChangeState, IssueState, ThreadKind};
 use crate::meta::{
     AclPut, ChangePatch, Filter, IssuePatch, MetaError, NewChange, NewComment, NewIssue,
     SettingsPut,
 };
+use crate::page::Pagination;
 use crate::repos::RepoName;
 
 /// Who API writes are attributed to until accounts exist.
@@ -131,21 +133,20 @@ pub async fn list_issues(
     State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo, Action::Read)?;
-    let (page, per_page) = page_params(&query)?;
     let filter = Filter {
         state: parse_state::<IssueState>(&query, "open, closed")?,
         label: query.get("label").cloned(),
         author: query.get("author").cloned(),
     };
-    let found = app.meta.list_issues(&name, &filter, page, per_page)?;
+    let found = app.meta.list_issues(&name, &filter, page)?;
     Ok(paginated(
         found.items,
         &format!("/api/v1/repos/{name}/issues"),
         &filter_query(&query),
         page,
-        per_page,
         found.total,
     ))
 }
@@ -191,9 +192,9 @@ pub async fn list_changes(
     State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo, Action::Read)?;
-    let (page, per_page) = page_params(&query)?;
     if query.contains_key("label") {
         return Err(AppError::bad_request(
             "change requests have no labels; filter by state or author",
@@ -204,13 +205,12 @@ pub async fn list_changes(
         label: None,
         author: query.get("author").cloned(),
     };
-    let found = app.meta.list_changes(&name, &filter, page, per_page)?;
+    let found = app.meta.list_changes(&name, &filter, page)?;
     Ok(paginated(
         found.items,
         &format!("/api/v1/repos/{name}/changes"),
         &filter_query(&query),
         page,
-        per_page,
         found.total,
     ))
 }
@@ -258,12 +258,11 @@ async fn list_comments(
     owner: String,
     repo: String,
     number: String,
-    query: HashMap<String, String>,
+    page: Pagination,
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
-    let (page, per_page) = page_params(&query)?;
-    let found = app.meta.comments(&name, kind, number, page, per_page)?;
+    let found = app.meta.comments(&name, kind, number, page)?;
     let noun = match kind {
         ThreadKind::Issue => "issues",
         ThreadKind::Change => "changes",
@@ -273,7 +272,6 @@ async fn list_comments(
         &format!("/api/v1/repos/{name}/{noun}/{number}/comments"),
         "",
         page,
-        per_page,
         found.total,
     ))
 }
@@ -299,9 +297,9 @@ async fn add_comment(
 pub async fn list_issue_comments(
     State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
-    Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    list_comments(app, ThreadKind::Issue, owner, repo, number, query).await
+    list_comments(app, ThreadKind::Issue, owner, repo, number, page).await
 }
 
 pub async fn add_issue_comment(
@@ -315,9 +313,9 @@ pub async fn add_issue_comment(
 pub async fn list_change_comments(
     State(app): State<Arc<ApiState>>,
     Path((owner, repo, number)): Path<(String, String, String)>,
-    Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    list_comments(app, ThreadKind::Change, owner, repo, number, query).await
+    list_comments(app, ThreadKind::Change, owner, repo, number, page).await
 }
 
 pub async fn add_change_comment(

@@ -1,13 +1,12 @@
 //! The JSON API under `/api/v1`: a repo's activity and pagination here,
 //! the metadata API in [`meta`]. Handlers read through [`ApiState`]; they
 //! never touch git or the log files directly. (`/api/v1/stats`, which
-//! reads every part of the server, is the server's own: `server/stats.rs`.)
+//! reads every part of the server, is the server's own: `server/router.rs`.)
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -17,7 +16,9 @@ pub mod meta;
 use crate::access::{Access, Action, Denied, Principal};
 use crate::hooks::recorder::{ACTIVITY_PER_REPO, RefRecorder};
 use crate::http::AppError;
+use crate::http::page::ApiPage;
 use crate::meta::MetaStore;
+use crate::page::Pagination;
 use crate::repos::RepoName;
 
 /// What the API handlers need of the server.
@@ -42,49 +43,22 @@ fn resolve(app: &ApiState, owner: &str, repo: &str, action: Action) -> Result<Re
         })
 }
 
-const DEFAULT_PER_PAGE: usize = 30;
-const MAX_PER_PAGE: usize = 100;
-
-fn number(query: &HashMap<String, String>, key: &str, default: usize) -> Result<usize, AppError> {
-    match query.get(key) {
-        None => Ok(default),
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or_else(|| {
-                AppError::bad_request(format!(
-                    "{key} must be a whole number of at least 1, got {text:?}"
-                ))
-            }),
-    }
-}
-
 /// `GET /api/v1/repos/{owner}/{repo}/activity?page=&per_page=`: recent ref
 /// moves (committed or reconciled), newest first, with a `Link` header.
 pub async fn repo_activity(
     State(app): State<Arc<ApiState>>,
     Path((owner, repo)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
     let name = resolve(&app, &owner, &repo, Action::Read)?;
-    let (page, per_page) = page_params(&query)?;
-    let (entries, total) = app.recorder.activity(&name.to_string(), page, per_page);
+    let (entries, total) = app.recorder.activity(&name.to_string(), page);
     Ok(paginated(
         entries,
         &format!("/api/v1/repos/{name}/activity"),
         "",
         page,
-        per_page,
         total.min(ACTIVITY_PER_REPO),
     ))
-}
-
-/// `?page=` (from 1) and `?per_page=` (at most 100).
-pub fn page_params(query: &HashMap<String, String>) -> Result<(usize, usize), AppError> {
-    let page = number(query, "page", 1)?;
-    let per_page = number(query, "per_page", DEFAULT_PER_PAGE)?.min(MAX_PER_PAGE);
-    Ok((page, per_page))
 }
 
 /// A page of a list as JSON, with a `Link` header (first, last, prev,
@@ -93,11 +67,11 @@ pub fn paginated<T: Serialize>(
     items: Vec<T>,
     base: &str,
     filters: &str,
-    page: usize,
-    per_page: usize,
+    page: Pagination,
     total: usize,
 ) -> Response {
-    let last = total.div_ceil(per_page).max(1);
+    let last = page.last(total);
+    let per_page = page.per_page();
     let filters = if filters.is_empty() {
         String::new()
     } else {
@@ -107,11 +81,11 @@ pub fn paginated<T: Serialize>(
         format!("<{base}?page={p}&per_page={per_page}{filters}>; rel=\"{rel}\"")
     };
     let mut links = vec![link(1, "first"), link(last, "last")];
-    if page > 1 {
-        links.push(link(page - 1, "prev"));
+    if let Some(prev) = page.prev() {
+        links.push(link(prev, "prev"));
     }
-    if page < last {
-        links.push(link(page + 1, "next"));
+    if page.page() < last {
+        links.push(link(page.page() + 1, "next"));
     }
     let mut response = Json(items).into_response();
     if let Ok(value) = HeaderValue::from_str(&links.join(", ")) {

@@ -24,6 +24,7 @@ use super::{Phase, RefMove};
 use crate::durable;
 use crate::git::Git;
 use crate::log::{Entry, Log, LogError, now_ns};
+use crate::page::Pagination;
 use crate::repos::{NameError, RepoName, Repos};
 
 /// Most activity entries kept in memory per repo.
@@ -292,23 +293,12 @@ impl RefRecorder {
     }
 
     /// A repo's recent activity, newest first: one page and the total.
-    pub fn activity(
-        &self,
-        repo: &str,
-        page: usize,
-        per_page: usize,
-    ) -> (Vec<ActivityEntry>, usize) {
+    pub fn activity(&self, repo: &str, page: Pagination) -> (Vec<ActivityEntry>, usize) {
         let state = self.state();
         let Some(entries) = state.activity.get(repo) else {
             return (Vec::new(), 0);
         };
-        let page = entries
-            .iter()
-            .rev()
-            .skip(page.saturating_sub(1) * per_page)
-            .take(per_page)
-            .cloned()
-            .collect();
+        let page = page.slice(entries.iter().rev()).cloned().collect();
         (page, entries.len())
     }
 
@@ -653,7 +643,7 @@ mod tests {
             matches!(stalled.try_recv(), Err(broadcast::error::TryRecvError::Lagged(n)) if n == 50),
             "the feed must drop what a slow subscriber cannot take"
         );
-        let (page, total) = recorder.activity("a/r", 1, 1);
+        let (page, total) = recorder.activity("a/r", Pagination::new(1, 1).unwrap());
         assert_eq!(total, ACTIVITY_PER_REPO.min(pushes as usize));
         assert_eq!(page[0].ref_move.push_id, pushes - 1);
     }

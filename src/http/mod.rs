@@ -1,9 +1,11 @@
 //! What the HTTP services share and nothing else: the one error type at
 //! the boundary ([`AppError`]), and the sealed-memfd buffers with the
-//! connection that sends them with `sendfile` ([`zero_copy`]). No handler
+//! connection that sends them with `sendfile` ([`zero_copy`]), the
+//! pagination extractors ([`page`]). No handler
 //! lives here; routes are in `server/router.rs`, handlers in the services.
 
 pub mod error;
+pub mod page;
 pub mod zero_copy;
 
 pub use error::AppError;

@@ -3,6 +3,7 @@
 //! ACL and settings. Rebuilt from the shard trees (plus unfolded log
 //! records) at open and updated on every write; never written anywhere.
 
+use crate::page::Pagination;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
@@ -230,30 +231,25 @@ impl Index {
         }
     }
 
-    pub fn issues(&self, filter: &Filter<IssueState>, page: usize, per_page: usize) -> Page<Issue> {
+    pub fn issues(&self, filter: &Filter<IssueState>, page: Pagination) -> Page<Issue> {
         let numbers = self.issue_facets.select(
             &self.issues,
             filter.state,
             filter.label.as_deref(),
             filter.author.as_deref(),
         );
-        paginate(&numbers, page, per_page, |n| self.issues.get(n).cloned())
+        paginate(&numbers, page, |n| self.issues.get(n).cloned())
     }
 
-    pub fn changes(
-        &self,
-        filter: &Filter<ChangeState>,
-        page: usize,
-        per_page: usize,
-    ) -> Page<Change> {
+    pub fn changes(&self, filter: &Filter<ChangeState>, page: Pagination) -> Page<Change> {
         let numbers =
             self.change_facets
                 .select(&self.changes, filter.state, None, filter.author.as_deref());
-        paginate(&numbers, page, per_page, |n| self.changes.get(n).cloned())
+        paginate(&numbers, page, |n| self.changes.get(n).cloned())
     }
 
     /// Comments of a thread, oldest first.
-    pub fn comments(&self, thread_id: &str, page: usize, per_page: usize) -> Page<Comment> {
+    pub fn comments(&self, thread_id: &str, page: Pagination) -> Page<Comment> {
         let Some(thread) = self.comments.get(thread_id) else {
             return Page {
                 items: Vec::new(),
@@ -261,12 +257,7 @@ impl Index {
             };
         };
         Page {
-            items: thread
-                .values()
-                .skip(page.saturating_sub(1) * per_page)
-                .take(per_page)
-                .cloned()
-                .collect(),
+            items: page.slice(thread.values()).cloned().collect(),
             total: thread.len(),
         }
     }
@@ -280,19 +271,9 @@ impl Index {
     }
 }
 
-fn paginate<T>(
-    numbers: &[u64],
-    page: usize,
-    per_page: usize,
-    get: impl Fn(&u64) -> Option<T>,
-) -> Page<T> {
+fn paginate<T>(numbers: &[u64], page: Pagination, get: impl Fn(&u64) -> Option<T>) -> Page<T> {
     Page {
-        items: numbers
-            .iter()
-            .skip(page.saturating_sub(1) * per_page)
-            .take(per_page)
-            .filter_map(get)
-            .collect(),
+        items: page.slice(numbers).filter_map(get).collect(),
         total: numbers.len(),
     }
 }
@@ -330,8 +311,7 @@ mod tests {
                 state: Some(IssueState::Open),
                 ..Filter::default()
             },
-            1,
-            10,
+            Pagination::new(1, 10).unwrap(),
         );
         assert_eq!(open.items.iter().map(|i| i.number).collect::<Vec<_>>(), [2]);
         let ui = index.issues(
@@ -339,8 +319,7 @@ mod tests {
                 label: Some("ui".into()),
                 ..Filter::default()
             },
-            1,
-            10,
+            Pagination::new(1, 10).unwrap(),
         );
         assert_eq!(
             ui.items.iter().map(|i| i.number).collect::<Vec<_>>(),
@@ -351,8 +330,7 @@ mod tests {
                 label: Some("bug".into()),
                 ..Filter::default()
             },
-            1,
-            10,
+            Pagination::new(1, 10).unwrap(),
         );
         assert_eq!(bug.total, 0, "a label removed by an edit still matched");
         assert_eq!(index.len(), 2);

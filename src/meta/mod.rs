@@ -42,6 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::git::Git;
 use crate::log::{EncodedTxn, Log, now_ns};
+use crate::page::Pagination;
 use crate::repos::RepoName;
 use entity::{
     Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
@@ -552,10 +553,9 @@ impl MetaStore {
         &self,
         repo: &RepoName,
         filter: &Filter<IssueState>,
-        page: usize,
-        per_page: usize,
+        page: Pagination,
     ) -> Result<Page<Issue>, MetaError> {
-        self.read(repo, |state| Ok(state.index.issues(filter, page, per_page)))
+        self.read(repo, |state| Ok(state.index.issues(filter, page)))
     }
 
     // ---- change requests ----
@@ -648,12 +648,9 @@ impl MetaStore {
         &self,
         repo: &RepoName,
         filter: &Filter<ChangeState>,
-        page: usize,
-        per_page: usize,
+        page: Pagination,
     ) -> Result<Page<Change>, MetaError> {
-        self.read(repo, |state| {
-            Ok(state.index.changes(filter, page, per_page))
-        })
+        self.read(repo, |state| Ok(state.index.changes(filter, page)))
     }
 
     // ---- comments ----
@@ -700,12 +697,11 @@ impl MetaStore {
         repo: &RepoName,
         kind: ThreadKind,
         number: u64,
-        page: usize,
-        per_page: usize,
+        page: Pagination,
     ) -> Result<Page<Comment>, MetaError> {
         self.read(repo, |state| {
             let thread = state.thread_id(kind, number)?;
-            Ok(state.index.comments(&thread, page, per_page))
+            Ok(state.index.comments(&thread, page))
         })
     }
 

@@ -12,6 +12,7 @@ use super::MetaWrite;
 use super::fold::{self, PendingWrite};
 use super::*;
 use crate::log::{Entry, Log};
+use crate::page::Pagination;
 
 const REPO: &str = "ann/demo";
 
@@ -500,7 +501,11 @@ fn reopening_refolds_what_was_not_folded_and_nothing_twice() {
     );
     let (_log, store) = fx.open(quick());
     let listed = store
-        .list_issues(&repo(), &Filter::default(), 1, 100)
+        .list_issues(
+            &repo(),
+            &Filter::default(),
+            Pagination::new(1, 100).unwrap(),
+        )
         .unwrap();
     assert_eq!(listed.total, 20, "a reopened store lost log-only writes");
     assert!(store.flush(Duration::from_secs(10)));
@@ -556,7 +561,11 @@ fn compacting_the_meta_log_keeps_every_write_not_yet_folded() {
     }
     let (_log, store) = fx.open(quick());
     let listed = store
-        .list_issues(&repo(), &Filter::default(), 1, 100)
+        .list_issues(
+            &repo(),
+            &Filter::default(),
+            Pagination::new(1, 100).unwrap(),
+        )
         .unwrap();
     assert_eq!(
         listed.total, 15,
@@ -732,11 +741,17 @@ fn a_cycle_over_many_shards_is_folded_on_two_threads_and_loses_nothing() {
     let (_log, store) = fx.open(only_on_flush());
     let n = 300;
     create_issues(&store, "wide-", n);
-    let shards: BTreeSet<String> = store
-        .list_issues(&repo(), &Filter::default(), 1, 1000)
-        .unwrap()
-        .items
-        .iter()
+    let shards: BTreeSet<String> = (1..=3)
+        .flat_map(|page| {
+            store
+                .list_issues(
+                    &repo(),
+                    &Filter::default(),
+                    Pagination::new(page, 100).unwrap(),
+                )
+                .unwrap()
+                .items
+        })
         .map(|issue| shard::shard_ref(shard::shard_of(&issue.id, shard::SHARDS)))
         .collect();
     assert!(

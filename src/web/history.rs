@@ -2,21 +2,22 @@
 //! its diff, branch and tag lists, the push activity from the ref log, and
 //! archive downloads streamed from `git archive`.
 
-use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use askama::Template;
 use axum::body::Body;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::WebState;
 use super::read::{self, CommitDetail, LogEntry};
-use super::{PageError, blocking, page_number, render, repo_name, segments};
+use super::{PageError, blocking, render, repo_name, segments};
+use crate::http::page::WebPage;
+use crate::page::Pagination;
 
-const COMMITS_PER_PAGE: usize = 50;
+const COMMITS_PER_PAGE: u32 = 50;
 
 /// History is immutable once named by a commit id: a log page (commit,
 /// path, page) and a commit's detail are cached by id, in every repo.
@@ -68,9 +69,9 @@ struct LogPage {
 pub async fn log_root(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev)): Path<(String, String, String)>,
-    Query(query): Query<HashMap<String, String>>,
+    WebPage(page): WebPage<COMMITS_PER_PAGE>,
 ) -> Result<Response, PageError> {
-    log_page(app, owner, repo, rev, String::new(), query).await
+    log_page(app, owner, repo, rev, String::new(), page).await
 }
 
 /// `GET /{owner}/{repo}/-/commits/{rev}/{*path}?page=`: commits touching
@@ -78,9 +79,9 @@ pub async fn log_root(
 pub async fn log_path(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
-    Query(query): Query<HashMap<String, String>>,
+    WebPage(page): WebPage<COMMITS_PER_PAGE>,
 ) -> Result<Response, PageError> {
-    log_page(app, owner, repo, rev, path, query).await
+    log_page(app, owner, repo, rev, path, page).await
 }
 
 async fn log_page(
@@ -89,11 +90,10 @@ async fn log_page(
     repo: String,
     rev: String,
     path: String,
-    query: HashMap<String, String>,
+    page: Pagination,
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;
     let parts = segments(&path)?;
-    let page = page_number(&query);
     let repo_path = app.repos.path(&name);
     let git = app.git.clone();
     let rev_for_read = rev.clone();
@@ -103,7 +103,7 @@ async fn log_page(
         let Some(commit) = read::resolve(&repo, &rev)? else {
             return Ok(None);
         };
-        let key = (commit, parts, page);
+        let key = (commit, parts, page.page());
         if let Some(hit) = cached(log_cache(), &key) {
             return Ok(Some(hit));
         }
@@ -112,8 +112,8 @@ async fn log_page(
             &repo_path,
             commit,
             &key.1,
-            (page - 1) * COMMITS_PER_PAGE,
-            COMMITS_PER_PAGE,
+            page.offset(),
+            page.per_page(),
         )?);
         log_cache()
             .lock()
@@ -133,8 +133,8 @@ async fn log_page(
         rev,
         path,
         entries,
-        prev_page: (page > 1).then(|| page - 1),
-        next_page: more.then_some(page + 1),
+        prev_page: page.prev(),
+        next_page: page.next().filter(|_| more),
     })
 }
 
@@ -306,7 +306,9 @@ pub async fn activity(
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, PageError> {
     let name = repo_name(&app, &owner, &repo)?;
-    let (entries, _) = app.recorder.activity(&name.to_string(), 1, 100);
+    let (entries, _) = app
+        .recorder
+        .activity(&name.to_string(), Pagination::first(100));
     let rows = entries
         .into_iter()
         .map(|entry| {

@@ -24,6 +24,8 @@ use crate::access::{Access, Action, Denied, Principal};
 use crate::config::Config;
 use crate::git::Git;
 use crate::hooks::recorder::RefRecorder;
+use crate::http::page::WebPage;
+use crate::page::Pagination;
 use crate::repos::{RepoName, Repos};
 use read::{EntryKind, Node};
 
@@ -38,7 +40,7 @@ pub struct WebState {
 }
 
 /// Repos per home page.
-const PER_PAGE: usize = 30;
+const PER_PAGE: u32 = 30;
 /// Text blobs longer than this are shown truncated, with a link to raw.
 const MAX_SHOWN_BYTES: usize = 512 * 1024;
 
@@ -150,12 +152,12 @@ struct HomePage {
 pub async fn home(
     State(app): State<Arc<WebState>>,
     Query(query): Query<HashMap<String, String>>,
+    WebPage(page): WebPage<PER_PAGE>,
 ) -> Result<Response, PageError> {
     let filter = query
         .get("q")
         .map(|q| q.trim().to_string())
         .unwrap_or_default();
-    let page = page_number(&query);
     let needle = filter.to_lowercase();
     let matching: Vec<_> = app
         .repos
@@ -169,15 +171,13 @@ pub async fn home(
         .filter(|info| info.name.to_string().to_lowercase().contains(&needle))
         .collect();
     let total = matching.len();
-    let repos = matching
-        .into_iter()
-        .skip((page - 1) * PER_PAGE)
-        .take(PER_PAGE)
+    let repos = page
+        .slice(matching)
         .map(|info| {
             let name = info.name.to_string();
             let last_push = app
                 .recorder
-                .activity(&name, 1, 1)
+                .activity(&name, Pagination::first(1))
                 .0
                 .first()
                 .map(|entry| {
@@ -201,19 +201,11 @@ pub async fn home(
         .to_string(),
         query: filter,
         repos,
-        prev_page: (page > 1).then(|| page - 1),
-        next_page: (page * PER_PAGE < total).then_some(page + 1),
+        prev_page: page.prev(),
+        next_page: page
+            .next()
+            .filter(|_| page.offset() + page.per_page() < total),
     })
-}
-
-/// `?page=` of a browsing page: from 1; anything else is page 1 (a page
-/// link a person mangled still shows something).
-pub(crate) fn page_number(query: &HashMap<String, String>) -> usize {
-    query
-        .get("page")
-        .and_then(|p| p.parse().ok())
-        .filter(|p| *p >= 1)
-        .unwrap_or(1)
 }
 
 // ---- repo, tree and blob views -------------------------------------------

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("storage", &["log", "durable"]),
     ("platform", &["git", "datadir"]),
-    ("names", &["repos"]),
+    ("names", &["repos", "page"]),
     ("config", &["config"]),
     ("domain", &["meta", "hooks"]),
     ("access", &["access"]),

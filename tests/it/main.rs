@@ -7,6 +7,7 @@ mod hooks;
 mod layering;
 mod log_dump;
 mod meta;
+mod pagination;
 mod sites;
 mod skeleton;
 mod support;

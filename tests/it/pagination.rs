@@ -1,0 +1,96 @@
+//! Hostile page numbers on every list: the API answers a 400 that says
+//! what is allowed, the web UI shows page 1; nothing overflows or asks git
+//! for an unbounded skip.
+
+use crate::support::*;
+
+#[test]
+fn hostile_page_numbers_are_a_400_in_the_api_and_page_one_in_the_web_ui() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(
+        run_vole(&data, &["repo", "create", "alice/repo"])
+            .status
+            .success()
+    );
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let work = worktree(dir.path(), "work");
+    git_ok(
+        &work,
+        &["push", "-q", &server.url("/alice/repo.git"), "HEAD:main"],
+    );
+
+    let api_lists = [
+        "/api/v1/repos/alice/repo/issues",
+        "/api/v1/repos/alice/repo/changes",
+        "/api/v1/repos/alice/repo/activity",
+        "/api/v1/repos/alice/repo/issues/1/comments",
+    ];
+    for list in api_lists {
+        for (query, says) in [
+            (
+                "page=18446744073709551615",
+                "page must be a whole number from 1 to 10000",
+            ),
+            ("page=0", "page must be a whole number from 1 to 10000"),
+            ("page=10001", "page must be a whole number from 1 to 10000"),
+            ("page=-1", "page must be a whole number from 1 to 10000"),
+            (
+                "per_page=101",
+                "per_page must be a whole number from 1 to 100",
+            ),
+            (
+                "per_page=0",
+                "per_page must be a whole number from 1 to 100",
+            ),
+            (
+                "per_page=abc",
+                "per_page must be a whole number from 1 to 100",
+            ),
+        ] {
+            let response = http_get(server.addr, &format!("{list}?{query}"));
+            assert_eq!(response.status, 400, "{list}?{query}: {}", response.text());
+            assert!(
+                response.text().contains(says),
+                "{list}?{query}: {}",
+                response.text()
+            );
+        }
+    }
+    // The edges of the range are served.
+    let last = http_get(
+        server.addr,
+        "/api/v1/repos/alice/repo/activity?page=10000&per_page=100",
+    );
+    assert_eq!(last.status, 200, "{}", last.text());
+    assert_eq!(last.text().trim(), "[]");
+    let first = http_get(server.addr, "/api/v1/repos/alice/repo/activity?per_page=1");
+    assert_eq!(first.status, 200);
+    assert!(
+        first.text().contains("refs/heads/main"),
+        "anti-vacuity: {}",
+        first.text()
+    );
+
+    for page in ["/", "/alice/repo/-/commits/main"] {
+        let reference = http_get(server.addr, page);
+        assert_eq!(reference.status, 200);
+        for query in [
+            "page=18446744073709551615",
+            "page=0",
+            "page=x",
+            "page=10001",
+        ] {
+            let response = http_get(server.addr, &format!("{page}?{query}"));
+            assert_eq!(response.status, 200, "{page}?{query}: {}", response.text());
+            assert_eq!(
+                response.text(),
+                reference.text(),
+                "{page}?{query} must show page 1"
+            );
+        }
+    }
+}
