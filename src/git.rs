@@ -94,11 +94,22 @@ impl Git {
                 source: std::io::Error::other(format!("`--version` printed {version:?}")),
             });
         }
-        if parse_version(&version).is_none_or(|v| v < MIN_VERSION) {
-            return Err(GitError::TooOld {
-                path: path.display().to_string(),
-                version,
-            });
+        match parse_version(&version) {
+            Some(v) if v >= MIN_VERSION => {}
+            Some(_) => {
+                return Err(GitError::TooOld {
+                    path: path.display().to_string(),
+                    version,
+                });
+            }
+            None => {
+                return Err(GitError::NotRunnable {
+                    path: path.display().to_string(),
+                    source: std::io::Error::other(format!(
+                        "cannot tell its version from {version:?}"
+                    )),
+                });
+            }
         }
         Ok(Git {
             path,

@@ -25,4 +25,5 @@ pub mod repos;
 pub mod server;
 pub mod sites;
 pub mod transport;
+pub mod tree_path;
 pub mod web;

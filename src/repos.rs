@@ -226,6 +226,11 @@ impl Repos {
             .tempdir_in(self.data.tmp_dir())?;
         let staged = staging.path().join("repo.git");
         git.run(&[
+            // Loose refs and packed-refs, whatever a newer git defaults
+            // to: the directory syncs and the start-up restore work on
+            // them (older gits ignore the unknown setting).
+            OsStr::new("-c"),
+            OsStr::new("init.defaultRefFormat=files"),
             OsStr::new("init"),
             OsStr::new("--quiet"),
             OsStr::new("--bare"),
@@ -272,6 +277,14 @@ impl Repos {
         let mut finished = Vec::new();
         for info in self.list() {
             let path = self.path(&info.name);
+            // Only what git init started: a stray `*.git` directory is not
+            // made a repo.
+            if !["HEAD", "config", "objects", "refs"]
+                .iter()
+                .any(|part| path.join(part).exists())
+            {
+                continue;
+            }
             match finish_repo(&path, default_branch) {
                 Ok(repaired) if repaired.is_empty() => {}
                 Ok(repaired) => {
@@ -331,10 +344,29 @@ fn finish_repo(repo: &Path, default_branch: &str) -> std::io::Result<Vec<&'stati
             || (matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit()))
     };
     if !head_ok {
+        // The default branch if the repo has it, else the first branch it
+        // has, else (nothing pushed yet) the default.
+        let branch = if repo.join("refs/heads").join(default_branch).is_file() {
+            default_branch.to_string()
+        } else {
+            std::fs::read_dir(repo.join("refs/heads"))
+                .ok()
+                .and_then(|dir| {
+                    let mut names: Vec<String> = dir
+                        .flatten()
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .filter(|n| !n.ends_with(".lock"))
+                        .collect();
+                    names.sort();
+                    names.into_iter().next()
+                })
+                .unwrap_or_else(|| default_branch.to_string())
+        };
         write_synced(
             repo,
             "HEAD",
-            format!("ref: refs/heads/{default_branch}\n").as_bytes(),
+            format!("ref: refs/heads/{branch}\n").as_bytes(),
         )?;
         repaired.push("HEAD");
     }

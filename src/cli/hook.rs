@@ -183,10 +183,32 @@ pub fn reference_transaction(state: &str) -> ExitCode {
             );
             ExitCode::FAILURE
         }
+        ("committed", Err(message)) => {
+            // git ignores this hook's status and would report success. The
+            // refs have moved, but the server could not make them durable
+            // (or was not there to say it did): stop git before it tells
+            // the pusher "ok". The pusher sees the push fail and may push
+            // again; at the next start the server resolves the move from
+            // the disk.
+            eprintln!(
+                "vole: the ref update could not be made durable, so the push is not confirmed; push again: {message}"
+            );
+            stop_git();
+            ExitCode::FAILURE
+        }
         (_, Err(message)) => {
             // git ignores this status; say it anyway.
             eprintln!("vole: recording the outcome failed: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Kills the git that runs this hook (receive-pack; the hook script
+/// `exec`s vole, so it is the parent), before it reports to the client.
+fn stop_git() {
+    let parent = rustix::process::getppid();
+    if let Some(parent) = parent.filter(|p| !p.is_init()) {
+        let _ = rustix::process::kill_process(parent, rustix::process::Signal::KILL);
     }
 }

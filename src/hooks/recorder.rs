@@ -318,7 +318,11 @@ impl RefRecorder {
             .collect();
         let mut disk: HashMap<String, HashMap<String, String>> = HashMap::new();
         for (name, path) in repos {
-            disk.insert(name.clone(), refs_on_disk(git, path));
+            // A repo whose refs cannot be listed is left alone: an empty
+            // listing would read as every ref deleted.
+            if let Some(refs) = refs_on_disk(git, path) {
+                disk.insert(name.clone(), refs);
+            }
         }
 
         // 1. prepared without outcome
@@ -393,11 +397,21 @@ impl RefRecorder {
             names.sort();
             names.dedup();
             for ref_name in names {
-                let (log_value, disk_value) = (known.get(ref_name), on_disk.get(ref_name));
-                if log_value == disk_value {
+                let log_value = known.get(ref_name);
+                // git lists no ref it cannot read (an empty or garbled
+                // file, or one naming a missing object): read the file.
+                let loose = match on_disk.get(ref_name) {
+                    Some(oid) => LooseRef::Oid(oid.clone()),
+                    None => loose_ref(path, ref_name),
+                };
+                let unreadable = loose == LooseRef::Unreadable;
+                let disk_value = match &loose {
+                    LooseRef::Oid(oid) => Some(oid),
+                    _ => None,
+                };
+                if log_value == disk_value && !unreadable {
                     continue;
                 }
-                let unreadable = disk_value.is_none() && path.join(ref_name).is_file();
                 let lost = last_committed.get(ref_name).filter(|m| {
                     m.new.as_ref() == log_value
                         && (unreadable || m.old.as_ref() == disk_value)
@@ -406,7 +420,7 @@ impl RefRecorder {
                             .is_none_or(|oid| object_present(git, path, oid))
                 });
                 if let Some(lost) = lost {
-                    match restore_ref(git, path, ref_name, lost.new.as_deref(), unreadable) {
+                    match restore_ref(git, path, ref_name, lost.new.as_deref()) {
                         Ok(()) => {
                             tracing::warn!(
                                 repo = name,
@@ -444,7 +458,11 @@ impl RefRecorder {
                     repo = name,
                     ref_name,
                     log = log_value.map_or(ZERO_OID, |s| s),
-                    disk = disk_value.map_or(ZERO_OID, |s| s),
+                    disk = if unreadable {
+                        "unreadable"
+                    } else {
+                        disk_value.map_or(ZERO_OID, |s| s)
+                    },
                     "ref moved outside vole; recording it as reconciled"
                 );
                 rows.push(RefMove {
@@ -521,7 +539,7 @@ fn is_tracked(ref_name: &str) -> bool {
     ref_name.starts_with("refs/heads/") || ref_name.starts_with("refs/tags/")
 }
 
-fn refs_on_disk(git: &Git, repo: &Path) -> HashMap<String, String> {
+fn refs_on_disk(git: &Git, repo: &Path) -> Option<HashMap<String, String>> {
     let output = git.run(&[
         std::ffi::OsStr::new("-C"),
         repo.as_os_str(),
@@ -531,14 +549,16 @@ fn refs_on_disk(git: &Git, repo: &Path) -> HashMap<String, String> {
         std::ffi::OsStr::new("refs/tags"),
     ]);
     match output {
-        Ok(out) => String::from_utf8_lossy(&out)
-            .lines()
-            .filter_map(|l| l.split_once(' '))
-            .map(|(oid, name)| (name.to_string(), oid.to_string()))
-            .collect(),
+        Ok(out) => Some(
+            String::from_utf8_lossy(&out)
+                .lines()
+                .filter_map(|l| l.split_once(' '))
+                .map(|(oid, name)| (name.to_string(), oid.to_string()))
+                .collect(),
+        ),
         Err(e) => {
-            tracing::warn!(repo = %repo.display(), error = %e, "cannot list refs for reconciliation");
-            HashMap::new()
+            tracing::error!(repo = %repo.display(), error = %e, "cannot list the repo's refs; it is not checked against the log at this start");
+            None
         }
     }
 }
@@ -555,35 +575,76 @@ fn object_present(git: &Git, repo: &Path, oid: &str) -> bool {
     .is_ok()
 }
 
-/// Writes `name` back to `new` (deletes it when `None`), durably. An
-/// unreadable loose ref file is removed first (git refuses to lock a ref
-/// it cannot read). No hook runs.
-fn restore_ref(
-    git: &Git,
-    repo: &Path,
-    name: &str,
-    new: Option<&str>,
-    unreadable: bool,
-) -> Result<(), String> {
-    if unreadable {
-        std::fs::remove_file(repo.join(name))
-            .map_err(|e| format!("removing the unreadable ref file: {e}"))?;
+/// A loose ref file as found on disk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum LooseRef {
+    Absent,
+    /// Holds an object id (whether or not the object is there).
+    Oid(String),
+    /// Empty, garbled, or a symbolic ref: nothing a lost write of an
+    /// object id leaves but the first.
+    Unreadable,
+}
+
+fn loose_ref(repo: &Path, name: &str) -> LooseRef {
+    match std::fs::read(repo.join(name)) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => LooseRef::Absent,
+        Err(_) => LooseRef::Unreadable,
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let text = text.trim_end();
+            if matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+                LooseRef::Oid(text.to_ascii_lowercase())
+            } else {
+                LooseRef::Unreadable
+            }
+        }
     }
-    let mut args = vec![
-        std::ffi::OsStr::new("-c"),
-        std::ffi::OsStr::new("core.hooksPath=/dev/null"),
-        std::ffi::OsStr::new("-C"),
-        repo.as_os_str(),
-        std::ffi::OsStr::new("update-ref"),
-        std::ffi::OsStr::new("--no-deref"),
-        std::ffi::OsStr::new("-m"),
-        std::ffi::OsStr::new("vole: restored a lost write from the ref log"),
-    ];
+}
+
+/// Writes `name` back to `new` (deletes it when `None`), durably and in
+/// one step: the new value goes into `<name>.lock`, which is synced and
+/// renamed over the ref (as git does), then the ref's directories are
+/// synced. A deletion goes through `git update-ref -d` (the ref may also
+/// be in `packed-refs`). No hook runs.
+fn restore_ref(git: &Git, repo: &Path, name: &str, new: Option<&str>) -> Result<(), String> {
     match new {
-        Some(oid) => args.extend([std::ffi::OsStr::new(name), std::ffi::OsStr::new(oid)]),
-        None => args.extend([std::ffi::OsStr::new("-d"), std::ffi::OsStr::new(name)]),
+        Some(oid) => {
+            use std::io::Write;
+            let target = repo.join(name);
+            let lock = repo.join(format!("{name}.lock"));
+            if let Some(dir) = target.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+            }
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&lock)
+                .map_err(|e| format!("creating {}: {e}", lock.display()))?;
+            let written = file
+                .write_all(format!("{oid}\n").as_bytes())
+                .and_then(|()| file.sync_all())
+                .and_then(|()| std::fs::rename(&lock, &target));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&lock);
+                return Err(format!("writing {}: {e}", target.display()));
+            }
+        }
+        None => {
+            git.run(&[
+                std::ffi::OsStr::new("-c"),
+                std::ffi::OsStr::new("core.hooksPath=/dev/null"),
+                std::ffi::OsStr::new("-C"),
+                repo.as_os_str(),
+                std::ffi::OsStr::new("update-ref"),
+                std::ffi::OsStr::new("--no-deref"),
+                std::ffi::OsStr::new("-d"),
+                std::ffi::OsStr::new(name),
+            ])
+            .map_err(|e| e.to_string())?;
+        }
     }
-    git.run(&args).map_err(|e| e.to_string())?;
     durable::sync_ref_dirs(repo, [name])
         .map(drop)
         .map_err(|e| e.to_string())

@@ -2,7 +2,8 @@
 //! file opened for append; tests substitute layers that count syncs or that,
 //! at a simulated crash, lose every byte not yet synced.
 //!
-//! This module and `compact` are the only places in vole that call fsync.
+//! This module and `compact` are the only places the log calls fsync
+//! (ARCHITECTURE.md lists every place vole syncs, git's included).
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, IoSlice, Write};

@@ -7,6 +7,7 @@
 //! (the version it replaced; absent on creation). The format is described
 //! for outside readers in `docs/metadata-format.md`.
 
+use crate::tree_path::TreePath;
 use serde::{Deserialize, Serialize};
 
 /// Schema version written into every new document.
@@ -379,13 +380,7 @@ pub fn check_site(site: &SiteSettings, domains: &[String]) -> Result<(), Invalid
             site.ref_name
         )));
     }
-    if !site.dir.is_empty()
-        && (site.dir.starts_with('/')
-            || site
-                .dir
-                .split('/')
-                .any(|p| p.is_empty() || p == "." || p == ".."))
-    {
+    if !site.dir.is_empty() && !TreePath::parse(&site.dir).is_ok_and(|dir| !dir.trailing_slash()) {
         return Err(Invalid(format!(
             "site dir {:?} must be a relative path without '.' or '..' parts",
             site.dir

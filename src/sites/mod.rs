@@ -49,7 +49,6 @@
 //! exist: no request carries credentials until accounts exist.
 
 pub mod cache;
-pub mod path;
 pub mod store;
 
 use std::collections::HashMap;
@@ -70,8 +69,8 @@ use crate::hooks::recorder::RefRecorder;
 use crate::http::AppError;
 use crate::meta::MetaStore;
 use crate::repos::{RepoName, Repos};
+use crate::tree_path::TreePath;
 use cache::ClockCache;
-use path::SitePath;
 use store::{Lookup, SiteStore};
 
 const SANDBOX: &str = "sandbox allow-scripts allow-forms allow-popups allow-downloads";
@@ -294,8 +293,10 @@ pub async fn by_host(State(app): State<Arc<SitesState>>, request: Request, next:
     let Ok(path) = decoded else {
         return AppError::not_found("not found").into_response();
     };
+    // Site paths are relative to the site's root.
+    let path = path.strip_prefix('/').unwrap_or(&path);
     site_request
-        .resolve(&app, repo, &path, "/")
+        .resolve(&app, repo, path, "/")
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }
@@ -404,7 +405,7 @@ impl SiteRequest<'_> {
         if self.method != Method::GET && self.method != Method::HEAD {
             return Err(read_only());
         }
-        let Some(site_path) = SitePath::parse(path) else {
+        let Ok(site_path) = TreePath::parse(path) else {
             return Ok(plain_not_found(self.sandbox));
         };
         // Read before resolving: a push or a settings change during the
@@ -439,7 +440,7 @@ impl SiteRequest<'_> {
     async fn site_plan(
         app: &Arc<SitesState>,
         repo: RepoName,
-        site_path: SitePath,
+        site_path: TreePath,
         path: &str,
         base: &str,
         versions: Versions,
@@ -454,7 +455,9 @@ impl SiteRequest<'_> {
             .filter(|part| !part.is_empty())
             .map(str::to_string)
             .collect();
-        let request_key = format!("{base}{path}");
+        // The plan depends on the base (redirects) and the path; a base
+        // holds no newline, so the pair is read back unambiguously.
+        let request_key = format!("{base}\n{path}");
         let cached = store
             .cached_root(&repo_name, &source.ref_name, &dir, versions.refs)
             .flatten()
@@ -548,7 +551,7 @@ fn plan(
     repo_name: &str,
     repo_path: &std::path::Path,
     (ref_name, dir): (&str, &[String]),
-    path: &SitePath,
+    path: &TreePath,
     base: &str,
     generation: u64,
 ) -> Result<Option<(ObjectId, Plan)>, store::SiteError> {
@@ -562,14 +565,15 @@ fn plan_in(
     store: &SiteStore,
     repo_path: &std::path::Path,
     root: ObjectId,
-    path: &SitePath,
+    path: &TreePath,
     base: &str,
 ) -> Result<Plan, store::SiteError> {
-    let joined = path.segments.join("/");
-    let found = match store.lookup(repo_path, root, &path.segments)? {
-        Lookup::File { .. } if path.trailing_slash => None,
-        Lookup::File { .. } if path.segments.last().is_some_and(|s| s == "index.html") => {
-            let parent = &path.segments[..path.segments.len() - 1];
+    let segments = path.segments();
+    let joined = segments.join("/");
+    let found = match store.lookup(repo_path, root, segments)? {
+        Lookup::File { .. } if path.trailing_slash() => None,
+        Lookup::File { .. } if segments.last().is_some_and(|s| s == "index.html") => {
+            let parent = &segments[..segments.len() - 1];
             let dir = if parent.is_empty() {
                 String::new()
             } else {
@@ -577,8 +581,8 @@ fn plan_in(
             };
             return Ok(Plan::Redirect(format!("{base}{dir}")));
         }
-        Lookup::File { id, size } => Some((id, size, path.segments.last().map_or("", |s| s))),
-        Lookup::Dir(_) if !path.trailing_slash => {
+        Lookup::File { id, size } => Some((id, size, segments.last().map_or("", |s| s))),
+        Lookup::Dir(_) if !path.trailing_slash() => {
             return Ok(Plan::Redirect(format!("{base}{joined}/")));
         }
         Lookup::Dir(dir) => match store.lookup(repo_path, dir, &["index.html".to_string()])? {

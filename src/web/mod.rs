@@ -27,6 +27,7 @@ use crate::hooks::recorder::RefRecorder;
 use crate::http::page::WebPage;
 use crate::page::Pagination;
 use crate::repos::{RepoName, Repos};
+use crate::tree_path::TreePath;
 use read::{EntryKind, Node};
 
 /// What the web pages need of the server.
@@ -288,19 +289,9 @@ struct BlobPage {
 /// Path segments of a repo path, refused when they could not name a tree
 /// entry (empty, `.`, `..`, NUL).
 pub(crate) fn segments(path: &str) -> Result<Vec<String>, PageError> {
-    let parts: Vec<String> = path
-        .split('/')
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .collect();
-    if parts
-        .iter()
-        .any(|p| p == "." || p == ".." || p.contains('\0'))
-        || parts.len() > 64
-    {
-        return Err(PageError::not_found("There is no such path."));
-    }
-    Ok(parts)
+    TreePath::parse(path)
+        .map(TreePath::into_segments)
+        .map_err(|_| PageError::not_found("There is no such path."))
 }
 
 fn encode_path(segments: &[String]) -> String {

@@ -33,7 +33,8 @@ impl Call {
     }
 }
 
-const TRACED: &str = "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat,write";
+const TRACED: &str =
+    "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat,unlink,unlinkat,write";
 
 /// strace's options for a run whose trace goes to `out`: every process,
 /// paths of file descriptors shown, strings long enough for a pkt-line.
@@ -143,9 +144,11 @@ fn renames(calls: &[Call]) -> impl Iterator<Item = &Call> {
         .filter(|c| c.ok())
 }
 
+/// strace is installed and may trace here (ptrace can be forbidden in
+/// containers).
 fn strace_available() -> bool {
     std::process::Command::new("strace")
-        .arg("-V")
+        .args(["-f", "-qq", "-o", "/dev/null", "true"])
         .output()
         .is_ok_and(|o| o.status.success())
 }
@@ -154,7 +157,7 @@ fn strace_available() -> bool {
 fn a_push_is_synced_pack_and_index_then_ref_lock_then_its_directory_before_ok() {
     assert!(
         strace_available(),
-        "strace is needed (Debian's strace; scripts/test installs it)"
+        "strace is needed and must be allowed to trace (Debian's strace; scripts/test installs it)"
     );
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -278,6 +281,107 @@ fn a_push_is_synced_pack_and_index_then_ref_lock_then_its_directory_before_ok() 
                 Path::new(fd_path(c)) == dir && c.start > ref_rename.end && c.end < report.start
             }),
             "{} was not synced between the ref's rename and the report to the pusher (vole's committed hook):\n{}",
+            dir.display(),
+            shown()
+        );
+    }
+}
+
+#[test]
+fn an_update_and_a_deletion_in_one_push_are_synced_before_ok() {
+    assert!(
+        strace_available(),
+        "strace is needed and must be allowed to trace"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(
+        run_vole(&data, &["repo", "create", "alice/repo"])
+            .status
+            .success()
+    );
+    let trace = dir.path().join("push.trace");
+    let args = strace_args(&trace);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .wrapped_in(&args)
+        .start();
+    let work = worktree(dir.path(), "work");
+    let url = server.url("/alice/repo.git");
+    git_ok(&work, &["push", &url, "HEAD:main", "HEAD:refs/heads/old"]);
+    commit_file(&work, "second.txt", b"second");
+    // One push, two refs: main moves on, old is deleted.
+    git_ok(
+        &work,
+        &["push", "--atomic", &url, "HEAD:main", ":refs/heads/old"],
+    );
+    server.stop();
+
+    let repo = std::fs::canonicalize(data.join("repos/alice/repo.git")).unwrap();
+    assert_eq!(ref_value(&repo, "refs/heads/old"), None);
+    let calls = parse_trace(&std::fs::read_to_string(&trace).unwrap());
+    let shown = || {
+        calls
+            .iter()
+            .filter(|c| c.name != "write")
+            .map(|c| format!("{} {} {}", c.pid, c.name, c.args))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let main = repo.join("refs/heads/main");
+    let lock = repo.join("refs/heads/main.lock");
+    // The second push's rename of main (the last one in the trace).
+    let update = renames(&calls)
+        .filter(|c| {
+            let (from, to) = two_paths(c);
+            absolute(&from, &repo) == lock && absolute(&to, &repo) == main
+        })
+        .max_by_key(|c| c.end)
+        .unwrap_or_else(|| panic!("no rename of main.lock:\n{}", shown()));
+    let first_report = calls
+        .iter()
+        .find(|c| c.name == "write" && c.args.contains("ok refs/heads/old"))
+        .expect("the first push's report");
+    assert!(
+        update.start > first_report.end,
+        "anti-vacuity: the rename found is the second push's"
+    );
+    assert!(
+        calls.iter().filter(|c| is_sync(c)).any(|c| {
+            Path::new(fd_path(c)) == lock && c.start > first_report.end && c.end < update.start
+        }),
+        "main's lock file was not synced before its rename:\n{}",
+        shown()
+    );
+    let deletion = calls
+        .iter()
+        .filter(|c| c.name.starts_with("unlink") && c.ok() && c.start > first_report.end)
+        .find(|c| {
+            c.args
+                .split('"')
+                .nth(1)
+                .is_some_and(|p| absolute(p, &repo) == repo.join("refs/heads/old"))
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the deletion of refs/heads/old is not in the trace:\n{}",
+                shown()
+            )
+        });
+    let report = calls
+        .iter()
+        .filter(|c| c.name == "write" && c.start > update.end.max(deletion.end))
+        .find(|c| c.args.contains("ok refs/heads/main"))
+        .unwrap_or_else(|| panic!("the second push's report-status is not in the trace"));
+    let moved = update.end.max(deletion.end);
+    for dir in [repo.join("refs/heads"), repo.clone()] {
+        assert!(
+            calls.iter().filter(|c| is_sync(c)).any(|c| {
+                Path::new(fd_path(c)) == dir && c.start > moved && c.end < report.start
+            }),
+            "{} was not synced between the update and deletion and the report to the pusher:\n{}",
             dir.display(),
             shown()
         );
@@ -472,4 +576,63 @@ fn a_git_older_than_the_minimum_is_refused_at_start_with_the_reason() {
         stderr.contains("git version 2.34.1") && stderr.contains("vole needs git 2.39.3 or later"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_push_whose_ref_directory_cannot_be_synced_is_not_confirmed_to_the_pusher() {
+    assert!(
+        strace_available(),
+        "strace is needed and must be allowed to trace"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(
+        run_vole(&data, &["repo", "create", "alice/repo"])
+            .status
+            .success()
+    );
+    let heads = std::fs::canonicalize(data.join("repos/alice/repo.git/refs/heads")).unwrap();
+    // Every fsync of refs/heads (and only of it) fails with EIO: the
+    // committed hook's directory sync, after git has moved the ref.
+    let heads_arg = heads.to_str().unwrap().to_string();
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .wrapped_in(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-P",
+            &heads_arg,
+            "-e",
+            "trace=fsync",
+            "-e",
+            "inject=fsync:error=EIO",
+        ])
+        .start();
+    let work = worktree(dir.path(), "work");
+    let pushed = git(
+        &work,
+        &["push", &server.url("/alice/repo.git"), "HEAD:main"],
+    );
+    let stderr = text(&pushed.stderr);
+    assert!(
+        !pushed.status.success(),
+        "git reported a push whose ref directory was not synced as successful: {stderr}"
+    );
+    assert!(
+        stderr.contains("could not be made durable, so the push is not confirmed"),
+        "{stderr}"
+    );
+    assert!(
+        server
+            .log
+            .wait_for(&["refs/heads"], Duration::from_secs(5))
+            .is_some_and(|line| line.contains("durable")),
+        "the server must log the failed sync: {}",
+        server.log.all()
+    );
+    server.stop();
 }

@@ -457,6 +457,47 @@ fn committed_ref_writes_the_disk_lost_are_restored_at_start_and_other_moves_reco
 }
 
 #[test]
+fn a_lost_ref_write_whose_objects_are_gone_is_reconciled_not_restored() {
+    let mut forge = Forge::start(&[]);
+    let work = worktree(&forge.dir, "work");
+    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    let c1 = head(&work, "HEAD");
+    let packs_before: Vec<PathBuf> = files_in(&forge.bare().join("objects/pack"));
+    let c2 = commit_file(&work, "two.txt", b"2");
+    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    forge.server.take().unwrap().stop();
+    // The ref back at its old value, as a lost write leaves it, but the
+    // pack that brought c2 gone too: restoring would point main at
+    // nothing.
+    let bare = forge.bare();
+    std::fs::write(bare.join("refs/heads/main"), format!("{c1}\n")).unwrap();
+    let new_packs: Vec<PathBuf> = files_in(&bare.join("objects/pack"))
+        .into_iter()
+        .filter(|p| !packs_before.contains(p))
+        .collect();
+    assert!(
+        !new_packs.is_empty(),
+        "anti-vacuity: the second push wrote a pack"
+    );
+    for pack in new_packs {
+        std::fs::remove_file(pack).unwrap();
+    }
+    assert!(
+        !git(&bare, &["cat-file", "-e", &c2]).status.success(),
+        "anti-vacuity: c2 must be gone"
+    );
+    forge.restart();
+    let log = forge.server().log.clone();
+    assert!(
+        log.wait_for(&["restored=0", "reconciled=1"], Duration::from_secs(5))
+            .is_some(),
+        "{}",
+        log.all()
+    );
+    assert_eq!(ref_value(&bare, "refs/heads/main"), Some(c1));
+}
+
+#[test]
 fn a_prepared_transaction_left_by_a_crash_is_resolved_from_the_disk() {
     let mut forge = Forge::start(&[]);
     let work = worktree(&forge.dir, "work");

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     ("storage", &["log", "durable"]),
     ("platform", &["git", "datadir"]),
-    ("names", &["repos", "page"]),
+    ("names", &["repos", "page", "tree_path"]),
     ("config", &["config"]),
     ("domain", &["meta", "hooks"]),
     ("access", &["access"]),

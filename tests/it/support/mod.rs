@@ -197,6 +197,15 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
+        if self.wrapped && self.child.is_some() {
+            // Killing the wrapper (strace) would leave vole running.
+            if let Some((pid, _)) = descendants(self.pid())
+                .into_iter()
+                .find(|(_, cmd)| cmd.starts_with(vole_bin()))
+            {
+                let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+            }
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
