@@ -251,16 +251,16 @@ pub fn open_gix(path: &Path) -> gix::Result<gix::Repository> {
 /// thread-local copy. Refs are read from disk on every lookup and a missing
 /// object makes gix look for new packs, so a push is seen at once.
 pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
-    type Handles = std::sync::Mutex<std::collections::HashMap<PathBuf, gix::ThreadSafeRepository>>;
+    type Handles =
+        parking_lot::Mutex<std::collections::HashMap<PathBuf, gix::ThreadSafeRepository>>;
     static HANDLES: std::sync::OnceLock<Handles> = std::sync::OnceLock::new();
     let handles = HANDLES.get_or_init(Default::default);
-    if let Some(shared) = handles.lock().unwrap_or_else(|p| p.into_inner()).get(path) {
+    if let Some(shared) = handles.lock().get(path) {
         return Ok(shared.to_thread_local());
     }
     let repo = open_gix(path)?;
     handles
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
         .insert(path.to_path_buf(), repo.clone().into_sync());
     Ok(repo)
 }

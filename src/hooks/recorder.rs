@@ -12,9 +12,10 @@
 //! of the moved refs before the hook returns, so git reports "ok" to the
 //! pusher only once the moves are on disk.
 
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde::Serialize;
 use tokio::sync::broadcast;
@@ -213,8 +214,8 @@ impl RefRecorder {
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, RefState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> parking_lot::MutexGuard<'_, RefState> {
+        self.state.lock()
     }
 
     /// A new subscriber to committed ref moves.

@@ -18,12 +18,13 @@
 //!
 //! What does not live here: what is cached and for how long (`sites`).
 
+use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::pin::Pin;
+use std::sync::LazyLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{LazyLock, RwLock};
 use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
@@ -98,7 +99,6 @@ pub fn sealed(data: &[u8]) -> Option<Bytes> {
     };
     MAPPINGS
         .write()
-        .unwrap_or_else(|p| p.into_inner())
         .insert(buf.ptr as usize, (buf.len, buf.fd.as_raw_fd()));
     LIVE.fetch_add(1, Ordering::Relaxed);
     Some(Bytes::from_owner(buf))
@@ -116,7 +116,7 @@ pub fn footprint(bytes: &Bytes) -> usize {
 /// The memfd and offset behind `slice`, when it lies in a live mapping.
 fn find(slice: &[u8]) -> Option<(RawFd, u64)> {
     let start = slice.as_ptr() as usize;
-    let mappings = MAPPINGS.read().unwrap_or_else(|p| p.into_inner());
+    let mappings = MAPPINGS.read();
     let (&base, &(len, fd)) = mappings.range(..=start).next_back()?;
     (start + slice.len() <= base + len).then_some((fd, (start - base) as u64))
 }
@@ -141,10 +141,7 @@ impl AsRef<[u8]> for SealedBuf {
 
 impl Drop for SealedBuf {
     fn drop(&mut self) {
-        MAPPINGS
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&(self.ptr as usize));
+        MAPPINGS.write().remove(&(self.ptr as usize));
         LIVE.fetch_sub(1, Ordering::Relaxed);
         // SAFETY: mapped in `sealed`, unmapped only here; no slice of it
         // outlives the `Bytes` that owns this buffer. The fd closes after.

@@ -15,8 +15,9 @@
 //! [`SyncGate`] is the thin layer that parks threads on a condvar and calls
 //! the storage's sync.
 
+use parking_lot::{Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::counters::Counters;
@@ -156,7 +157,7 @@ impl SyncGate {
     }
 
     pub fn state(&self) -> MutexGuard<'_, GateState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Blocks until `seq` is durable (or the log failed). Blocking: async
@@ -170,7 +171,7 @@ impl SyncGate {
                 Arrival::Wait => {
                     state.waiting += 1;
                     self.queue_grew.notify_all();
-                    state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+                    self.wake.wait(&mut state);
                     state.waiting -= 1;
                     state.wakeups += 1;
                 }
@@ -187,11 +188,7 @@ impl SyncGate {
                             if now >= deadline {
                                 break;
                             }
-                            state = self
-                                .arrivals
-                                .wait_timeout(state, deadline - now)
-                                .unwrap_or_else(|p| p.into_inner())
-                                .0;
+                            self.arrivals.wait_for(&mut state, deadline - now);
                         }
                         // Everything written so far reached the kernel
                         // before the sync below starts: it covers it.
@@ -199,11 +196,7 @@ impl SyncGate {
                     }
                     let covered = upto - state.durable();
                     drop(state);
-                    let storage = self
-                        .storage
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .clone();
+                    let storage = self.storage.lock().clone();
                     let started = Instant::now();
                     let result = storage.sync().map_err(|e| format!("log sync failed: {e}"));
                     let took = started.elapsed();
@@ -232,7 +225,7 @@ impl SyncGate {
         let mut state = self.state();
         state.held += 1;
         while state.syncing {
-            state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            self.wake.wait(&mut state);
         }
         GateHold { gate: self }
     }
@@ -246,11 +239,7 @@ impl SyncGate {
             if now >= deadline {
                 return false;
             }
-            state = self
-                .queue_grew
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            self.queue_grew.wait_for(&mut state, deadline - now);
         }
         true
     }
@@ -308,7 +297,7 @@ impl GateHold<'_> {
     /// calls this, with the writer mutex held, so no later sync can land on
     /// the unlinked old inode.
     pub(super) fn rebind(&self, storage: Arc<dyn LogStorage>, durable: u64) {
-        *self.gate.storage.lock().unwrap_or_else(|p| p.into_inner()) = storage;
+        *self.gate.storage.lock() = storage;
         let mut state = self.gate.state();
         state.durable = state.durable.max(durable);
     }

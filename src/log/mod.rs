@@ -50,12 +50,13 @@ pub mod record;
 pub mod storage;
 pub mod tail;
 
+use parking_lot::Mutex;
 use std::fs::File;
 use std::io::BufReader;
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use arrow_array::RecordBatch;
@@ -447,7 +448,7 @@ impl<K: RecordKind> Log<K> {
         let parts: Vec<&[u8]> = frames.iter().map(|f| f.0.as_slice()).collect();
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let asked = Instant::now();
-        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut writer = self.writer.lock();
         let lock_wait = asked.elapsed();
         if let Some(why) = &writer.failed {
             return Err(LogError::Failed {
@@ -479,11 +480,7 @@ impl<K: RecordKind> Log<K> {
     /// and it covers every frame written before it started).
     pub fn wait_durable(&self, seq: u64) -> Result<(), LogError> {
         self.gate.wait_durable(seq).map_err(|why| {
-            self.writer
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .failed
-                .get_or_insert_with(|| why.clone());
+            self.writer.lock().failed.get_or_insert_with(|| why.clone());
             LogError::Failed {
                 path: self.path.clone(),
                 why,
@@ -553,7 +550,7 @@ impl<K: RecordKind> Log<K> {
                 applied,
             });
         }
-        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut writer = self.writer.lock();
         if let Some(why) = &writer.failed {
             return Err(LogError::Failed {
                 path: self.path.clone(),

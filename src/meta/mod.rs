@@ -31,10 +31,11 @@ pub mod index;
 pub mod record;
 pub mod shard;
 
+use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, Instant};
 
 use gix::ObjectId;
@@ -342,10 +343,6 @@ struct Inner {
     settings_generation: AtomicU64,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn now_text() -> String {
     humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
@@ -405,7 +402,7 @@ impl MetaStore {
                     continue;
                 }
             };
-            let state = meta.state.get_mut().unwrap_or_else(|p| p.into_inner());
+            let state = meta.state.get_mut();
             let path = entity.tree_path();
             state.index.apply(entity);
             state
@@ -428,7 +425,7 @@ impl MetaStore {
         let mut map = HashMap::new();
         let mut entities = 0;
         for (name, (mut meta, _)) in loaded {
-            let state = meta.state.get_mut().unwrap_or_else(|p| p.into_inner());
+            let state = meta.state.get_mut();
             entities += state.index.len();
             map.insert(name, Arc::new(meta));
         }
@@ -817,7 +814,7 @@ impl MetaStore {
         ticket: u64,
         deposit: Deposit,
     ) -> Result<Appended, String> {
-        let mut state = lock(&meta.appender.state);
+        let mut state = meta.appender.state.lock();
         state.deposited.insert(ticket, deposit);
         loop {
             if let Some(result) = state.results.remove(&ticket) {
@@ -841,7 +838,7 @@ impl MetaStore {
                     state.appending = true;
                     drop(state);
                     appended.extend(self.append_batch(meta, batch));
-                    state = lock(&meta.appender.state);
+                    state = meta.appender.state.lock();
                     state.appending = false;
                 }
                 // Later deposits find no append under way and append
@@ -855,7 +852,7 @@ impl MetaStore {
                     Some(seq) => self.inner.log.wait_durable(seq).map_err(|e| e.to_string()),
                     None => Ok(()),
                 };
-                state = lock(&meta.appender.state);
+                state = meta.appender.state.lock();
                 for (done, result) in appended {
                     let result = match (&durable, result) {
                         (Err(why), Ok(_)) => Err(why.clone()),
@@ -872,7 +869,7 @@ impl MetaStore {
             drop(state);
             // A wake-up for nothing, or a spurious one, loops to the checks.
             std::thread::park();
-            state = lock(&meta.appender.state);
+            state = meta.appender.state.lock();
         }
     }
 
@@ -905,7 +902,7 @@ impl MetaStore {
         // append under way at a time), so each shard's queue still grows
         // in log order.
         let first = {
-            let mut unfolded = lock(&inner.unfolded);
+            let mut unfolded = inner.unfolded.lock();
             // One write for the whole batch; each frame is its own
             // transaction.
             match inner.log.append_encoded_all(frames) {
@@ -922,7 +919,7 @@ impl MetaStore {
                 }
             }
         };
-        let mut state = lock(&meta.state);
+        let mut state = meta.state.lock();
         for (seq, (ticket, shard, path, body)) in (first..).zip(writes) {
             let queue = state.pending.entry(shard).or_insert_with(|| ShardQueue {
                 writes: Vec::new(),
@@ -1001,7 +998,7 @@ impl MetaStore {
         let flushed = self.flush(bound);
         self.inner.stop.store(true, Ordering::SeqCst);
         self.inner.wake(true);
-        if let Some(folder) = lock(&self.folder).take() {
+        if let Some(folder) = self.folder.lock().take() {
             let _ = folder.join();
         }
         if !flushed {
@@ -1024,8 +1021,8 @@ impl MetaStore {
     }
 
     pub fn stats(&self) -> MetaStats {
-        let repos = self.inner.repos.read().unwrap_or_else(|p| p.into_inner());
-        let entities = repos.values().map(|r| lock(&r.state).index.len()).sum();
+        let repos = self.inner.repos.read();
+        let entities = repos.values().map(|r| r.state.lock().index.len()).sum();
         let c = &self.inner.counters;
         MetaStats {
             repos: repos.len(),
@@ -1050,7 +1047,7 @@ impl MetaStore {
     // ---- the write path ----
 
     fn new_id(&self) -> String {
-        let mut ids = lock(&self.inner.ids);
+        let mut ids = self.inner.ids.lock();
         // The monotonic generator fails only when 2^80 ids were made in
         // one millisecond; a fresh random one is still unique.
         ids.generate()
@@ -1059,7 +1056,7 @@ impl MetaStore {
     }
 
     fn check_failed(&self) -> Result<(), MetaError> {
-        match &*lock(&self.inner.failed) {
+        match &*self.inner.failed.lock() {
             Some(why) => Err(MetaError::Unavailable(why.clone())),
             None => Ok(()),
         }
@@ -1072,7 +1069,7 @@ impl MetaStore {
     ) -> Result<T, MetaError> {
         self.check_failed()?;
         let meta = self.repo(repo)?;
-        let state = lock(&meta.state);
+        let state = meta.state.lock();
         f(&state)
     }
 
@@ -1091,7 +1088,7 @@ impl MetaStore {
         // 1. Decide: the new version, its number, its place in the order.
         // Readers see it from here on (their own writes included).
         let (ticket, entity) = {
-            let mut state = lock(&meta.state);
+            let mut state = meta.state.lock();
             let entity = build(&mut state)?;
             state.index.apply(entity.clone());
             let ticket = state.next_ticket;
@@ -1136,7 +1133,7 @@ impl MetaStore {
                 // stop serving until a restart rebuilds both from disk.
                 let why = format!("the metadata log failed ({e}); restart the server to replay it");
                 tracing::error!("{why}");
-                *lock(&inner.failed) = Some(why.clone());
+                *inner.failed.lock() = Some(why.clone());
                 Err(MetaError::Unavailable(why))
             }
         }
@@ -1144,20 +1141,14 @@ impl MetaStore {
 
     fn repo(&self, name: &RepoName) -> Result<Arc<RepoMeta>, MetaError> {
         let key = name.to_string();
-        if let Some(meta) = self
-            .inner
-            .repos
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-        {
+        if let Some(meta) = self.inner.repos.read().get(&key) {
             return Ok(meta.clone());
         }
         let git_dir = self.inner.repos_dir.join(name.relative_path());
         if !git_dir.is_dir() {
             return Err(MetaError::NoRepo(key));
         }
-        let mut repos = self.inner.repos.write().unwrap_or_else(|p| p.into_inner());
+        let mut repos = self.inner.repos.write();
         if let Some(meta) = repos.get(&key) {
             return Ok(meta.clone());
         }
@@ -1175,7 +1166,7 @@ impl Drop for MetaStore {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::SeqCst);
         self.inner.wake(true);
-        if let Some(folder) = lock(&self.folder).take() {
+        if let Some(folder) = self.folder.lock().take() {
             let _ = folder.join();
         }
     }
@@ -1342,7 +1333,7 @@ impl Inner {
     /// Called after a write is queued (`pending_total` already counts it)
     /// or when a fold is wanted at once (`now`).
     fn wake(&self, now: bool) {
-        let mut wake = lock(&self.wake);
+        let mut wake = self.wake.lock();
         if now {
             wake.now = true;
             self.wake_cv.notify_one();
@@ -1362,23 +1353,18 @@ fn fold_loop(inner: Arc<Inner>) {
     let mut last_cycle = Instant::now();
     loop {
         {
-            let mut wake = lock(&inner.wake);
+            let mut wake = inner.wake.lock();
             if !wake.now && !inner.stop.load(Ordering::SeqCst) {
                 // Checked under the wake lock: a writer counts its write
                 // before it takes this lock, so it either is seen here or
                 // finds `idle` set and signals.
-                wake = if inner.pending_total.load(Ordering::SeqCst) == 0 {
+                if inner.pending_total.load(Ordering::SeqCst) == 0 {
                     wake.idle = true;
-                    let mut wake = inner.wake_cv.wait(wake).unwrap_or_else(|p| p.into_inner());
+                    inner.wake_cv.wait(&mut wake);
                     wake.idle = false;
-                    wake
                 } else {
-                    inner
-                        .wake_cv
-                        .wait_timeout(wake, interval / 2)
-                        .unwrap_or_else(|p| p.into_inner())
-                        .0
-                };
+                    inner.wake_cv.wait_for(&mut wake, interval / 2);
+                }
             }
             wake.now = false;
         }
@@ -1395,27 +1381,22 @@ fn fold_loop(inner: Arc<Inner>) {
         // of one each.
         let since_last = last_cycle.elapsed();
         if !force && since_last < min_gap {
-            let wake = lock(&inner.wake);
-            let _ = inner
-                .wake_cv
-                .wait_timeout_while(wake, min_gap - since_last, |_| {
+            let mut wake = inner.wake.lock();
+            let _ = inner.wake_cv.wait_while_for(
+                &mut wake,
+                |_| {
                     !inner.flush_requested.load(Ordering::SeqCst)
                         && !inner.stop.load(Ordering::SeqCst)
-                })
-                .unwrap_or_else(|p| p.into_inner());
+                },
+                min_gap - since_last,
+            );
             if inner.stop.load(Ordering::SeqCst) {
                 return;
             }
             force = inner.flush_requested.swap(false, Ordering::SeqCst);
         }
         last_cycle = Instant::now();
-        let repos: Vec<Arc<RepoMeta>> = inner
-            .repos
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
+        let repos: Vec<Arc<RepoMeta>> = inner.repos.read().values().cloned().collect();
         for repo in repos {
             fold_repo(&inner, &repo, &mut handles, force);
         }
@@ -1432,7 +1413,7 @@ fn fold_repo(
     let durable = inner.log.watermarks().1;
     let now = Instant::now();
     let batch: Vec<(u8, Vec<PendingWrite>)> = {
-        let state = lock(&meta.state);
+        let state = meta.state.lock();
         state
             .pending
             .iter()
@@ -1482,7 +1463,7 @@ fn fold_repo(
     } else {
         1
     };
-    let tips: HashMap<u8, Option<ObjectId>> = lock(&meta.tips).clone();
+    let tips: HashMap<u8, Option<ObjectId>> = meta.tips.lock().clone();
     let mut expected = |shard: u8| tips.get(&shard).copied();
     let result = fold::commit_shards(
         repo,
@@ -1517,7 +1498,7 @@ fn settle_fold(
     match result {
         Ok((report, new_tips)) => {
             {
-                let mut tips = lock(&meta.tips);
+                let mut tips = meta.tips.lock();
                 for (shard, tip) in new_tips {
                     tips.insert(shard, Some(tip));
                 }
@@ -1545,7 +1526,7 @@ fn settle_fold(
             // write leaves `pending` first and `unfolded` after, so
             // `applied()` never passes it early.
             {
-                let mut state = lock(&meta.state);
+                let mut state = meta.state.lock();
                 for (shard, writes) in batch {
                     if let Some(queue) = state.pending.get_mut(shard) {
                         queue.writes.drain(..writes.len());
@@ -1558,7 +1539,7 @@ fn settle_fold(
                 }
             }
             let applied = {
-                let mut unfolded = lock(&inner.unfolded);
+                let mut unfolded = inner.unfolded.lock();
                 for write in batch.iter().flat_map(|(_, writes)| writes) {
                     unfolded.seqs.remove(&write.seq);
                 }
@@ -1583,7 +1564,7 @@ fn settle_fold(
             inner.counters.fold_errors.fetch_add(1, Ordering::Relaxed);
             tracing::error!(error = %e, "fold failed; the writes stay queued and are tried again");
             // Wait an interval before retrying (the caller reopens).
-            let mut state = lock(&meta.state);
+            let mut state = meta.state.lock();
             for (shard, _) in batch {
                 if let Some(queue) = state.pending.get_mut(shard) {
                     queue.since = now;

@@ -679,7 +679,7 @@ fn a_write_made_while_the_fold_thread_sleeps_is_folded_without_a_flush() {
     for round in 0..3 {
         // Nothing pending: the fold thread sleeps with no timer running,
         // so only the writer can wake it.
-        let idle = wait_until(Duration::from_secs(5), || lock(&store.inner.wake).idle);
+        let idle = wait_until(Duration::from_secs(5), || store.inner.wake.lock().idle);
         assert!(idle, "the fold thread never went idle (round {round})");
         create_issues(&store, &format!("round{round}-"), 1);
         assert!(

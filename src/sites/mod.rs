@@ -51,9 +51,10 @@
 pub mod cache;
 pub mod store;
 
+use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::RequestExt;
@@ -138,7 +139,7 @@ impl Sites {
 
     /// The remembered plan for `key` if nothing it depends on has changed.
     fn warm_plan(&self, key: &str, versions: Versions) -> Option<Warm> {
-        let warm = self.warm.read().unwrap_or_else(|p| p.into_inner());
+        let warm = self.warm.read();
         match warm.get(key) {
             Some(hit) if hit.versions == versions => Some(hit.clone()),
             _ => None,
@@ -146,10 +147,7 @@ impl Sites {
     }
 
     fn remember(&self, key: &str, warm: Warm) {
-        self.warm
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key.to_string(), warm, 1);
+        self.warm.write().insert(key.to_string(), warm, 1);
     }
 }
 
@@ -465,7 +463,6 @@ impl SiteRequest<'_> {
                 app.sites
                     .plans
                     .read()
-                    .unwrap_or_else(|p| p.into_inner())
                     .get(&(root, request_key.clone()))
                     .cloned()
             });
@@ -501,7 +498,6 @@ impl SiteRequest<'_> {
                 app.sites
                     .plans
                     .write()
-                    .unwrap_or_else(|p| p.into_inner())
                     .insert((root, request_key), plan.clone(), 1);
                 plan
             }

@@ -3,10 +3,10 @@
 //! generation), tree lookups, and blob bytes through the [`SiteCache`].
 //! Everything here blocks; handlers call it from `spawn_blocking`.
 
+use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::{Mutex, RwLock};
 
 use gix::ObjectId;
 
@@ -81,7 +81,6 @@ impl SiteStore {
         };
         self.roots
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .entry(repo_name.to_string())
             .or_default()
             .insert(source_key(ref_name, dir), (generation, root));
@@ -97,7 +96,7 @@ impl SiteStore {
         dir: &[String],
         generation: u64,
     ) -> Option<Option<ObjectId>> {
-        let roots = self.roots.lock().unwrap_or_else(|p| p.into_inner());
+        let roots = self.roots.lock();
         match roots
             .get(repo_name)
             .and_then(|sources| sources.get(&source_key(ref_name, dir)))
@@ -109,10 +108,7 @@ impl SiteStore {
 
     /// Cached bytes of a blob, without touching git.
     pub fn cached_blob(&self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
-        self.cache
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id, variant)
+        self.cache.read().get(id, variant)
     }
 
     /// Follows `segments` from `tree`.
@@ -127,12 +123,7 @@ impl SiteStore {
 
     /// A blob's bytes, through the cache.
     pub fn blob(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
-        if let Some(hit) = self
-            .cache
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id, Variant::Identity)
-        {
+        if let Some(hit) = self.cache.read().get(id, Variant::Identity) {
             return Ok(hit);
         }
         let repo = self.repo(path)?;
@@ -143,12 +134,7 @@ impl SiteStore {
 
     /// A blob gzip-compressed, compressed once and cached.
     pub fn gzipped(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
-        if let Some(hit) = self
-            .cache
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id, Variant::Gzip)
-        {
+        if let Some(hit) = self.cache.read().get(id, Variant::Gzip) {
             return Ok(hit);
         }
         let plain = self.blob(path, id)?;
@@ -159,13 +145,13 @@ impl SiteStore {
         Ok(data)
     }
 
-    fn cache_mut(&self) -> std::sync::RwLockWriteGuard<'_, SiteCache> {
-        self.cache.write().unwrap_or_else(|p| p.into_inner())
+    fn cache_mut(&self) -> parking_lot::RwLockWriteGuard<'_, SiteCache> {
+        self.cache.write()
     }
 
     /// Bytes held by the cache now, and its bound.
     pub fn cache_bytes(&self) -> (usize, usize) {
-        let cache = self.cache.read().unwrap_or_else(|p| p.into_inner());
+        let cache = self.cache.read();
         (cache.bytes(), cache.limit())
     }
 }

@@ -3,8 +3,9 @@
 //! its content, so a cached rendering is valid in every repo and never
 //! stale.
 
+use parking_lot::Mutex;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use gix::ObjectId;
 use syntect::html::{ClassStyle, ClassedHTMLGenerator};
@@ -33,14 +34,11 @@ fn cache() -> &'static Mutex<lru::LruCache<ObjectId, Arc<Vec<String>>>> {
 /// spans when the language is known (by file name, else by first line),
 /// escaped text otherwise. Every line is balanced HTML on its own.
 pub fn lines(id: ObjectId, file_name: &str, text: &str) -> Arc<Vec<String>> {
-    if let Some(hit) = cache().lock().unwrap_or_else(|p| p.into_inner()).get(&id) {
+    if let Some(hit) = cache().lock().get(&id) {
         return hit.clone();
     }
     let rendered = Arc::new(render(file_name, text));
-    cache()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .put(id, rendered.clone());
+    cache().lock().put(id, rendered.clone());
     rendered
 }
 

@@ -2,8 +2,9 @@
 //! its diff, branch and tag lists, the push activity from the ref log, and
 //! archive downloads streamed from `git archive`.
 
+use parking_lot::Mutex;
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use askama::Template;
 use axum::body::Body;
@@ -47,11 +48,7 @@ fn cached<K: std::hash::Hash + Eq, V: Clone>(
     cache: &Mutex<lru::LruCache<K, V>>,
     key: &K,
 ) -> Option<V> {
-    cache
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(key)
-        .cloned()
+    cache.lock().get(key).cloned()
 }
 
 #[derive(Template)]
@@ -115,10 +112,7 @@ async fn log_page(
             page.offset(),
             page.per_page(),
         )?);
-        log_cache()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(key, found.clone());
+        log_cache().lock().put(key, found.clone());
         Ok(Some(found))
     })
     .await?;
@@ -174,10 +168,7 @@ pub async fn commit(
             return Ok(Some(hit));
         }
         let detail = Arc::new(read::commit_detail(&git, &repo_path, commit)?);
-        commit_cache()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .put(commit, detail.clone());
+        commit_cache().lock().put(commit, detail.clone());
         Ok(Some(detail))
     })
     .await?
