@@ -24,6 +24,7 @@ pub mod page;
 pub mod repos;
 pub mod server;
 pub mod sites;
+pub mod time;
 pub mod transport;
 pub mod tree_path;
 pub mod web;

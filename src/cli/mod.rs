@@ -327,8 +327,7 @@ fn dump_lines<K: serde::Serialize>(
 }
 
 fn format_time(time_ns: i64) -> String {
-    let time = std::time::UNIX_EPOCH + Duration::from_nanos(time_ns.max(0) as u64);
-    humantime::format_rfc3339_millis(time).to_string()
+    crate::time::nanos_to_millis(time_ns)
 }
 
 fn short_oid(oid: &Option<String>) -> &str {

@@ -344,7 +344,7 @@ struct Inner {
 }
 
 fn now_text() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    crate::time::now_millis()
 }
 
 /// The metadata store of every repo in a data dir.

@@ -314,11 +314,7 @@ pub async fn activity(
                 action,
                 ref_name: m.ref_name,
                 new: m.new.unwrap_or_default(),
-                time: humantime::format_rfc3339_seconds(
-                    std::time::UNIX_EPOCH
-                        + std::time::Duration::from_nanos(m.time_ns.max(0) as u64),
-                )
-                .to_string(),
+                time: crate::time::nanos_to_seconds(m.time_ns),
             }
         })
         .collect();

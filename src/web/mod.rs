@@ -181,11 +181,7 @@ pub async fn home(
                 .activity(&name, Pagination::first(1))
                 .0
                 .first()
-                .map(|entry| {
-                    let time = std::time::UNIX_EPOCH
-                        + std::time::Duration::from_nanos(entry.ref_move.time_ns.max(0) as u64);
-                    humantime::format_rfc3339_seconds(time).to_string()
-                })
+                .map(|entry| crate::time::nanos_to_seconds(entry.ref_move.time_ns))
                 .unwrap_or_default();
             RepoRow {
                 name,

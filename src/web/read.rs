@@ -105,10 +105,7 @@ pub fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo, ReadEr
     let summary = message.lines().next().unwrap_or_default().to_string();
     let author = commit.author()?;
     let seconds = author.time()?.seconds;
-    let time = humantime::format_rfc3339_seconds(
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds.max(0) as u64),
-    )
-    .to_string();
+    let time = crate::time::seconds(seconds);
     Ok(CommitInfo {
         id: id.to_string(),
         summary,
@@ -214,11 +211,7 @@ fn run_git(git: &crate::git::Git, repo: &Path, args: &[&str]) -> Result<String, 
 }
 
 fn format_time(seconds: &str) -> String {
-    let seconds: u64 = seconds.trim().parse().unwrap_or(0);
-    humantime::format_rfc3339_seconds(
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds),
-    )
-    .to_string()
+    crate::time::seconds(seconds.trim().parse().unwrap_or(0))
 }
 
 /// Up to `limit` commits reachable from `commit`, after skipping `skip`,
