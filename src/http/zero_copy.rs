@@ -18,6 +18,8 @@
 //!
 //! What does not live here: what is cached and for how long (`sites`).
 
+#![allow(unsafe_code)] // see the module doc and each `// SAFETY:` line
+
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
 use std::io::{self, IoSlice};

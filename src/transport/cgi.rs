@@ -9,6 +9,8 @@
 //! stops reading, the whole group (http-backend, upload-pack/receive-pack,
 //! their hooks) is killed.
 
+#![allow(unsafe_code)] // see the module doc and each `// SAFETY:` line
+
 use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
 use std::task::{Context, Poll};

@@ -9,6 +9,8 @@
 //! git's status, and on SIGTERM (the server died) kills the group. No crate
 //! offers this; it is twenty lines of libc.
 
+#![allow(unsafe_code)] // see the module doc and each `// SAFETY:` line
+
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitCode;

@@ -1,6 +1,8 @@
 //! vole's integration tests: one test binary, each test against a real
 //! `vole` process on 127.0.0.1 with a temporary data dir (see [`support`]).
 
+#![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
+
 mod access;
 mod durability;
 mod hooks;

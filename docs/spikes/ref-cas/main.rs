@@ -15,6 +15,9 @@
 //! shard ref's tree and finds every acknowledged entity; a run with a lost
 //! write exits non-zero. See README.md beside this file for the results.
 
+#![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
+#![allow(unsafe_code)] // libc reads of CPU time, each with a `// SAFETY:` line
+
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};

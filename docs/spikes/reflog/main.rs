@@ -7,6 +7,8 @@
 //! transaction must be found with its payload, or the run fails.
 //! See README.md beside this file for the questions and the results.
 
+#![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
+
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;

@@ -21,6 +21,8 @@
 //! build), measured in the same interleaved rounds, and prints the
 //! vole/vole-prev ratio too: what a change between the two builds costs.
 
+#![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

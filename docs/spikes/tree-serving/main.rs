@@ -9,6 +9,9 @@
 //! `warm_ratio median=.. min=.. max=..`. Every path is first fetched from
 //! both servers and compared with the file committed (verification).
 
+#![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
+#![allow(unsafe_code)] // libc reads of CPU time, each with a `// SAFETY:` line
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;

@@ -11,6 +11,8 @@
 //! first. Prints `page=<name> server=<vole|cgit> state=<cold|warm>
 //! p50_ms=.. p99_ms=..` and `ratio page=<name> warm_median=..` (vole/cgit).
 
+#![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
+
 use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -278,6 +278,7 @@ impl TestServerBuilder {
         if let Some(limit) = self.soft_fd_limit {
             use std::os::unix::process::CommandExt;
             // SAFETY: only a setrlimit system call between fork and exec.
+            #[allow(unsafe_code)]
             unsafe {
                 command.pre_exec(move || {
                     let old = rustix::process::getrlimit(rustix::process::Resource::Nofile);
