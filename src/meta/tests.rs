@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use super::MetaWrite;
 use super::fold::{self, PendingWrite};
+use super::fold_thread::PARALLEL_FOLD_SHARDS;
+use super::repack::count_packs;
 use super::*;
 use crate::log::{Entry, Log};
 use crate::page::Pagination;

@@ -1,0 +1,99 @@
+//! Maintenance and figures: flushing and closing the fold thread,
+//! compacting the meta log, and the run-time figures ([`MetaStats`]).
+
+use super::*;
+
+/// Run-time figures of the store.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MetaStats {
+    pub repos: usize,
+    pub entities: usize,
+    pub pending: usize,
+    pub applied_seq: u64,
+    pub fold_cycles: u64,
+    pub fold_commits: u64,
+    pub fold_objects: u64,
+    pub folded_writes: u64,
+    pub foreign_moves: u64,
+    pub fold_errors: u64,
+    pub repacks: u64,
+    /// Time the fold cycles spent per stage (see [`fold::FoldReport`]).
+    pub fold_build_ms: f64,
+    pub fold_pack_ms: f64,
+    pub fold_refs_ms: f64,
+    pub fold_sync_ms: f64,
+    pub index_rebuild_ms: f64,
+}
+
+impl MetaStore {
+    // ---- maintenance ----
+
+    /// Folds everything pending now and waits (at most `bound`) until it
+    /// is folded and synced; returns whether it was.
+    pub fn flush(&self, bound: Duration) -> bool {
+        let deadline = Instant::now() + bound;
+        loop {
+            if self.inner.pending_total.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            self.inner.flush_requested.store(true, Ordering::SeqCst);
+            self.inner.wake(true);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Folds what is pending (waiting at most `bound`) and stops the fold
+    /// thread. Whatever is left is folded again at the next open.
+    pub fn close(&self, bound: Duration) {
+        let flushed = self.flush(bound);
+        self.inner.stop.store(true, Ordering::SeqCst);
+        self.inner.wake(true);
+        if let Some(folder) = self.folder.lock().take() {
+            let _ = folder.join();
+        }
+        if !flushed {
+            tracing::warn!(
+                pending = self.inner.pending_total.load(Ordering::SeqCst),
+                "metadata writes left unfolded at stop; they are folded at the next start"
+            );
+        }
+    }
+
+    /// Compacts the meta log: drops the records already folded and synced
+    /// (applied), except the last `keep` transactions.
+    pub fn compact_log(
+        &self,
+        keep: u64,
+    ) -> Result<crate::log::CompactReport, crate::log::LogError> {
+        let (written, _) = self.inner.log.watermarks();
+        let drop_through = self.inner.log.applied().min(written.saturating_sub(keep));
+        self.inner.log.compact(drop_through, &[])
+    }
+
+    pub fn stats(&self) -> MetaStats {
+        let repos = self.inner.repos.read();
+        let entities = repos.values().map(|r| r.state.lock().index.len()).sum();
+        let c = &self.inner.counters;
+        MetaStats {
+            repos: repos.len(),
+            entities,
+            pending: self.inner.pending_total.load(Ordering::SeqCst),
+            applied_seq: self.inner.log.applied(),
+            fold_cycles: c.fold_cycles.load(Ordering::Relaxed),
+            fold_commits: c.fold_commits.load(Ordering::Relaxed),
+            fold_objects: c.fold_objects.load(Ordering::Relaxed),
+            folded_writes: c.folded_writes.load(Ordering::Relaxed),
+            foreign_moves: c.foreign_moves.load(Ordering::Relaxed),
+            fold_errors: c.fold_errors.load(Ordering::Relaxed),
+            repacks: c.repacks.load(Ordering::Relaxed),
+            fold_build_ms: c.build_nanos.load(Ordering::Relaxed) as f64 / 1e6,
+            fold_pack_ms: c.pack_nanos.load(Ordering::Relaxed) as f64 / 1e6,
+            fold_refs_ms: c.refs_nanos.load(Ordering::Relaxed) as f64 / 1e6,
+            fold_sync_ms: c.sync_nanos.load(Ordering::Relaxed) as f64 / 1e6,
+            index_rebuild_ms: self.inner.index_rebuild_ms,
+        }
+    }
+}
