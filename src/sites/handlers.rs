@@ -1,0 +1,83 @@
+//! The site routes' handlers: `/{owner}/{repo}/-/site[/...]` and the
+//! middleware that answers configured site domains by host.
+
+use super::*;
+
+/// `GET /{owner}/{repo}/-/site` -> the slashed form.
+pub async fn site_root(Path((owner, repo)): Path<(String, String)>) -> Response {
+    moved(&format!("/{owner}/{repo}/-/site/"))
+}
+
+/// `301 Moved Permanently` to `to`.
+pub(super) fn moved(to: &str) -> Response {
+    match HeaderValue::from_str(to) {
+        Ok(location) => (
+            StatusCode::MOVED_PERMANENTLY,
+            [(header::LOCATION, location)],
+        )
+            .into_response(),
+        Err(_) => AppError::not_found("not found").into_response(),
+    }
+}
+
+/// `GET /{owner}/{repo}/-/site/` (the site's root) and
+/// `GET /{owner}/{repo}/-/site/{*path}` when [`WarmLayer`] had no answer.
+pub async fn site_path(State(app): State<Arc<SitesState>>, mut request: Request) -> Response {
+    let params = match request.extract_parts::<RawPathParams>().await {
+        Ok(params) => params,
+        Err(rejection) => return rejection.into_response(),
+    };
+    let param = |name: &str| {
+        params
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map_or("", |(_, value)| value)
+    };
+    // Already percent-decoded by the router.
+    let (owner, repo, path) = (param("owner"), param("repo"), param("path"));
+    let Ok(name) = RepoName::from_parts(owner, repo) else {
+        return AppError::not_found(format!("repository {owner}/{repo} not found")).into_response();
+    };
+    let base = format!("/{owner}/{repo}/-/site/");
+    let site_request = SiteRequest {
+        key: request.uri().path(),
+        method: request.method(),
+        headers: request.headers(),
+        sandbox: true,
+    };
+    site_request
+        .resolve(&app, name, path, &base)
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}
+
+/// Serves the site of a configured domain for any path on that host.
+pub async fn by_host(State(app): State<Arc<SitesState>>, request: Request, next: Next) -> Response {
+    let Some((host, repo)) = app.sites.domain_of(request.headers()) else {
+        return next.run(request).await;
+    };
+    // A host has no `/`, a path starts with one: keys of domains and of the
+    // UI's `/{owner}/{repo}/-/site/` paths cannot meet.
+    let key = format!("{host}{}", request.uri().path());
+    let site_request = SiteRequest {
+        key: &key,
+        method: request.method(),
+        headers: request.headers(),
+        sandbox: false,
+    };
+    if let Some(answer) = site_request.answer_warm(&app).await {
+        return answer.unwrap_or_else(IntoResponse::into_response);
+    }
+    let decoded = percent_encoding::percent_decode_str(request.uri().path())
+        .decode_utf8()
+        .map(|p| p.into_owned());
+    let Ok(path) = decoded else {
+        return AppError::not_found("not found").into_response();
+    };
+    // Site paths are relative to the site's root.
+    let path = path.strip_prefix('/').unwrap_or(&path);
+    site_request
+        .resolve(&app, repo, path, "/")
+        .await
+        .unwrap_or_else(IntoResponse::into_response)
+}

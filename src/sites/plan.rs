@@ -1,0 +1,232 @@
+//! Planning a request: from the repo's current site (its ref, directory
+//! and root tree) and the request path to a [`Plan`] (a file, a redirect,
+//! the site's 404, or hidden), cached per root tree.
+
+use super::*;
+
+impl SiteRequest<'_> {
+    /// The answer from the warm cache, touching no git and no blocking
+    /// thread when its blob is cached too; `None` when the plan is not
+    /// remembered for the current versions.
+    pub(super) async fn answer_warm(
+        &self,
+        app: &Arc<SitesState>,
+    ) -> Option<Result<Response, AppError>> {
+        if self.method != Method::GET && self.method != Method::HEAD {
+            return Some(Err(read_only()));
+        }
+        let warm = app.sites.warm_plan(self.key, Versions::now(app))?;
+        Some(self.answer(app, &warm.plan, &warm.repo_path).await)
+    }
+
+    /// Resolves the request against the repo's current site (cached per
+    /// root tree), remembers the plan, answers.
+    pub(super) async fn resolve(
+        &self,
+        app: &Arc<SitesState>,
+        repo: RepoName,
+        path: &str,
+        base: &str,
+    ) -> Result<Response, AppError> {
+        if self.method != Method::GET && self.method != Method::HEAD {
+            return Err(read_only());
+        }
+        let Ok(site_path) = TreePath::parse(path) else {
+            return Ok(plain_not_found(self.sandbox));
+        };
+        // Read before resolving: a push or a settings change during the
+        // resolution leaves the remembered plan already out of date.
+        let versions = Versions::now(app);
+        let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
+        let readable = app
+            .access
+            .check(&Principal::Anonymous, Action::ReadSite, &repo)
+            .is_ok();
+        let plan = if readable {
+            Self::site_plan(app, repo, site_path, path, base, versions, &repo_path).await?
+        } else {
+            // Remembered like any plan: an ACL change moves the settings
+            // generation, so the next request decides again.
+            Arc::new(Plan::Hidden(format!("repository {repo} not found")))
+        };
+        app.sites.remember(
+            self.key,
+            Warm {
+                versions,
+                repo_path: repo_path.clone(),
+                plan: plan.clone(),
+            },
+        );
+        self.answer(app, &plan, &repo_path).await
+    }
+
+    /// The plan for `site_path` in the repo's current site: from the plan
+    /// cache when its root tree is known, else looked up in git (off the
+    /// async workers) and cached by root tree.
+    pub(super) async fn site_plan(
+        app: &Arc<SitesState>,
+        repo: RepoName,
+        site_path: TreePath,
+        path: &str,
+        base: &str,
+        versions: Versions,
+        repo_path: &Arc<std::path::Path>,
+    ) -> Result<Arc<Plan>, AppError> {
+        let store = app.sites.store.clone();
+        let repo_name = repo.to_string();
+        let source = app.meta.site(&repo);
+        let dir: Vec<String> = source
+            .dir
+            .split('/')
+            .filter(|part| !part.is_empty())
+            .map(str::to_string)
+            .collect();
+        // The plan depends on the base (redirects) and the path; a base
+        // holds no newline, so the pair is read back unambiguously.
+        let request_key = format!("{base}\n{path}");
+        let cached = store
+            .cached_root(&repo_name, &source.ref_name, &dir, versions.refs)
+            .flatten()
+            .and_then(|root| {
+                app.sites
+                    .plans
+                    .read()
+                    .get(&(root, request_key.clone()))
+                    .cloned()
+            });
+        if let Some(plan) = cached {
+            return Ok(plan);
+        }
+        // Only here: a cached plan implies the repo exists.
+        if !app.access.exists(&repo) {
+            return Err(AppError::not_found(format!("repository {repo} not found")));
+        }
+        let base_owned = base.to_string();
+        let ref_name = source.ref_name.clone();
+        let lookup_path = repo_path.clone();
+        let resolved = tokio::task::spawn_blocking(move || {
+            let source = (ref_name.as_str(), dir.as_slice());
+            plan(
+                &store,
+                &repo_name,
+                &lookup_path,
+                source,
+                &site_path,
+                &base_owned,
+                versions.refs,
+            )
+        })
+        .await
+        .map_err(|e| AppError::internal("site lookup panicked", e))?
+        .map_err(|e| AppError::internal("site lookup failed", e))?;
+        Ok(match resolved {
+            None => Arc::new(Plan::NoSite(no_site_message(&repo, &source))),
+            Some((root, plan)) => {
+                let plan = Arc::new(plan);
+                app.sites
+                    .plans
+                    .write()
+                    .insert((root, request_key), plan.clone(), 1);
+                plan
+            }
+        })
+    }
+
+    pub(super) async fn answer(
+        &self,
+        app: &Arc<SitesState>,
+        plan: &Plan,
+        repo_path: &Arc<std::path::Path>,
+    ) -> Result<Response, AppError> {
+        match plan {
+            Plan::NoSite(message) | Plan::Hidden(message) => {
+                Err(AppError::not_found(message.clone()))
+            }
+            Plan::Redirect(to) => Ok(moved(to)),
+            Plan::NotFound => Ok(plain_not_found(self.sandbox)),
+            Plan::File(head) => self.file_response(app, repo_path, head).await,
+        }
+    }
+}
+
+pub(super) fn read_only() -> AppError {
+    AppError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "sites are read-only: use GET or HEAD",
+    )
+}
+
+pub(super) fn no_site_message(
+    repo: &RepoName,
+    source: &crate::meta::entity::SiteSettings,
+) -> String {
+    let what = match (
+        source.ref_name.strip_prefix("refs/heads/"),
+        source.dir.is_empty(),
+    ) {
+        (Some(branch), true) => format!("a `{branch}` branch"),
+        (Some(branch), false) => format!("a `{branch}` branch with a `{}` directory", source.dir),
+        (None, _) => format!("`{}`", source.ref_name),
+    };
+    format!("{repo} has no site: push {what} to publish one")
+}
+
+/// The site's root tree and what it says about `path`; `None` when the repo
+/// has no such ref or directory.
+pub(super) fn plan(
+    store: &SiteStore,
+    repo_name: &str,
+    repo_path: &std::path::Path,
+    (ref_name, dir): (&str, &[String]),
+    path: &TreePath,
+    base: &str,
+    generation: u64,
+) -> Result<Option<(ObjectId, Plan)>, store::SiteError> {
+    let Some(root) = store.root_tree(repo_name, repo_path, ref_name, dir, generation)? else {
+        return Ok(None);
+    };
+    Ok(Some((root, plan_in(store, repo_path, root, path, base)?)))
+}
+
+pub(super) fn plan_in(
+    store: &SiteStore,
+    repo_path: &std::path::Path,
+    root: ObjectId,
+    path: &TreePath,
+    base: &str,
+) -> Result<Plan, store::SiteError> {
+    let segments = path.segments();
+    let joined = segments.join("/");
+    let found = match store.lookup(repo_path, root, segments)? {
+        Lookup::File { .. } if path.trailing_slash() => None,
+        Lookup::File { .. } if segments.last().is_some_and(|s| s == "index.html") => {
+            let parent = &segments[..segments.len() - 1];
+            let dir = if parent.is_empty() {
+                String::new()
+            } else {
+                format!("{}/", parent.join("/"))
+            };
+            return Ok(Plan::Redirect(format!("{base}{dir}")));
+        }
+        Lookup::File { id, size } => Some((id, size, segments.last().map_or("", |s| s))),
+        Lookup::Dir(_) if !path.trailing_slash() => {
+            return Ok(Plan::Redirect(format!("{base}{joined}/")));
+        }
+        Lookup::Dir(dir) => match store.lookup(repo_path, dir, &["index.html".to_string()])? {
+            Lookup::File { id, size } => Some((id, size, "index.html")),
+            _ => None,
+        },
+        Lookup::Missing => None,
+    };
+    if let Some((id, size, name)) = found {
+        return Ok(Plan::File(FileHead::new(id, size, name, StatusCode::OK)));
+    }
+    Ok(
+        match store.lookup(repo_path, root, &["404.html".to_string()])? {
+            Lookup::File { id, size } => {
+                Plan::File(FileHead::new(id, size, "404.html", StatusCode::NOT_FOUND))
+            }
+            _ => Plan::NotFound,
+        },
+    )
+}

@@ -1,0 +1,194 @@
+//! Building a site response from a plan: headers (type, ETag and 304,
+//! cache control, nosniff, sandbox), gzip, ranges, and the body from the
+//! byte cache or streamed.
+
+use super::*;
+
+pub(super) fn plain_not_found(sandbox: bool) -> Response {
+    let mut response = (StatusCode::NOT_FOUND, "not found\n").into_response();
+    if sandbox {
+        response.headers_mut().insert(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(SANDBOX),
+        );
+    }
+    response
+}
+
+pub(super) fn content_type(name: &str) -> (String, bool) {
+    let mime = mime_guess::from_path(name).first_or_octet_stream();
+    let essence = mime.essence_str().to_string();
+    let textual = mime.type_() == mime_guess::mime::TEXT
+        || matches!(
+            essence.as_str(),
+            "application/javascript" | "application/json" | "application/xml" | "image/svg+xml"
+        );
+    let compressible = textual || essence == "application/wasm";
+    let value = if textual {
+        format!("{essence}; charset=utf-8")
+    } else {
+        essence
+    };
+    (value, compressible)
+}
+
+/// A single `bytes=` range against `size`: `Ok(None)` when absent or not
+/// understood (serve whole), `Err(())` when unsatisfiable.
+pub(super) fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()> {
+    let Some(spec) = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("bytes="))
+    else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None); // multiple ranges: serve the whole file
+    }
+    let Some((start, end)) = spec.trim().split_once('-') else {
+        return Ok(None);
+    };
+    let range = match (start.parse::<u64>().ok(), end.parse::<u64>().ok()) {
+        (Some(s), Some(e)) if s <= e => (s, e.min(size.saturating_sub(1))),
+        (Some(s), None) if end.is_empty() => (s, size.saturating_sub(1)),
+        (None, Some(n)) if start.is_empty() && n > 0 => {
+            (size.saturating_sub(n), size.saturating_sub(1))
+        }
+        _ => return Ok(None),
+    };
+    if size == 0 || range.0 >= size {
+        return Err(());
+    }
+    Ok(Some(range))
+}
+
+impl SiteRequest<'_> {
+    pub(super) async fn file_response(
+        &self,
+        app: &Arc<SitesState>,
+        repo_path: &Arc<std::path::Path>,
+        file: &FileHead,
+    ) -> Result<Response, AppError> {
+        let mut response = Response::new(Body::empty());
+        let headers = response.headers_mut();
+        headers.reserve(10);
+        headers.insert(header::ETAG, file.etag.clone());
+        headers.insert(header::CONTENT_TYPE, file.content_type.clone());
+        headers.insert(header::CACHE_CONTROL, app.sites.cache_control.clone());
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if self.sandbox {
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(SANDBOX),
+            );
+        }
+        if file.compressible {
+            headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
+        }
+        let matches_etag = self
+            .headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.split(',')
+                    .any(|t| t.trim().as_bytes() == file.etag.as_bytes() || t.trim() == "*")
+            });
+        if matches_etag && file.status == StatusCode::OK {
+            *response.status_mut() = StatusCode::NOT_MODIFIED;
+            return Ok(response);
+        }
+        let size = file.size;
+        let range = match parse_range(self.headers, size) {
+            Ok(range) if file.status == StatusCode::OK => range,
+            Ok(_) => None,
+            Err(()) => {
+                *response.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+                response.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    number_header(format!("bytes */{size}")),
+                );
+                return Ok(response);
+            }
+        };
+        let (status, length) = match range {
+            Some((start, end)) => {
+                response.headers_mut().insert(
+                    header::CONTENT_RANGE,
+                    number_header(format!("bytes {start}-{end}/{size}")),
+                );
+                (StatusCode::PARTIAL_CONTENT, end - start + 1)
+            }
+            None => (file.status, size),
+        };
+        *response.status_mut() = status;
+
+        if size > app.sites.stream_threshold {
+            // Too big to cache: stream from a git child, one buffer per client.
+            response
+                .headers_mut()
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+            if self.method != Method::HEAD {
+                let start = range.map_or(0, |(s, _)| s);
+                let body = BlobStream::spawn(app, repo_path, file.id, start, length)?;
+                *response.body_mut() = Body::new(body);
+            }
+            return Ok(response);
+        }
+
+        let wants_gzip = file.compressible
+            && range.is_none()
+            && size >= 256
+            && self
+                .headers
+                .get(header::ACCEPT_ENCODING)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| {
+                    v.split(',')
+                        .any(|e| e.trim().split(';').next() == Some("gzip"))
+                });
+        let variant = if wants_gzip {
+            cache::Variant::Gzip
+        } else {
+            cache::Variant::Identity
+        };
+        let store = &app.sites.store;
+        let bytes = match store.cached_blob(file.id, variant) {
+            Some(bytes) => bytes,
+            None => {
+                let (store, repo_path, id) = (store.clone(), repo_path.clone(), file.id);
+                tokio::task::spawn_blocking(move || {
+                    if wants_gzip {
+                        store.gzipped(&repo_path, id)
+                    } else {
+                        store.blob(&repo_path, id)
+                    }
+                })
+                .await
+                .map_err(|e| AppError::internal("site read panicked", e))?
+                .map_err(|e| AppError::internal("site read failed", e))?
+            }
+        };
+        let headers = response.headers_mut();
+        if wants_gzip {
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        }
+        let body = match range {
+            Some((start, end)) => bytes.slice(start as usize..=end as usize),
+            None => bytes,
+        };
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
+        if self.method != Method::HEAD {
+            *response.body_mut() = Body::from(body);
+        }
+        Ok(response)
+    }
+}
+
+/// A header value made of digits, spaces, `-`, `/` and `*`: always valid.
+pub(super) fn number_header(text: String) -> HeaderValue {
+    HeaderValue::try_from(text).expect("digits and punctuation make a valid header")
+}
