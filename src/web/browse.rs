@@ -1,0 +1,427 @@
+//! The repo, tree, blob and raw views: resolving a revision and a path in
+//! one blocking hop, and rendering what is there.
+
+use super::*;
+
+pub struct Entry {
+    kind: &'static str,
+    name: String,
+    href: String,
+    note: &'static str,
+}
+
+/// What every page inside a repo shows: the revision, its refs, its
+/// latest commit, and (for trees) the listing.
+pub struct View {
+    rev: String,
+    rev_label: String,
+    branches: Vec<String>,
+    tags: Vec<String>,
+    commit_id: String,
+    commit_short: String,
+    commit_summary: String,
+    commit_author: String,
+    commit_time: String,
+    entries: Vec<Entry>,
+}
+
+#[derive(Template)]
+#[template(path = "repo.html")]
+pub(super) struct RepoPage {
+    repo: String,
+    rev: String,
+    description: String,
+    clone_url: String,
+    default_branch: String,
+    view: Option<View>,
+    readme: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "tree.html")]
+pub(super) struct TreePage {
+    repo: String,
+    rev: String,
+    repo_name: String,
+    path: String,
+    view: View,
+    crumbs: Vec<Crumb>,
+}
+
+pub enum BlobContent {
+    /// Lines as HTML (highlighted or escaped by [`highlight::lines`]).
+    Text {
+        lines: Arc<Vec<String>>,
+        truncated: bool,
+    },
+    Image,
+    Binary,
+}
+
+#[derive(Template)]
+#[template(path = "blob.html")]
+pub(super) struct BlobPage {
+    repo: String,
+    rev: String,
+    repo_name: String,
+    path: String,
+    file_name: String,
+    view: View,
+    crumbs: Vec<Crumb>,
+    size: u64,
+    raw_href: String,
+    content: BlobContent,
+}
+
+pub(super) struct Resolved {
+    view: View,
+    node: Node,
+    readme: Option<(String, Vec<u8>)>,
+}
+
+/// The repo, the path's segments and what `rev:path` is, for the tree and
+/// blob pages (an empty repo is not found).
+pub(super) async fn resolve_path(
+    app: &Arc<WebState>,
+    owner: &str,
+    repo: &str,
+    rev: &str,
+    path: &str,
+) -> Result<(RepoName, Vec<String>, Resolved), PageError> {
+    let name = repo_name(app, owner, repo)?;
+    let segments = segments(path)?;
+    let resolved = resolve(app, &name, Some(rev.to_string()), segments.clone(), false)
+        .await?
+        .ok_or_else(|| PageError::not_found(format!("{name} is empty.")))?;
+    Ok((name, segments, resolved))
+}
+
+/// Resolves `rev` and `path` in one blocking hop; `Ok(None)` when the
+/// repo has no commits at all.
+pub(super) async fn resolve(
+    app: &Arc<WebState>,
+    name: &RepoName,
+    rev: Option<String>,
+    path: Vec<String>,
+    want_readme: bool,
+) -> Result<Option<Resolved>, PageError> {
+    let repo_path = app.repos.path(name);
+    let repo = name.to_string();
+    let rev_for_error = rev.clone();
+    let resolved = blocking(move || {
+        let git = read::open(&repo_path)?;
+        let refs = read::refs(&git)?;
+        let rev = match rev {
+            Some(rev) => rev,
+            None => match refs.head.clone().filter(|h| refs.branches.contains(h)) {
+                Some(head) => head,
+                None => match refs.branches.first() {
+                    Some(first) => first.clone(),
+                    None => return Ok(None),
+                },
+            },
+        };
+        let (rev, path) = read::split_rev(&git, &rev, &path)?;
+        let Some(commit_id) = read::resolve(&git, &rev)? else {
+            return Ok(Some(Err(rev)));
+        };
+        let commit = read::commit(&git, commit_id)?;
+        let node = read::lookup(&git, commit.tree, &path)?;
+        let mut readme = None;
+        if want_readme
+            && let Node::Tree(entries) = &node
+            && let Some(entry) = entries.iter().find(|e| {
+                e.kind == EntryKind::File && {
+                    let lower = e.name.to_lowercase();
+                    lower == "readme.md" || lower == "readme" || lower == "readme.txt"
+                }
+            })
+        {
+            readme = Some((entry.name.clone(), read::blob(&git, entry.id)?));
+        }
+        let rev_label = if refs.branches.contains(&rev) {
+            format!("Branch: {rev}")
+        } else if refs.tags.contains(&rev) {
+            format!("Tag: {rev}")
+        } else {
+            format!("Commit: {}", &rev[..rev.len().min(12)])
+        };
+        let base = format!("/{repo}");
+        let dir = encode_path(&path);
+        let entries = match &node {
+            Node::Tree(entries) => entries
+                .iter()
+                .map(|e| {
+                    let child = if dir.is_empty() {
+                        encode_path(std::slice::from_ref(&e.name))
+                    } else {
+                        format!("{dir}/{}", encode_path(std::slice::from_ref(&e.name)))
+                    };
+                    let (kind, view, note) = match e.kind {
+                        EntryKind::Dir => ("dir", "tree", ""),
+                        EntryKind::File => ("file", "blob", ""),
+                        EntryKind::Link => ("link", "blob", "symbolic link"),
+                        EntryKind::Submodule => ("submodule", "tree", "submodule"),
+                    };
+                    Entry {
+                        kind,
+                        name: e.name.clone(),
+                        href: if e.kind == EntryKind::Submodule {
+                            String::new()
+                        } else {
+                            format!("{base}/-/{view}/{rev}/{child}")
+                        },
+                        note,
+                    }
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(Some(Ok(Resolved {
+            view: View {
+                rev_label,
+                branches: refs.branches,
+                tags: refs.tags,
+                commit_short: commit.id[..12].to_string(),
+                commit_id: commit.id,
+                commit_summary: commit.summary,
+                commit_author: commit.author,
+                commit_time: commit.time,
+                entries,
+                rev,
+            },
+            node,
+            readme,
+        })))
+    })
+    .await?;
+    match resolved {
+        None => Ok(None),
+        Some(Ok(resolved)) => Ok(Some(resolved)),
+        Some(Err(rev)) => Err(PageError::not_found(format!(
+            "{name} has no branch, tag or commit {:?}.",
+            rev_for_error.unwrap_or(rev)
+        ))),
+    }
+}
+
+pub(super) fn clone_url(app: &WebState, headers: &HeaderMap, name: &RepoName) -> String {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| {
+            h.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".-:[]".contains(c))
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| app.config.listen.to_string());
+    format!("http://{host}/{name}.git")
+}
+
+/// `GET /{owner}/{repo}`: clone URL, refs, latest commit, root listing,
+/// README; or how to push to an empty repo.
+pub async fn repo_home(
+    State(app): State<Arc<WebState>>,
+    Path((owner, repo)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Result<Response, PageError> {
+    let name = repo_name(&app, &owner, &repo)?;
+    let description = app.repos.description(&name);
+    let resolved = resolve(&app, &name, None, Vec::new(), true).await?;
+    let (view, readme) = match resolved {
+        None => (None, None),
+        Some(resolved) => {
+            let readme = resolved.readme.map(|(file, bytes)| {
+                render_readme(&name.to_string(), &resolved.view.rev, &file, &bytes)
+            });
+            (Some(resolved.view), readme)
+        }
+    };
+    render(RepoPage {
+        rev: view
+            .as_ref()
+            .map_or_else(|| app.config.default_branch.clone(), |v| v.rev.clone()),
+        repo: name.to_string(),
+        description,
+        clone_url: clone_url(&app, &headers, &name),
+        default_branch: app.config.default_branch.clone(),
+        view,
+        readme,
+    })
+}
+
+/// `GET /{owner}/{repo}/-/tree/{rev}`: the root of a revision.
+pub async fn tree_root(
+    State(app): State<Arc<WebState>>,
+    Path((owner, repo, rev)): Path<(String, String, String)>,
+) -> Result<Response, PageError> {
+    tree_page(app, owner, repo, rev, String::new()).await
+}
+
+/// `GET /{owner}/{repo}/-/tree/{rev}/{*path}`.
+pub async fn tree(
+    State(app): State<Arc<WebState>>,
+    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+) -> Result<Response, PageError> {
+    tree_page(app, owner, repo, rev, path).await
+}
+
+pub(super) async fn tree_page(
+    app: Arc<WebState>,
+    owner: String,
+    repo: String,
+    rev: String,
+    path: String,
+) -> Result<Response, PageError> {
+    let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
+    match resolved.node {
+        Node::Tree(_) => {}
+        Node::Blob { .. } => {
+            let to = format!("/{name}/-/blob/{rev}/{}", encode_path(&segments));
+            return Ok(redirect(&to));
+        }
+        Node::Missing => {
+            return Err(PageError::not_found(format!(
+                "There is no directory {path} in {name} at {rev}."
+            )));
+        }
+    }
+    render(TreePage {
+        rev: resolved.view.rev.clone(),
+        repo: name.to_string(),
+        repo_name: name.name().to_string(),
+        crumbs: crumbs(&name.to_string(), &resolved.view.rev, &segments),
+        path: if path.is_empty() { "/".into() } else { path },
+        view: resolved.view,
+    })
+}
+
+pub(super) fn is_image(name: &str) -> bool {
+    let lower = name.to_lowercase();
+    [
+        ".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg", ".ico", ".bmp",
+    ]
+    .iter()
+    .any(|ext| lower.ends_with(ext))
+}
+
+/// A blob is binary when its first 8000 bytes hold a NUL (git's rule).
+pub(super) fn is_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8000)].contains(&0)
+}
+
+/// `GET /{owner}/{repo}/-/blob/{rev}/{*path}`: a file with line numbers
+/// and line anchors, an image preview, or a note for binaries.
+pub async fn blob(
+    State(app): State<Arc<WebState>>,
+    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+) -> Result<Response, PageError> {
+    let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
+    let (id, size) = match resolved.node {
+        Node::Blob { id, size } => (id, size),
+        Node::Tree(_) => {
+            let to = format!("/{name}/-/tree/{rev}/{}", encode_path(&segments));
+            return Ok(redirect(&to));
+        }
+        Node::Missing => {
+            return Err(PageError::not_found(format!(
+                "There is no file {path} in {name} at {rev}."
+            )));
+        }
+    };
+    let file_name = segments.last().cloned().unwrap_or_default();
+    let content = if is_image(&file_name) {
+        BlobContent::Image
+    } else {
+        let repo_path = app.repos.path(&name);
+        let bytes = blocking(move || read::blob(&read::open(&repo_path)?, id)).await?;
+        if is_binary(&bytes) {
+            BlobContent::Binary
+        } else {
+            let truncated = bytes.len() > MAX_SHOWN_BYTES;
+            let name = file_name.clone();
+            // Highlighting is CPU work: off the async workers.
+            let lines = tokio::task::spawn_blocking(move || {
+                let shown = &bytes[..bytes.len().min(MAX_SHOWN_BYTES)];
+                highlight::lines(id, &name, &String::from_utf8_lossy(shown))
+            })
+            .await
+            .map_err(|e| PageError::internal("highlighting failed", e))?;
+            BlobContent::Text { lines, truncated }
+        }
+    };
+    render(BlobPage {
+        raw_href: format!(
+            "/{name}/-/raw/{}/{}",
+            resolved.view.rev,
+            encode_path(&segments)
+        ),
+        rev: resolved.view.rev.clone(),
+        repo: name.to_string(),
+        repo_name: name.name().to_string(),
+        crumbs: crumbs(&name.to_string(), &resolved.view.rev, &segments),
+        path,
+        file_name,
+        view: resolved.view,
+        size,
+        content,
+    })
+}
+
+/// `GET /{owner}/{repo}/-/raw/{rev}/{*path}`: the bytes. Nothing that a
+/// browser would run is served as itself on vole's origin: HTML and other
+/// markup go out as `text/plain`, SVG under `Content-Security-Policy:
+/// sandbox`, everything with `nosniff`.
+pub async fn raw(
+    State(app): State<Arc<WebState>>,
+    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+) -> Result<Response, PageError> {
+    let name = repo_name(&app, &owner, &repo)?;
+    let segments = segments(&path)?;
+    let repo_path = app.repos.path(&name);
+    let rev_for_read = rev.clone();
+    let segments_for_read = segments.clone();
+    let bytes = blocking(move || {
+        let git = read::open(&repo_path)?;
+        let (rev, segments) = read::split_rev(&git, &rev_for_read, &segments_for_read)?;
+        let Some(commit) = read::resolve(&git, &rev)? else {
+            return Ok(None);
+        };
+        let tree = read::commit(&git, commit)?.tree;
+        match read::lookup(&git, tree, &segments)? {
+            Node::Blob { id, .. } => Ok(Some(read::blob(&git, id)?)),
+            _ => Ok(None),
+        }
+    })
+    .await?
+    .ok_or_else(|| PageError::not_found(format!("There is no file {path} in {name} at {rev}.")))?;
+    let file_name = segments.last().cloned().unwrap_or_default();
+    let lower = file_name.to_lowercase();
+    let content_type = if lower.ends_with(".svg") {
+        "image/svg+xml".to_string()
+    } else if is_image(&lower) {
+        mime_guess::from_path(&lower)
+            .first_or_octet_stream()
+            .to_string()
+    } else if is_binary(&bytes) {
+        "application/octet-stream".to_string()
+    } else {
+        "text/plain; charset=utf-8".to_string()
+    };
+    let mut response = bytes.into_response();
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&content_type) {
+        headers.insert(header::CONTENT_TYPE, value);
+    }
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "sandbox; default-src 'none'; img-src 'self'; style-src 'unsafe-inline'",
+        ),
+    );
+    Ok(response)
+}

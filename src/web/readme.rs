@@ -1,0 +1,84 @@
+//! README rendering: markdown to HTML with pulldown-cmark, links made
+//! relative to the repo, everything sanitized by ammonia.
+
+use super::*;
+
+/// Rewrites a README's relative links into the repo: images to raw,
+/// everything else to the blob view, both at the README's revision.
+pub(super) struct RepoLinks {
+    repo: String,
+    rev: String,
+}
+
+impl ammonia::UrlRelativeEvaluate<'_> for RepoLinks {
+    fn evaluate<'a>(&self, url: &'a str) -> Option<std::borrow::Cow<'a, str>> {
+        if url.starts_with('#') {
+            return Some(url.into());
+        }
+        let path = url.trim_start_matches("./").trim_start_matches('/');
+        if path.split('/').any(|p| p == "..") {
+            return None;
+        }
+        let view = if is_image(path.split(['?', '#']).next().unwrap_or(path)) {
+            "raw"
+        } else {
+            "blob"
+        };
+        Some(format!("/{}/-/{view}/{}/{path}", self.repo, self.rev).into())
+    }
+}
+
+/// A README as sanitized HTML: CommonMark for `.md`, else preformatted
+/// text. Scripts, event attributes, `javascript:` URLs and any other markup
+/// that could run are removed by ammonia.
+pub(super) fn render_readme(repo: &str, rev: &str, file: &str, bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(MAX_SHOWN_BYTES)]);
+    if !file.to_lowercase().ends_with(".md") {
+        return format!("<pre>{}</pre>", ammonia::clean_text(&text));
+    }
+    let parser = pulldown_cmark::Parser::new_ext(
+        &text,
+        pulldown_cmark::Options::ENABLE_TABLES
+            | pulldown_cmark::Options::ENABLE_STRIKETHROUGH
+            | pulldown_cmark::Options::ENABLE_TASKLISTS,
+    );
+    // The page has its own h1: the README's headings move one level down.
+    let parser = parser.map(|event| match event {
+        pulldown_cmark::Event::Start(pulldown_cmark::Tag::Heading {
+            level,
+            id,
+            classes,
+            attrs,
+        }) => pulldown_cmark::Event::Start(pulldown_cmark::Tag::Heading {
+            level: demote(level),
+            id,
+            classes,
+            attrs,
+        }),
+        pulldown_cmark::Event::End(pulldown_cmark::TagEnd::Heading(level)) => {
+            pulldown_cmark::Event::End(pulldown_cmark::TagEnd::Heading(demote(level)))
+        }
+        other => other,
+    });
+    let mut html = String::new();
+    pulldown_cmark::html::push_html(&mut html, parser);
+    ammonia::Builder::default()
+        .url_relative(ammonia::UrlRelative::Custom(Box::new(RepoLinks {
+            repo: repo.to_string(),
+            rev: rev.to_string(),
+        })))
+        .link_rel(Some("noopener noreferrer nofollow"))
+        .clean(&html)
+        .to_string()
+}
+
+pub(super) fn demote(level: pulldown_cmark::HeadingLevel) -> pulldown_cmark::HeadingLevel {
+    use pulldown_cmark::HeadingLevel::*;
+    match level {
+        H1 => H2,
+        H2 => H3,
+        H3 => H4,
+        H4 => H5,
+        _ => H6,
+    }
+}
