@@ -41,6 +41,7 @@ pub mod entity;
 pub mod fold;
 mod fold_thread;
 pub mod index;
+mod pack;
 pub mod record;
 mod recovery;
 mod repack;
