@@ -38,15 +38,20 @@
 //!
 //! # What lives where
 //!
-//! [`record`] (the kind trait and column helpers), [`frame`] (IPC encoding and framing),
-//! [`gate`] (group commit, no I/O in its state machine), [`storage`] (the
-//! only fsync calls), [`counters`], and here the [`Log`] that ties them:
-//! writer mutex, replay, compaction.
+//! [`record`] (the kind trait and column helpers), [`frame`] (IPC encoding
+//! and framing), [`gate`] (group commit, no I/O in its state machine),
+//! [`storage`] (the file layer and its fsync), [`counters`], [`tail`]
+//! (readers that follow the file), `replay.rs` (reading a file back,
+//! torn tails), `compact.rs` (the only code that replaces a file), and
+//! here the [`Log`] that ties them: open, the writer mutex, append and
+//! commit.
 
+mod compact;
 pub mod counters;
 pub mod frame;
 pub mod gate;
 pub mod record;
+mod replay;
 pub mod storage;
 pub mod tail;
 
@@ -63,9 +68,12 @@ use arrow_array::RecordBatch;
 use arrow_ipc::MessageHeader;
 use arrow_schema::ArrowError;
 
+pub use compact::CompactReport;
 pub use counters::{CounterSnapshot, Counters};
 pub use gate::SyncGate;
 pub use record::RecordKind;
+use replay::{AcceptError, accept_frame};
+pub use replay::{Entry, Replay, TornTail, replay};
 pub use storage::{FileStorage, LogStorage, StorageOpener};
 pub use tail::Tail;
 
@@ -100,201 +108,6 @@ pub enum LogError {
     NotApplied { requested: u64, applied: u64 },
     #[error("a transaction needs at least one row")]
     EmptyTransaction,
-}
-
-/// A torn tail found (and cut off) at open.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TornTail {
-    pub offset: u64,
-    pub dropped_bytes: u64,
-    pub reason: String,
-}
-
-/// One replayed entry.
-#[derive(Debug)]
-pub enum Entry<K> {
-    /// Rows of a compaction checkpoint (no sequence number).
-    Checkpoint(Vec<K>),
-    /// A transaction.
-    Txn { seq: u64, rows: Vec<K> },
-}
-
-/// What a replay saw.
-#[derive(Debug, Clone, Default)]
-pub struct Replay {
-    /// Bytes of complete frames (where appending continues).
-    pub valid_len: u64,
-    pub base_seq: u64,
-    pub checkpoint_frames: u64,
-    /// Transactions replayed.
-    pub txns: u64,
-    pub torn: Option<TornTail>,
-    /// The file had no complete schema message.
-    pub empty: bool,
-}
-
-impl Replay {
-    /// The last transaction's sequence (0 when none).
-    pub fn last_seq(&self) -> u64 {
-        (self.base_seq + self.txns).saturating_sub(1)
-    }
-}
-
-/// Reads a log stream from `reader`, calling `visit` for every entry, in
-/// constant memory. Never writes; [`Log::open`] truncates what it reports.
-pub fn replay<K: RecordKind, R: std::io::Read>(
-    path: &Path,
-    reader: R,
-    mut visit: impl FnMut(Entry<K>),
-) -> Result<Replay, LogError> {
-    let mut frames = FrameReader::new(reader);
-    let mut decoder = FrameDecoder::default();
-    let mut replay = Replay {
-        base_seq: 1,
-        empty: true,
-        ..Replay::default()
-    };
-    let mut batches_seen = 0u64;
-    let corrupt = |offset, reason: String| LogError::Corrupt {
-        path: path.to_path_buf(),
-        offset,
-        reason,
-    };
-    loop {
-        let frame_start = frames.offset();
-        let bad = match frames.next_frame() {
-            Ok(None) => break,
-            Ok(Some(frame)) => match accept_frame::<K>(path, &frame, &mut decoder, &mut replay) {
-                Ok(Some(batch)) => {
-                    let rows = K::rows(&batch).map_err(|e| corrupt(frame.offset, e.to_string()));
-                    let rows = match rows {
-                        Ok(rows) => rows,
-                        Err(e) => {
-                            // Decoded but nonsensical values: judged like any
-                            // other bad frame below.
-                            if frames.rest_is_zero().map_err(|source| io(path, source))? {
-                                replay.torn = Some(TornTail {
-                                    offset: frame.offset,
-                                    dropped_bytes: frames.offset() - frame.offset,
-                                    reason: e.to_string(),
-                                });
-                                break;
-                            }
-                            return Err(e);
-                        }
-                    };
-                    if batches_seen < replay.checkpoint_frames {
-                        visit(Entry::Checkpoint(rows));
-                    } else {
-                        visit(Entry::Txn {
-                            seq: replay.base_seq + replay.txns,
-                            rows,
-                        });
-                        replay.txns += 1;
-                    }
-                    batches_seen += 1;
-                    replay.valid_len = frame.end();
-                    continue;
-                }
-                Ok(None) => {
-                    replay.valid_len = frame.end();
-                    continue;
-                }
-                Err(AcceptError::Fatal(e)) => return Err(e),
-                Err(AcceptError::Bad(reason)) => (frame.offset, reason),
-            },
-            Err(FrameError::Io(source)) => return Err(io(path, source)),
-            Err(FrameError::Incomplete { offset, reason }) => {
-                replay.torn = Some(TornTail {
-                    offset,
-                    dropped_bytes: frames.offset() - offset,
-                    reason,
-                });
-                break;
-            }
-            Err(FrameError::Malformed { offset, reason }) => (offset, reason),
-        };
-        // A frame that is not valid: a torn tail only if nothing but zeros
-        // follows it; anything else is corruption in the middle.
-        let (offset, reason) = bad;
-        debug_assert!(offset >= frame_start);
-        if frames.rest_is_zero().map_err(|source| io(path, source))? {
-            replay.torn = Some(TornTail {
-                offset,
-                dropped_bytes: frames.offset() - offset,
-                reason,
-            });
-            break;
-        }
-        return Err(corrupt(offset, reason));
-    }
-    Ok(replay)
-}
-
-enum AcceptError {
-    /// The frame is bad (torn or corrupt; the caller decides which).
-    Bad(String),
-    /// The file is a valid stream of something else.
-    Fatal(LogError),
-}
-
-fn accept_frame<K: RecordKind>(
-    path: &Path,
-    frame: &RawFrame,
-    decoder: &mut FrameDecoder,
-    replay: &mut Replay,
-) -> Result<Option<RecordBatch>, AcceptError> {
-    let is_first = replay.empty;
-    match (is_first, frame.header) {
-        (true, MessageHeader::Schema) | (false, MessageHeader::RecordBatch) => {}
-        (true, header) => {
-            return Err(AcceptError::Bad(format!(
-                "expected the schema message first, found {header:?}"
-            )));
-        }
-        (false, header) => {
-            return Err(AcceptError::Bad(format!(
-                "expected a record batch, found {header:?}"
-            )));
-        }
-    }
-    let batch = decoder
-        .decode(frame)
-        .map_err(|e| AcceptError::Bad(e.to_string()))?;
-    if is_first {
-        let schema = decoder
-            .schema()
-            .ok_or_else(|| AcceptError::Bad("schema message did not decode".into()))?;
-        let metadata = schema.metadata();
-        let found = metadata
-            .get(meta_keys::KIND)
-            .cloned()
-            .unwrap_or_else(|| "(no vole.kind)".into());
-        let same_fields = schema.fields().len() == K::fields().len()
-            && schema
-                .fields()
-                .iter()
-                .zip(K::fields())
-                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
-        let kind_ok = metadata.get(meta_keys::KIND).is_none_or(|k| k == K::KIND);
-        if !same_fields || !kind_ok {
-            return Err(AcceptError::Fatal(LogError::WrongKind {
-                path: path.to_path_buf(),
-                found,
-                expected: K::KIND,
-            }));
-        }
-        let number = |key: &str, default: u64| {
-            metadata
-                .get(key)
-                .map_or(Ok(default), |v| v.parse::<u64>())
-                .map_err(|e| AcceptError::Bad(format!("schema metadata {key}: {e}")))
-        };
-        replay.base_seq = number(meta_keys::BASE_SEQ, 1)?;
-        replay.checkpoint_frames = number(meta_keys::CHECKPOINT_FRAMES, 0)?;
-        replay.empty = false;
-    }
-    Ok(batch)
 }
 
 fn io(path: &Path, source: std::io::Error) -> LogError {
@@ -535,120 +348,6 @@ impl<K: RecordKind> Log<K> {
     pub fn applied(&self) -> u64 {
         self.applied.load(Ordering::SeqCst)
     }
-
-    /// Rewrites the file without the transactions through `drop_through`
-    /// (which must be applied), starting with `checkpoint` rows (e.g. the
-    /// current value of every ref), and swaps it in. This is the one place
-    /// the file is replaced: it holds the writer mutex and the gate, syncs
-    /// the new file whole, renames it over the old one, and re-binds the
-    /// gate, so no later sync can land on the old, unlinked inode.
-    pub fn compact(&self, drop_through: u64, checkpoint: &[K]) -> Result<CompactReport, LogError> {
-        let applied = self.applied();
-        if drop_through > applied {
-            return Err(LogError::NotApplied {
-                requested: drop_through,
-                applied,
-            });
-        }
-        let mut writer = self.writer.lock();
-        if let Some(why) = &writer.failed {
-            return Err(LogError::Failed {
-                path: self.path.clone(),
-                why: why.clone(),
-            });
-        }
-        let hold = self.gate.hold();
-        let drop_through = drop_through.max(writer.base_seq - 1);
-        let written = writer.next_seq - 1;
-
-        let tmp = self.path.with_extension("arrow.compact");
-        let new_base = drop_through + 1;
-        let checkpoint_frames = u64::from(!checkpoint.is_empty());
-        let mut encoder = FrameEncoder::new();
-        let mut out: Vec<u8> = encoder.schema(&K::schema(new_base, checkpoint_frames));
-        if !checkpoint.is_empty() {
-            out.extend(encoder.batch(&K::batch(checkpoint)?)?);
-        }
-        let new_storage = (|| -> std::io::Result<_> {
-            let _ = std::fs::remove_file(&tmp);
-            let storage = (self.opener)(&tmp)?;
-            storage.append(&[&out])?;
-            let mut len = out.len() as u64;
-            // Copy kept frames verbatim (each message carries its lengths,
-            // so frames of any alignment stay readable).
-            let source = BufReader::with_capacity(1 << 16, File::open(&self.path)?);
-            let mut frames = FrameReader::new(source);
-            let mut batch_index = 0u64;
-            let old = self.replay_header()?;
-            while let Some(frame) = frames
-                .next_frame()
-                .map_err(|e| std::io::Error::other(e.to_string()))?
-            {
-                if frame.header != MessageHeader::RecordBatch {
-                    continue;
-                }
-                let is_checkpoint = batch_index < old.checkpoint_frames;
-                let seq = old.base_seq + batch_index.saturating_sub(old.checkpoint_frames);
-                batch_index += 1;
-                if is_checkpoint || seq <= drop_through || seq > written {
-                    continue;
-                }
-                storage.append(&[&frame.bytes])?;
-                len += frame.bytes.len() as u64;
-            }
-            storage.sync()?;
-            std::fs::rename(&tmp, &self.path)?;
-            if let Some(parent) = self.path.parent() {
-                storage::sync_dir(parent)?;
-            }
-            Ok((storage, len))
-        })();
-        let (new_storage, new_len) = new_storage.map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            io(&self.path, e)
-        })?;
-        // The renamed file is the same inode the new storage wrote and
-        // synced; from here on every append and sync goes to it.
-        writer.storage = new_storage.clone();
-        writer.base_seq = new_base;
-        let old_len = writer.len;
-        writer.len = new_len;
-        hold.rebind(new_storage, written);
-        drop(hold);
-        drop(writer);
-        tracing::info!(
-            log = %self.path.display(),
-            dropped_through = drop_through,
-            bytes_before = old_len,
-            bytes_after = new_len,
-            "log compacted"
-        );
-        Ok(CompactReport {
-            bytes_before: old_len,
-            bytes_after: new_len,
-            base_seq: new_base,
-        })
-    }
-
-    /// base_seq and checkpoint_frames of the file as it is now.
-    fn replay_header(&self) -> std::io::Result<Replay> {
-        let file = BufReader::new(File::open(&self.path)?);
-        let mut frames = FrameReader::new(file);
-        let mut decoder = FrameDecoder::default();
-        let mut header = Replay {
-            base_seq: 1,
-            empty: true,
-            ..Replay::default()
-        };
-        if let Some(frame) = frames
-            .next_frame()
-            .map_err(|e| std::io::Error::other(e.to_string()))?
-        {
-            accept_frame::<K>(&self.path, &frame, &mut decoder, &mut header)
-                .map_err(|_| std::io::Error::other("log schema message unreadable"))?;
-        }
-        Ok(header)
-    }
 }
 
 thread_local! {
@@ -663,14 +362,6 @@ fn encode_frame(batch: &RecordBatch) -> Result<Vec<u8>, ArrowError> {
 /// One transaction's encoded frame, ready for [`Log::append_encoded`].
 #[derive(Debug)]
 pub struct EncodedTxn<K>(Vec<u8>, PhantomData<K>);
-
-/// What a compaction did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CompactReport {
-    pub bytes_before: u64,
-    pub bytes_after: u64,
-    pub base_seq: u64,
-}
 
 /// Nanoseconds since the Unix epoch, for record timestamps.
 pub fn now_ns() -> i64 {
