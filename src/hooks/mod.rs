@@ -24,10 +24,12 @@
 //! A repo's own `hooks/pre-receive` (if any, executable) runs after vole's
 //! checks pass, with the same input; its exit status then decides.
 
+mod reconcile;
 pub mod record;
 pub mod recorder;
 pub mod scripts;
 
+pub use reconcile::ReconcileReport;
 pub use record::{Phase, RefMove};
 
 use serde::{Deserialize, Serialize};

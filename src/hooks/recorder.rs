@@ -14,16 +14,14 @@
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
 use std::sync::Arc;
 
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use super::{Outcome, PushContext, RefUpdate, ZERO_OID, is_zero};
+use super::{Outcome, PushContext, RefUpdate, is_zero};
 use super::{Phase, RefMove};
 use crate::durable;
-use crate::git::Git;
 use crate::log::{Entry, Log, LogError, now_ns};
 use crate::page::Pagination;
 use crate::repos::{NameError, RepoName, Repos};
@@ -55,22 +53,22 @@ pub struct ActivityEntry {
 pub struct RefState {
     /// repo -> ref -> oid, as of the last committed, reconciled or
     /// checkpoint record.
-    known: HashMap<String, HashMap<String, String>>,
+    pub(super) known: HashMap<String, HashMap<String, String>>,
     /// (repo, push id, ref) -> (seq, prepared move) without an outcome yet.
-    pending: HashMap<(String, u64, String), (u64, RefMove)>,
+    pub(super) pending: HashMap<(String, u64, String), (u64, RefMove)>,
     /// repo -> ref -> the last committed (or restored) move's `(old, new)`,
     /// while no later reconciliation overrode it: what a lost write of it
     /// would leave on disk. Moves older than a compaction's checkpoint are
     /// not here.
-    last_committed: HashMap<String, HashMap<String, CommittedMove>>,
+    pub(super) last_committed: HashMap<String, HashMap<String, CommittedMove>>,
     activity: HashMap<String, VecDeque<ActivityEntry>>,
 }
 
 /// The values a committed move took a ref from and to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct CommittedMove {
-    old: Option<String>,
-    new: Option<String>,
+pub(super) struct CommittedMove {
+    pub(super) old: Option<String>,
+    pub(super) new: Option<String>,
 }
 
 impl RefState {
@@ -86,7 +84,7 @@ impl RefState {
         }
     }
 
-    fn apply_txn(&mut self, seq: u64, rows: &[RefMove]) {
+    pub(super) fn apply_txn(&mut self, seq: u64, rows: &[RefMove]) {
         for row in rows {
             let key = (row.repo.clone(), row.push_id, row.ref_name.clone());
             match row.phase {
@@ -165,7 +163,7 @@ pub enum RecordError {
 
 /// Records ref moves; see the module doc.
 pub struct RefRecorder {
-    log: Arc<Log<RefMove>>,
+    pub(super) log: Arc<Log<RefMove>>,
     /// Where each repo lives, for the directory syncs.
     repos: Repos,
     state: Mutex<RefState>,
@@ -214,7 +212,7 @@ impl RefRecorder {
         }
     }
 
-    fn state(&self) -> parking_lot::MutexGuard<'_, RefState> {
+    pub(super) fn state(&self) -> parking_lot::MutexGuard<'_, RefState> {
         self.state.lock()
     }
 
@@ -285,7 +283,7 @@ impl RefRecorder {
         self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
-    fn publish(&self, seq: u64, moves: Vec<RefMove>) {
+    pub(super) fn publish(&self, seq: u64, moves: Vec<RefMove>) {
         self.generation
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let repo = moves.first().map(|m| m.repo.clone()).unwrap_or_default();
@@ -301,196 +299,6 @@ impl RefRecorder {
         };
         let page = page.slice(entries.iter().rev()).cloned().collect();
         (page, entries.len())
-    }
-
-    /// At start: resolves prepared transactions that have no outcome (a
-    /// crash in between) against the refs on disk, then appends any
-    /// `refs/heads`/`refs/tags` ref that disagrees with the log (moved
-    /// outside vole) as reconciled. `repos` are `(owner/name, path)`.
-    pub fn reconcile(
-        &self,
-        git: &Git,
-        repos: &[(String, std::path::PathBuf)],
-    ) -> Result<ReconcileReport, LogError> {
-        let mut report = ReconcileReport::default();
-        let paths: HashMap<&str, &Path> = repos
-            .iter()
-            .map(|(n, p)| (n.as_str(), p.as_path()))
-            .collect();
-        let mut disk: HashMap<String, HashMap<String, String>> = HashMap::new();
-        for (name, path) in repos {
-            // A repo whose refs cannot be listed is left alone: an empty
-            // listing would read as every ref deleted.
-            if let Some(refs) = refs_on_disk(git, path) {
-                disk.insert(name.clone(), refs);
-            }
-        }
-
-        // 1. prepared without outcome
-        let pending: Vec<(u64, RefMove)> = self.state().pending.values().cloned().collect();
-        let mut resolved: HashMap<(String, u64, Phase), Vec<RefMove>> = HashMap::new();
-        for (seq, prepared) in pending {
-            if !paths.contains_key(prepared.repo.as_str()) {
-                continue;
-            }
-            let on_disk = disk
-                .get(&prepared.repo)
-                .and_then(|refs| refs.get(&prepared.ref_name))
-                .cloned();
-            let on_disk = on_disk
-                .or_else(|| ref_value(git, paths[prepared.repo.as_str()], &prepared.ref_name));
-            let phase = if on_disk == prepared.new {
-                Phase::Committed
-            } else if on_disk == prepared.old {
-                Phase::Aborted
-            } else {
-                Phase::Reconciled
-            };
-            tracing::info!(
-                repo = prepared.repo,
-                ref_name = prepared.ref_name,
-                seq,
-                push_id = prepared.push_id,
-                outcome = phase.as_str(),
-                "resolved a prepared ref transaction left without outcome (crash) from the refs on disk"
-            );
-            let mut row = prepared.clone();
-            row.time_ns = now_ns();
-            row.phase = phase;
-            if phase == Phase::Reconciled {
-                row.new = on_disk;
-            }
-            resolved
-                .entry((row.repo.clone(), row.push_id, phase))
-                .or_default()
-                .push(row);
-        }
-        for ((_, _, phase), rows) in resolved {
-            let seq = self.log.commit(&rows)?;
-            self.state().apply_txn(seq, &rows);
-            if phase != Phase::Aborted {
-                self.publish(seq, rows.clone());
-            }
-            report.resolved += rows.len();
-        }
-
-        // 2. committed writes the disk lost, and refs moved outside vole
-        for (name, on_disk) in &disk {
-            let (known, last_committed) = {
-                let state = self.state();
-                let known: HashMap<String, String> = state
-                    .known
-                    .get(name)
-                    .map(|refs| {
-                        refs.iter()
-                            .filter(|(r, _)| is_tracked(r))
-                            .map(|(r, o)| (r.clone(), o.clone()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let last = state.last_committed.get(name).cloned().unwrap_or_default();
-                (known, last)
-            };
-            let path = paths[name.as_str()];
-            let mut restored = Vec::new();
-            let mut rows = Vec::new();
-            let mut names: Vec<&String> = on_disk.keys().chain(known.keys()).collect();
-            names.sort();
-            names.dedup();
-            for ref_name in names {
-                let log_value = known.get(ref_name);
-                // git lists no ref it cannot read (an empty or garbled
-                // file, or one naming a missing object): read the file.
-                let loose = match on_disk.get(ref_name) {
-                    Some(oid) => LooseRef::Oid(oid.clone()),
-                    None => loose_ref(path, ref_name),
-                };
-                let unreadable = loose == LooseRef::Unreadable;
-                let disk_value = match &loose {
-                    LooseRef::Oid(oid) => Some(oid),
-                    _ => None,
-                };
-                if log_value == disk_value && !unreadable {
-                    continue;
-                }
-                let lost = last_committed.get(ref_name).filter(|m| {
-                    m.new.as_ref() == log_value
-                        && (unreadable || m.old.as_ref() == disk_value)
-                        && m.new
-                            .as_ref()
-                            .is_none_or(|oid| object_present(git, path, oid))
-                });
-                if let Some(lost) = lost {
-                    match restore_ref(git, path, ref_name, lost.new.as_deref()) {
-                        Ok(()) => {
-                            tracing::warn!(
-                                repo = name,
-                                ref_name,
-                                log = log_value.map_or(ZERO_OID, |s| s),
-                                disk = if unreadable {
-                                    "unreadable"
-                                } else {
-                                    disk_value.map_or(ZERO_OID, |s| s)
-                                },
-                                "a committed ref write was lost on disk (a crash before it was synced); restored it from the log"
-                            );
-                            restored.push(RefMove {
-                                time_ns: now_ns(),
-                                repo: name.clone(),
-                                ref_name: ref_name.clone(),
-                                old: disk_value.cloned(),
-                                new: lost.new.clone(),
-                                actor: "vole-restore".into(),
-                                client: "local".into(),
-                                push_id: 0,
-                                phase: Phase::Restored,
-                            });
-                            continue;
-                        }
-                        Err(e) => tracing::error!(
-                            repo = name,
-                            ref_name,
-                            error = %e,
-                            "cannot restore a lost ref write; reconciling to the disk instead"
-                        ),
-                    }
-                }
-                tracing::warn!(
-                    repo = name,
-                    ref_name,
-                    log = log_value.map_or(ZERO_OID, |s| s),
-                    disk = if unreadable {
-                        "unreadable"
-                    } else {
-                        disk_value.map_or(ZERO_OID, |s| s)
-                    },
-                    "ref moved outside vole; recording it as reconciled"
-                );
-                rows.push(RefMove {
-                    time_ns: now_ns(),
-                    repo: name.clone(),
-                    ref_name: ref_name.clone(),
-                    old: log_value.cloned(),
-                    new: disk_value.cloned(),
-                    actor: "vole-reconcile".into(),
-                    client: "local".into(),
-                    push_id: 0,
-                    phase: Phase::Reconciled,
-                });
-            }
-            for (rows, count) in [
-                (restored, &mut report.restored),
-                (rows, &mut report.reconciled),
-            ] {
-                if !rows.is_empty() {
-                    let seq = self.log.commit(&rows)?;
-                    self.state().apply_txn(seq, &rows);
-                    *count += rows.len();
-                    self.publish(seq, rows);
-                }
-            }
-        }
-        Ok(report)
     }
 
     /// Compacts the ref log: a checkpoint of every known ref value, then the
@@ -525,144 +333,6 @@ impl RefRecorder {
         self.log.mark_applied(drop_through);
         self.log.compact(drop_through, &checkpoint)
     }
-}
-
-/// What [`RefRecorder::reconcile`] appended.
-#[derive(Debug, Default, Clone, Copy, Serialize)]
-pub struct ReconcileReport {
-    pub resolved: usize,
-    pub restored: usize,
-    pub reconciled: usize,
-}
-
-/// Refs compared with the disk at start; `refs/meta/*` is the server's own.
-fn is_tracked(ref_name: &str) -> bool {
-    ref_name.starts_with("refs/heads/") || ref_name.starts_with("refs/tags/")
-}
-
-fn refs_on_disk(git: &Git, repo: &Path) -> Option<HashMap<String, String>> {
-    let output = git.run(&[
-        std::ffi::OsStr::new("-C"),
-        repo.as_os_str(),
-        std::ffi::OsStr::new("for-each-ref"),
-        std::ffi::OsStr::new("--format=%(objectname) %(refname)"),
-        std::ffi::OsStr::new("refs/heads"),
-        std::ffi::OsStr::new("refs/tags"),
-    ]);
-    match output {
-        Ok(out) => Some(
-            String::from_utf8_lossy(&out)
-                .lines()
-                .filter_map(|l| l.split_once(' '))
-                .map(|(oid, name)| (name.to_string(), oid.to_string()))
-                .collect(),
-        ),
-        Err(e) => {
-            tracing::error!(repo = %repo.display(), error = %e, "cannot list the repo's refs; it is not checked against the log at this start");
-            None
-        }
-    }
-}
-
-/// The object is in the repo (`git cat-file -e`).
-fn object_present(git: &Git, repo: &Path, oid: &str) -> bool {
-    git.run(&[
-        std::ffi::OsStr::new("-C"),
-        repo.as_os_str(),
-        std::ffi::OsStr::new("cat-file"),
-        std::ffi::OsStr::new("-e"),
-        std::ffi::OsStr::new(oid),
-    ])
-    .is_ok()
-}
-
-/// A loose ref file as found on disk.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum LooseRef {
-    Absent,
-    /// Holds an object id (whether or not the object is there).
-    Oid(String),
-    /// Empty, garbled, or a symbolic ref: nothing a lost write of an
-    /// object id leaves but the first.
-    Unreadable,
-}
-
-fn loose_ref(repo: &Path, name: &str) -> LooseRef {
-    match std::fs::read(repo.join(name)) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => LooseRef::Absent,
-        Err(_) => LooseRef::Unreadable,
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let text = text.trim_end();
-            if matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit()) {
-                LooseRef::Oid(text.to_ascii_lowercase())
-            } else {
-                LooseRef::Unreadable
-            }
-        }
-    }
-}
-
-/// Writes `name` back to `new` (deletes it when `None`), durably and in
-/// one step: the new value goes into `<name>.lock`, which is synced and
-/// renamed over the ref (as git does), then the ref's directories are
-/// synced. A deletion goes through `git update-ref -d` (the ref may also
-/// be in `packed-refs`). No hook runs.
-fn restore_ref(git: &Git, repo: &Path, name: &str, new: Option<&str>) -> Result<(), String> {
-    match new {
-        Some(oid) => {
-            use std::io::Write;
-            let target = repo.join(name);
-            let lock = repo.join(format!("{name}.lock"));
-            if let Some(dir) = target.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-            }
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&lock)
-                .map_err(|e| format!("creating {}: {e}", lock.display()))?;
-            let written = file
-                .write_all(format!("{oid}\n").as_bytes())
-                .and_then(|()| file.sync_all())
-                .and_then(|()| std::fs::rename(&lock, &target));
-            if let Err(e) = written {
-                let _ = std::fs::remove_file(&lock);
-                return Err(format!("writing {}: {e}", target.display()));
-            }
-        }
-        None => {
-            git.run(&[
-                std::ffi::OsStr::new("-c"),
-                std::ffi::OsStr::new("core.hooksPath=/dev/null"),
-                std::ffi::OsStr::new("-C"),
-                repo.as_os_str(),
-                std::ffi::OsStr::new("update-ref"),
-                std::ffi::OsStr::new("--no-deref"),
-                std::ffi::OsStr::new("-d"),
-                std::ffi::OsStr::new(name),
-            ])
-            .map_err(|e| e.to_string())?;
-        }
-    }
-    durable::sync_ref_dirs(repo, [name])
-        .map(drop)
-        .map_err(|e| e.to_string())
-}
-
-fn ref_value(git: &Git, repo: &Path, name: &str) -> Option<String> {
-    git.run(&[
-        std::ffi::OsStr::new("-C"),
-        repo.as_os_str(),
-        std::ffi::OsStr::new("rev-parse"),
-        std::ffi::OsStr::new("--verify"),
-        std::ffi::OsStr::new("--quiet"),
-        std::ffi::OsStr::new(name),
-    ])
-    .ok()
-    .map(|out| String::from_utf8_lossy(&out).trim().to_string())
-    .filter(|s| !s.is_empty())
 }
 
 #[cfg(test)]
