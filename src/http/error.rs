@@ -1,10 +1,17 @@
 //! [`AppError`]: the one error type at the HTTP boundary. It carries what the
 //! client can act on (status, a plain-text message, `Retry-After`); the
 //! detail of an internal failure goes to the log once, never to the client.
-//! git shows a `text/plain` error body to its user as `remote:` lines.
+//! git shows a `text/plain` error body to its user as `remote:` lines; the
+//! web UI's routes render the same error as an HTML page (the response
+//! carries its message as an [`ErrorMessage`] extension for that).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+
+/// The message of an error response, for layers that render it another
+/// way (the web UI's HTML error page).
+#[derive(Debug, Clone)]
+pub struct ErrorMessage(pub String);
 
 #[derive(Debug)]
 pub struct AppError {
@@ -38,6 +45,25 @@ impl AppError {
         }
     }
 
+    /// A store that cannot take the request now (its log failed): logged
+    /// here with its detail, answered with a 503 and `Retry-After` that
+    /// says nothing of the cause.
+    pub fn unavailable(context: &str, detail: impl std::fmt::Display) -> AppError {
+        tracing::error!(error = %detail, "{context}");
+        AppError::busy(
+            "the server cannot take this request right now; retry later, and tell the server's operator if it persists",
+            30,
+        )
+    }
+
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
     /// A failure that is ours, not the client's: logged here with its
     /// detail, answered with a bare 500.
     pub fn internal(context: &str, detail: impl std::fmt::Display) -> AppError {
@@ -52,6 +78,9 @@ impl AppError {
 impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         let mut response = (self.status, format!("{}\n", self.message)).into_response();
+        response
+            .extensions_mut()
+            .insert(ErrorMessage(self.message.clone()));
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,

@@ -80,6 +80,7 @@ pub fn router(app: Arc<App>) -> Router {
             "/{owner}/{repo}/-/archive/{file}",
             get(web::history::archive),
         )
+        .layer(axum::middleware::map_response(web::as_page))
         .with_state(app.web.clone());
     let site_routes = Router::new()
         .route("/{owner}/{repo}/-/site", get(sites::site_root))

@@ -24,7 +24,7 @@ pub async fn static_file(Path(file): Path<String>) -> Response {
             include_str!("../../static/copy.js"),
             "text/javascript; charset=utf-8",
         ),
-        _ => return PageError::not_found("There is no such file.").into_response(),
+        _ => return AppError::not_found("There is no such file.").into_response(),
     };
     let mut response = body.into_response();
     let headers = response.headers_mut();

@@ -87,12 +87,12 @@ pub(super) async fn resolve_path(
     repo: &str,
     rev: &str,
     path: &str,
-) -> Result<(RepoName, Vec<String>, Resolved), PageError> {
+) -> Result<(RepoName, Vec<String>, Resolved), AppError> {
     let name = repo_name(app, owner, repo)?;
     let segments = segments(path)?;
     let resolved = resolve(app, &name, Some(rev.to_string()), segments.clone(), false)
         .await?
-        .ok_or_else(|| PageError::not_found(format!("{name} is empty.")))?;
+        .ok_or_else(|| AppError::not_found(format!("{name} is empty.")))?;
     Ok((name, segments, resolved))
 }
 
@@ -104,7 +104,7 @@ pub(super) async fn resolve(
     rev: Option<String>,
     path: Vec<String>,
     want_readme: bool,
-) -> Result<Option<Resolved>, PageError> {
+) -> Result<Option<Resolved>, AppError> {
     let repo_path = app.repos.path(name);
     let repo = name.to_string();
     let rev_for_error = rev.clone();
@@ -198,7 +198,7 @@ pub(super) async fn resolve(
     match resolved {
         None => Ok(None),
         Some(Ok(resolved)) => Ok(Some(resolved)),
-        Some(Err(rev)) => Err(PageError::not_found(format!(
+        Some(Err(rev)) => Err(AppError::not_found(format!(
             "{name} has no branch, tag or commit {:?}.",
             rev_for_error.unwrap_or(rev)
         ))),
@@ -224,7 +224,7 @@ pub async fn repo_home(
     State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
     headers: HeaderMap,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let description = app.repos.description(&name);
     let resolved = resolve(&app, &name, None, Vec::new(), true).await?;
@@ -254,7 +254,7 @@ pub async fn repo_home(
 pub async fn tree_root(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev)): Path<(String, String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     tree_page(app, owner, repo, rev, String::new()).await
 }
 
@@ -262,7 +262,7 @@ pub async fn tree_root(
 pub async fn tree(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     tree_page(app, owner, repo, rev, path).await
 }
 
@@ -272,7 +272,7 @@ pub(super) async fn tree_page(
     repo: String,
     rev: String,
     path: String,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
     match resolved.node {
         Node::Tree(_) => {}
@@ -281,7 +281,7 @@ pub(super) async fn tree_page(
             return Ok(redirect(&to));
         }
         Node::Missing => {
-            return Err(PageError::not_found(format!(
+            return Err(AppError::not_found(format!(
                 "There is no directory {path} in {name} at {rev}."
             )));
         }
@@ -315,7 +315,7 @@ pub(super) fn is_binary(bytes: &[u8]) -> bool {
 pub async fn blob(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
     let (id, size) = match resolved.node {
         Node::Blob { id, size } => (id, size),
@@ -324,7 +324,7 @@ pub async fn blob(
             return Ok(redirect(&to));
         }
         Node::Missing => {
-            return Err(PageError::not_found(format!(
+            return Err(AppError::not_found(format!(
                 "There is no file {path} in {name} at {rev}."
             )));
         }
@@ -346,7 +346,7 @@ pub async fn blob(
                 highlight::lines(id, &name, &String::from_utf8_lossy(shown))
             })
             .await
-            .map_err(|e| PageError::internal("highlighting failed", e))?;
+            .map_err(|e| AppError::internal("highlighting failed", e))?;
             BlobContent::Text { lines, truncated }
         }
     };
@@ -375,7 +375,7 @@ pub async fn blob(
 pub async fn raw(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let segments = segments(&path)?;
     let repo_path = app.repos.path(&name);
@@ -394,7 +394,7 @@ pub async fn raw(
         }
     })
     .await?
-    .ok_or_else(|| PageError::not_found(format!("There is no file {path} in {name} at {rev}.")))?;
+    .ok_or_else(|| AppError::not_found(format!("There is no file {path} in {name} at {rev}.")))?;
     let file_name = segments.last().cloned().unwrap_or_default();
     let lower = file_name.to_lowercase();
     let content_type = if lower.ends_with(".svg") {

@@ -1,53 +1,38 @@
-//! [`PageError`]: a page-shaped error, a friendly page with a status;
-//! internal detail goes to the log, never to the browser.
+//! Errors as pages: the web routes answer with [`AppError`] like every
+//! other surface; [`as_page`], a layer on those routes, renders an error
+//! response's message as a friendly HTML page with the same status.
+//! Internal detail never reaches it (`AppError::internal` logs it).
 
 use super::*;
-
-/// A page-shaped error: a friendly page with a status; internal detail
-/// goes to the log, never to the browser.
-pub struct PageError {
-    pub(super) status: StatusCode,
-    pub(super) message: String,
-}
-
-impl PageError {
-    pub(crate) fn not_found(message: impl Into<String>) -> PageError {
-        PageError {
-            status: StatusCode::NOT_FOUND,
-            message: message.into(),
-        }
-    }
-
-    pub(crate) fn internal(context: &str, detail: impl std::fmt::Display) -> PageError {
-        tracing::error!(error = %detail, "{context}");
-        PageError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            message: "Something went wrong on our side; the details are in the server log.".into(),
-        }
-    }
-}
+use crate::http::error::ErrorMessage;
 
 #[derive(Template)]
 #[template(path = "error.html")]
-pub(super) struct ErrorPage<'a> {
+struct ErrorPage<'a> {
     title: &'a str,
     message: &'a str,
 }
 
-impl IntoResponse for PageError {
-    fn into_response(self) -> Response {
-        let title = match self.status {
-            StatusCode::NOT_FOUND => "Not found",
-            StatusCode::BAD_REQUEST => "Bad request",
-            _ => "Server error",
-        };
-        let page = ErrorPage {
-            title,
-            message: &self.message,
-        };
-        match page.render() {
-            Ok(html) => (self.status, Html(html)).into_response(),
-            Err(_) => (self.status, self.message).into_response(),
-        }
+/// Renders an error response of the web routes as a page.
+pub async fn as_page(response: Response) -> Response {
+    let Some(ErrorMessage(message)) = response.extensions().get::<ErrorMessage>().cloned() else {
+        return response;
+    };
+    let status = response.status();
+    let title = match status {
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::BAD_REQUEST => "Bad request",
+        StatusCode::FORBIDDEN => "Forbidden",
+        StatusCode::UNAUTHORIZED => "Sign-in needed",
+        s if s.is_server_error() => "Server error",
+        _ => "Error",
+    };
+    let page = ErrorPage {
+        title,
+        message: &message,
+    };
+    match page.render() {
+        Ok(html) => (status, Html(html)).into_response(),
+        Err(_) => response,
     }
 }

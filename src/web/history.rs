@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::WebState;
 use super::read::{self, CommitDetail, LogEntry};
-use super::{PageError, blocking, render, repo_name, segments};
+use super::{AppError, blocking, render, repo_name, segments};
 use crate::http::page::WebPage;
 use crate::page::Pagination;
 
@@ -67,7 +67,7 @@ pub async fn log_root(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev)): Path<(String, String, String)>,
     WebPage(page): WebPage<COMMITS_PER_PAGE>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     log_page(app, owner, repo, rev, String::new(), page).await
 }
 
@@ -77,7 +77,7 @@ pub async fn log_path(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
     WebPage(page): WebPage<COMMITS_PER_PAGE>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     log_page(app, owner, repo, rev, path, page).await
 }
 
@@ -88,7 +88,7 @@ async fn log_page(
     rev: String,
     path: String,
     page: Pagination,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let parts = segments(&path)?;
     let repo_path = app.repos.path(&name);
@@ -117,7 +117,7 @@ async fn log_page(
     })
     .await?;
     let Some(found) = found else {
-        return Err(PageError::not_found(format!(
+        return Err(AppError::not_found(format!(
             "{name} has no branch, tag or commit {rev:?}."
         )));
     };
@@ -154,7 +154,7 @@ struct CommitPage {
 pub async fn commit(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, id)): Path<(String, String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
     let git = app.git.clone();
@@ -172,7 +172,7 @@ pub async fn commit(
         Ok(Some(detail))
     })
     .await?
-    .ok_or_else(|| PageError::not_found(format!("{name} has no commit {id:?}.")))?;
+    .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
     let detail = CommitDetail::clone(&detail);
     let (summary, body) = match detail.message.split_once('\n') {
         Some((summary, body)) => (summary.to_string(), body.trim().to_string()),
@@ -227,7 +227,7 @@ struct RefsPage {
 pub async fn branches(
     State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     refs_page(app, owner, repo, true).await
 }
 
@@ -235,7 +235,7 @@ pub async fn branches(
 pub async fn tags(
     State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     refs_page(app, owner, repo, false).await
 }
 
@@ -244,7 +244,7 @@ async fn refs_page(
     owner: String,
     repo: String,
     branches: bool,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
     let (rows, head) = blocking(move || {
@@ -295,7 +295,7 @@ struct ActivityPage {
 pub async fn activity(
     State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let (entries, _) = app
         .recorder
@@ -331,14 +331,14 @@ pub async fn activity(
 pub async fn archive(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, file)): Path<(String, String, String)>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let (rev, format, content_type) = if let Some(rev) = file.strip_suffix(".tar.gz") {
         (rev.to_string(), "tar.gz", "application/gzip")
     } else if let Some(rev) = file.strip_suffix(".zip") {
         (rev.to_string(), "zip", "application/zip")
     } else {
-        return Err(PageError::not_found(
+        return Err(AppError::not_found(
             "Archives are .tar.gz or .zip, e.g. main.tar.gz.",
         ));
     };
@@ -347,7 +347,7 @@ pub async fn archive(
     let commit = blocking(move || read::resolve(&read::open(&repo_path)?, &rev_for_read))
         .await?
         .ok_or_else(|| {
-            PageError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
+            AppError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
         })?;
     let prefix = format!("{}-{}/", name.name(), sanitize(&rev));
     let (child, stdout) = app
@@ -361,7 +361,7 @@ pub async fn archive(
                 &commit.to_string(),
             ],
         )
-        .map_err(|e| PageError::internal("cannot run git archive", e))?;
+        .map_err(|e| AppError::internal("cannot run git archive", e))?;
     let stream = tokio_util::io::ReaderStream::new(ChildOutput {
         stdout,
         _child: child,

@@ -24,7 +24,7 @@ pub async fn home(
     State(app): State<Arc<WebState>>,
     Query(query): Query<HashMap<String, String>>,
     WebPage(page): WebPage<PER_PAGE>,
-) -> Result<Response, PageError> {
+) -> Result<Response, AppError> {
     let filter = query
         .get("q")
         .map(|q| q.trim().to_string())

@@ -9,7 +9,7 @@
 //! (a branch or tag without `/`, or a full commit id).
 //!
 //! Here: the state and the helpers every page uses (render, the blocking
-//! hop, the repo resolver). `error.rs` ([`PageError`]), `home.rs`,
+//! hop, the repo resolver). `error.rs` ([`AppError`]), `home.rs`,
 //! `browse.rs` (repo, tree, blob, raw), `paths.rs` (tree paths, links,
 //! breadcrumbs), `readme.rs`, `assets.rs`, [`history`] (log, commit,
 //! branches, tags, activity, archives), [`highlight`], [`read`].
@@ -27,7 +27,7 @@ mod readme;
 pub use assets::static_file;
 use browse::is_image;
 pub use browse::{blob, raw, repo_home, tree, tree_root};
-pub use error::PageError;
+pub use error::as_page;
 pub use home::home;
 use paths::{Crumb, crumbs, encode_path, redirect, segments};
 use readme::render_readme;
@@ -44,6 +44,7 @@ use crate::access::{Access, Action, Denied, Principal};
 use crate::config::Config;
 use crate::git::Git;
 use crate::hooks::recorder::RefRecorder;
+use crate::http::AppError;
 use crate::http::page::WebPage;
 use crate::page::Pagination;
 use crate::repos::{RepoName, Repos};
@@ -65,37 +66,31 @@ const PER_PAGE: u32 = 30;
 /// Text blobs longer than this are shown truncated, with a link to raw.
 const MAX_SHOWN_BYTES: usize = 512 * 1024;
 
-pub(crate) fn render(page: impl Template) -> Result<Response, PageError> {
+pub(crate) fn render(page: impl Template) -> Result<Response, AppError> {
     page.render()
         .map(|html| Html(html).into_response())
-        .map_err(|e| PageError::internal("cannot render a page", e))
+        .map_err(|e| AppError::internal("cannot render a page", e))
 }
 
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, read::ReadError> + Send + 'static,
-) -> Result<T, PageError> {
+) -> Result<T, AppError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| PageError::internal("git read task failed", e))?
-        .map_err(|e| PageError::internal("git read failed", e))
+        .map_err(|e| AppError::internal("git read task failed", e))?
+        .map_err(|e| AppError::internal("git read failed", e))
 }
 
 /// The repo a page is about, resolved through [`Access`]: one the
 /// visitor may not read is answered as a missing one.
-pub(crate) fn repo_name(app: &WebState, owner: &str, repo: &str) -> Result<RepoName, PageError> {
+pub(crate) fn repo_name(app: &WebState, owner: &str, repo: &str) -> Result<RepoName, AppError> {
     app.access
         .resolve(&Principal::Anonymous, owner, repo, Action::Read)
         .map_err(|denied| match denied {
             Denied::Missing => {
-                PageError::not_found(format!("There is no repository {owner}/{repo}."))
+                AppError::not_found(format!("There is no repository {owner}/{repo}."))
             }
-            Denied::Unauthenticated(message) => PageError {
-                status: StatusCode::UNAUTHORIZED,
-                message,
-            },
-            Denied::Forbidden(message) => PageError {
-                status: StatusCode::FORBIDDEN,
-                message,
-            },
+            Denied::Unauthenticated(message) => AppError::new(StatusCode::UNAUTHORIZED, message),
+            Denied::Forbidden(message) => AppError::new(StatusCode::FORBIDDEN, message),
         })
 }

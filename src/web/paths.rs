@@ -11,10 +11,10 @@ pub struct Crumb {
 
 /// Path segments of a repo path, refused when they could not name a tree
 /// entry (empty, `.`, `..`, NUL).
-pub(crate) fn segments(path: &str) -> Result<Vec<String>, PageError> {
+pub(crate) fn segments(path: &str) -> Result<Vec<String>, AppError> {
     TreePath::parse(path)
         .map(TreePath::into_segments)
-        .map_err(|_| PageError::not_found("There is no such path."))
+        .map_err(|_| AppError::not_found("There is no such path."))
 }
 
 pub(super) fn encode_path(segments: &[String]) -> String {

@@ -351,4 +351,29 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     };
     wrong.extend(run_table(&ctx, false));
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+
+    // One error type, two renderings: a page for the web UI, plain text
+    // for git and the API, with the same status and message.
+    let page = http_get(server.addr, "/alice/missing/-/tree/main");
+    assert_eq!(page.status, 404);
+    assert!(
+        page.header("content-type")
+            .is_some_and(|t| t.starts_with("text/html")),
+        "{:?}",
+        page.headers
+    );
+    assert!(
+        page.text()
+            .contains("There is no repository alice/missing."),
+        "{}",
+        page.text()
+    );
+    assert!(page.text().contains("<html"), "{}", page.text());
+    let api = http_get(server.addr, "/api/v1/repos/alice/missing/issues");
+    assert_eq!(api.status, 404);
+    assert_eq!(
+        api.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+    assert_eq!(api.text(), "repository alice/missing not found\n");
 }

@@ -636,3 +636,69 @@ fn a_push_whose_ref_directory_cannot_be_synced_is_not_confirmed_to_the_pusher() 
     );
     server.stop();
 }
+
+#[test]
+fn a_metadata_write_the_log_cannot_take_is_a_503_that_shows_no_internals() {
+    assert!(
+        strace_available(),
+        "strace is needed and must be allowed to trace"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(
+        run_vole(&data, &["repo", "create", "alice/repo"])
+            .status
+            .success()
+    );
+    let meta_log = std::fs::canonicalize(data.join("log/meta.arrow")).unwrap();
+    let meta_arg = meta_log.to_str().unwrap().to_string();
+    // Every write to the meta log fails with EIO (opening an existing
+    // log writes nothing to it): the log fails, as on a dying disk.
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .wrapped_in(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-P",
+            &meta_arg,
+            "-e",
+            "trace=write,writev,pwrite64,pwritev",
+            "-e",
+            "inject=write,writev,pwrite64,pwritev:error=EIO",
+        ])
+        .start();
+    let body = r#"{"title":"lost?"}"#;
+    let response = http(
+        server.addr,
+        &format!(
+            "POST /api/v1/repos/alice/repo/issues HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
+            body.len()
+        ),
+        body.as_bytes(),
+    );
+    assert_eq!(response.status, 503, "{}", response.text());
+    assert!(response.header("retry-after").is_some());
+    let text = response.text();
+    for internal in ["os error", "Input/output", "sync", "restart", ".arrow"] {
+        assert!(
+            !text.contains(internal),
+            "the client saw {internal:?}: {text}"
+        );
+    }
+    assert!(
+        server
+            .log
+            .wait_for(&["metadata store refused"], Duration::from_secs(5))
+            .is_some(),
+        "the detail must be in the server log: {}",
+        server.log.all()
+    );
+    // Nothing was acknowledged, so nothing is listed.
+    let list = http_get(server.addr, "/api/v1/repos/alice/repo/issues");
+    assert!(!list.text().contains("lost?"), "{}", list.text());
+    server.stop();
+}
