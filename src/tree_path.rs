@@ -5,7 +5,10 @@
 //! The rule: relative (no leading `/`), at most [`MAX_BYTES`] bytes and
 //! [`MAX_SEGMENTS`] segments, no NUL, no backslash, no empty segment
 //! (`a//b`), no `.` or `..` segment. One trailing `/` is allowed and
-//! remembered (it says "a directory"); the empty path is the root.
+//! remembered (it says "a directory"); the empty path is the root. So a
+//! file whose name holds a backslash (git allows it) is listed but not
+//! served: a `\` in a request path is refused, as some clients and servers
+//! read it as a separator.
 
 /// Longest path accepted, in bytes.
 pub const MAX_BYTES: usize = 1024;

@@ -112,9 +112,9 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             Ok(seq) => Reply::ok(serde_json::json!({ "seq": seq })),
             Err(e) => {
                 tracing::error!(repo = push.repo, error = %e, "cannot record a ref transaction; git will abort it");
-                Reply::error(format!(
-                    "the server could not record the update durably: {e}"
-                ))
+                Reply::error(
+                    "the server could not record the update durably; the server log has the detail",
+                )
             }
         },
         Request::HookRefOutcome {
@@ -124,8 +124,10 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
         } => match app.recorder.outcome(&push, &moves, outcome) {
             Ok(seq) => Reply::ok(serde_json::json!({ "seq": seq })),
             Err(e) => {
-                tracing::error!(repo = push.repo, error = %e, "cannot record a ref transaction outcome");
-                Reply::error(format!("the server could not record the outcome: {e}"))
+                tracing::error!(repo = push.repo, error = %e, "a ref transaction's outcome is not durable; git is stopped before it reports");
+                Reply::error(
+                    "the server could not make the update durable; the server log has the detail",
+                )
             }
         },
         Request::LogCompact { keep } => {

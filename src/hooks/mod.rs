@@ -4,7 +4,8 @@
 //! The server points `core.hooksPath` (through the environment, never a
 //! repo's config) at `data/hooks/`, where [`scripts`] writes two tiny
 //! scripts that exec `vole hook ...` (`cli/hook.rs`); those talk to the server over
-//! the control socket, whose ops `hook_pre_receive`, `hook_ref_prepared` and
+//! the control socket. Its op `hook_pre_receive` is decided by
+//! `access::Access::check_ref_updates`; `hook_ref_prepared` and
 //! `hook_ref_outcome` are handled by [`recorder::RefRecorder`].
 //!
 //! # What git does with each hook's exit status
@@ -17,9 +18,12 @@
 //!   transaction; nothing moves. vole returns 0 only once the moves are
 //!   durable in the log, so an unreachable server or a failed sync aborts.
 //! - `reference-transaction committed` / `aborted`: the exit status is
-//!   ignored (the refs have already moved, or not). vole appends the outcome
-//!   and, for `committed`, returns only after the move is on the ref-move
-//!   feed, so the first request after the pusher hears "ok" sees it.
+//!   ignored (the refs have already moved, or not). vole syncs the moved
+//!   refs' directories, appends the outcome and, for `committed`, returns
+//!   only after the move is on the ref-move feed, so the first request
+//!   after the pusher hears "ok" sees it. If the server cannot make a
+//!   committed move durable (or cannot be reached), the hook kills the
+//!   receive-pack running it, so git never reports "ok" for it.
 //!
 //! A repo's own `hooks/pre-receive` (if any, executable) runs after vole's
 //! checks pass, with the same input; its exit status then decides.

@@ -29,7 +29,7 @@
 //! and list each kind of document), `append.rs` (the ordered appender),
 //! `recovery.rs` (opening: index rebuild and re-folding), `fold_thread.rs`
 //! (when and what a fold cycle folds, and settling it), [`fold`] (the one
-//! CAS commit helper and pack writer), `repack.rs`, `stats.rs` (flush,
+//! CAS commit helper), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
 //! close, compaction, figures), [`entity`] (document schemas and tree
 //! layout), [`index`], [`shard`], [`record`] (the meta log's record kind).
 //! The JSON API is `crate::api::meta`; the on-disk format is in

@@ -13,8 +13,9 @@
 //! - A request for `.../index.html` answers `301` to its directory.
 //! - Anything else is not found: the site's own `/404.html` is served with
 //!   status 404 when it exists, else a plain 404.
-//! - Paths with `..`, `.`, empty segments, NUL, backslashes, more than 1 KiB
-//!   or more than 64 segments are refused (404) before git is read; the
+//! - Paths with `..`, `.`, empty segments, NUL, backslashes, a leading
+//!   `/`, more than 1 KiB or more than 64 segments are refused (404) before
+//!   git is read (`tree_path::TreePath`, the rule every surface uses); the
 //!   path is matched segment by segment against tree entries, so it cannot
 //!   leave the tree. Symlinks in the tree are never followed and submodule
 //!   entries have no content here: both are not found.

@@ -32,7 +32,17 @@ pub async fn as_page(response: Response) -> Response {
         message: &message,
     };
     match page.render() {
-        Ok(html) => (status, Html(html)).into_response(),
+        Ok(html) => {
+            let (mut parts, _) = response.into_parts();
+            // The page replaces the body; every other header (Retry-After,
+            // say) stays.
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            Response::from_parts(parts, axum::body::Body::from(html))
+        }
         Err(_) => response,
     }
 }

@@ -36,7 +36,12 @@ pub async fn home(
         .into_iter()
         .filter(|info| {
             app.access
-                .check(&Principal::Anonymous, Action::Read, &info.name)
+                .resolve(
+                    &Principal::Anonymous,
+                    info.name.owner(),
+                    info.name.name(),
+                    Action::Read,
+                )
                 .is_ok()
         })
         .filter(|info| info.name.to_string().to_lowercase().contains(&needle))

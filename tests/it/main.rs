@@ -10,6 +10,7 @@ mod layering;
 mod log_dump;
 mod meta;
 mod pagination;
+mod router;
 mod sites;
 mod skeleton;
 mod support;

@@ -1,0 +1,144 @@
+//! The router built by one function (`vole::server::router`) over a real
+//! `App` on a temporary data dir, driven in-process with
+//! `tower::ServiceExt::oneshot`: the routes that need no git child and no
+//! socket. Each answer is checked for status, type and words.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use http_body_util::BodyExt;
+use tower::ServiceExt;
+
+use vole::app::App;
+use vole::config::{Config, Settings};
+use vole::datadir::DataDir;
+use vole::git::Git;
+
+struct Routed {
+    _dir: tempfile::TempDir,
+    app: Arc<App>,
+}
+
+fn app() -> Routed {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let config = Config::resolve(
+        Settings {
+            data: Some(data.clone()),
+            ..Settings::default()
+        },
+        None,
+    )
+    .unwrap();
+    DataDir::new(data).prepare().unwrap();
+    let git = Git::locate(None).unwrap();
+    let app = Arc::new(App::open(config, git).unwrap());
+    app.control
+        .create_repo("alice/repo", Some("a repo"))
+        .unwrap();
+    Routed { _dir: dir, app }
+}
+
+async fn get(routed: &Routed, uri: &str) -> (StatusCode, String, String) {
+    let response = vole::server::router(routed.app.clone())
+        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = response.status();
+    let kind = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, kind, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test]
+async fn routes_that_need_no_git_answer_in_process() {
+    let routed = app();
+    let (status, _, body) = get(&routed, "/healthz").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+
+    let (status, kind, body) = get(&routed, "/api/v1/stats").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(kind.starts_with("application/json"), "{kind}");
+    let stats: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        stats["log"]["refs"].is_object() && stats["meta"].is_object(),
+        "{body}"
+    );
+
+    let (status, kind, body) = get(&routed, "/static/style.css").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(kind.starts_with("text/css"), "{kind}");
+    assert!(!body.is_empty());
+    let (status, kind, _) = get(&routed, "/static/nothing.js").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        kind.starts_with("text/html"),
+        "web errors are pages: {kind}"
+    );
+
+    // The home page lists the repo, with its description.
+    let (status, kind, body) = get(&routed, "/").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(kind.starts_with("text/html"));
+    assert!(
+        body.contains("alice/repo") && body.contains("a repo"),
+        "{body}"
+    );
+    let (status, _, paged) = get(&routed, "/?page=18446744073709551615").await;
+    assert_eq!(
+        (status, paged),
+        (StatusCode::OK, body),
+        "a hostile page is page 1"
+    );
+
+    // An empty repo's home says how to push to it.
+    let (status, _, body) = get(&routed, "/alice/repo").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("git push"), "{body}");
+
+    // A missing repo: a page for the web, text for the API, the same status.
+    let (status, kind, body) = get(&routed, "/alice/nope/-/tree/main").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(kind.starts_with("text/html") && body.contains("There is no repository alice/nope."));
+    let (status, kind, body) = get(&routed, "/api/v1/repos/alice/nope/issues").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(kind, "text/plain; charset=utf-8");
+    assert_eq!(body, "repository alice/nope not found\n");
+
+    // The API's lists: empty, paginated, and strict about pages.
+    let (status, _, body) = get(&routed, "/api/v1/repos/alice/repo/issues").await;
+    assert_eq!((status, body.as_str()), (StatusCode::OK, "[]"));
+    let (status, _, body) = get(&routed, "/api/v1/repos/alice/repo/issues?per_page=500").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body.contains("per_page must be a whole number from 1 to 100"),
+        "{body}"
+    );
+
+    // Writes are off without --anonymous-push: a 403 that says how.
+    let response = vole::server::router(routed.app.clone())
+        .oneshot(
+            Request::post("/api/v1/repos/alice/repo/issues")
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(r#"{"title":"x"}"#))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    assert!(String::from_utf8_lossy(&body).contains("--anonymous-push"));
+
+    // Anything else is the router's plain 404.
+    let (status, _, body) = get(&routed, "/a/b/c/d/e").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::NOT_FOUND, "not found\n")
+    );
+}
