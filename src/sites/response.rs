@@ -32,34 +32,84 @@ pub(super) fn content_type(name: &str) -> (String, bool) {
     (value, compressible)
 }
 
-/// A single `bytes=` range against `size`: `Ok(None)` when absent or not
-/// understood (serve whole), `Err(())` when unsatisfiable.
+/// A single `bytes=` range against `size`, parsed and checked by
+/// http-range-header: `Ok(None)` when absent, malformed (a Range a server
+/// does not understand is ignored) or asking for several ranges (served
+/// whole: no multipart answers here); `Err(())` when unsatisfiable. Two
+/// answers differ from the crate's, after RFC 9110 §14.1: a suffix longer
+/// than the file is the whole file, and a reversed range is ignored.
 pub(super) fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64, u64)>, ()> {
-    let Some(spec) = headers
-        .get(header::RANGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("bytes="))
-    else {
+    let Some(value) = headers.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
         return Ok(None);
     };
-    if spec.contains(',') {
-        return Ok(None); // multiple ranges: serve the whole file
+    let Ok(parsed) = http_range_header::parse_range_header(value) else {
+        return Ok(None);
+    };
+    if parsed.ranges.len() != 1 {
+        return Ok(None);
     }
-    let Some((start, end)) = spec.trim().split_once('-') else {
-        return Ok(None);
-    };
-    let range = match (start.parse::<u64>().ok(), end.parse::<u64>().ok()) {
-        (Some(s), Some(e)) if s <= e => (s, e.min(size.saturating_sub(1))),
-        (Some(s), None) if end.is_empty() => (s, size.saturating_sub(1)),
-        (None, Some(n)) if start.is_empty() && n > 0 => {
-            (size.saturating_sub(n), size.saturating_sub(1))
-        }
-        _ => return Ok(None),
-    };
-    if size == 0 || range.0 >= size {
+    if size == 0 {
         return Err(());
     }
-    Ok(Some(range))
+    match parsed.validate(size) {
+        Ok(ranges) => Ok(ranges.first().map(|r| (*r.start(), *r.end()))),
+        Err(http_range_header::RangeUnsatisfiableError::FileSuffixOutOfBounds) => {
+            Ok(Some((0, size - 1)))
+        }
+        // A last position before the first makes the range syntactically
+        // invalid, and the header is ignored (RFC 9110 §14.1.1) -- unless
+        // the first is past the end, which no range can satisfy.
+        Err(http_range_header::RangeUnsatisfiableError::RangeReversed)
+            if parsed.ranges.first().is_some_and(
+                |r| matches!(r.start, http_range_header::StartPosition::Index(i) if i < size),
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(_) => Err(()),
+    }
+}
+
+/// `If-None-Match` (parsed by the headers crate, weak comparison) names
+/// this entity tag, or is `*`.
+pub(super) fn not_modified(request: &HeaderMap, etag: &HeaderValue) -> bool {
+    use headers::HeaderMapExt;
+    let Some(condition) = request.typed_get::<headers::IfNoneMatch>() else {
+        return false;
+    };
+    etag.to_str()
+        .ok()
+        .and_then(|tag| tag.parse::<headers::ETag>().ok())
+        .is_some_and(|tag| !condition.precondition_passes(&tag))
+}
+
+/// The client takes gzip: `Accept-Encoding` names `gzip` (or `*`) with a
+/// quality above zero. Written here: the headers crate has no
+/// Accept-Encoding type, and tower-http's negotiation is internal to its
+/// compression layer.
+pub(super) fn accepts_gzip(request: &HeaderMap) -> bool {
+    let Some(value) = request
+        .get(header::ACCEPT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let mut gzip = None;
+    let mut any = None;
+    for item in value.split(',') {
+        let mut parts = item.split(';');
+        let coding = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let quality = parts
+            .filter_map(|p| p.trim().strip_prefix("q=").or(p.trim().strip_prefix("Q=")))
+            .find_map(|q| q.trim().parse::<f32>().ok())
+            .unwrap_or(1.0);
+        match coding.as_str() {
+            "gzip" | "x-gzip" => gzip = Some(quality),
+            "*" => any = Some(quality),
+            _ => {}
+        }
+    }
+    gzip.or(any).is_some_and(|q| q > 0.0)
 }
 
 impl SiteRequest<'_> {
@@ -89,15 +139,7 @@ impl SiteRequest<'_> {
         if file.compressible {
             headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         }
-        let matches_etag = self
-            .headers
-            .get(header::IF_NONE_MATCH)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| {
-                v.split(',')
-                    .any(|t| t.trim().as_bytes() == file.etag.as_bytes() || t.trim() == "*")
-            });
-        if matches_etag && file.status == StatusCode::OK {
+        if not_modified(self.headers, &file.etag) && file.status == StatusCode::OK {
             *response.status_mut() = StatusCode::NOT_MODIFIED;
             return Ok(response);
         }
@@ -139,17 +181,8 @@ impl SiteRequest<'_> {
             return Ok(response);
         }
 
-        let wants_gzip = file.compressible
-            && range.is_none()
-            && size >= 256
-            && self
-                .headers
-                .get(header::ACCEPT_ENCODING)
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| {
-                    v.split(',')
-                        .any(|e| e.trim().split(';').next() == Some("gzip"))
-                });
+        let wants_gzip =
+            file.compressible && range.is_none() && size >= 256 && accepts_gzip(self.headers);
         let variant = if wants_gzip {
             cache::Variant::Gzip
         } else {
@@ -191,4 +224,97 @@ impl SiteRequest<'_> {
 /// A header value made of digits, spaces, `-`, `/` and `*`: always valid.
 pub(super) fn number_header(text: String) -> HeaderValue {
     HeaderValue::try_from(text).expect("digits and punctuation make a valid header")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(name: header::HeaderName, value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(name, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn ranges() {
+        let range = |v: &str, size| parse_range(&with(header::RANGE, v), size);
+        assert_eq!(parse_range(&HeaderMap::new(), 10), Ok(None));
+        assert_eq!(range("bytes=0-3", 10), Ok(Some((0, 3))));
+        assert_eq!(range("bytes=5-", 10), Ok(Some((5, 9))));
+        assert_eq!(range("bytes=8-100", 10), Ok(Some((8, 9))));
+        assert_eq!(range("bytes=-3", 10), Ok(Some((7, 9))));
+        assert_eq!(
+            range("bytes=-30", 10),
+            Ok(Some((0, 9))),
+            "a long suffix is the whole file"
+        );
+        assert_eq!(range("bytes=10-", 10), Err(()));
+        assert_eq!(range("bytes=20-30", 10), Err(()));
+        assert_eq!(range("bytes=0-0", 0), Err(()));
+        assert_eq!(
+            range("bytes=0-1,4-5", 10),
+            Ok(None),
+            "several ranges: served whole"
+        );
+        for ignored in ["bytes=a-b", "items=0-1", "bytes=", "bytes=5-2x", "0-1"] {
+            assert_eq!(range(ignored, 10), Ok(None), "{ignored}");
+        }
+        assert_eq!(
+            range("bytes=5-2", 10),
+            Ok(None),
+            "a reversed range is ignored"
+        );
+    }
+
+    #[test]
+    fn conditional_requests() {
+        let etag = HeaderValue::from_static("\"abc\"");
+        let asks = |v: &str| not_modified(&with(header::IF_NONE_MATCH, v), &etag);
+        assert!(asks("\"abc\""));
+        assert!(asks("\"x\", \"abc\""));
+        assert!(asks("W/\"abc\""), "If-None-Match compares weakly");
+        assert!(asks("*"));
+        assert!(!asks("\"abd\""));
+        assert!(!asks("abc"), "an unquoted tag is not a tag");
+        assert!(!not_modified(&HeaderMap::new(), &etag));
+    }
+
+    #[test]
+    fn gzip_negotiation() {
+        let takes = |v: &str| accepts_gzip(&with(header::ACCEPT_ENCODING, v));
+        assert!(takes("gzip"));
+        assert!(takes("br, gzip;q=0.5"));
+        assert!(takes("*"));
+        assert!(takes("GZIP"));
+        assert!(!takes("gzip;q=0"));
+        assert!(!takes("br, gzip;q=0.0"));
+        assert!(!takes("*;q=0"));
+        assert!(!takes("identity"));
+        assert!(!takes("br, *;q=0, gzip;q=0"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn content_types() {
+        assert_eq!(
+            content_type("index.html"),
+            ("text/html; charset=utf-8".into(), true)
+        );
+        assert!(content_type("app.js").1);
+        assert!(content_type("app.js").0.ends_with("; charset=utf-8"));
+        assert_eq!(
+            content_type("logo.svg"),
+            ("image/svg+xml; charset=utf-8".into(), true)
+        );
+        assert_eq!(content_type("photo.png"), ("image/png".into(), false));
+        assert_eq!(
+            content_type("module.wasm"),
+            ("application/wasm".into(), true)
+        );
+        assert_eq!(
+            content_type("no-extension"),
+            ("application/octet-stream".into(), false)
+        );
+    }
 }

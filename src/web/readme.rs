@@ -82,3 +82,49 @@ pub(super) fn demote(level: pulldown_cmark::HeadingLevel) -> pulldown_cmark::Hea
         _ => H6,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn md(text: &str) -> String {
+        render_readme("alice/repo", "main", "README.md", text.as_bytes())
+    }
+
+    #[test]
+    fn relative_links_point_into_the_repo_at_the_readmes_revision() {
+        let html =
+            md("[guide](docs/guide.md) [up](./x.txt) ![logo](img/logo.png) [anchor](#usage)");
+        assert!(
+            html.contains(r#"href="/alice/repo/-/blob/main/docs/guide.md""#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"href="/alice/repo/-/blob/main/x.txt""#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"src="/alice/repo/-/raw/main/img/logo.png""#),
+            "{html}"
+        );
+        assert!(html.contains("href=\"#usage\""), "{html}");
+        // Absolute links stay, with rel set; a way out of the repo is dropped.
+        let html = md("[site](https://example.org/) [out](../../etc/passwd)");
+        assert!(html.contains(r#"href="https://example.org/""#), "{html}");
+        assert!(html.contains("noopener noreferrer nofollow"), "{html}");
+        assert!(!html.contains("etc/passwd\""), "{html}");
+    }
+
+    #[test]
+    fn nothing_that_runs_survives_and_headings_move_down() {
+        let html = md(
+            "# Title\n\n<script>alert(1)</script>\n\n<a href=\"javascript:alert(1)\" onclick=\"x()\">x</a>\n\n<img src=x onerror=alert(1)>",
+        );
+        assert!(html.contains("<h2>Title</h2>"), "{html}");
+        for bad in ["<script", "javascript:", "onclick", "onerror"] {
+            assert!(!html.contains(bad), "{bad} survived: {html}");
+        }
+        let text = render_readme("a/b", "main", "README", b"<b>not markdown</b>");
+        assert_eq!(text, "<pre>&lt;b&gt;not&#32;markdown&lt;&#47;b&gt;</pre>");
+    }
+}
