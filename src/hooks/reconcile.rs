@@ -127,6 +127,13 @@ impl RefRecorder {
                 if log_value == disk_value && !unreadable {
                     continue;
                 }
+                // Both values as the warnings name them.
+                let log_shown = log_value.map_or(ZERO_OID, |s| s);
+                let disk_shown = if unreadable {
+                    "unreadable"
+                } else {
+                    disk_value.map_or(ZERO_OID, |s| s)
+                };
                 let lost = last_committed.get(ref_name).filter(|m| {
                     m.new.as_ref() == log_value
                         && (unreadable || m.old.as_ref() == disk_value)
@@ -140,25 +147,16 @@ impl RefRecorder {
                             tracing::warn!(
                                 repo = name,
                                 ref_name,
-                                log = log_value.map_or(ZERO_OID, |s| s),
-                                disk = if unreadable {
-                                    "unreadable"
-                                } else {
-                                    disk_value.map_or(ZERO_OID, |s| s)
-                                },
+                                log = log_shown,
+                                disk = disk_shown,
                                 "a committed ref write was lost on disk (a crash before it was synced); restored it from the log"
                             );
-                            restored.push(RefMove {
-                                time_ns: now_ns(),
-                                repo: name.clone(),
-                                ref_name: ref_name.clone(),
-                                old: disk_value.cloned(),
-                                new: lost.new.clone(),
-                                actor: "vole-restore".into(),
-                                client: "local".into(),
-                                push_id: 0,
-                                phase: Phase::Restored,
-                            });
+                            restored.push(start_up_row(
+                                name,
+                                ref_name,
+                                (disk_value.cloned(), lost.new.clone()),
+                                Phase::Restored,
+                            ));
                             continue;
                         }
                         Err(e) => tracing::error!(
@@ -172,25 +170,16 @@ impl RefRecorder {
                 tracing::warn!(
                     repo = name,
                     ref_name,
-                    log = log_value.map_or(ZERO_OID, |s| s),
-                    disk = if unreadable {
-                        "unreadable"
-                    } else {
-                        disk_value.map_or(ZERO_OID, |s| s)
-                    },
+                    log = log_shown,
+                    disk = disk_shown,
                     "ref moved outside vole; recording it as reconciled"
                 );
-                rows.push(RefMove {
-                    time_ns: now_ns(),
-                    repo: name.clone(),
-                    ref_name: ref_name.clone(),
-                    old: log_value.cloned(),
-                    new: disk_value.cloned(),
-                    actor: "vole-reconcile".into(),
-                    client: "local".into(),
-                    push_id: 0,
-                    phase: Phase::Reconciled,
-                });
+                rows.push(start_up_row(
+                    name,
+                    ref_name,
+                    (log_value.cloned(), disk_value.cloned()),
+                    Phase::Reconciled,
+                ));
             }
             for (rows, count) in [
                 (restored, &mut report.restored),
@@ -214,6 +203,31 @@ pub struct ReconcileReport {
     pub resolved: usize,
     pub restored: usize,
     pub reconciled: usize,
+}
+
+/// A row the start-up check appends: `(old, new)` of `ref_name`, by
+/// `vole-restore` or `vole-reconcile`.
+fn start_up_row(
+    repo: &str,
+    ref_name: &str,
+    (old, new): (Option<String>, Option<String>),
+    phase: Phase,
+) -> RefMove {
+    RefMove {
+        time_ns: now_ns(),
+        repo: repo.to_string(),
+        ref_name: ref_name.to_string(),
+        old,
+        new,
+        actor: if phase == Phase::Restored {
+            "vole-restore".into()
+        } else {
+            "vole-reconcile".into()
+        },
+        client: "local".into(),
+        push_id: 0,
+        phase,
+    }
 }
 
 /// Refs compared with the disk at start; `refs/meta/*` is the server's own.

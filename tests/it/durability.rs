@@ -153,19 +153,11 @@ fn strace_available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-#[test]
-fn a_push_is_synced_pack_and_index_then_ref_lock_then_its_directory_before_ok() {
-    assert!(
-        strace_available(),
-        "strace is needed and must be allowed to trace (Debian's strace; scripts/test installs it)"
-    );
+/// `alice/repo` served with `--anonymous-push` under strace: the scratch
+/// dir, the data dir, the trace file and the server.
+fn traced_server() -> (tempfile::TempDir, PathBuf, PathBuf, TestServer) {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    assert!(
-        run_vole(&data, &["repo", "create", "alice/repo"])
-            .status
-            .success()
-    );
+    let data = data_with_repo(dir.path());
     let trace = dir.path().join("push.trace");
     let args = strace_args(&trace);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -174,6 +166,16 @@ fn a_push_is_synced_pack_and_index_then_ref_lock_then_its_directory_before_ok() 
         .arg("--anonymous-push")
         .wrapped_in(&args)
         .start();
+    (dir, data, trace, server)
+}
+
+#[test]
+fn a_push_is_synced_pack_and_index_then_ref_lock_then_its_directory_before_ok() {
+    assert!(
+        strace_available(),
+        "strace is needed and must be allowed to trace (Debian's strace; scripts/test installs it)"
+    );
+    let (dir, data, trace, server) = traced_server();
     let work = worktree(dir.path(), "work");
     commit_file(&work, "big.bin", &random_bytes(64 * 1024, 7));
     let url = server.url("/alice/repo.git");
@@ -293,21 +295,7 @@ fn an_update_and_a_deletion_in_one_push_are_synced_before_ok() {
         strace_available(),
         "strace is needed and must be allowed to trace"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    assert!(
-        run_vole(&data, &["repo", "create", "alice/repo"])
-            .status
-            .success()
-    );
-    let trace = dir.path().join("push.trace");
-    let args = strace_args(&trace);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .wrapped_in(&args)
-        .start();
+    let (dir, data, trace, server) = traced_server();
     let work = worktree(dir.path(), "work");
     let url = server.url("/alice/repo.git");
     git_ok(&work, &["push", &url, "HEAD:main", "HEAD:refs/heads/old"]);
@@ -585,33 +573,11 @@ fn a_push_whose_ref_directory_cannot_be_synced_is_not_confirmed_to_the_pusher() 
         "strace is needed and must be allowed to trace"
     );
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    assert!(
-        run_vole(&data, &["repo", "create", "alice/repo"])
-            .status
-            .success()
-    );
+    let data = data_with_repo(dir.path());
     let heads = std::fs::canonicalize(data.join("repos/alice/repo.git/refs/heads")).unwrap();
     // Every fsync of refs/heads (and only of it) fails with EIO: the
     // committed hook's directory sync, after git has moved the ref.
-    let heads_arg = heads.to_str().unwrap().to_string();
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .wrapped_in(&[
-            "strace",
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-P",
-            &heads_arg,
-            "-e",
-            "trace=fsync",
-            "-e",
-            "inject=fsync:error=EIO",
-        ])
-        .start();
+    let server = server_with_failing(&data, &heads, "fsync", "EIO");
     let work = worktree(dir.path(), "work");
     let pushed = git(
         &work,
@@ -644,33 +610,11 @@ fn a_metadata_write_the_log_cannot_take_is_a_503_that_shows_no_internals() {
         "strace is needed and must be allowed to trace"
     );
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    assert!(
-        run_vole(&data, &["repo", "create", "alice/repo"])
-            .status
-            .success()
-    );
+    let data = data_with_repo(dir.path());
     let meta_log = std::fs::canonicalize(data.join("log/meta.arrow")).unwrap();
-    let meta_arg = meta_log.to_str().unwrap().to_string();
     // Every write to the meta log fails with EIO (opening an existing
     // log writes nothing to it): the log fails, as on a dying disk.
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .wrapped_in(&[
-            "strace",
-            "-f",
-            "-qq",
-            "-o",
-            "/dev/null",
-            "-P",
-            &meta_arg,
-            "-e",
-            "trace=write,writev,pwrite64,pwritev",
-            "-e",
-            "inject=write,writev,pwrite64,pwritev:error=EIO",
-        ])
-        .start();
+    let server = server_with_failing(&data, &meta_log, "write,writev,pwrite64,pwritev", "EIO");
     let body = r#"{"title":"lost?"}"#;
     let response = http(
         server.addr,

@@ -23,12 +23,7 @@ struct Forge {
 impl Forge {
     fn start(flags: &[&str]) -> Forge {
         let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        assert!(
-            run_vole(&data, &["repo", "create", "alice/repo"])
-                .status
-                .success()
-        );
+        let data = data_with_repo(dir.path());
         let mut forge = Forge {
             server: None,
             dir: dir.path().to_path_buf(),

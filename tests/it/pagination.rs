@@ -7,12 +7,7 @@ use crate::support::*;
 #[test]
 fn hostile_page_numbers_are_a_400_in_the_api_and_page_one_in_the_web_ui() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    assert!(
-        run_vole(&data, &["repo", "create", "alice/repo"])
-            .status
-            .success()
-    );
+    let data = data_with_repo(dir.path());
     let server = TestServer::builder()
         .data(&data)
         .arg("--anonymous-push")

@@ -27,6 +27,41 @@ pub fn vole(data: &Path) -> Command {
     command
 }
 
+/// A data dir under `dir` holding the empty repo `alice/repo`, made with
+/// `vole repo create` (no server runs).
+pub fn data_with_repo(dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    let created = run_vole(&data, &["repo", "create", "alice/repo"]);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    data
+}
+
+/// `vole serve --anonymous-push` on `data` under strace, injecting
+/// `error` into every `syscalls` call that touches `path` (and only
+/// those): a failing disk, deterministically.
+pub fn server_with_failing(data: &Path, path: &Path, syscalls: &str, error: &str) -> TestServer {
+    let path = path.to_str().expect("a UTF-8 path").to_string();
+    let trace = format!("trace={syscalls}");
+    let inject = format!("inject={syscalls}:error={error}");
+    TestServer::builder()
+        .data(data)
+        .arg("--anonymous-push")
+        .wrapped_in(&[
+            "strace",
+            "-f",
+            "-qq",
+            "-o",
+            "/dev/null",
+            "-P",
+            &path,
+            "-e",
+            &trace,
+            "-e",
+            &inject,
+        ])
+        .start()
+}
+
 /// Runs a vole CLI command to completion (30 s bound).
 pub fn run_vole(data: &Path, args: &[&str]) -> Output {
     let child = vole(data)
