@@ -11,7 +11,8 @@
 //! `objects/` with no fsync of the directory either). On ext4 and most
 //! file systems a rename is durable only once its directory is synced, so
 //! the functions here sync those directories. The log's own syncs are in
-//! `log/storage.rs`; the metadata fold's in `meta/fold.rs`.
+//! `log/storage.rs`; the metadata fold's in `meta/pack.rs` and
+//! `meta/fold.rs` (ARCHITECTURE.md lists every one).
 
 use std::collections::BTreeSet;
 use std::fs::File;

@@ -122,7 +122,14 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             moves,
             outcome,
         } => match app.recorder.outcome(&push, &moves, outcome) {
-            Ok(seq) => Reply::ok(serde_json::json!({ "seq": seq })),
+            Ok(seq) => {
+                if outcome == crate::hooks::Outcome::Committed
+                    && let Ok(repo) = RepoName::parse(&push.repo)
+                {
+                    app.meta.repack_if_needed(&repo);
+                }
+                Reply::ok(serde_json::json!({ "seq": seq }))
+            }
             Err(e) => {
                 tracing::error!(repo = push.repo, error = %e, "a ref transaction's outcome is not durable; git is stopped before it reports");
                 Reply::error(

@@ -51,9 +51,16 @@ impl RefRecorder {
                 .get(&prepared.repo)
                 .and_then(|refs| refs.get(&prepared.ref_name))
                 .cloned();
-            let on_disk = on_disk
-                .or_else(|| ref_value(git, paths[prepared.repo.as_str()], &prepared.ref_name));
-            let phase = if on_disk == prepared.new {
+            let repo_path = paths[prepared.repo.as_str()];
+            let on_disk = on_disk.or_else(|| ref_value(git, repo_path, &prepared.ref_name));
+            // An unreadable ref file says nothing of where the move got:
+            // the pusher was never told "ok", so it is taken as not done,
+            // and step 2 writes the last committed value back.
+            let unreadable = on_disk.is_none()
+                && loose_ref(repo_path, &prepared.ref_name) == LooseRef::Unreadable;
+            let phase = if unreadable {
+                Phase::Aborted
+            } else if on_disk == prepared.new {
                 Phase::Committed
             } else if on_disk == prepared.old {
                 Phase::Aborted
@@ -134,15 +141,24 @@ impl RefRecorder {
                 } else {
                     disk_value.map_or(ZERO_OID, |s| s)
                 };
-                let lost = last_committed.get(ref_name).filter(|m| {
-                    m.new.as_ref() == log_value
-                        && (unreadable || m.old.as_ref() == disk_value)
-                        && m.new
-                            .as_ref()
-                            .is_none_or(|oid| object_present(git, path, oid))
+                // What to write back: for an unreadable file, the log's
+                // value (the file says nothing; the log is all there is,
+                // also after a compaction); else the last committed move's
+                // value, when the disk holds that move's old value.
+                let restore_to: Option<Option<String>> = if unreadable {
+                    Some(log_value.cloned())
+                } else {
+                    last_committed
+                        .get(ref_name)
+                        .filter(|m| m.new.as_ref() == log_value && m.old.as_ref() == disk_value)
+                        .map(|m| m.new.clone())
+                };
+                let restore_to = restore_to.filter(|new| {
+                    new.as_ref()
+                        .is_none_or(|oid| object_present(git, path, oid))
                 });
-                if let Some(lost) = lost {
-                    match restore_ref(git, path, ref_name, lost.new.as_deref()) {
+                if let Some(new) = restore_to {
+                    match restore_ref(git, path, ref_name, new.as_deref(), unreadable) {
                         Ok(()) => {
                             tracing::warn!(
                                 repo = name,
@@ -154,7 +170,7 @@ impl RefRecorder {
                             restored.push(start_up_row(
                                 name,
                                 ref_name,
-                                (disk_value.cloned(), lost.new.clone()),
+                                (disk_value.cloned(), new),
                                 Phase::Restored,
                             ));
                             continue;
@@ -308,8 +324,16 @@ pub(super) fn restore_ref(
     repo: &Path,
     name: &str,
     new: Option<&str>,
+    unreadable: bool,
 ) -> Result<(), String> {
     match new {
+        // The log says the ref is gone and its file holds nothing git can
+        // read: remove the file (git refuses to delete a ref it cannot
+        // read).
+        None if unreadable => {
+            std::fs::remove_file(repo.join(name))
+                .map_err(|e| format!("removing the unreadable ref file: {e}"))?;
+        }
         Some(oid) => {
             use std::io::Write;
             let target = repo.join(name);

@@ -1,5 +1,9 @@
 //! Keeping a repo's packs few: a geometric `git repack` once a repo holds
-//! more than `max_packs` packs, on its own thread.
+//! more than `max_packs` packs, on its own thread, after a metadata fold
+//! or a push (vole turns git's own `gc --auto` after a push off: it would
+//! run detached, after the pusher heard "ok", rewriting packs and refs no
+//! one syncs). When a repack is done, the pack directory is synced, so
+//! its new pack and the old packs it deleted are on disk together.
 
 use super::*;
 
@@ -38,7 +42,10 @@ pub(super) fn maybe_repack(inner: &Inner, meta: &RepoMeta) {
                     .output();
                 match output {
                     Ok(out) if out.status.success() => {
-                        tracing::info!(repo = name, packs_before, "metadata packs repacked")
+                        if let Err(e) = crate::durable::sync_object_dirs(&git_dir) {
+                            tracing::warn!(repo = name, error = %e, "cannot sync the pack directory after a repack");
+                        }
+                        tracing::info!(repo = name, packs_before, "packs repacked")
                     }
                     Ok(out) => {
                         tracing::warn!(

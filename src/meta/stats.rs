@@ -26,6 +26,14 @@ pub struct MetaStats {
 }
 
 impl MetaStore {
+    /// After a push: repacks the repo (on its own thread) if it holds more
+    /// than `max_packs` packs (each push through vole writes one).
+    pub fn repack_if_needed(&self, repo: &RepoName) {
+        if let Ok(meta) = self.repo(repo) {
+            maybe_repack(&self.inner, &meta);
+        }
+    }
+
     // ---- maintenance ----
 
     /// Folds everything pending now and waits (at most `bound`) until it

@@ -21,6 +21,10 @@
 //!   `pack.deltaCacheSize=32m`, `core.packedGitLimit=256m`,
 //!   `core.packedGitWindowSize=32m`: bound what one child maps and holds
 //!   while packing or indexing; measured in `docs/spikes/smart-http/`.
+//! - `receive.autogc=false`: git's `gc --auto` after a push runs detached,
+//!   outside the request's process group, after the pusher heard "ok", and
+//!   rewrites packs and `packed-refs` in directories no one syncs; vole
+//!   repacks a repo itself once it holds too many packs (`meta/repack.rs`).
 //! - [`crate::git::DURABLE_WRITES`] (`core.fsync=objects,derived-metadata,
 //!   reference`, `core.fsyncMethod=fsync`): receive-pack and what it runs
 //!   (index-pack, the ref transaction) sync the pack, its index and every
@@ -279,6 +283,7 @@ pub fn git_config(service: Service) -> Vec<(String, String)> {
     config.extend(crate::git::DURABLE_WRITES);
     if service == Service::ReceivePack {
         config.push(("receive.unpackLimit", "1"));
+        config.push(("receive.autogc", "false"));
     }
     config
         .into_iter()
@@ -398,4 +403,22 @@ async fn service_rpc(
     request.body = Some(spooled);
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pushes_run_with_syncs_on_and_gits_auto_gc_off() {
+        let config: HashMap<String, String> =
+            git_config(Service::ReceivePack).into_iter().collect();
+        assert_eq!(config["receive.autogc"], "false");
+        assert_eq!(config["receive.unpackLimit"], "1");
+        assert_eq!(config["core.fsync"], "objects,derived-metadata,reference");
+        assert_eq!(config["core.fsyncMethod"], "fsync");
+        let fetch: HashMap<String, String> = git_config(Service::UploadPack).into_iter().collect();
+        assert!(!fetch.contains_key("receive.autogc"));
+        assert_eq!(fetch["core.fsync"], "objects,derived-metadata,reference");
+    }
 }

@@ -452,6 +452,67 @@ fn committed_ref_writes_the_disk_lost_are_restored_at_start_and_other_moves_reco
 }
 
 #[test]
+fn an_unreadable_ref_is_restored_from_the_log_even_after_a_compaction() {
+    let mut forge = Forge::start(&[]);
+    let work = worktree(&forge.dir, "work");
+    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    let c1 = head(&work, "HEAD");
+    // A compaction keeps values, not moves: the last committed move of
+    // main is gone from the log, its value is in the checkpoint.
+    let compacted = run_vole(&forge.data, &["log", "compact", "--keep", "0"]);
+    assert!(compacted.status.success(), "{}", text(&compacted.stderr));
+    forge.server.take().unwrap().stop();
+    std::fs::write(forge.bare().join("refs/heads/main"), b"").unwrap();
+    assert_eq!(
+        ref_value(&forge.bare(), "refs/heads/main"),
+        None,
+        "anti-vacuity"
+    );
+    forge.restart();
+    assert!(
+        forge
+            .server()
+            .log
+            .wait_for(&["restored=1", "reconciled=0"], Duration::from_secs(5))
+            .is_some(),
+        "{}",
+        forge.server().log.all()
+    );
+    assert_eq!(ref_value(&forge.bare(), "refs/heads/main"), Some(c1));
+}
+
+#[test]
+fn pushes_keep_the_pack_count_bounded_without_gits_auto_gc() {
+    let forge = Forge::start(&[]);
+    let work = worktree(&forge.dir, "work");
+    // Each push through vole writes one pack; past 32 vole repacks.
+    for i in 0..40 {
+        commit_file(&work, "n.txt", format!("{i}").as_bytes());
+        git_ok(&work, &["push", "-q", &forge.url(), "HEAD:main"]);
+    }
+    let packs = || {
+        files_in(&forge.bare().join("objects/pack"))
+            .iter()
+            .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+            .count()
+    };
+    assert!(
+        eventually(Duration::from_secs(20), || packs() <= 32),
+        "{} packs after 40 pushes: {}",
+        packs(),
+        forge.server().log.all()
+    );
+    // git's own gc never ran (it would leave gc.pid or gc.log).
+    assert!(!forge.bare().join("gc.pid").exists() && !forge.bare().join("gc.log").exists());
+    let fsck = git(&forge.bare(), &["fsck", "--no-dangling"]);
+    assert!(fsck.status.success(), "{}", text(&fsck.stderr));
+    assert_eq!(
+        ref_value(&forge.bare(), "refs/heads/main"),
+        Some(head(&work, "HEAD"))
+    );
+}
+
+#[test]
 fn a_lost_ref_write_whose_objects_are_gone_is_reconciled_not_restored() {
     let mut forge = Forge::start(&[]);
     let work = worktree(&forge.dir, "work");
