@@ -74,10 +74,14 @@ fn get_host(ctx: &Ctx, host: &str, path: &str) -> Answer {
 }
 
 fn post_json(ctx: &Ctx, path: &str, body: &str) -> Answer {
+    send_json(ctx, "POST", path, body)
+}
+
+fn send_json(ctx: &Ctx, method: &str, path: &str, body: &str) -> Answer {
     let response = http(
         ctx.addr,
         &format!(
-            "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
+            "{method} {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
             body.len()
         ),
         body.as_bytes(),
@@ -93,11 +97,13 @@ fn post_json(ctx: &Ctx, path: &str, body: &str) -> Answer {
 fn git_answer(cwd: &Path, args: &[&str]) -> Answer {
     let out = git(cwd, args);
     let stderr = text(&out.stderr);
+    // Matched on git's words, not bare numbers: the URL's port can hold
+    // "403" or "404".
     let status = if out.status.success() {
         200
-    } else if stderr.contains("403") || stderr.contains("push is disabled") {
+    } else if stderr.contains("returned error: 403") || stderr.contains("push is disabled") {
         403
-    } else if stderr.contains("not found") || stderr.contains("404") {
+    } else if stderr.contains("not found") || stderr.contains("returned error: 404") {
         404
     } else {
         panic!("git {args:?} failed in an unexpected way: {stderr}")
@@ -199,6 +205,50 @@ fn surfaces() -> Vec<Surface> {
             ask: |c, r| post_json(c, &format!("/api/v1/repos/{r}/issues"), r#"{"title":"t"}"#),
         },
         Surface {
+            name: "api: issue edit (write)",
+            ask: |c, r| {
+                send_json(
+                    c,
+                    "PATCH",
+                    &format!("/api/v1/repos/{r}/issues/1"),
+                    r#"{"version":1,"title":"t2"}"#,
+                )
+            },
+        },
+        Surface {
+            name: "api: comment (write)",
+            ask: |c, r| {
+                post_json(
+                    c,
+                    &format!("/api/v1/repos/{r}/issues/1/comments"),
+                    r#"{"body":"c"}"#,
+                )
+            },
+        },
+        Surface {
+            name: "api: acl (write)",
+            ask: |c, r| {
+                // Each repo's ACL as it stands, put again.
+                let body = if r == "alice/private" {
+                    r#"{"version":1,"visibility":"private"}"#
+                } else {
+                    r#"{"visibility":"public"}"#
+                };
+                send_json(c, "PUT", &format!("/api/v1/repos/{r}/acl"), body)
+            },
+        },
+        Surface {
+            name: "api: settings (write)",
+            ask: |c, r| {
+                send_json(
+                    c,
+                    "PUT",
+                    &format!("/api/v1/repos/{r}/settings"),
+                    r#"{"default_branch":"main"}"#,
+                )
+            },
+        },
+        Surface {
             name: "site by path",
             ask: |c, r| get(c, &format!("/{r}/-/site/")),
         },
@@ -224,7 +274,11 @@ fn expected(surface: &str, anonymous_push: bool) -> (Expect, Expect) {
     match surface {
         "info/refs (receive-pack)"
         | "receive-pack (push) and pre-receive"
-        | "api: issue (write)" => (switch, switch),
+        | "api: issue (write)"
+        | "api: issue edit (write)"
+        | "api: comment (write)"
+        | "api: acl (write)"
+        | "api: settings (write)" => (switch, switch),
         // The ACL applies to sites only, until accounts exist.
         "site by path" | "site by domain" => (Allowed, NotFound),
         _ => (Allowed, Allowed),
@@ -334,7 +388,7 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     // Anti-vacuity: the site really is there for the public repo, and the
     // table covers every surface.
     assert!(get(&ctx, "/alice/public/-/site/").body.contains("site"));
-    assert_eq!(surfaces().len(), 21);
+    assert_eq!(surfaces().len(), 25);
     let mut wrong = run_table(&ctx, true);
     server.stop();
 
