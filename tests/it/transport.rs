@@ -277,7 +277,7 @@ fn push_is_refused_with_a_message_unless_anonymous_push_is_on() {
     assert!(!pushed.status.success());
     let err = text(&pushed.stderr);
     assert!(
-        err.contains("403") || err.contains("push is disabled"),
+        err.contains("returned error: 403") || err.contains("push is disabled"),
         "{err}"
     );
     assert!(
@@ -482,7 +482,8 @@ fn pushes_over_the_cap_get_413_on_both_paths_and_move_nothing() {
     let pushed = git(&work, &["push", &forge.url(".git"), "HEAD:main"]);
     assert!(!pushed.status.success());
     assert!(
-        text(&pushed.stderr).contains("413"),
+        text(&pushed.stderr).contains("HTTP 413")
+            || text(&pushed.stderr).contains("returned error: 413"),
         "{}",
         text(&pushed.stderr)
     );
