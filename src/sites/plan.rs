@@ -230,3 +230,137 @@ pub(super) fn plan_in(
         },
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A bare repo whose `pages` branch holds `files`, made with git.
+    fn site(files: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path().join("work");
+        let bare = dir.path().join("site.git");
+        let git = |cwd: &std::path::Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(cwd)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        git(
+            dir.path(),
+            &["init", "-q", "-b", "pages", work.to_str().unwrap()],
+        );
+        for (path, body) in files {
+            let file = work.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(file, body).unwrap();
+        }
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", "site"]);
+        git(
+            dir.path(),
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                work.to_str().unwrap(),
+                bare.to_str().unwrap(),
+            ],
+        );
+        (dir, bare)
+    }
+
+    fn plan_of(store: &SiteStore, repo: &std::path::Path, path: &str) -> Plan {
+        let path = TreePath::parse(path).unwrap();
+        // The store knows each repo's root by its name: one per repo.
+        let name = repo.to_string_lossy().into_owned();
+        plan(
+            store,
+            &name,
+            repo,
+            ("refs/heads/pages", &[]),
+            &path,
+            "/base/",
+            1,
+        )
+        .unwrap()
+        .expect("the site exists")
+        .1
+    }
+
+    fn file_name(plan: &Plan) -> Option<(StatusCode, String)> {
+        match plan {
+            Plan::File(head) => {
+                Some((head.status, head.content_type.to_str().unwrap().to_string()))
+            }
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn every_resolution_rule() {
+        let (_dir, repo) = site(&[
+            ("index.html", "<h1>home</h1>"),
+            ("docs/index.html", "<h1>docs</h1>"),
+            ("docs/guide.css", "b{}"),
+            ("404.html", "<h1>lost</h1>"),
+        ]);
+        let store = SiteStore::new(1 << 20);
+        let html = || Some((StatusCode::OK, "text/html; charset=utf-8".to_string()));
+        // A file is served; a directory with its slash serves its index.
+        assert_eq!(file_name(&plan_of(&store, &repo, "")), html());
+        assert_eq!(file_name(&plan_of(&store, &repo, "docs/")), html());
+        assert_eq!(
+            file_name(&plan_of(&store, &repo, "docs/guide.css")),
+            Some((StatusCode::OK, "text/css; charset=utf-8".to_string()))
+        );
+        // Without the slash: a redirect to it; index.html: to its directory.
+        assert!(
+            matches!(plan_of(&store, &repo, "docs"), Plan::Redirect(to) if to == "/base/docs/")
+        );
+        assert!(
+            matches!(plan_of(&store, &repo, "docs/index.html"), Plan::Redirect(to) if to == "/base/docs/")
+        );
+        assert!(
+            matches!(plan_of(&store, &repo, "index.html"), Plan::Redirect(to) if to == "/base/")
+        );
+        // A file asked for as a directory, or nothing at all: the site's 404.
+        for missing in ["docs/guide.css/", "nope.html", "docs/nope/"] {
+            assert_eq!(
+                file_name(&plan_of(&store, &repo, missing)),
+                Some((
+                    StatusCode::NOT_FOUND,
+                    "text/html; charset=utf-8".to_string()
+                )),
+                "{missing}"
+            );
+        }
+        // No 404.html: a plain not found.
+        let (_dir2, bare) = site(&[("a.txt", "a")]);
+        assert!(matches!(plan_of(&store, &bare, "b.txt"), Plan::NotFound));
+        // No such branch: no site.
+        let path = TreePath::parse("").unwrap();
+        assert!(
+            plan(
+                &store,
+                "t/site2",
+                &bare,
+                ("refs/heads/gh-pages", &[]),
+                &path,
+                "/",
+                1
+            )
+            .unwrap()
+            .is_none()
+        );
+    }
+}
