@@ -35,8 +35,37 @@ pub enum Arrival {
     Wait,
     /// A sync or write failed; nothing above the durable watermark will
     /// ever be acknowledged by this log instance.
-    Failed(String),
+    Failed(Failure),
 }
+
+/// Why a log stopped taking appends. Every waiter gets a copy, so the io
+/// error is shared. Its text is part of the message: this goes to the
+/// server's log and the operator; the HTTP boundary never shows it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Failure {
+    #[error("a sync of the log failed: {0}")]
+    Sync(Arc<std::io::Error>),
+    #[error("a write to the log failed: {0}")]
+    Write(Arc<std::io::Error>),
+}
+
+impl Failure {
+    pub fn io(&self) -> &std::io::Error {
+        match self {
+            Failure::Sync(e) | Failure::Write(e) => e,
+        }
+    }
+}
+
+/// Same kind, same io error (by kind and text): what tests compare.
+impl PartialEq for Failure {
+    fn eq(&self, other: &Failure) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+            && self.io().kind() == other.io().kind()
+            && self.io().to_string() == other.io().to_string()
+    }
+}
+impl Eq for Failure {}
 
 /// Watermarks and leadership; no I/O.
 #[derive(Debug, Default)]
@@ -45,7 +74,7 @@ pub struct GateState {
     durable: u64,
     syncing: bool,
     held: u32,
-    failed: Option<String>,
+    failed: Option<Failure>,
     waiting: usize,
     in_flight: usize,
     /// Times a parked waiter was woken (every wake-up is a context switch;
@@ -99,7 +128,7 @@ impl GateState {
 
     /// The leader's sync returned. On success everything up to `upto` is
     /// durable; on failure the gate is poisoned.
-    pub fn sync_finished(&mut self, upto: u64, result: Result<(), String>) {
+    pub fn sync_finished(&mut self, upto: u64, result: Result<(), Failure>) {
         self.syncing = false;
         match result {
             Ok(()) => self.durable = self.durable.max(upto),
@@ -110,7 +139,7 @@ impl GateState {
     }
 
     /// Poisons the gate (a write failed).
-    pub fn fail(&mut self, why: String) {
+    pub fn fail(&mut self, why: Failure) {
         self.failed.get_or_insert(why);
     }
 
@@ -162,7 +191,7 @@ impl SyncGate {
 
     /// Blocks until `seq` is durable (or the log failed). Blocking: async
     /// callers go through `spawn_blocking`.
-    pub fn wait_durable(&self, seq: u64) -> Result<(), String> {
+    pub fn wait_durable(&self, seq: u64) -> Result<(), Failure> {
         let mut state = self.state();
         loop {
             match state.arrive(seq) {
@@ -198,7 +227,7 @@ impl SyncGate {
                     drop(state);
                     let storage = self.storage.lock().clone();
                     let started = Instant::now();
-                    let result = storage.sync().map_err(|e| format!("log sync failed: {e}"));
+                    let result = storage.sync().map_err(|e| Failure::Sync(Arc::new(e)));
                     let took = started.elapsed();
                     self.last_sync_nanos
                         .store(took.as_nanos() as u64, Ordering::Relaxed);
@@ -244,7 +273,7 @@ impl SyncGate {
         true
     }
 
-    pub(super) fn fail(&self, why: String) {
+    pub(super) fn fail(&self, why: Failure) {
         self.state().fail(why);
         self.wake.notify_all();
     }
@@ -314,6 +343,10 @@ impl Drop for GateHold<'_> {
 mod tests {
     use super::*;
 
+    fn eio() -> Failure {
+        Failure::Sync(Arc::new(std::io::Error::other("EIO")))
+    }
+
     #[test]
     fn a_follower_that_never_syncs_is_still_covered_by_the_leaders_sync() {
         let mut gate = GateState::new(0);
@@ -346,9 +379,9 @@ mod tests {
         gate.frame_written(6);
         gate.frame_written(7);
         assert_eq!(gate.arrive(7), Arrival::Lead { upto: 7 });
-        gate.sync_finished(7, Err("EIO".into()));
-        assert_eq!(gate.arrive(6), Arrival::Failed("EIO".into()));
-        assert_eq!(gate.arrive(7), Arrival::Failed("EIO".into()));
+        gate.sync_finished(7, Err(eio()));
+        assert_eq!(gate.arrive(6), Arrival::Failed(eio()));
+        assert_eq!(gate.arrive(7), Arrival::Failed(eio()));
         assert_eq!(
             gate.arrive(5),
             Arrival::Durable,

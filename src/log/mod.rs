@@ -70,7 +70,7 @@ use arrow_schema::ArrowError;
 
 pub use compact::CompactReport;
 pub use counters::{CounterSnapshot, Counters};
-pub use gate::SyncGate;
+pub use gate::{Failure, SyncGate};
 pub use record::RecordKind;
 use replay::{AcceptError, accept_frame};
 pub use replay::{Entry, Replay, TornTail, replay};
@@ -101,7 +101,9 @@ pub enum LogError {
         expected: &'static str,
     },
     #[error("log {path} refuses appends after an earlier failure ({why}); reopen it")]
-    Failed { path: PathBuf, why: String },
+    Failed { path: PathBuf, why: Failure },
+    #[error("the log's commit task failed")]
+    Task(#[source] tokio::task::JoinError),
     #[error("log record could not be encoded: {0}")]
     Encode(#[from] ArrowError),
     #[error("cannot compact through seq {requested}: only records through {applied} are applied")]
@@ -122,7 +124,7 @@ struct Writer {
     len: u64,
     next_seq: u64,
     base_seq: u64,
-    failed: Option<String>,
+    failed: Option<Failure>,
 }
 
 /// One log stream of kind `K`: append, commit (durable), compact.
@@ -273,11 +275,16 @@ impl<K: RecordKind> Log<K> {
             // Undo a partial write so the file stays a valid stream, and
             // refuse further appends: a later success must not be
             // acknowledged past a hole.
-            let undo = writer.storage.truncate(writer.len);
-            let why = format!("append failed: {e}; undo: {undo:?}");
+            if let Err(undo) = writer.storage.truncate(writer.len) {
+                tracing::error!(path = %self.path.display(), error = %undo, "cannot undo a partial log append");
+            }
+            let why = Failure::Write(Arc::new(e));
             writer.failed = Some(why.clone());
-            self.gate.fail(why);
-            return Err(io(&self.path, e));
+            self.gate.fail(why.clone());
+            return Err(LogError::Failed {
+                path: self.path.clone(),
+                why,
+            });
         }
         let first = writer.next_seq;
         writer.next_seq += parts.len() as u64;
@@ -316,12 +323,7 @@ impl<K: RecordKind> Log<K> {
         let log = self.clone();
         tokio::task::spawn_blocking(move || log.commit(&rows))
             .await
-            .unwrap_or_else(|e| {
-                Err(LogError::Failed {
-                    path: self.path.clone(),
-                    why: format!("commit task failed: {e}"),
-                })
-            })
+            .unwrap_or_else(|e| Err(LogError::Task(e)))
     }
 
     pub fn counters(&self) -> CounterSnapshot {

@@ -487,7 +487,7 @@ fn a_failed_sync_fails_every_waiter_and_later_appends() {
     for handle in handles {
         let result = handle.join().unwrap();
         assert!(
-            matches!(&result, Err(LogError::Failed { why, .. }) if why.contains("simulated EIO")),
+            matches!(&result, Err(LogError::Failed { why: Failure::Sync(e), .. }) if e.to_string() == "simulated EIO"),
             "every waiter of the failed group must get the error, got {result:?}"
         );
     }
