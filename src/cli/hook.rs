@@ -11,18 +11,45 @@ use std::time::Duration;
 use crate::control::{Reply, Request, client::Client};
 use crate::hooks::{Outcome, PushContext, RefUpdate, env};
 
+/// Why a hook could not do its part; the message is what git's user sees
+/// (as `remote:` lines).
+#[derive(Debug, thiserror::Error)]
+enum HookError {
+    #[error("{0} is not set: this hook runs only under vole serve")]
+    NotUnderServer(&'static str),
+    #[error("{0} is not a number")]
+    BadPushId(&'static str),
+    #[error("cannot reach the vole server: {0}")]
+    Unreachable(#[source] crate::control::client::ClientError),
+    #[error("the vole server is not running")]
+    NoServer,
+    #[error("the vole server did not answer: {0}")]
+    NoAnswer(#[source] crate::control::client::ClientError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("cannot read the hook input: {0}")]
+    Input(#[source] std::io::Error),
+    #[error(transparent)]
+    BadInput(#[from] crate::hooks::BadHookInput),
+    #[error("cannot run the repository's {name} hook: {source}")]
+    RepoHook {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("unknown transaction state {0:?}")]
+    UnknownState(String),
+}
+
 /// How long a hook waits for the server's answer.
 const SERVER_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn context() -> Result<(PathBuf, PushContext), String> {
-    let var = |name: &str| {
-        std::env::var(name)
-            .map_err(|_| format!("{name} is not set: this hook runs only under vole serve"))
-    };
+fn context() -> Result<(PathBuf, PushContext), HookError> {
+    let var = |name: &'static str| std::env::var(name).map_err(|_| HookError::NotUnderServer(name));
     let socket = PathBuf::from(var(env::SOCKET)?);
     let push_id = var(env::PUSH_ID)?
         .parse()
-        .map_err(|_| format!("{} is not a number", env::PUSH_ID))?;
+        .map_err(|_| HookError::BadPushId(env::PUSH_ID))?;
     Ok((
         socket,
         PushContext {
@@ -34,25 +61,25 @@ fn context() -> Result<(PathBuf, PushContext), String> {
     ))
 }
 
-fn ask(socket: &Path, request: Request) -> Result<Reply, String> {
+fn ask(socket: &Path, request: Request) -> Result<Reply, HookError> {
     let mut client = Client::connect_with_timeout(socket, SERVER_TIMEOUT)
-        .map_err(|e| format!("cannot reach the vole server: {e}"))?
-        .ok_or_else(|| "the vole server is not running".to_string())?;
-    let reply = client
-        .call(request)
-        .map_err(|e| format!("the vole server did not answer: {e}"))?;
+        .map_err(HookError::Unreachable)?
+        .ok_or(HookError::NoServer)?;
+    let reply = client.call(request).map_err(HookError::NoAnswer)?;
     if reply.ok {
         Ok(reply)
     } else {
-        Err(reply.error.unwrap_or_else(|| "refused".into()))
+        Err(HookError::Refused(
+            reply.error.unwrap_or_else(|| "refused".into()),
+        ))
     }
 }
 
-fn read_stdin() -> Result<String, String> {
+fn read_stdin() -> Result<String, HookError> {
     let mut input = String::new();
     std::io::stdin()
         .read_to_string(&mut input)
-        .map_err(|e| format!("cannot read the hook input: {e}"))?;
+        .map_err(HookError::Input)?;
     Ok(input)
 }
 
@@ -87,7 +114,7 @@ pub fn pre_receive() -> ExitCode {
     }
 }
 
-fn run_pre_receive() -> Result<ExitCode, String> {
+fn run_pre_receive() -> Result<ExitCode, HookError> {
     let (socket, push) = context()?;
     let input = read_stdin()?;
     let git = std::env::var(env::GIT).unwrap_or_else(|_| "git".into());
@@ -117,7 +144,7 @@ fn run_pre_receive() -> Result<ExitCode, String> {
 }
 
 /// Runs the repository's own hook of that name, if it has one.
-fn run_repo_hook(name: &str, input: &str) -> Result<ExitCode, String> {
+fn run_repo_hook(name: &str, input: &str) -> Result<ExitCode, HookError> {
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     let git_dir = std::env::var("GIT_DIR").unwrap_or_else(|_| ".".into());
@@ -131,13 +158,17 @@ fn run_repo_hook(name: &str, input: &str) -> Result<ExitCode, String> {
     let mut child = Command::new(&hook)
         .stdin(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run the repository's {name} hook: {e}"))?;
+        .map_err(|source| HookError::RepoHook {
+            name: name.to_string(),
+            source,
+        })?;
     if let Some(mut stdin) = child.stdin.take() {
         let _ = stdin.write_all(input.as_bytes());
     }
-    let status = child
-        .wait()
-        .map_err(|e| format!("the repository's {name} hook failed: {e}"))?;
+    let status = child.wait().map_err(|source| HookError::RepoHook {
+        name: name.to_string(),
+        source,
+    })?;
     Ok(if status.success() {
         ExitCode::SUCCESS
     } else {
@@ -147,7 +178,7 @@ fn run_repo_hook(name: &str, input: &str) -> Result<ExitCode, String> {
 
 /// `vole hook reference-transaction <prepared|committed|aborted>`
 pub fn reference_transaction(state: &str) -> ExitCode {
-    let result = (|| -> Result<(), String> {
+    let result = (|| -> Result<(), HookError> {
         let (socket, push) = context()?;
         // Only real ref moves: git also reports HEAD following the branch it
         // points at, and zero-to-zero lines for a packed-refs transaction
@@ -171,7 +202,7 @@ pub fn reference_transaction(state: &str) -> ExitCode {
                 moves,
                 outcome: Outcome::Aborted,
             },
-            other => return Err(format!("unknown transaction state {other:?}")),
+            other => return Err(HookError::UnknownState(other.to_string())),
         };
         ask(&socket, request).map(drop)
     })();

@@ -48,6 +48,11 @@ pub mod env {
     pub const GIT: &str = "VOLE_GIT";
 }
 
+/// A line of hook input that is not `<old> <new> <ref>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unexpected hook input line {0:?}")]
+pub struct BadHookInput(pub String);
+
 /// The all-zero object id git uses for "no object".
 pub const ZERO_OID: &str = "0000000000000000000000000000000000000000";
 
@@ -66,7 +71,7 @@ pub struct RefUpdate {
 
 impl RefUpdate {
     /// Parses hook stdin.
-    pub fn parse_lines(input: &str) -> Result<Vec<RefUpdate>, String> {
+    pub fn parse_lines(input: &str) -> Result<Vec<RefUpdate>, BadHookInput> {
         input
             .lines()
             .filter(|l| !l.trim().is_empty())
@@ -81,7 +86,7 @@ impl RefUpdate {
                             fast_forward: None,
                         })
                     }
-                    _ => Err(format!("unexpected hook input line {line:?}")),
+                    _ => Err(BadHookInput(line.to_string())),
                 }
             })
             .collect()
