@@ -325,35 +325,44 @@ pub(super) fn restore_ref(
     name: &str,
     new: Option<&str>,
     unreadable: bool,
-) -> Result<(), String> {
+) -> Result<(), RestoreError> {
     match new {
         // The log says the ref is gone and its file holds nothing git can
         // read: remove the file (git refuses to delete a ref it cannot
         // read).
         None if unreadable => {
-            std::fs::remove_file(repo.join(name))
-                .map_err(|e| format!("removing the unreadable ref file: {e}"))?;
+            let file = repo.join(name);
+            std::fs::remove_file(&file)
+                .map_err(|source| RestoreError::Io { path: file, source })?;
         }
         Some(oid) => {
             use std::io::Write;
             let target = repo.join(name);
             let lock = repo.join(format!("{name}.lock"));
             if let Some(dir) = target.parent() {
-                std::fs::create_dir_all(dir)
-                    .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir).map_err(|source| RestoreError::Io {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
             }
             let mut file = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&lock)
-                .map_err(|e| format!("creating {}: {e}", lock.display()))?;
+                .map_err(|source| RestoreError::Io {
+                    path: lock.clone(),
+                    source,
+                })?;
             let written = file
                 .write_all(format!("{oid}\n").as_bytes())
                 .and_then(|()| file.sync_all())
                 .and_then(|()| std::fs::rename(&lock, &target));
-            if let Err(e) = written {
+            if let Err(source) = written {
                 let _ = std::fs::remove_file(&lock);
-                return Err(format!("writing {}: {e}", target.display()));
+                return Err(RestoreError::Io {
+                    path: target,
+                    source,
+                });
             }
         }
         None => {
@@ -366,13 +375,26 @@ pub(super) fn restore_ref(
                 std::ffi::OsStr::new("--no-deref"),
                 std::ffi::OsStr::new("-d"),
                 std::ffi::OsStr::new(name),
-            ])
-            .map_err(|e| e.to_string())?;
+            ])?;
         }
     }
     durable::sync_ref_dirs(repo, [name])
         .map(drop)
-        .map_err(|e| e.to_string())
+        .map_err(RestoreError::Sync)
+}
+
+/// Why a lost ref write could not be written back.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RestoreError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    #[error("syncing the ref's directories: {0}")]
+    Sync(std::io::Error),
 }
 
 pub(super) fn ref_value(git: &Git, repo: &Path, name: &str) -> Option<String> {
