@@ -206,6 +206,12 @@ impl Git {
     }
 }
 
+/// `text` is an object id as git writes it: 40 (SHA-1) or 64 (SHA-256)
+/// hex digits.
+pub fn is_hex_oid(text: &str) -> bool {
+    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// `(major, minor, patch)` from `git version 2.47.3` (also from vendor
 /// suffixes such as `2.39.5.windows.1` or `2.43.0 (Apple Git-115)`).
 fn parse_version(text: &str) -> Option<(u32, u32, u32)> {

@@ -199,10 +199,6 @@ impl Repos {
         self.data.repos_dir().join(name.relative_path())
     }
 
-    pub fn exists(&self, name: &RepoName) -> bool {
-        self.path(name).join("HEAD").is_file()
-    }
-
     /// Creates a bare repo with HEAD on `default_branch`, durable before it
     /// returns. The repo is built in `data/tmp` (git's templates left out:
     /// an empty `hooks/`, no samples), every file and directory of it is synced, and it
@@ -269,8 +265,8 @@ impl Repos {
     /// before creation was durable (as vole before 0.1 could leave them):
     /// a `HEAD` or `config` that is missing, empty or not git's would make
     /// every git command on the repo fail ("not a git repository"). Each is
-    /// rewritten as `git init` writes it (HEAD on `default_branch`) and
-    /// synced, with a warning naming the repo; a missing `objects/` or
+    /// rewritten as `git init` writes it (HEAD on the branch the repo has,
+    /// else `default_branch`) and synced, with a warning naming the repo; a missing `objects/` or
     /// `refs/` directory is created. Objects and refs are never touched.
     /// Returns the repos finished.
     pub fn finish_interrupted_creations(&self, default_branch: &str) -> Vec<RepoName> {
@@ -341,7 +337,7 @@ fn finish_repo(repo: &Path, default_branch: &str) -> std::io::Result<Vec<&'stati
         let text = text.trim_end();
         text.strip_prefix("ref: refs/")
             .is_some_and(|r| !r.is_empty())
-            || (matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit()))
+            || crate::git::is_hex_oid(text)
     };
     if !head_ok {
         // The default branch if the repo has it, else the first branch it

@@ -84,6 +84,7 @@ pub const WRITES_DISABLED: &str = "API writes are off until accounts exist; star
 #[derive(Debug)]
 pub struct Access {
     repos: Repos,
+    /// `data/repos`, canonical.
     repos_root: PathBuf,
     meta: Arc<MetaStore>,
     anonymous_push: bool,
@@ -98,8 +99,10 @@ impl Access {
         anonymous_push: bool,
         default_protected: Vec<String>,
     ) -> Access {
+        // Resolved once: the repos dir exists before anything is served.
+        let root = repos.root();
         Access {
-            repos_root: repos.root(),
+            repos_root: root.canonicalize().unwrap_or(root),
             repos,
             meta,
             anonymous_push,
@@ -130,11 +133,10 @@ impl Access {
     /// existence only when they must (the site cache's cold path).
     pub fn exists(&self, repo: &RepoName) -> bool {
         let path = self.repos.path(repo);
-        let (Ok(canonical), Ok(root)) = (path.canonicalize(), self.repos_root.canonicalize())
-        else {
+        let Ok(canonical) = path.canonicalize() else {
             return false;
         };
-        if !canonical.starts_with(&root) {
+        if !canonical.starts_with(&self.repos_root) {
             tracing::warn!(repo = %repo, target = %canonical.display(), "repository path leads outside the repos dir; refused");
             return false;
         }

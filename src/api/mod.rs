@@ -13,7 +13,7 @@ use serde::Serialize;
 
 pub mod meta;
 
-use crate::access::{Access, Action, Denied, Principal};
+use crate::access::{Access, Action, Principal};
 use crate::hooks::recorder::{ACTIVITY_PER_REPO, RefRecorder};
 use crate::http::AppError;
 use crate::http::page::ApiPage;
@@ -34,12 +34,8 @@ pub struct ApiState {
 fn resolve(app: &ApiState, owner: &str, repo: &str, action: Action) -> Result<RepoName, AppError> {
     app.access
         .resolve(&Principal::Anonymous, owner, repo, action)
-        .map_err(|denied| match denied {
-            Denied::Missing => AppError::not_found(format!("repository {owner}/{repo} not found")),
-            Denied::Unauthenticated(message) => {
-                AppError::new(axum::http::StatusCode::UNAUTHORIZED, message)
-            }
-            Denied::Forbidden(message) => AppError::new(axum::http::StatusCode::FORBIDDEN, message),
+        .map_err(|denied| {
+            AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
         })
 }
 

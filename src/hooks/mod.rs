@@ -78,7 +78,9 @@ impl RefUpdate {
             .map(|line| {
                 let mut parts = line.splitn(3, ' ');
                 match (parts.next(), parts.next(), parts.next()) {
-                    (Some(old), Some(new), Some(name)) if is_oid(old) && is_oid(new) => {
+                    (Some(old), Some(new), Some(name))
+                        if crate::git::is_hex_oid(old) && crate::git::is_hex_oid(new) =>
+                    {
                         Ok(RefUpdate {
                             ref_name: name.to_string(),
                             old: old.to_string(),
@@ -102,10 +104,6 @@ impl RefUpdate {
 
 pub fn is_zero(oid: &str) -> bool {
     oid.bytes().all(|b| b == b'0')
-}
-
-fn is_oid(text: &str) -> bool {
-    matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Outcome of a reference transaction as reported by the hook.

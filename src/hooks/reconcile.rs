@@ -97,7 +97,7 @@ impl RefRecorder {
 
         // 2. committed writes the disk lost, and refs moved outside vole
         for (name, on_disk) in &disk {
-            let (known, last_committed) = {
+            let (known, moved_from) = {
                 let state = self.state();
                 let known: HashMap<String, String> = state
                     .known
@@ -109,8 +109,8 @@ impl RefRecorder {
                             .collect()
                     })
                     .unwrap_or_default();
-                let last = state.last_committed.get(name).cloned().unwrap_or_default();
-                (known, last)
+                let from = state.moved_from.get(name).cloned().unwrap_or_default();
+                (known, from)
             };
             let path = paths[name.as_str()];
             let mut restored = Vec::new();
@@ -145,14 +145,10 @@ impl RefRecorder {
                 // value (the file says nothing; the log is all there is,
                 // also after a compaction); else the last committed move's
                 // value, when the disk holds that move's old value.
-                let restore_to: Option<Option<String>> = if unreadable {
-                    Some(log_value.cloned())
-                } else {
-                    last_committed
-                        .get(ref_name)
-                        .filter(|m| m.new.as_ref() == log_value && m.old.as_ref() == disk_value)
-                        .map(|m| m.new.clone())
-                };
+                let back_at_old_value = moved_from
+                    .get(ref_name)
+                    .is_some_and(|old| old.as_ref() == disk_value);
+                let restore_to = (unreadable || back_at_old_value).then(|| log_value.cloned());
                 let restore_to = restore_to.filter(|new| {
                     new.as_ref()
                         .is_none_or(|oid| object_present(git, path, oid))
@@ -305,7 +301,7 @@ pub(super) fn loose_ref(repo: &Path, name: &str) -> LooseRef {
         Ok(bytes) => {
             let text = String::from_utf8_lossy(&bytes);
             let text = text.trim_end();
-            if matches!(text.len(), 40 | 64) && text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            if crate::git::is_hex_oid(text) {
                 LooseRef::Oid(text.to_ascii_lowercase())
             } else {
                 LooseRef::Unreadable

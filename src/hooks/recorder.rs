@@ -56,19 +56,13 @@ pub struct RefState {
     pub(super) known: HashMap<String, HashMap<String, String>>,
     /// (repo, push id, ref) -> (seq, prepared move) without an outcome yet.
     pub(super) pending: HashMap<(String, u64, String), (u64, RefMove)>,
-    /// repo -> ref -> the last committed (or restored) move's `(old, new)`,
-    /// while no later reconciliation overrode it: what a lost write of it
-    /// would leave on disk. Moves older than a compaction's checkpoint are
-    /// not here.
-    pub(super) last_committed: HashMap<String, HashMap<String, CommittedMove>>,
+    /// repo -> ref -> the value the last committed (or restored) move
+    /// took the ref from, while no later reconciliation overrode it: what a
+    /// lost write of it would leave on disk. The value it took the ref to
+    /// is `known`'s. Moves older than a compaction's checkpoint are not
+    /// here.
+    pub(super) moved_from: HashMap<String, HashMap<String, Option<String>>>,
     activity: HashMap<String, VecDeque<ActivityEntry>>,
-}
-
-/// The values a committed move took a ref from and to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct CommittedMove {
-    pub(super) old: Option<String>,
-    pub(super) new: Option<String>,
 }
 
 impl RefState {
@@ -96,14 +90,14 @@ impl RefState {
                 }
                 Phase::Restored => {
                     self.set_known(row);
-                    self.set_last_committed(row);
+                    self.set_moved_from(row);
                 }
                 Phase::Committed | Phase::Reconciled => {
                     self.pending.remove(&key);
                     self.set_known(row);
                     if row.phase == Phase::Committed {
-                        self.set_last_committed(row);
-                    } else if let Some(refs) = self.last_committed.get_mut(&row.repo) {
+                        self.set_moved_from(row);
+                    } else if let Some(refs) = self.moved_from.get_mut(&row.repo) {
                         refs.remove(&row.ref_name);
                     }
                     let activity = self.activity.entry(row.repo.clone()).or_default();
@@ -120,17 +114,11 @@ impl RefState {
         }
     }
 
-    fn set_last_committed(&mut self, row: &RefMove) {
-        self.last_committed
+    fn set_moved_from(&mut self, row: &RefMove) {
+        self.moved_from
             .entry(row.repo.clone())
             .or_default()
-            .insert(
-                row.ref_name.clone(),
-                CommittedMove {
-                    old: row.old.clone(),
-                    new: row.new.clone(),
-                },
-            );
+            .insert(row.ref_name.clone(), row.old.clone());
     }
 
     fn set_known(&mut self, row: &RefMove) {

@@ -56,6 +56,18 @@ impl AppError {
         )
     }
 
+    /// What a surface answers an access refusal with: a refused repo the
+    /// principal may not see reads as `missing` (the surface's own 404
+    /// message), the others as 401 or 403 with access's message.
+    pub fn denied(denied: crate::access::Denied, missing: impl FnOnce() -> String) -> AppError {
+        use crate::access::Denied;
+        match denied {
+            Denied::Missing => AppError::not_found(missing()),
+            Denied::Unauthenticated(message) => AppError::new(StatusCode::UNAUTHORIZED, message),
+            Denied::Forbidden(message) => AppError::new(StatusCode::FORBIDDEN, message),
+        }
+    }
+
     pub fn status(&self) -> StatusCode {
         self.status
     }

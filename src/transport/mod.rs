@@ -47,7 +47,7 @@ use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 
-use crate::access::{Access, Action, Denied, Principal};
+use crate::access::{Access, Action, Principal};
 use crate::config::{Config, TransportLimits};
 use crate::datadir::DataDir;
 use crate::git::Git;
@@ -157,10 +157,8 @@ fn resolve(
     transport
         .access
         .resolve(&Principal::Anonymous, owner, name, action)
-        .map_err(|denied| match denied {
-            Denied::Missing => AppError::not_found(format!("repository {owner}/{name} not found")),
-            Denied::Unauthenticated(message) => AppError::new(StatusCode::UNAUTHORIZED, message),
-            Denied::Forbidden(message) => AppError::new(StatusCode::FORBIDDEN, message),
+        .map_err(|denied| {
+            AppError::denied(denied, || format!("repository {owner}/{name} not found"))
         })
 }
 

@@ -40,7 +40,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
-use crate::access::{Access, Action, Denied, Principal};
+use crate::access::{Access, Action, Principal};
 use crate::config::Config;
 use crate::git::Git;
 use crate::hooks::recorder::RefRecorder;
@@ -86,11 +86,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
 pub(crate) fn repo_name(app: &WebState, owner: &str, repo: &str) -> Result<RepoName, AppError> {
     app.access
         .resolve(&Principal::Anonymous, owner, repo, Action::Read)
-        .map_err(|denied| match denied {
-            Denied::Missing => {
-                AppError::not_found(format!("There is no repository {owner}/{repo}."))
-            }
-            Denied::Unauthenticated(message) => AppError::new(StatusCode::UNAUTHORIZED, message),
-            Denied::Forbidden(message) => AppError::new(StatusCode::FORBIDDEN, message),
+        .map_err(|denied| {
+            AppError::denied(denied, || format!("There is no repository {owner}/{repo}."))
         })
 }

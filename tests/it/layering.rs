@@ -165,17 +165,7 @@ fn violations(src: &Path) -> Vec<String> {
     let mut problems = Vec::new();
     let mut edges: BTreeMap<String, BTreeMap<String, &Use>> = BTreeMap::new();
     for u in &uses {
-        let shown = || {
-            format!(
-                "{}:{}: `{}`",
-                u.file
-                    .strip_prefix(src.parent().unwrap())
-                    .unwrap()
-                    .display(),
-                u.line,
-                u.text
-            )
-        };
+        let shown = || format!("{}: `{}`", place(src, u), u.text);
         if ROOTS.contains(&u.from.as_str()) {
             continue;
         }
@@ -222,17 +212,7 @@ fn violations(src: &Path) -> Vec<String> {
                     .windows(2)
                     .map(|w| {
                         let u = edges[&w[0]][&w[1]];
-                        format!(
-                            "{} -> {} at {}:{} `{}`",
-                            w[0],
-                            w[1],
-                            u.file
-                                .strip_prefix(src.parent().unwrap())
-                                .unwrap()
-                                .display(),
-                            u.line,
-                            u.text
-                        )
+                        format!("{} -> {} at {} `{}`", w[0], w[1], place(src, u), u.text)
                     })
                     .collect();
                 problems.push(format!("import cycle: {}", steps.join("; ")));
@@ -240,6 +220,12 @@ fn violations(src: &Path) -> Vec<String> {
         }
     }
     problems
+}
+
+/// `src/x.rs:12`: where a use stands, relative to the crate.
+fn place(src: &Path, u: &Use) -> String {
+    let file = u.file.strip_prefix(src.parent().unwrap()).unwrap();
+    format!("{}:{}", file.display(), u.line)
 }
 
 /// A path of modules from `from` to `to` (excluding `from`, including
