@@ -179,6 +179,13 @@ impl Git {
         Ok((child, stdout))
     }
 
+    /// Runs `git -C repo args..` to completion and returns its stdout.
+    pub fn run_in(&self, repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
+        let mut all: Vec<&std::ffi::OsStr> = vec!["-C".as_ref(), repo.as_os_str()];
+        all.extend(args.iter().map(|a| std::ffi::OsStr::new(*a)));
+        self.run(&all)
+    }
+
     /// Runs `git args..` to completion and returns its stdout.
     pub fn run(&self, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>, GitError> {
         let output =

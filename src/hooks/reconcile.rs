@@ -248,14 +248,15 @@ pub(super) fn is_tracked(ref_name: &str) -> bool {
 }
 
 pub(super) fn refs_on_disk(git: &Git, repo: &Path) -> Option<HashMap<String, String>> {
-    let output = git.run(&[
-        std::ffi::OsStr::new("-C"),
-        repo.as_os_str(),
-        std::ffi::OsStr::new("for-each-ref"),
-        std::ffi::OsStr::new("--format=%(objectname) %(refname)"),
-        std::ffi::OsStr::new("refs/heads"),
-        std::ffi::OsStr::new("refs/tags"),
-    ]);
+    let output = git.run_in(
+        repo,
+        &[
+            "for-each-ref",
+            "--format=%(objectname) %(refname)",
+            "refs/heads",
+            "refs/tags",
+        ],
+    );
     match output {
         Ok(out) => Some(
             String::from_utf8_lossy(&out)
@@ -273,14 +274,7 @@ pub(super) fn refs_on_disk(git: &Git, repo: &Path) -> Option<HashMap<String, Str
 
 /// The object is in the repo (`git cat-file -e`).
 pub(super) fn object_present(git: &Git, repo: &Path, oid: &str) -> bool {
-    git.run(&[
-        std::ffi::OsStr::new("-C"),
-        repo.as_os_str(),
-        std::ffi::OsStr::new("cat-file"),
-        std::ffi::OsStr::new("-e"),
-        std::ffi::OsStr::new(oid),
-    ])
-    .is_ok()
+    git.run_in(repo, &["cat-file", "-e", oid]).is_ok()
 }
 
 /// A loose ref file as found on disk.
@@ -362,16 +356,17 @@ pub(super) fn restore_ref(
             }
         }
         None => {
-            git.run(&[
-                std::ffi::OsStr::new("-c"),
-                std::ffi::OsStr::new("core.hooksPath=/dev/null"),
-                std::ffi::OsStr::new("-C"),
-                repo.as_os_str(),
-                std::ffi::OsStr::new("update-ref"),
-                std::ffi::OsStr::new("--no-deref"),
-                std::ffi::OsStr::new("-d"),
-                std::ffi::OsStr::new(name),
-            ])?;
+            git.run_in(
+                repo,
+                &[
+                    "-c",
+                    "core.hooksPath=/dev/null",
+                    "update-ref",
+                    "--no-deref",
+                    "-d",
+                    name,
+                ],
+            )?;
         }
     }
     durable::sync_ref_dirs(repo, [name])
@@ -394,15 +389,8 @@ pub(super) enum RestoreError {
 }
 
 pub(super) fn ref_value(git: &Git, repo: &Path, name: &str) -> Option<String> {
-    git.run(&[
-        std::ffi::OsStr::new("-C"),
-        repo.as_os_str(),
-        std::ffi::OsStr::new("rev-parse"),
-        std::ffi::OsStr::new("--verify"),
-        std::ffi::OsStr::new("--quiet"),
-        std::ffi::OsStr::new(name),
-    ])
-    .ok()
-    .map(|out| String::from_utf8_lossy(&out).trim().to_string())
-    .filter(|s| !s.is_empty())
+    git.run_in(repo, &["rev-parse", "--verify", "--quiet", name])
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out).trim().to_string())
+        .filter(|s| !s.is_empty())
 }
