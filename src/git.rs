@@ -296,7 +296,7 @@ pub fn lookup(
     repo: &gix::Repository,
     tree: ObjectId,
     segments: &[String],
-) -> Result<Lookup, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Lookup, gix::Error> {
     let mut current = Lookup::Dir(tree);
     for segment in segments {
         let Lookup::Dir(tree_id) = current else {

@@ -15,6 +15,7 @@ pub mod config;
 pub mod control;
 pub mod datadir;
 pub mod durable;
+pub mod error_chain;
 pub mod git;
 pub mod hooks;
 pub mod http;

@@ -35,7 +35,7 @@ impl From<MetaError> for AppError {
             MetaError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             MetaError::Stale(_) => StatusCode::CONFLICT,
             MetaError::Unavailable(_) => {
-                return AppError::unavailable("the metadata store refused a request", e);
+                return AppError::unavailable("the metadata store refused a request", &e);
             }
         };
         AppError::new(status, e.to_string())

@@ -156,7 +156,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Log lines first, then the error, in the order they happened.
             drop(log_writer);
-            eprintln!("vole: error: {}", error_chain(&e));
+            eprintln!("vole: error: {}", crate::error_chain::Chain(e.as_ref()));
             return ExitCode::FAILURE;
         }
     };
@@ -182,18 +182,6 @@ fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     guard
-}
-
-/// `outer: inner: innermost`, skipping links that repeat their source.
-fn error_chain(error: &anyhow::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    for cause in error.chain() {
-        let text = cause.to_string();
-        if !parts.last().is_some_and(|last| last.contains(&text)) {
-            parts.push(text);
-        }
-    }
-    parts.join(": ")
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

@@ -48,8 +48,8 @@ impl AppError {
     /// A store that cannot take the request now (its log failed): logged
     /// here with its detail, answered with a 503 and `Retry-After` that
     /// says nothing of the cause.
-    pub fn unavailable(context: &str, detail: impl std::fmt::Display) -> AppError {
-        tracing::error!(error = %detail, "{context}");
+    pub fn unavailable(context: &str, detail: &(dyn std::error::Error + 'static)) -> AppError {
+        tracing::error!(error = %crate::error_chain::Chain(detail), "{context}");
         AppError::busy(
             "the server cannot take this request right now; retry later, and tell the server's operator if it persists",
             30,

@@ -2,8 +2,11 @@
 //! and appended to the meta log in ticket order (one writer appends every
 //! deposit that is next, with one write), so per shard the log order is
 //! the order versions were decided in; each writer is acknowledged once
-//! its frame is durable.
+//! its frame is durable. Who appends what and whom to wake is decided by
+//! [`super::append_order::AppendOrder`]; here are the lock, the log writes,
+//! the sync-gate wait and the parking.
 
+use super::append_order::Next;
 use super::*;
 
 impl MetaStore {
@@ -19,63 +22,62 @@ impl MetaStore {
         meta: &RepoMeta,
         ticket: u64,
         deposit: Deposit,
-    ) -> Result<Appended, String> {
-        let mut state = meta.appender.state.lock();
-        state.deposited.insert(ticket, deposit);
+    ) -> Result<Appended, AppendError> {
+        let mut order = meta.appender.state.lock();
+        order.deposit(ticket, deposit);
         loop {
-            if let Some(result) = state.results.remove(&ticket) {
-                return result;
-            }
-            if !state.appending && state.deposited.contains_key(&state.turn) {
-                // Append while deposits are ready: a deposit that arrives
-                // during an append sees one under way and parks, so it is
-                // taken by the next round of this loop.
-                let mut appended = Vec::new();
-                while !state.appending && state.deposited.contains_key(&state.turn) {
-                    let mut batch = Vec::new();
+            match order.next(ticket) {
+                Next::Done(result) => return result,
+                Next::Append(mut batch) => {
+                    // Append while deposits are ready: a deposit that
+                    // arrives during an append sees one under way and
+                    // parks, so it is taken by the next batch here.
+                    let mut appended = Vec::new();
                     loop {
-                        let turn = state.turn;
-                        let Some(deposit) = state.deposited.remove(&turn) else {
-                            break;
-                        };
-                        batch.push((turn, deposit));
-                        state.turn += 1;
+                        drop(order);
+                        appended.extend(self.append_batch(meta, batch));
+                        order = meta.appender.state.lock();
+                        match order.appended() {
+                            Some(more) => batch = more,
+                            None => break,
+                        }
                     }
-                    state.appending = true;
-                    drop(state);
-                    appended.extend(self.append_batch(meta, batch));
-                    state = meta.appender.state.lock();
-                    state.appending = false;
-                }
-                // Later deposits find no append under way and append
-                // themselves while these wait for the sync gate.
-                drop(state);
-                let last = appended
-                    .iter()
-                    .filter_map(|(_, result)| result.as_ref().ok().map(|(seq, _)| *seq))
-                    .max();
-                let durable = match last {
-                    Some(seq) => self.inner.log.wait_durable(seq).map_err(|e| e.to_string()),
-                    None => Ok(()),
-                };
-                state = meta.appender.state.lock();
-                for (done, result) in appended {
-                    let result = match (&durable, result) {
-                        (Err(why), Ok(_)) => Err(why.clone()),
-                        (_, result) => result,
+                    // Later deposits find no append under way and append
+                    // themselves while these wait for the sync gate.
+                    drop(order);
+                    let last = appended
+                        .iter()
+                        .filter_map(|(_, result)| result.as_ref().ok().map(|(seq, _)| *seq))
+                        .max();
+                    let durable = match last {
+                        Some(seq) => self
+                            .inner
+                            .log
+                            .wait_durable(seq)
+                            .map_err(|e| AppendError::Log(Arc::new(e))),
+                        None => Ok(()),
                     };
-                    if let Some(writer) = state.parked.remove(&done) {
+                    let settled = appended.into_iter().map(|(done, result)| {
+                        let result = match (&durable, result) {
+                            (Err(why), Ok(_)) => Err(why.clone()),
+                            (_, result) => result,
+                        };
+                        (done, result)
+                    });
+                    order = meta.appender.state.lock();
+                    for writer in order.settle(settled) {
                         writer.unpark();
                     }
-                    state.results.insert(done, result);
                 }
-                continue;
+                Next::Wait => {
+                    order.park(ticket, std::thread::current());
+                    drop(order);
+                    // A wake-up for nothing, or a spurious one, loops to
+                    // the checks.
+                    std::thread::park();
+                    order = meta.appender.state.lock();
+                }
             }
-            state.parked.insert(ticket, std::thread::current());
-            drop(state);
-            // A wake-up for nothing, or a spurious one, loops to the checks.
-            std::thread::park();
-            state = meta.appender.state.lock();
         }
     }
 
@@ -85,7 +87,7 @@ impl MetaStore {
         &self,
         meta: &RepoMeta,
         batch: Vec<(u64, Deposit)>,
-    ) -> Vec<(u64, Result<Appended, String>)> {
+    ) -> Vec<(u64, Result<Appended, AppendError>)> {
         let inner = &self.inner;
         let mut frames = Vec::with_capacity(batch.len());
         let mut writes = Vec::with_capacity(batch.len());
@@ -119,7 +121,7 @@ impl MetaStore {
                     first
                 }
                 Err(e) => {
-                    let why = e.to_string();
+                    let why = AppendError::Log(Arc::new(e));
                     results.extend(writes.into_iter().map(|(t, ..)| (t, Err(why.clone()))));
                     return results;
                 }

@@ -93,11 +93,50 @@ impl FoldReport {
     }
 }
 
+/// A fold cycle of one repo that failed, and the step that failed.
 #[derive(Debug, thiserror::Error)]
-#[error("fold of {repo}: {why}")]
+#[error("fold of {repo}")]
 pub struct FoldError {
     pub repo: String,
-    pub why: String,
+    #[source]
+    pub step: GitError,
+}
+
+/// A step of reading or folding a repo's metadata that failed, with the
+/// error of gix (or the file system) that failed it.
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("opening the repo")]
+    Open(#[source] gix::Error),
+    #[error("reading {0}")]
+    ReadRef(String, #[source] gix::Error),
+    #[error("reading object {0}")]
+    ReadObject(ObjectId, #[source] gix::Error),
+    #[error("building the commits of shard {0:02x}")]
+    Build(u8, #[source] BuildError),
+    #[error("{0} is not a valid ref name")]
+    RefName(String, #[source] gix::validate::reference::name::Error),
+    #[error("writing the pack")]
+    WritePack(#[source] std::io::Error),
+    #[error("moving the shard refs")]
+    MoveRefs(#[source] gix::Error),
+    #[error("syncing {0}")]
+    Sync(std::path::PathBuf, #[source] std::io::Error),
+    #[error("shard refs kept moving under the fold ({0} attempts)")]
+    KeptMoving(usize),
+    #[error("a {0} thread panicked")]
+    Panicked(&'static str),
+}
+
+/// Building a shard's commits in memory failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Git(#[from] gix::Error),
+    #[error("encoding an object")]
+    Encode(#[from] std::io::Error),
+    #[error("tree {tree} of shard tip {commit} is missing")]
+    MissingTree { tree: ObjectId, commit: ObjectId },
 }
 
 /// Give up a cycle after this many lost CAS races in a row (the writes stay
@@ -105,8 +144,8 @@ pub struct FoldError {
 const MAX_ATTEMPTS: usize = 8;
 
 /// Opens a repo for folding (no user or system config is read).
-pub fn open_repo(git_dir: &Path) -> Result<gix::Repository, String> {
-    crate::git::open_gix(git_dir).map_err(|e| e.to_string())
+pub fn open_repo(git_dir: &Path) -> Result<gix::Repository, GitError> {
+    crate::git::open_gix(git_dir).map_err(GitError::Open)
 }
 
 fn signature() -> gix::actor::Signature {
@@ -124,11 +163,11 @@ fn signature() -> gix::actor::Signature {
 }
 
 /// The tip of a shard ref, read from disk (never cached).
-pub fn read_shard(repo: &gix::Repository, shard: u8) -> Result<Option<ObjectId>, String> {
+pub fn read_shard(repo: &gix::Repository, shard: u8) -> Result<Option<ObjectId>, GitError> {
     let name = shard_ref(shard);
     match repo
         .try_find_reference(name.as_str())
-        .map_err(|e| e.to_string())?
+        .map_err(|e| GitError::ReadRef(name.clone(), e))?
     {
         None => Ok(None),
         Some(reference) => Ok(reference.target().try_id().map(|id| id.to_owned())),
@@ -136,9 +175,10 @@ pub fn read_shard(repo: &gix::Repository, shard: u8) -> Result<Option<ObjectId>,
 }
 
 /// The `Vole-Log-Seq` trailer of a fold commit (0 when absent).
-pub fn folded_seq(repo: &gix::Repository, commit: ObjectId) -> Result<u64, String> {
-    let commit = repo.find_commit(commit).map_err(|e| e.to_string())?;
-    let message = commit.message_raw().map_err(|e| e.to_string())?;
+pub fn folded_seq(repo: &gix::Repository, id: ObjectId) -> Result<u64, GitError> {
+    let read = |e| GitError::ReadObject(id, e);
+    let commit = repo.find_commit(id).map_err(read)?;
+    let message = commit.message_raw().map_err(read)?;
     Ok(message
         .lines()
         .filter_map(|line| line.strip_prefix(b"Vole-Log-Seq: "))
@@ -162,9 +202,9 @@ pub fn commit_shards(
     expected: &mut dyn FnMut(u8) -> Option<Option<ObjectId>>,
     hook: Option<&FoldHook>,
 ) -> Result<(FoldReport, Vec<(u8, ObjectId)>), FoldError> {
-    let fail = |why: String| FoldError {
+    let fail = |step: GitError| FoldError {
         repo: repo_name.to_string(),
-        why,
+        step,
     };
     let git_dir = repo.path().to_path_buf();
     let mut report = FoldReport {
@@ -199,9 +239,7 @@ pub fn commit_shards(
                 let (second, signature) = (parts[1], &signature);
                 let side = scope.spawn(move || build_and_pack(side_repo, second, batch, signature));
                 let here = build_and_pack(repo, parts[0], batch, signature);
-                let there = side
-                    .join()
-                    .unwrap_or_else(|_| Err("a fold thread panicked".into()));
+                let there = side.join().unwrap_or(Err(GitError::Panicked("fold")));
                 vec![here, there]
             }),
         };
@@ -227,8 +265,12 @@ pub fn commit_shards(
                     hook(FoldStage::RefsMoved { last_seq });
                 }
                 let started = std::time::Instant::now();
-                sync_ref_dirs(&git_dir)
-                    .map_err(|e| fail(format!("syncing the shard refs: {e}")))?;
+                sync_ref_dirs(&git_dir).map_err(|e| {
+                    fail(GitError::Sync(
+                        git_dir.join(super::shard::SHARD_REF_PREFIX.trim_end_matches('/')),
+                        e,
+                    ))
+                })?;
                 report.sync += started.elapsed();
                 return Ok((
                     report,
@@ -247,7 +289,7 @@ pub fn commit_shards(
                     }
                 }
                 if !raced {
-                    return Err(fail(format!("moving the shard refs: {e}")));
+                    return Err(fail(e));
                 }
                 report.foreign_moves += 1;
                 tracing::debug!(
@@ -257,9 +299,7 @@ pub fn commit_shards(
             }
         }
     }
-    Err(fail(format!(
-        "shard refs kept moving under the fold ({MAX_ATTEMPTS} attempts)"
-    )))
+    Err(fail(GitError::KeptMoving(MAX_ATTEMPTS)))
 }
 
 /// What one lane of a fold built and packed.
@@ -279,7 +319,7 @@ fn build_and_pack(
     shards: &[(u8, Vec<PendingWrite>)],
     batch: usize,
     signature: &gix::actor::Signature,
-) -> Result<Lane, String> {
+) -> Result<Lane, GitError> {
     let started = std::time::Instant::now();
     let new = NewObjects::default();
     let mut lane = Lane {
@@ -291,7 +331,7 @@ fn build_and_pack(
     for (shard, writes) in shards {
         let current = read_shard(repo, *shard)?;
         let (tip, commits) = build_commits(repo, &new, current, writes, batch, signature)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| GitError::Build(*shard, e))?;
         lane.report.commits += commits;
         lane.last_seq = lane
             .last_seq
@@ -311,7 +351,7 @@ fn build_and_pack(
             },
             name: shard_ref(*shard)
                 .try_into()
-                .map_err(|e: gix::validate::reference::name::Error| e.to_string())?,
+                .map_err(|e| GitError::RefName(shard_ref(*shard), e))?,
             deref: false,
         });
         lane.tips.push((*shard, tip, current));
@@ -320,7 +360,7 @@ fn build_and_pack(
     lane.report.objects = objects.len();
     lane.report.build = started.elapsed();
     let started = std::time::Instant::now();
-    super::pack::write_pack(repo.path(), &objects).map_err(|e| format!("writing the pack: {e}"))?;
+    super::pack::write_pack(repo.path(), &objects).map_err(GitError::WritePack)?;
     lane.report.packs = usize::from(!objects.is_empty());
     lane.report.pack = started.elapsed();
     Ok(lane)
@@ -347,7 +387,7 @@ fn move_refs(
     git_dir: &Path,
     edits: Vec<RefEdit>,
     signature: &gix::actor::Signature,
-) -> Result<(), String> {
+) -> Result<(), GitError> {
     let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
     let prepared = repo
         .refs
@@ -357,12 +397,12 @@ fn move_refs(
             gix::lock::acquire::Fail::AfterDurationWithBackoff(REF_LOCK_TIMEOUT),
             gix::lock::acquire::Fail::AfterDurationWithBackoff(PACKED_REFS_LOCK_TIMEOUT),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(GitError::MoveRefs)?;
     let sync_lock = |name: &String| {
         let lock = git_dir.join(format!("{name}.lock"));
         File::open(&lock)
             .and_then(|file| file.sync_all())
-            .map_err(|e| format!("syncing {}: {e}", lock.display()))
+            .map_err(|e| GitError::Sync(lock, e))
     };
     if let [only] = names.as_slice() {
         sync_lock(only)?;
@@ -373,10 +413,9 @@ fn move_refs(
                 .chunks(per_thread)
                 .map(|chunk| scope.spawn(move || chunk.iter().try_for_each(sync_lock)))
                 .collect();
-            threads.into_iter().try_for_each(|t| {
-                t.join()
-                    .unwrap_or_else(|_| Err("a sync thread panicked".into()))
-            })
+            threads
+                .into_iter()
+                .try_for_each(|t| t.join().unwrap_or(Err(GitError::Panicked("sync"))))
         })?;
     }
     prepared
@@ -384,10 +423,8 @@ fn move_refs(
             signature.to_ref(&mut gix::date::parse::TimeBuf::default()),
         ))
         .map(drop)
-        .map_err(|e| e.to_string())
+        .map_err(GitError::MoveRefs)
 }
-
-type AnyError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The objects one fold cycle creates, held until they are packed. Kept
 /// here rather than written through gix, whose object writer first looks
@@ -397,14 +434,13 @@ type AnyError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) struct NewObjects(RefCell<HashMap<ObjectId, (gix::objs::Kind, Vec<u8>)>>);
 
 impl NewObjects {
-    fn put(&self, kind: gix::objs::Kind, data: Vec<u8>) -> Result<ObjectId, AnyError> {
-        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, &data)
-            .map_err(|e| e.to_string())?;
+    fn put(&self, kind: gix::objs::Kind, data: Vec<u8>) -> Result<ObjectId, BuildError> {
+        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, &data)?;
         self.0.borrow_mut().entry(id).or_insert((kind, data));
         Ok(id)
     }
 
-    fn put_object(&self, object: &impl gix::objs::WriteTo) -> Result<ObjectId, AnyError> {
+    fn put_object(&self, object: &impl gix::objs::WriteTo) -> Result<ObjectId, BuildError> {
         let mut data = Vec::with_capacity(object.size() as usize);
         object.write_to(&mut data)?;
         self.put(object.kind(), data)
@@ -445,7 +481,7 @@ fn build_commits(
     writes: &[PendingWrite],
     batch: usize,
     signature: &gix::actor::Signature,
-) -> Result<(ObjectId, usize), AnyError> {
+) -> Result<(ObjectId, usize), BuildError> {
     let lookup = Lookup {
         new,
         odb: &repo.objects,
@@ -455,7 +491,7 @@ fn build_commits(
             let tree = repo.find_commit(commit)?.tree_id()?.detach();
             let mut buf = Vec::new();
             let data = gix::objs::Find::try_find(&lookup, &tree, &mut buf)?
-                .ok_or_else(|| format!("tree {tree} of shard tip {commit} is missing"))?;
+                .ok_or(BuildError::MissingTree { tree, commit })?;
             gix::objs::TreeRef::from_bytes(data.data, gix::hash::Kind::Sha1)?.into()
         }
         None => gix::objs::Tree::empty(),

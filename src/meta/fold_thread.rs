@@ -134,7 +134,7 @@ pub(super) fn fold_repo(
             Err(why) => {
                 tracing::error!(
                     repo = meta.name,
-                    error = why,
+                    error = %crate::error_chain::Chain(&why),
                     "cannot open the repo to fold"
                 );
                 inner.counters.fold_errors.fetch_add(1, Ordering::Relaxed);
@@ -251,7 +251,7 @@ pub(super) fn settle_fold(
         }
         Err(e) => {
             inner.counters.fold_errors.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(error = %e, "fold failed; the writes stay queued and are tried again");
+            tracing::error!(error = %crate::error_chain::Chain(&e), "fold failed; the writes stay queued and are tried again");
             // Wait an interval before retrying (the caller reopens).
             let mut state = meta.state.lock();
             for (shard, _) in batch {

@@ -26,7 +26,8 @@
 //! Here: the store's options, its error, its shared state (`Inner`, each
 //! repo's `RepoMeta`) and the write helpers every operation uses.
 //! `requests.rs` (what the API sends), `entities.rs` (create, edit, read
-//! and list each kind of document), `append.rs` (the ordered appender),
+//! and list each kind of document), `append.rs` (the ordered appender; its decisions
+//! are the I/O-free state machine in `append_order.rs`),
 //! `recovery.rs` (opening: index rebuild and re-folding), `fold_thread.rs`
 //! (when and what a fold cycle folds, and settling it), [`fold`] (the one
 //! CAS commit helper), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
@@ -36,6 +37,7 @@
 //! `docs/metadata-format.md`.
 
 mod append;
+mod append_order;
 mod entities;
 pub mod entity;
 pub mod fold;
@@ -67,7 +69,7 @@ use entity::{
     Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
     Settings, SiteSettings, ThreadKind, Visibility,
 };
-pub use fold::{FoldHook, FoldStage, PendingWrite};
+pub use fold::{FoldHook, FoldStage, GitError, PendingWrite};
 pub use index::{Filter, Page};
 pub use record::MetaWrite;
 pub use requests::{AclPut, ChangePatch, IssuePatch, NewChange, NewComment, NewIssue, SettingsPut};
@@ -139,10 +141,47 @@ pub enum MetaError {
     /// The edit replaces a version that is no longer current.
     #[error("{0}")]
     Stale(String),
-    /// The log failed (a write or sync error); nothing more is accepted
-    /// until the server restarts and replays it.
-    #[error("metadata is unavailable: {0}")]
-    Unavailable(String),
+    /// The store cannot serve (its log failed, or a repo's metadata
+    /// cannot be read); the detail is for the server's log, not clients.
+    #[error("metadata is unavailable")]
+    Unavailable(#[source] Unavailable),
+}
+
+/// Why the metadata store cannot serve.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unavailable {
+    /// A write could not be made durable: the index already shows a
+    /// document the log may not hold, so nothing more is served until a
+    /// restart rebuilds both from disk.
+    #[error("the metadata log failed; restart the server to replay it")]
+    LogFailed(#[source] AppendError),
+    #[error("cannot read the metadata of {repo}")]
+    Unreadable {
+        repo: String,
+        #[source]
+        source: Arc<fold::GitError>,
+    },
+    #[error("cannot start the fold thread")]
+    Thread(#[source] Arc<std::io::Error>),
+}
+
+impl Unavailable {
+    fn unreadable(repo: &str, source: fold::GitError) -> MetaError {
+        MetaError::Unavailable(Unavailable::Unreadable {
+            repo: repo.to_string(),
+            source: Arc::new(source),
+        })
+    }
+}
+
+/// Why a write did not reach the log durably; one failed append or sync
+/// fails every write of its batch, so each gets a shared copy.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AppendError {
+    #[error("cannot encode the document")]
+    Json(#[source] Arc<serde_json::Error>),
+    #[error("the metadata log failed")]
+    Log(#[source] Arc<crate::log::LogError>),
 }
 
 impl From<Invalid> for MetaError {
@@ -184,25 +223,18 @@ struct RepoMeta {
 /// writers in turn, one append each, made every acknowledged write wait
 /// behind a chain of thread hand-offs; waking them once when appended and
 /// again when durable doubled the context switches.)
+/// The decisions are [`append_order::AppendOrder`]'s; this is its lock.
 #[derive(Default)]
 struct Appender {
-    state: Mutex<AppenderState>,
-}
-
-#[derive(Default)]
-struct AppenderState {
-    /// The next ticket to append.
-    turn: u64,
-    appending: bool,
-    deposited: HashMap<u64, Deposit>,
-    results: HashMap<u64, Result<Appended, String>>,
-    parked: HashMap<u64, std::thread::Thread>,
+    state: Mutex<
+        append_order::AppendOrder<Deposit, Result<Appended, AppendError>, std::thread::Thread>,
+    >,
 }
 
 /// A writer's encoded frame (or why it could not be encoded) and where its
 /// document goes.
 struct Deposit {
-    encoded: Result<(EncodedTxn<MetaWrite>, Vec<u8>), String>,
+    encoded: Result<(EncodedTxn<MetaWrite>, Vec<u8>), AppendError>,
     shard: u8,
     path: String,
 }
@@ -257,7 +289,7 @@ struct Inner {
     flush_requested: AtomicBool,
     stop: AtomicBool,
     ids: Mutex<ulid::Generator>,
-    failed: Mutex<Option<String>>,
+    failed: Mutex<Option<Unavailable>>,
     counters: Counters,
     index_rebuild_ms: f64,
     /// Cores available to fold on (see `PARALLEL_FOLD_SHARDS`).
@@ -341,7 +373,7 @@ impl MetaStore {
         let shard = shard::shard_of(entity.root_id(), inner.options.shards);
         let path = entity.tree_path();
         let encoded = serde_json::to_string(&entity)
-            .map_err(|e| format!("cannot encode the document: {e}"))
+            .map_err(|e| AppendError::Json(Arc::new(e)))
             .and_then(|body| {
                 let row = MetaWrite {
                     time_ns: now_ns(),
@@ -354,7 +386,7 @@ impl MetaStore {
                 let frame = inner
                     .log
                     .encode(std::slice::from_ref(&row))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| AppendError::Log(Arc::new(e)))?;
                 Ok((frame, row.body.into_bytes()))
             });
         // 3. Append in decision order: per shard (and per entity) the log
@@ -373,8 +405,8 @@ impl MetaStore {
             Err(e) => {
                 // The index already shows a document the log may not hold:
                 // stop serving until a restart rebuilds both from disk.
-                let why = format!("the metadata log failed ({e}); restart the server to replay it");
-                tracing::error!("{why}");
+                let why = Unavailable::LogFailed(e);
+                tracing::error!(error = %crate::error_chain::Chain(&why), "metadata writes stop");
                 *inner.failed.lock() = Some(why.clone());
                 Err(MetaError::Unavailable(why))
             }
@@ -395,9 +427,8 @@ impl MetaStore {
             return Ok(meta.clone());
         }
         // A repo created after open: its shard refs are read once here.
-        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards).map_err(|e| {
-            MetaError::Unavailable(format!("cannot read the metadata of {key}: {e}"))
-        })?;
+        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards)
+            .map_err(|e| Unavailable::unreadable(&key, e))?;
         let meta = Arc::new(meta);
         repos.insert(key, meta.clone());
         Ok(meta)

@@ -20,9 +20,8 @@ impl MetaStore {
         let started = Instant::now();
         let mut loaded: HashMap<String, (RepoMeta, HashMap<u8, u64>)> = HashMap::new();
         for (name, git_dir) in repos {
-            let (meta, folded) = load_repo(name, git_dir, options.shards).map_err(|e| {
-                MetaError::Unavailable(format!("cannot read the metadata of {name}: {e}"))
-            })?;
+            let (meta, folded) = load_repo(name, git_dir, options.shards)
+                .map_err(|e| Unavailable::unreadable(name, e))?;
             loaded.insert(name.clone(), (meta, folded));
         }
         let mut unfolded = Unfolded {
@@ -109,7 +108,7 @@ impl MetaStore {
         let folder = std::thread::Builder::new()
             .name("vole-meta-fold".into())
             .spawn(move || fold_loop(folder_inner))
-            .map_err(|e| MetaError::Unavailable(format!("cannot start the fold thread: {e}")))?;
+            .map_err(|e| MetaError::Unavailable(Unavailable::Thread(Arc::new(e))))?;
         Ok(MetaStore {
             inner,
             folder: Mutex::new(Some(folder)),
@@ -123,8 +122,8 @@ pub(super) fn load_repo(
     name: &str,
     git_dir: &Path,
     shards: u16,
-) -> Result<(RepoMeta, HashMap<u8, u64>), String> {
-    let repo = crate::git::open_gix(git_dir).map_err(|e| e.to_string())?;
+) -> Result<(RepoMeta, HashMap<u8, u64>), GitError> {
+    let repo = fold::open_repo(git_dir)?;
     let mut index = index::Index::default();
     let mut folded = HashMap::new();
     let mut tips = HashMap::new();
@@ -134,11 +133,12 @@ pub(super) fn load_repo(
         tips.insert(shard, tip);
         let Some(tip) = tip else { continue };
         folded.insert(shard, fold::folded_seq(&repo, tip)?);
+        let read = |e| GitError::ReadObject(tip, e);
         let tree = repo
             .find_commit(tip)
-            .map_err(|e| e.to_string())?
+            .map_err(read)?
             .tree_id()
-            .map_err(|e| e.to_string())?
+            .map_err(read)?
             .detach();
         read_tree(&repo, tree, &mut index)?;
     }
@@ -164,11 +164,12 @@ pub(super) fn read_tree(
     repo: &gix::Repository,
     tree: ObjectId,
     index: &mut index::Index,
-) -> Result<(), String> {
-    let tree = repo.find_tree(tree).map_err(|e| e.to_string())?;
+) -> Result<(), GitError> {
+    let read = |e| GitError::ReadObject(tree, e);
+    let tree = repo.find_tree(tree).map_err(read)?;
     let entries: Vec<(bool, bool, Vec<u8>, ObjectId)> = tree
         .decode()
-        .map_err(|e| e.to_string())?
+        .map_err(read)?
         .entries
         .iter()
         .map(|e| {
@@ -184,7 +185,9 @@ pub(super) fn read_tree(
         if is_tree {
             read_tree(repo, id, index)?;
         } else if is_blob && filename.ends_with(b".json") {
-            let blob = repo.find_blob(id).map_err(|e| e.to_string())?;
+            let blob = repo
+                .find_blob(id)
+                .map_err(|e| GitError::ReadObject(id, e))?;
             match serde_json::from_slice::<Entity>(&blob.data) {
                 Ok(entity) => {
                     index.apply(entity);

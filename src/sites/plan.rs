@@ -118,7 +118,7 @@ impl SiteRequest<'_> {
         })
         .await
         .map_err(|e| AppError::internal("site lookup panicked", e))?
-        .map_err(|e| AppError::internal("site lookup failed", e))?;
+        .map_err(|e| AppError::internal("site lookup failed", crate::error_chain::Chain(&e)))?;
         Ok(match resolved {
             None => Arc::new(Plan::NoSite(no_site_message(&repo, &source))),
             Some((root, plan)) => {

@@ -202,7 +202,9 @@ impl SiteRequest<'_> {
                 })
                 .await
                 .map_err(|e| AppError::internal("site read panicked", e))?
-                .map_err(|e| AppError::internal("site read failed", e))?
+                .map_err(|e| {
+                    AppError::internal("site read failed", crate::error_chain::Chain(&e))
+                })?
             }
         };
         let headers = response.headers_mut();

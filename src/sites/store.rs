@@ -14,11 +14,11 @@ use super::cache::{self, CachedBytes, SiteCache, Variant};
 
 /// A git read failed (an internal error, not the client's).
 #[derive(Debug, thiserror::Error)]
-#[error("reading the site from git failed: {0}")]
-pub struct SiteError(String);
-
-fn err(e: impl std::fmt::Display) -> SiteError {
-    SiteError(e.to_string())
+pub enum SiteError {
+    #[error("reading the site from git failed")]
+    Git(#[from] gix::Error),
+    #[error("compressing a site file failed")]
+    Gzip(#[from] std::io::Error),
 }
 
 pub use crate::git::Lookup;
@@ -49,7 +49,7 @@ impl SiteStore {
     }
 
     fn repo(&self, path: &Path) -> Result<gix::Repository, SiteError> {
-        crate::git::shared_gix(path).map_err(err)
+        crate::git::shared_gix(path).map_err(SiteError::from)
     }
 
     /// The tree at `dir` of the commit `ref_name` points at, or `None` when
@@ -67,12 +67,12 @@ impl SiteStore {
             return Ok(root);
         }
         let repo = self.repo(path)?;
-        let root = match repo.try_find_reference(ref_name).map_err(err)? {
+        let root = match repo.try_find_reference(ref_name)? {
             None => None,
             Some(reference) => {
-                let id = reference.into_fully_peeled_id().map_err(err)?;
-                let commit = repo.find_commit(id).map_err(err)?;
-                let tree = commit.tree_id().map_err(err)?.detach();
+                let id = reference.into_fully_peeled_id()?;
+                let commit = repo.find_commit(id)?;
+                let tree = commit.tree_id()?.detach();
                 match self.lookup(path, tree, dir)? {
                     Lookup::Dir(tree) => Some(tree),
                     _ => None,
@@ -118,7 +118,7 @@ impl SiteStore {
         tree: ObjectId,
         segments: &[String],
     ) -> Result<Lookup, SiteError> {
-        crate::git::lookup(&self.repo(path)?, tree, segments).map_err(err)
+        crate::git::lookup(&self.repo(path)?, tree, segments).map_err(SiteError::from)
     }
 
     /// A blob's bytes, through the cache.
@@ -127,7 +127,7 @@ impl SiteStore {
             return Ok(hit);
         }
         let repo = self.repo(path)?;
-        let data = cache::keep(repo.find_blob(id).map_err(err)?.detach().data);
+        let data = cache::keep(repo.find_blob(id)?.detach().data);
         self.cache_mut().insert(id, Variant::Identity, data.clone());
         Ok(data)
     }
@@ -139,8 +139,8 @@ impl SiteStore {
         }
         let plain = self.blob(path, id)?;
         let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        encoder.write_all(&plain).map_err(err)?;
-        let data = cache::keep(encoder.finish().map_err(err)?);
+        encoder.write_all(&plain)?;
+        let data = cache::keep(encoder.finish()?);
         self.cache_mut().insert(id, Variant::Gzip, data.clone());
         Ok(data)
     }

@@ -78,7 +78,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| AppError::internal("git read task failed", e))?
-        .map_err(|e| AppError::internal("git read failed", e))
+        .map_err(|e| AppError::internal("git read failed", crate::error_chain::Chain(&e)))
 }
 
 /// The repo a page is about, resolved through [`Access`]: one the

@@ -9,7 +9,21 @@ use gix::bstr::ByteSlice;
 
 use crate::git::Lookup;
 
-pub type ReadError = Box<dyn std::error::Error + Send + Sync>;
+/// What a read of the repo failed with.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// gix's error (the one type its reads give).
+    #[error(transparent)]
+    Gix(#[from] gix::Error),
+    #[error("cannot run git {command}")]
+    Spawn {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git {command} failed: {stderr}")]
+    Git { command: String, stderr: String },
+}
 
 /// Branches and tags (short names, sorted) and the branch HEAD names.
 pub struct Refs {
@@ -198,14 +212,16 @@ fn run_git(git: &crate::git::Git, repo: &Path, args: &[&str]) -> Result<String, 
         .arg("--git-dir")
         .arg(repo)
         .args(args)
-        .output()?;
+        .output()
+        .map_err(|source| ReadError::Spawn {
+            command: args.first().unwrap_or(&"").to_string(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!(
-            "git {}: {}",
-            args.first().unwrap_or(&""),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )
-        .into());
+        return Err(ReadError::Git {
+            command: args.first().unwrap_or(&"").to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -636,9 +636,16 @@ fn a_metadata_write_the_log_cannot_take_is_a_503_that_shows_no_internals() {
     assert!(
         server
             .log
-            .wait_for(&["metadata store refused"], Duration::from_secs(5))
+            .wait_for(
+                &[
+                    "metadata store refused",
+                    "metadata log failed",
+                    "Input/output"
+                ],
+                Duration::from_secs(5)
+            )
             .is_some(),
-        "the detail must be in the server log: {}",
+        "the detail, down to the io error, must be in the server log: {}",
         server.log.all()
     );
     // Nothing was acknowledged, so nothing is listed.

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top; each entry is one layer.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("storage", &["log", "durable", "time"]),
+    ("storage", &["log", "durable", "time", "error_chain"]),
     ("platform", &["git", "datadir"]),
     ("names", &["repos", "page", "tree_path"]),
     ("config", &["config"]),
