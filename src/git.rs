@@ -159,13 +159,9 @@ impl Git {
     }
 
     /// `git --git-dir <git_dir> args..` with stdout piped for reading as it
-    /// comes (stdin and stderr closed); the child is killed when dropped, so
-    /// a client that goes away stops it.
-    pub fn spawn_reader(
-        &self,
-        git_dir: &Path,
-        args: &[&str],
-    ) -> std::io::Result<(tokio::process::Child, tokio::process::ChildStdout)> {
+    /// comes (stdin and stderr closed); the child is killed when its
+    /// output is dropped, so a client that goes away stops it.
+    pub fn spawn_reader(&self, git_dir: &Path, args: &[&str]) -> std::io::Result<ChildOutput> {
         let mut child = tokio::process::Command::from(self.command())
             .arg("--git-dir")
             .arg(git_dir)
@@ -176,7 +172,10 @@ impl Git {
             .kill_on_drop(true)
             .spawn()?;
         let stdout = child.stdout.take().expect("stdout is piped");
-        Ok((child, stdout))
+        Ok(ChildOutput {
+            stdout,
+            _child: child,
+        })
     }
 
     /// Runs `git -C repo args..` to completion and returns its stdout.
@@ -276,6 +275,24 @@ pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
         .lock()
         .insert(path.to_path_buf(), repo.clone().into_sync());
     Ok(repo)
+}
+
+/// A git child's stdout that owns the child: dropped (read to the end, or
+/// its reader went away) it takes the child with it, and `kill_on_drop`
+/// ends the child if it still runs.
+pub struct ChildOutput {
+    stdout: tokio::process::ChildStdout,
+    _child: tokio::process::Child,
+}
+
+impl tokio::io::AsyncRead for ChildOutput {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stdout).poll_read(cx, buf)
+    }
 }
 
 /// Where a path leads inside a tree.

@@ -1,77 +1,38 @@
-//! [`BlobStream`]: a blob too large to cache, streamed from a `git
-//! cat-file` child holding one buffer.
+//! A blob too large to cache, streamed from a `git cat-file` child as the
+//! client takes it, one buffer per client.
 
 use super::*;
+use tokio::io::AsyncReadExt;
 
-/// A large blob read from `git cat-file` as the client takes it.
-pub(super) struct BlobStream {
-    _child: tokio::process::Child,
-    stdout: tokio::process::ChildStdout,
+/// Buffer of one streamed blob.
+const CHUNK: usize = 64 << 10;
+
+/// The body of `len` bytes of blob `id` from byte `skip`: the bytes before
+/// `skip` are read and dropped before the response starts (`cat-file` has
+/// no offset), so a blob shorter than that is a 500, not a short body. A
+/// blob that ends before `skip + len` ends the body short of its
+/// `Content-Length`, and the connection is closed.
+pub(super) async fn stream(
+    app: &SitesState,
+    repo: &std::path::Path,
+    id: ObjectId,
     skip: u64,
-    remaining: u64,
-    buf: bytes::BytesMut,
-}
-
-impl BlobStream {
-    pub(super) fn spawn(
-        app: &SitesState,
-        repo: &std::path::Path,
-        id: ObjectId,
-        skip: u64,
-        len: u64,
-    ) -> Result<BlobStream, AppError> {
-        let (child, stdout) = app
-            .git
-            .spawn_reader(repo, &["cat-file", "blob", &id.to_string()])
-            .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
-        Ok(BlobStream {
-            _child: child,
-            stdout,
-            skip,
-            remaining: len,
-            buf: bytes::BytesMut::with_capacity(64 << 10),
-        })
+    len: u64,
+) -> Result<Body, AppError> {
+    let mut output = app
+        .git
+        .spawn_reader(repo, &["cat-file", "blob", &id.to_string()])
+        .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
+    let skipped = tokio::io::copy(&mut (&mut output).take(skip), &mut tokio::io::sink())
+        .await
+        .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
+    if skipped < skip {
+        return Err(AppError::internal(
+            "git cat-file ended early",
+            format!("blob {id}: {skipped} of the {skip} bytes before the range"),
+        ));
     }
-}
-
-impl http_body::Body for BlobStream {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, std::io::Error>>> {
-        loop {
-            if self.remaining == 0 {
-                return Poll::Ready(None);
-            }
-            let this = &mut *self;
-            this.buf.clear();
-            this.buf.reserve(64 << 10);
-            match tokio_util::io::poll_read_buf(Pin::new(&mut this.stdout), cx, &mut this.buf) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(e))),
-                Poll::Ready(Ok(0)) => {
-                    return Poll::Ready(Some(Err(std::io::Error::other("blob ended early"))));
-                }
-                Poll::Ready(Ok(_)) => {
-                    let mut chunk = this.buf.split().freeze();
-                    if this.skip > 0 {
-                        let dropped = this.skip.min(chunk.len() as u64);
-                        this.skip -= dropped;
-                        chunk = chunk.slice(dropped as usize..);
-                        if chunk.is_empty() {
-                            continue;
-                        }
-                    }
-                    let take = this.remaining.min(chunk.len() as u64);
-                    this.remaining -= take;
-                    return Poll::Ready(Some(Ok(http_body::Frame::data(
-                        chunk.slice(..take as usize),
-                    ))));
-                }
-            }
-        }
-    }
+    Ok(Body::from_stream(
+        tokio_util::io::ReaderStream::with_capacity(output.take(len), CHUNK),
+    ))
 }

@@ -64,7 +64,6 @@ mod response;
 pub mod store;
 mod warm;
 
-use blob::BlobStream;
 use handlers::moved;
 pub use handlers::{by_host, site_path, site_root};
 use response::{content_type, plain_not_found};
@@ -77,7 +76,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::RequestExt;
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Path, RawPathParams, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;

@@ -175,8 +175,7 @@ impl SiteRequest<'_> {
                 .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
             if self.method != Method::HEAD {
                 let start = range.map_or(0, |(s, _)| s);
-                let body = BlobStream::spawn(app, repo_path, file.id, start, length)?;
-                *response.body_mut() = Body::new(body);
+                *response.body_mut() = blob::stream(app, repo_path, file.id, start, length).await?;
             }
             return Ok(response);
         }

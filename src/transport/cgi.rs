@@ -11,9 +11,8 @@
 
 #![allow(unsafe_code)] // see the module doc and each `// SAFETY:` line
 
-use std::pin::Pin;
+use std::convert::Infallible;
 use std::process::{ExitStatus, Stdio};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
@@ -22,6 +21,7 @@ use axum::response::Response;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
+use tokio_stream::StreamExt;
 
 use super::spool::{Spooled, SpooledContent};
 use crate::http::AppError;
@@ -299,7 +299,9 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
         }
     });
     response
-        .body(Body::new(ChannelBody { rx }))
+        .body(Body::from_stream(
+            tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>),
+        ))
         .map_err(|e| AppError::internal("bad CGI response header", e))
 }
 
@@ -451,25 +453,6 @@ fn parse_cgi_headers(block: &[u8]) -> std::io::Result<CgiHead> {
         }
     }
     Ok(head)
-}
-
-/// A response body fed by the pump task.
-struct ChannelBody {
-    rx: mpsc::Receiver<Bytes>,
-}
-
-impl http_body::Body for ChannelBody {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-        self.rx
-            .poll_recv(cx)
-            .map(|chunk| chunk.map(|bytes| Ok(http_body::Frame::data(bytes))))
-    }
 }
 
 #[cfg(test)]

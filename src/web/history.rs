@@ -350,7 +350,7 @@ pub async fn archive(
             AppError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
         })?;
     let prefix = format!("{}-{}/", name.name(), sanitize(&rev));
-    let (child, stdout) = app
+    let output = app
         .git
         .spawn_reader(
             &app.repos.path(&name),
@@ -362,11 +362,7 @@ pub async fn archive(
             ],
         )
         .map_err(|e| AppError::internal("cannot run git archive", e))?;
-    let stream = tokio_util::io::ReaderStream::new(ChildOutput {
-        stdout,
-        _child: child,
-    });
-    let mut response = Body::from_stream(stream).into_response();
+    let mut response = Body::from_stream(tokio_util::io::ReaderStream::new(output)).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if let Ok(value) = HeaderValue::from_str(&format!(
@@ -377,24 +373,6 @@ pub async fn archive(
         headers.insert(header::CONTENT_DISPOSITION, value);
     }
     Ok(response)
-}
-
-/// A child's stdout that owns the child: when the response body is
-/// dropped (sent, or the client went away), the child goes with it and
-/// `kill_on_drop` ends it if it still runs.
-struct ChildOutput {
-    stdout: tokio::process::ChildStdout,
-    _child: tokio::process::Child,
-}
-
-impl tokio::io::AsyncRead for ChildOutput {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.stdout).poll_read(cx, buf)
-    }
 }
 
 /// A revision as it may appear in a file name.

@@ -241,6 +241,42 @@ fn headers_etag_304_head_gzip_and_ranges() {
 }
 
 #[test]
+fn ranges_of_a_streamed_blob_are_the_right_bytes() {
+    // Over the stream threshold, a file is read from a git child, and a
+    // range skips the bytes before it in the child's output.
+    let blob = random_bytes(300_000, 7);
+    let mut files = basic_files();
+    files.push(("big.bin", &blob));
+    let site = Site::start(&["--site-stream-threshold", "64KiB"], &files);
+    let whole = site.get("/big.bin");
+    assert_eq!(whole.status, 200);
+    assert!(whole.body == blob, "the whole streamed blob differs");
+    for (range, start, end) in [
+        ("bytes=0-9", 0, 9),
+        ("bytes=200000-200099", 200_000, 200_099),
+        ("bytes=-5", 299_995, 299_999),
+        ("bytes=299990-", 299_990, 299_999),
+    ] {
+        let part = site.request(&format!(
+            "GET /alice/repo/-/site/big.bin HTTP/1.1\r\nRange: {range}"
+        ));
+        assert_eq!(part.status, 206, "{range}");
+        assert_eq!(
+            part.header("content-range"),
+            Some(format!("bytes {start}-{end}/300000").as_str()),
+            "{range}"
+        );
+        assert!(
+            part.body == blob[start..=end],
+            "{range}: the body is not those bytes of the blob"
+        );
+    }
+    let head = site.request("HEAD /alice/repo/-/site/big.bin HTTP/1.1");
+    assert_eq!(head.header("content-length"), Some("300000"));
+    assert!(head.body.is_empty(), "HEAD sent a body");
+}
+
+#[test]
 fn the_request_right_after_a_push_serves_the_new_bytes() {
     let site = Site::start(&[], &basic_files());
     assert_eq!(site.get("/").text(), "<h1>home</h1>\n");
