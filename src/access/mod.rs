@@ -3,7 +3,8 @@
 //! files and archives, the JSON API's reads and writes, activity, sites by
 //! path and by domain) resolves its repo with [`Access::resolve`] and asks
 //! [`Access::check`] (or [`Access::check_ref_updates`] for the refs of a
-//! push) before it does anything; none decides on its own.
+//! push) before it does anything; the server's own surfaces (the stats)
+//! ask [`Access::check_server`]; none decides on its own.
 //!
 //! Today every request is [`Principal::Anonymous`] (there are no accounts
 //! yet), and the rules are the ones vole has always had:
@@ -50,6 +51,13 @@ pub enum Action {
     /// Write the repo's metadata through the API (issues, change
     /// requests, comments, ACL, settings).
     WriteMeta,
+}
+
+/// What the principal wants to do that concerns no one repo.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerAction {
+    /// Read the server's run-time counters (`/api/v1/stats`).
+    ReadStats,
 }
 
 /// Why a request is refused.
@@ -168,6 +176,15 @@ impl Access {
                 .anonymous_push
                 .then_some(())
                 .ok_or_else(|| Denied::Forbidden(WRITES_DISABLED.into())),
+        }
+    }
+
+    /// May `principal` do `action`, which concerns the server rather than a
+    /// repo? Today the counters are open to anyone (they name no repo);
+    /// accounts will keep them for administrators.
+    pub fn check_server(&self, principal: &Principal, action: ServerAction) -> Result<(), Denied> {
+        match (principal, action) {
+            (Principal::Anonymous, ServerAction::ReadStats) => Ok(()),
         }
     }
 

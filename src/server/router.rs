@@ -9,7 +9,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
+use crate::access::{Principal, ServerAction};
 use crate::app::App;
+use crate::http::AppError;
 use crate::{api, sites, transport, web};
 
 /// The whole HTTP application, ready to serve (tests call it too).
@@ -126,9 +128,12 @@ pub fn router(app: Arc<App>) -> Router {
 
 /// `GET /api/v1/stats`: run-time counters of the logs, the site cache and
 /// the metadata store.
-async fn stats(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
+async fn stats(State(app): State<Arc<App>>) -> Result<Json<serde_json::Value>, AppError> {
+    app.access
+        .check_server(&Principal::Anonymous, ServerAction::ReadStats)
+        .map_err(|denied| AppError::denied(denied, || "not found".to_string()))?;
     let (site_cache_bytes, site_cache_limit) = app.sites.sites.store.cache_bytes();
-    Json(serde_json::json!({
+    Ok(Json(serde_json::json!({
         "log": {
             "refs": app.logs.refs.counters(),
             "meta": app.logs.meta.counters(),
@@ -139,7 +144,7 @@ async fn stats(State(app): State<Arc<App>>) -> Json<serde_json::Value> {
             "sendfile_bytes": crate::http::zero_copy::sent_bytes(),
         },
         "meta": app.meta.stats(),
-    }))
+    })))
 }
 
 async fn healthz() -> &'static str {

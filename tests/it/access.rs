@@ -6,7 +6,9 @@
 //!
 //! Today's rules (`src/access/`): the ACL's visibility is applied to sites
 //! only, so a private repo reads like a public one everywhere else; pushes
-//! and API writes need `--anonymous-push`.
+//! and API writes need `--anonymous-push`. The server's counters (`/api/v1/stats`)
+//! are checked too, and open to anyone. A 401 (`Unauthenticated`) is in the
+//! table's vocabulary; no surface gives one until accounts exist.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -17,6 +19,7 @@ use crate::support::*;
 enum Expect {
     Allowed,
     NotFound,
+    Unauthenticated,
     Forbidden,
 }
 
@@ -48,6 +51,7 @@ impl Answer {
         match self.status {
             200..=299 => Expect::Allowed,
             404 => Expect::NotFound,
+            401 => Expect::Unauthenticated,
             403 => Expect::Forbidden,
             other => panic!("unexpected status {other}: {}", self.body),
         }
@@ -334,6 +338,16 @@ fn run_table(ctx: &Ctx, anonymous_push: bool) -> Vec<String> {
             );
             assert_eq!(private.status, missing.status, "{}", surface.name);
         }
+    }
+    // The server's own surface: its counters name no repo and are open to
+    // the anonymous principal (accounts will keep them for admins).
+    let stats = get(ctx, "/api/v1/stats");
+    if stats.expect() != Expect::Allowed || !stats.body.contains("\"site_cache\"") {
+        wrong.push(format!(
+            "stats / server / anonymous: expected Allowed, got {} {}",
+            stats.status,
+            stats.body.trim()
+        ));
     }
     wrong
 }
