@@ -41,6 +41,34 @@ pub enum TreePathError {
     Dot,
 }
 
+/// Characters escaped in one URL path segment: controls, space, the
+/// delimiters of a URL (`#`, `?`, `/`), `%` itself, and what HTML
+/// attributes and old clients mangle.
+const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'/')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'\\')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
+
+/// `segments` as a URL path: each percent-encoded (a `/` inside one is
+/// `%2F`), joined with `/`. What every link and `Location` built from a
+/// path or a revision goes through.
+pub fn encode_segments<S: AsRef<str>>(segments: &[S]) -> String {
+    segments
+        .iter()
+        .map(|s| percent_encoding::utf8_percent_encode(s.as_ref(), PATH_SEGMENT).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
 impl TreePath {
     /// Checks `text` (already percent-decoded) against the rule.
     pub fn parse(text: &str) -> Result<TreePath, TreePathError> {

@@ -3,9 +3,17 @@
 
 use super::*;
 
-/// `GET /{owner}/{repo}/-/site` -> the slashed form.
+/// `GET /{owner}/{repo}/-/site` -> the slashed form, built from the
+/// validated name only: an owner that is no repo owner (`%2Fevil.example`
+/// would make `//evil.example/...`, another host) is a 404, never a
+/// redirect.
 pub async fn site_root(Path((owner, repo)): Path<(String, String)>) -> Response {
-    moved(&format!("/{owner}/{repo}/-/site/"))
+    match RepoName::from_parts(&owner, &repo) {
+        Ok(name) => moved(&format!("/{name}/-/site/")),
+        Err(_) => {
+            AppError::not_found(format!("repository {owner}/{repo} not found")).into_response()
+        }
+    }
 }
 
 /// `301 Moved Permanently` to `to`.
@@ -38,7 +46,7 @@ pub async fn site_path(State(app): State<Arc<SitesState>>, mut request: Request)
     let Ok(name) = RepoName::from_parts(owner, repo) else {
         return AppError::not_found(format!("repository {owner}/{repo} not found")).into_response();
     };
-    let base = format!("/{owner}/{repo}/-/site/");
+    let base = format!("/{name}/-/site/");
     let site_request = SiteRequest {
         key: request.uri().path(),
         method: request.method(),

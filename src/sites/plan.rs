@@ -196,7 +196,6 @@ pub(super) fn plan_in(
     base: &str,
 ) -> Result<Plan, store::SiteError> {
     let segments = path.segments();
-    let joined = segments.join("/");
     let found = match store.lookup(repo_path, root, segments)? {
         Lookup::File { .. } if path.trailing_slash() => None,
         Lookup::File { .. } if segments.last().is_some_and(|s| s == "index.html") => {
@@ -204,13 +203,16 @@ pub(super) fn plan_in(
             let dir = if parent.is_empty() {
                 String::new()
             } else {
-                format!("{}/", parent.join("/"))
+                format!("{}/", crate::tree_path::encode_segments(parent))
             };
             return Ok(Plan::Redirect(format!("{base}{dir}")));
         }
         Lookup::File { id, size } => Some((id, size, segments.last().map_or("", |s| s))),
         Lookup::Dir(_) if !path.trailing_slash() => {
-            return Ok(Plan::Redirect(format!("{base}{joined}/")));
+            return Ok(Plan::Redirect(format!(
+                "{base}{}/",
+                crate::tree_path::encode_segments(segments)
+            )));
         }
         Lookup::Dir(dir) => match store.lookup(repo_path, dir, &["index.html".to_string()])? {
             Lookup::File { id, size } => Some((id, size, "index.html")),

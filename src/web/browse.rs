@@ -147,6 +147,7 @@ pub(super) async fn resolve(
             format!("Commit: {}", &rev[..rev.len().min(12)])
         };
         let base = format!("/{repo}");
+        let rev_in_links = rev_path(&rev);
         let dir = encode_path(&path);
         let entries = match &node {
             Node::Tree(entries) => entries
@@ -169,7 +170,7 @@ pub(super) async fn resolve(
                         href: if e.kind == EntryKind::Submodule {
                             String::new()
                         } else {
-                            format!("{base}/-/{view}/{rev}/{child}")
+                            format!("{base}/-/{view}/{rev_in_links}/{child}")
                         },
                         note,
                     }
@@ -277,7 +278,11 @@ pub(super) async fn tree_page(
     match resolved.node {
         Node::Tree(_) => {}
         Node::Blob { .. } => {
-            let to = format!("/{name}/-/blob/{rev}/{}", encode_path(&segments));
+            let to = format!(
+                "/{name}/-/blob/{}/{}",
+                rev_path(&rev),
+                encode_path(&segments)
+            );
             return Ok(redirect(&to));
         }
         Node::Missing => {
@@ -320,7 +325,11 @@ pub async fn blob(
     let (id, size) = match resolved.node {
         Node::Blob { id, size } => (id, size),
         Node::Tree(_) => {
-            let to = format!("/{name}/-/tree/{rev}/{}", encode_path(&segments));
+            let to = format!(
+                "/{name}/-/tree/{}/{}",
+                rev_path(&rev),
+                encode_path(&segments)
+            );
             return Ok(redirect(&to));
         }
         Node::Missing => {
@@ -353,7 +362,7 @@ pub async fn blob(
     render(BlobPage {
         raw_href: format!(
             "/{name}/-/raw/{}/{}",
-            resolved.view.rev,
+            rev_path(&resolved.view.rev),
             encode_path(&segments)
         ),
         rev: resolved.view.rev.clone(),

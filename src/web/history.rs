@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::WebState;
 use super::read::{self, CommitDetail, LogEntry};
-use super::{AppError, blocking, render, repo_name, segments};
+use super::{AppError, blocking, filters, render, repo_name, segments};
 use crate::http::page::WebPage;
 use crate::page::Pagination;
 
@@ -258,7 +258,7 @@ async fn refs_page(
             };
             let info = read::commit(&repo, commit)?;
             rows.push(RefRow {
-                encoded: name.replace('%', "%25").replace('/', "%2F"),
+                encoded: crate::tree_path::encode_segments(std::slice::from_ref(&name)),
                 name,
                 summary: info.summary,
                 time: info.time,

@@ -29,7 +29,7 @@ use browse::is_image;
 pub use browse::{blob, raw, repo_home, tree, tree_root};
 pub use error::as_page;
 pub use home::home;
-use paths::{Crumb, crumbs, encode_path, redirect, segments};
+use paths::{Crumb, crumbs, encode_path, filters, redirect, rev_path, segments};
 use readme::render_readme;
 
 use std::collections::HashMap;

@@ -17,33 +17,25 @@ pub(crate) fn segments(path: &str) -> Result<Vec<String>, AppError> {
         .map_err(|_| AppError::not_found("There is no such path."))
 }
 
+/// Segments encoded as a URL path (see [`crate::tree_path::encode_segments`]).
 pub(super) fn encode_path(segments: &[String]) -> String {
-    segments
-        .iter()
-        .map(|s| percent_encoding::utf8_percent_encode(s, PATH_SEGMENT).to_string())
-        .collect::<Vec<_>>()
-        .join("/")
+    crate::tree_path::encode_segments(segments)
 }
 
-/// Characters escaped in one URL path segment.
-pub(super) const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
-    .add(b' ')
-    .add(b'"')
-    .add(b'#')
-    .add(b'%')
-    .add(b'/')
-    .add(b'<')
-    .add(b'>')
-    .add(b'?')
-    .add(b'`')
-    .add(b'{')
-    .add(b'}');
+/// A revision (which may hold slashes) as a URL path.
+pub(super) fn rev_path(rev: &str) -> String {
+    crate::tree_path::encode_segments(&rev.split('/').collect::<Vec<_>>())
+}
 
 pub(super) fn crumbs(repo: &str, rev: &str, path: &[String]) -> Vec<Crumb> {
     (0..path.len())
         .map(|i| Crumb {
             name: path[i].clone(),
-            href: format!("/{repo}/-/tree/{rev}/{}", encode_path(&path[..=i])),
+            href: format!(
+                "/{repo}/-/tree/{}/{}",
+                rev_path(rev),
+                encode_path(&path[..=i])
+            ),
         })
         .collect()
 }
@@ -54,4 +46,14 @@ pub(super) fn redirect(to: &str) -> Response {
         response.headers_mut().insert(header::LOCATION, value);
     }
     response
+}
+
+/// Template filters: `{{ rev|path }}` writes a revision (or any name
+/// with slashes) into a link, each segment percent-encoded, so a branch
+/// named `a#b` or `a?b` links to itself.
+pub(crate) mod filters {
+    #[askama::filter_fn]
+    pub fn path(value: impl std::fmt::Display, _: &dyn askama::Values) -> askama::Result<String> {
+        Ok(super::rev_path(&value.to_string()))
+    }
 }

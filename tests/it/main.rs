@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
 
+mod abuse;
 mod access;
 mod durability;
 mod hooks;

@@ -1,0 +1,182 @@
+//! What one hostile request or one pushed file may cost, against a real
+//! server: hostile URLs are a 4xx (never a 5xx, never a redirect built
+//! from them), and bodies that do not decode are a 400.
+
+use crate::support::*;
+
+/// A server with `alice/repo` holding a README, a tag on a blob (a tag may
+/// name anything) and a branch whose name needs escaping in links.
+fn server_with_history(dir: &std::path::Path) -> TestServer {
+    let data = data_with_repo(dir);
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let work = worktree(dir, "work");
+    let blob = git_ok(&work, &["rev-parse", "HEAD:README.md"]);
+    git_ok(&work, &["tag", "blob-tag", blob.trim()]);
+    git_ok(&work, &["branch", "odd#name"]);
+    git_ok(
+        &work,
+        &[
+            "push",
+            "-q",
+            &server.url("/alice/repo.git"),
+            "HEAD:main",
+            "blob-tag",
+            "odd#name",
+        ],
+    );
+    server
+}
+
+#[test]
+fn hostile_urls_are_a_4xx_never_a_5xx() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_history(dir.path());
+    // Anti-vacuity: the same surfaces answer 200 for a good request.
+    for good in [
+        "/alice/repo/-/tree/main",
+        "/alice/repo/-/blob/main/README.md",
+        "/alice/repo/-/raw/main/README.md",
+        "/alice/repo/-/commits/main",
+        "/alice/repo/-/archive/main.zip",
+        "/alice/repo/-/tree/odd%23name",
+    ] {
+        let response = http_get(server.addr, good);
+        assert_eq!(response.status, 200, "{good}: {}", response.text());
+    }
+    let revs = [
+        "a~1",
+        "main~1",
+        "HEAD%5E%7Btree%7D",
+        "main@%7B0%7D",
+        "..",
+        "a..b",
+        "a%20b",
+        "a%00b",
+        "%2Fetc",
+        "a%5Cb",
+        "--output=x",
+        "-n1",
+        "blob-tag",
+        "ffffffffffffffffffffffffffffffffffffffff",
+        &"a".repeat(5000),
+    ];
+    let mut urls: Vec<String> = Vec::new();
+    for rev in revs {
+        for view in [
+            format!("/alice/repo/-/tree/{rev}"),
+            format!("/alice/repo/-/tree/{rev}/x"),
+            format!("/alice/repo/-/blob/{rev}/README.md"),
+            format!("/alice/repo/-/raw/{rev}/README.md"),
+            format!("/alice/repo/-/commits/{rev}"),
+            format!("/alice/repo/-/commits/{rev}/README.md"),
+            format!("/alice/repo/-/commit/{rev}"),
+            format!("/alice/repo/-/archive/{rev}.zip"),
+            format!("/alice/repo/-/archive/{rev}.tar.gz"),
+        ] {
+            urls.push(view);
+        }
+    }
+    // A history of a path that is not there is an empty list, so the
+    // commits view may answer 200 for the well-formed ones: it is checked
+    // for "never a 5xx" below, the others for a 4xx.
+    let mut lenient: Vec<String> = Vec::new();
+    for path in [
+        "..",
+        "a/../b",
+        "a%00b",
+        "a%2F..%2Fb",
+        "a%5C..%5Cb",
+        "a//b",
+        "%20",
+        ".git/config",
+    ] {
+        for view in ["tree", "blob", "raw"] {
+            urls.push(format!("/alice/repo/-/{view}/main/{path}"));
+        }
+        lenient.push(format!("/alice/repo/-/commits/main/{path}"));
+        urls.push(format!("/alice/repo/-/site/{path}"));
+    }
+    // The web UI shows page 1 for a page number it cannot use.
+    lenient.push("/alice/repo/-/commits/main?page=18446744073709551615".into());
+    lenient.push("/alice/repo/-/commits/main?page=-1&per_page=99999999999".into());
+    for owner in ["%2Fevil.example", "%5Cevil.example", "..", "a%00", "%20"] {
+        urls.push(format!("/{owner}/x/-/site"));
+        urls.push(format!("/{owner}/x/-/site/"));
+        urls.push(format!("/{owner}/x"));
+        urls.push(format!("/{owner}/x.git/info/refs?service=git-upload-pack"));
+        urls.push(format!("/api/v1/repos/{owner}/x/issues"));
+    }
+    urls.extend(
+        [
+            "/alice/repo/-/archive/main.rar",
+            "/alice/repo/-/archive/.zip",
+            "/alice/repo.git/info/refs?service=git-evil",
+            "/alice/repo.git/info/refs",
+            "/alice/repo/-/nothing-here",
+            "/alice/repo/-/tree",
+            "/no/such/route/at/all",
+            "/static/..%2F..%2Fetc%2Fpasswd",
+            "/static/nothing.css",
+            "/api/v1/repos/alice/repo/issues/18446744073709551616",
+            "/api/v1/repos/alice/repo/issues/-1",
+            "/api/v1/repos/alice/repo/activity?page=18446744073709551615",
+        ]
+        .map(String::from),
+    );
+    let mut wrong = Vec::new();
+    let shown = |url: &str| url.chars().take(120).collect::<String>();
+    for (url, must_refuse) in urls
+        .iter()
+        .map(|u| (u, true))
+        .chain(lenient.iter().map(|u| (u, false)))
+    {
+        let response = http_get(server.addr, url);
+        let refused = (400..500).contains(&response.status);
+        if (must_refuse && !refused) || response.status >= 500 {
+            wrong.push(format!(
+                "{}: {} {}",
+                shown(url),
+                response.status,
+                response.text().chars().take(200).collect::<String>()
+            ));
+        }
+        if let Some(location) = response.header("location")
+            && (location.starts_with("//") || location.contains('\\'))
+        {
+            wrong.push(format!(
+                "{}: redirects off the server to {location}",
+                shown(url)
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} hostile URLs were not a 4xx:\n{}",
+        wrong.len(),
+        urls.len() + lenient.len(),
+        wrong.join("\n")
+    );
+    server.stop();
+}
+
+#[test]
+fn a_site_redirect_never_leaves_the_server_and_links_escape_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_history(dir.path());
+    let good = http_get(server.addr, "/alice/repo/-/site");
+    assert_eq!(good.status, 301, "{}", good.text());
+    assert_eq!(good.header("location"), Some("/alice/repo/-/site/"));
+    for owner in ["%2Fevil.example", "%5Cevil.example", "%2F%2Fevil.example"] {
+        let response = http_get(server.addr, &format!("/{owner}/x/-/site"));
+        assert_eq!(response.status, 404, "{owner}: {:?}", response.headers);
+        assert_eq!(response.header("location"), None, "{owner}");
+    }
+    // A branch name with `#` is escaped in the links that name it.
+    let branches = http_get(server.addr, "/alice/repo/-/branches").text();
+    assert!(branches.contains("odd%23name"), "{branches}");
+    assert!(!branches.contains("/odd#name"), "{branches}");
+    server.stop();
+}
