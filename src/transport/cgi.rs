@@ -44,7 +44,6 @@ pub struct CgiRequest {
     pub query: String,
     pub method: &'static str,
     pub content_type: Option<String>,
-    pub content_encoding: Option<String>,
     pub git_protocol: Option<String>,
     pub remote_addr: String,
     pub remote_user: Option<String>,
@@ -130,9 +129,6 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     }
     if let Some(content_type) = &request.content_type {
         command.env("CONTENT_TYPE", content_type);
-    }
-    if let Some(encoding) = &request.content_encoding {
-        command.env("HTTP_CONTENT_ENCODING", encoding);
     }
     if let Some(protocol) = &request.git_protocol {
         command.env("GIT_PROTOCOL", protocol);

@@ -215,7 +215,6 @@ fn cgi_request(
         query,
         method,
         content_type: header_text(headers, header::CONTENT_TYPE),
-        content_encoding: None,
         git_protocol: git_protocol(headers)?,
         remote_addr: peer.ip().to_string(),
         remote_user: None,
@@ -371,7 +370,6 @@ async fn service_rpc(
         ));
     }
     let mut request = cgi_request(&transport, &repo, service, Call::Rpc, &headers, peer)?;
-    request.content_encoding = encoding;
     if service == Service::ReceivePack {
         // What the hooks need to report this push (see crate::hooks).
         use crate::hooks::env;
@@ -397,6 +395,19 @@ async fn service_rpc(
         &transport.limits.spool_budget(),
     )
     .await?;
+    // Inflated here, so git reads plain bytes and a corrupt body is a 400.
+    let spooled = match encoding {
+        Some(_) => {
+            spool::inflate(
+                spooled,
+                &cap,
+                &transport.tmp_dir,
+                &transport.limits.spool_budget(),
+            )
+            .await?
+        }
+        None => spooled,
+    };
     request.error_sideband = service == Service::ReceivePack && wants_sideband(&spooled);
     request.body = Some(spooled);
     let permit = transport.limits.acquire(service).await?;

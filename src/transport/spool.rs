@@ -2,7 +2,8 @@
 //! client never holds a process slot: small bodies in memory, larger ones in
 //! a temp file under `data/tmp` that is deleted on every path (drop).
 //! Enforces the size cap (413), the idle timeout (408) and the global spool
-//! budget (503).
+//! budget (503). A gzip-encoded body is inflated here too, against the same
+//! cap, so git reads plain bytes and a body that does not inflate is a 400.
 
 use std::io::Write;
 use std::path::Path;
@@ -55,6 +56,102 @@ impl Cap {
     }
 }
 
+/// Where a body's bytes go as they arrive: memory up to
+/// [`IN_MEMORY_MAX`], then a temp file; each byte counted against the cap
+/// and reserved from the spool budget.
+struct Sink<'a> {
+    cap: &'a Cap,
+    dir: &'a Path,
+    budget: &'a Arc<SpoolBudget>,
+    memory: Vec<u8>,
+    file: Option<NamedTempFile>,
+    len: u64,
+    reservation: Option<SpoolReservation>,
+}
+
+/// Why a sink took no more.
+enum Refused {
+    /// Over the cap: what was spooled is freed.
+    OverCap,
+    Error(AppError),
+}
+
+impl<'a> Sink<'a> {
+    fn new(cap: &'a Cap, dir: &'a Path, budget: &'a Arc<SpoolBudget>) -> Sink<'a> {
+        Sink {
+            cap,
+            dir,
+            budget,
+            memory: Vec::new(),
+            file: None,
+            len: 0,
+            reservation: None,
+        }
+    }
+
+    /// Takes `data`; blocks on file writes (callers are off the async
+    /// workers, or use `block_in_place`).
+    fn take(&mut self, data: &[u8]) -> Result<(), Refused> {
+        self.len += data.len() as u64;
+        if self.len > self.cap.bytes {
+            drop((
+                self.file.take(),
+                std::mem::take(&mut self.memory),
+                self.reservation.take(),
+            ));
+            return Err(Refused::OverCap);
+        }
+        let Some(more) = self.budget.reserve(data.len() as u64) else {
+            tracing::warn!(
+                spooled = self.budget.used(),
+                "spool budget exhausted; answering 503"
+            );
+            return Err(Refused::Error(AppError::busy(
+                "the server is receiving too much data at once; retry shortly",
+                10,
+            )));
+        };
+        match &mut self.reservation {
+            Some(held) => held.merge(more),
+            None => self.reservation = Some(more),
+        }
+        let write = |file: &mut NamedTempFile, data: &[u8]| {
+            file.as_file_mut()
+                .write_all(data)
+                .map_err(|e| Refused::Error(AppError::internal("writing the spool file failed", e)))
+        };
+        match &mut self.file {
+            Some(file) => write(file, data)?,
+            None if self.memory.len() + data.len() <= IN_MEMORY_MAX => {
+                self.memory.extend_from_slice(data)
+            }
+            None => {
+                let mut spill = tempfile::Builder::new()
+                    .prefix("spool-")
+                    .tempfile_in(self.dir)
+                    .map_err(|e| {
+                        Refused::Error(AppError::internal("cannot create a spool file", e))
+                    })?;
+                write(&mut spill, &std::mem::take(&mut self.memory))?;
+                write(&mut spill, data)?;
+                self.file = Some(spill);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Spooled {
+        Spooled {
+            len: self.len,
+            content: match self.file {
+                Some(file) => SpooledContent::File(file),
+                None => SpooledContent::Memory(self.memory),
+            },
+            _reservation: self.reservation,
+        }
+    }
+}
+
 /// Reads the whole body, or fails with the status the client has earned.
 pub async fn spool(
     body: Body,
@@ -64,10 +161,7 @@ pub async fn spool(
     budget: &Arc<SpoolBudget>,
 ) -> Result<Spooled, AppError> {
     let mut body = body;
-    let mut memory: Vec<u8> = Vec::new();
-    let mut file: Option<NamedTempFile> = None;
-    let mut len: u64 = 0;
-    let mut reservation: Option<SpoolReservation> = None;
+    let mut sink = Sink::new(cap, dir, budget);
     loop {
         let frame = match tokio::time::timeout(idle, body.frame()).await {
             Err(_) => {
@@ -90,50 +184,67 @@ pub async fn spool(
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
-        len += data.len() as u64;
-        if len > cap.bytes {
-            // Free what was spooled at once, then read and discard a bounded
-            // amount more so the client, still sending, reads the 413
-            // instead of a broken pipe.
-            drop((file.take(), std::mem::take(&mut memory), reservation.take()));
-            drain(body, idle.min(DRAIN_IDLE)).await;
-            return Err(cap.refuse());
-        }
-        let Some(more) = budget.reserve(data.len() as u64) else {
-            tracing::warn!(
-                spooled = budget.used(),
-                "spool budget exhausted; answering 503"
-            );
-            return Err(AppError::busy(
-                "the server is receiving too much data at once; retry shortly",
-                10,
-            ));
+        // File writes block: off the async workers for them.
+        let taken = if sink.file.is_some() || sink.memory.len() + data.len() > IN_MEMORY_MAX {
+            tokio::task::block_in_place(|| sink.take(&data))
+        } else {
+            sink.take(&data)
         };
-        match &mut reservation {
-            Some(held) => held.merge(more),
-            None => reservation = Some(more),
-        }
-        match &mut file {
-            Some(file) => write_blocking(file, &data).await?,
-            None if memory.len() + data.len() <= IN_MEMORY_MAX => memory.extend_from_slice(&data),
-            None => {
-                let mut spill = tempfile::Builder::new()
-                    .prefix("spool-")
-                    .tempfile_in(dir)
-                    .map_err(|e| AppError::internal("cannot create a spool file", e))?;
-                write_blocking(&mut spill, &std::mem::take(&mut memory)).await?;
-                write_blocking(&mut spill, &data).await?;
-                file = Some(spill);
+        match taken {
+            Ok(()) => {}
+            Err(Refused::OverCap) => {
+                // What was spooled is freed; read and discard a bounded
+                // amount more so the client, still sending, reads the 413
+                // instead of a broken pipe.
+                drain(body, idle.min(DRAIN_IDLE)).await;
+                return Err(cap.refuse());
             }
+            Err(Refused::Error(e)) => return Err(e),
         }
     }
-    Ok(Spooled {
-        len,
-        content: match file {
-            Some(file) => SpooledContent::File(file),
-            None => SpooledContent::Memory(memory),
-        },
-        _reservation: reservation,
+    Ok(sink.finish())
+}
+
+/// A `Content-Encoding: gzip` body, inflated into a new spool against the
+/// same cap (the cap is on what git reads, so a small gzip bomb is a 413);
+/// a body that is not gzip, or does not inflate to its end, is a 400.
+pub async fn inflate(
+    spooled: Spooled,
+    cap: &Cap,
+    dir: &Path,
+    budget: &Arc<SpoolBudget>,
+) -> Result<Spooled, AppError> {
+    tokio::task::block_in_place(|| {
+        let reader: Box<dyn std::io::Read + '_> = match &spooled.content {
+            SpooledContent::Memory(bytes) => Box::new(&bytes[..]),
+            SpooledContent::File(file) => {
+                Box::new(std::io::BufReader::new(file.reopen().map_err(|e| {
+                    AppError::internal("cannot reopen a spool file", e)
+                })?))
+            }
+        };
+        let mut decoder = flate2::read::MultiGzDecoder::new(reader);
+        let mut sink = Sink::new(cap, dir, budget);
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            let n = match std::io::Read::read(&mut decoder, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => {
+                    return Err(AppError::bad_request(
+                        "the request body says Content-Encoding: gzip but is not valid gzip data \
+                         (it does not inflate to its end)",
+                    ));
+                }
+            };
+            match sink.take(&buf[..n]) {
+                Ok(()) => {}
+                Err(Refused::OverCap) => return Err(cap.refuse()),
+                Err(Refused::Error(e)) => return Err(e),
+            }
+        }
+        Ok(sink.finish())
     })
 }
 
@@ -151,10 +262,4 @@ async fn drain(mut body: Body, idle: Duration) {
             _ => return,
         }
     }
-}
-
-/// Writes to the spool file off the async workers.
-async fn write_blocking(file: &mut NamedTempFile, data: &[u8]) -> Result<(), AppError> {
-    tokio::task::block_in_place(|| file.as_file_mut().write_all(data))
-        .map_err(|e| AppError::internal("writing the spool file failed", e))
 }

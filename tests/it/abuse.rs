@@ -180,3 +180,62 @@ fn a_site_redirect_never_leaves_the_server_and_links_escape_names() {
     assert!(!branches.contains("/odd#name"), "{branches}");
     server.stop();
 }
+
+#[test]
+fn a_request_body_that_does_not_inflate_is_a_400_and_a_gzip_bomb_a_413() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let server = server_with_history(dir.path());
+    let post = |body: &[u8]| {
+        http(
+            server.addr,
+            &format!(
+                "POST /alice/repo.git/git-upload-pack HTTP/1.1\r\n\
+                 Content-Type: application/x-git-upload-pack-request\r\n\
+                 Content-Encoding: gzip\r\nContent-Length: {}",
+                body.len()
+            ),
+            body,
+        )
+    };
+    let gzip = |plain: &[u8]| {
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        encoder.write_all(plain).unwrap();
+        encoder.finish().unwrap()
+    };
+    // Anti-vacuity: a well-formed gzip request is served (a flush-only
+    // request: git answers with nothing to send, but answers).
+    let good = post(&gzip(b"0000"));
+    assert_eq!(good.status, 200, "{}", good.text());
+    for (what, body) in [
+        (
+            "not gzip at all",
+            b"0032want 0000000000000000000000000000000000000000\n".to_vec(),
+        ),
+        (
+            "a truncated gzip stream",
+            gzip(&[b'x'; 4096])[..20].to_vec(),
+        ),
+        ("a gzip header and garbage", {
+            let mut bad = gzip(b"0000");
+            let n = bad.len();
+            bad[10..n - 8].fill(0xff);
+            bad
+        }),
+    ] {
+        let response = post(&body);
+        assert_eq!(response.status, 400, "{what}: {}", response.text());
+        assert!(
+            response.text().contains("not valid gzip"),
+            "{what}: {}",
+            response.text()
+        );
+    }
+    // 100 MiB of zeros gzip to ~100 KiB: past the 64 MiB request cap once
+    // inflated, so refused as too large, not handed to git.
+    let bomb = gzip(&vec![0u8; 100 << 20]);
+    assert!(bomb.len() < 1 << 20);
+    let response = post(&bomb);
+    assert_eq!(response.status, 413, "{}", response.text());
+    server.stop();
+}
