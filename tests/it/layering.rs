@@ -3,11 +3,12 @@
 //! never above, and no two top-level modules may reach each other, however
 //! indirectly. A failure names the file, the line and what it reached.
 //!
-//! What counts as a use: any `crate::<module>` path outside comments,
-//! including `use` lines and paths written inline. Test code is exempt
-//! (files named `tests.rs`, and everything from a file's first
-//! `#[cfg(test)]` line on): tests drive a layer with the real parts above
-//! it.
+//! What counts as a use: any `crate::<module>` path outside comments and
+//! literals, including `use` lines (groups nested and split over lines as
+//! rustfmt writes them) and paths written inline. Test code is exempt
+//! (files named `tests.rs`, a top-level `#[cfg(test)]` module and what
+//! follows it, an item under a top-level `#[cfg(test)]`): tests drive a
+//! layer with the real parts above it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -64,65 +65,166 @@ fn module_of(src: &Path, file: &Path) -> String {
     name.strip_suffix(".rs").unwrap_or(&name).to_string()
 }
 
-/// The code of a line: without `//` comments (also `///` and `//!`) and
-/// string literals' contents (so a message mentioning `crate::x` is not a
-/// use).
-fn code_of(line: &str) -> String {
-    let mut code = String::new();
-    let mut in_string = false;
-    let mut chars = line.chars().peekable();
-    while let Some(c) = chars.next() {
-        if in_string {
-            if c == '\\' {
-                chars.next();
-            } else if c == '"' {
-                in_string = false;
-                code.push('"');
+/// The code of a file, line by line: without `//` comments (also `///`
+/// and `//!`), `/* */` comments, and the contents of string literals
+/// (raw strings included) and char literals, so a message mentioning
+/// `crate::x` is not a use and a `'"'` opens no string.
+fn code_lines(text: &str) -> Vec<String> {
+    let mut lines = vec![String::new()];
+    let chars: Vec<char> = text.chars().collect();
+    let mut i = 0;
+    // Inside a string: how many `#` close it (`None`: a plain string).
+    let mut string: Option<Option<usize>> = None;
+    let mut block_comment = 0usize;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '\n' {
+            lines.push(String::new());
+            i += 1;
+            continue;
+        }
+        let line = lines.last_mut().expect("one line at least");
+        if block_comment > 0 {
+            if c == '*' && next == Some('/') {
+                block_comment -= 1;
+                i += 2;
+            } else if c == '/' && next == Some('*') {
+                block_comment += 1;
+                i += 2;
+            } else {
+                i += 1;
             }
             continue;
         }
-        if c == '/' && chars.peek() == Some(&'/') {
-            break;
+        if let Some(hashes) = string {
+            match hashes {
+                None if c == '\\' => i += 2,
+                None if c == '"' => {
+                    string = None;
+                    line.push('"');
+                    i += 1;
+                }
+                Some(n)
+                    if c == '"'
+                        && chars[i + 1..].iter().take(n).filter(|h| **h == '#').count() == n =>
+                {
+                    string = None;
+                    line.push('"');
+                    i += 1 + n;
+                }
+                _ => i += 1,
+            }
+            continue;
+        }
+        if c == '/' && next == Some('/') {
+            // The rest of the line is a comment.
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && next == Some('*') {
+            block_comment = 1;
+            i += 2;
+            continue;
+        }
+        if c == 'r'
+            && (next == Some('"') || next == Some('#'))
+            && !chars[..i]
+                .last()
+                .is_some_and(|p| p.is_alphanumeric() || *p == '_')
+        {
+            let hashes = chars[i + 1..].iter().take_while(|h| **h == '#').count();
+            if chars.get(i + 1 + hashes) == Some(&'"') {
+                string = Some(Some(hashes));
+                line.push('"');
+                i += 2 + hashes;
+                continue;
+            }
         }
         if c == '"' {
-            in_string = true;
+            string = Some(None);
+            line.push('"');
+            i += 1;
+            continue;
         }
-        code.push(c);
+        if c == '\'' {
+            // A char literal (`'x'`, `'\''`, `'\u{..}'`) is skipped; a
+            // lifetime (`'a`) is kept.
+            let close = if next == Some('\\') {
+                chars[i + 2..]
+                    .iter()
+                    .position(|x| *x == '\'')
+                    .map(|p| i + 2 + p)
+            } else if chars.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            if let Some(close) = close {
+                line.push_str("' '");
+                i = close + 1;
+                continue;
+            }
+        }
+        line.push(c);
+        i += 1;
     }
-    code
+    lines
 }
 
-/// Every `crate::<ident>` in a line of code, also inside `crate::{a, b}`.
-fn targets(code: &str) -> Vec<String> {
+/// Every `crate::<ident>` in code, with the index of the line it starts
+/// on: also each item of a `crate::{a, b::{c, d}, e}` group, however it is
+/// split over lines.
+fn targets(lines: &[String]) -> Vec<(usize, String)> {
+    let code = lines.join("\n");
+    let line_at = |offset: usize| code[..offset].matches('\n').count();
+    let ident_at = |text: &str| -> String {
+        text.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
     let mut found = Vec::new();
-    let mut rest = code;
-    while let Some(at) = rest.find("crate::") {
-        let before = rest[..at].chars().last();
-        rest = &rest[at + "crate::".len()..];
+    let mut from = 0;
+    while let Some(at) = code[from..].find("crate::").map(|p| from + p) {
+        from = at + "crate::".len();
+        let before = code[..at].chars().last();
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
             continue; // e.g. `mycrate::`
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for item in group[..end].split(',') {
-                let ident: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !ident.is_empty() {
-                    found.push(ident);
-                }
+        let rest = &code[from..];
+        let Some(group) = rest.strip_prefix('{') else {
+            let ident = ident_at(rest);
+            if !ident.is_empty() {
+                found.push((line_at(at), ident));
             }
             continue;
+        };
+        // The items at depth 1 of the group.
+        let mut depth = 1;
+        let mut item_start = true;
+        let mut offset = from + 1;
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ',' if depth == 1 => item_start = true,
+                c if item_start && (c.is_alphanumeric() || c == '_') => {
+                    let ident = ident_at(&group[i..]);
+                    found.push((line_at(from + 1 + i), ident));
+                    item_start = false;
+                }
+                _ => {}
+            }
+            offset = from + 1 + i;
         }
-        let ident: String = rest
-            .chars()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect();
-        if !ident.is_empty() {
-            found.push(ident);
-        }
+        from = offset.max(from);
     }
     found
 }
@@ -138,20 +240,37 @@ fn uses(src: &Path) -> Vec<Use> {
         }
         let from = module_of(src, &file);
         let text = std::fs::read_to_string(&file).unwrap();
-        for (index, line) in text.lines().enumerate() {
-            if line.trim() == "#[cfg(test)]" && !line.starts_with(' ') {
-                break;
+        let source: Vec<&str> = text.lines().collect();
+        let mut lines = code_lines(&text);
+        // Test code is exempt: a top-level `#[cfg(test)]` module (and all
+        // after it, where test modules stand), or the one item a
+        // top-level `#[cfg(test)]` stands on.
+        for index in 0..source.len() {
+            if source[index].trim() != "#[cfg(test)]" || source[index].starts_with(' ') {
+                continue;
             }
-            for to in targets(&code_of(line)) {
-                if to != from {
-                    uses.push(Use {
-                        file: file.clone(),
-                        line: index + 1,
-                        text: line.trim().to_string(),
-                        from: from.clone(),
-                        to,
-                    });
+            let item = (index + 1..source.len()).find(|&j| !source[j].trim().is_empty());
+            match item {
+                Some(j)
+                    if source[j].trim_start().starts_with("mod ")
+                        || source[j].trim_start().starts_with("pub mod ") =>
+                {
+                    lines.truncate(index);
+                    break;
                 }
+                Some(j) => lines[j].clear(),
+                None => {}
+            }
+        }
+        for (index, to) in targets(&lines) {
+            if to != from {
+                uses.push(Use {
+                    file: file.clone(),
+                    line: index + 1,
+                    text: source.get(index).map_or("", |l| l.trim()).to_string(),
+                    from: from.clone(),
+                    to,
+                });
             }
         }
     }
@@ -298,6 +417,13 @@ fn the_layering_check_sees_an_upward_use_a_cycle_and_ignores_comments() {
     )
     .unwrap();
     std::fs::write(src.join("app.rs"), "use crate::transport;\n").unwrap();
+    // What rustfmt writes for a long group, nested groups, a char that is
+    // a quote, a raw string and a block comment: only the uses count.
+    std::fs::write(
+        src.join("page.rs"),
+        "let q = '\"'; let s = r#\"crate::cli \"quoted\"\"#;\n/* crate::server */\nuse crate::{\n    repos::{RepoName, Repos},\n    meta,\n};\n#[cfg(test)]\nuse crate::api;\nuse crate::tree_path;\n",
+    )
+    .unwrap();
     let problems = violations(&src);
     let joined = problems.join("\n");
     assert!(
@@ -316,5 +442,19 @@ fn the_layering_check_sees_an_upward_use_a_cycle_and_ignores_comments() {
         !joined.contains("src/app.rs:1: `"),
         "app -> transport is downward: {joined}"
     );
-    assert_eq!(problems.len(), 3, "{joined}");
+    assert!(
+        joined.contains(
+            "src/page.rs:5: `meta,`: `page` (names) uses `meta` (domain), a layer above its own"
+        ),
+        "the second item of a group split over lines, after a nested group: {joined}"
+    );
+    assert!(
+        !joined.contains("server"),
+        "a block comment is not a use: {joined}"
+    );
+    assert!(
+        !joined.contains("`api`"),
+        "a test-only item is exempt: {joined}"
+    );
+    assert_eq!(problems.len(), 4, "{joined}");
 }
