@@ -125,12 +125,20 @@ impl App {
             ref_state,
             repos.clone(),
         ));
-        let access = Arc::new(Access::new(
-            repos.clone(),
-            meta.clone(),
-            config.anonymous_push,
-            config.protected_branches.clone(),
-        ));
+        let access = Arc::new(
+            Access::new(
+                repos.clone(),
+                meta.clone(),
+                config.anonymous_push,
+                config.protected_branches.clone(),
+            )
+            .map_err(|e| {
+                anyhow::anyhow!(e).context(format!(
+                    "cannot resolve the repos dir {}",
+                    repos.root().display()
+                ))
+            })?,
+        );
         Ok(App {
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
             sites: Arc::new(SitesState {

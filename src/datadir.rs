@@ -207,7 +207,8 @@ fn remove_any(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// `repos/<owner>/<name>.git` directories.
+/// `repos/<owner>/<name>.git` directories that hold a `HEAD` (what git
+/// itself takes for a repo).
 pub fn bare_repo_dirs(repos_dir: &Path) -> Vec<PathBuf> {
     let mut repos = Vec::new();
     let Ok(owners) = std::fs::read_dir(repos_dir) else {
@@ -222,7 +223,8 @@ pub fn bare_repo_dirs(repos_dir: &Path) -> Vec<PathBuf> {
         };
         for name in names.flatten() {
             let is_repo = name.file_type().is_ok_and(|t| t.is_dir())
-                && name.file_name().to_string_lossy().ends_with(".git");
+                && name.file_name().to_string_lossy().ends_with(".git")
+                && name.path().join("HEAD").is_file();
             if is_repo {
                 repos.push(name.path());
             }

@@ -106,16 +106,17 @@ impl Access {
         meta: Arc<MetaStore>,
         anonymous_push: bool,
         default_protected: Vec<String>,
-    ) -> Access {
-        // Resolved once: the repos dir exists before anything is served.
-        let root = repos.root();
-        Access {
-            repos_root: root.canonicalize().unwrap_or(root),
+    ) -> std::io::Result<Access> {
+        // Resolved once: the repos dir exists before anything is served
+        // (and if it cannot be resolved, nothing could be served).
+        let repos_root = repos.root().canonicalize()?;
+        Ok(Access {
+            repos_root,
             repos,
             meta,
             anonymous_push,
             default_protected,
-        }
+        })
     }
 
     /// The one repo resolver: `owner`/`name` is a valid repo name, the repo
@@ -208,11 +209,22 @@ impl Access {
         repo: &RepoName,
         updates: &[RefUpdate],
     ) -> Vec<Refusal> {
-        let protected = self
-            .meta
-            .settings(repo)
-            .map(|settings| settings.protected_branches)
-            .unwrap_or_else(|_| self.default_protected.clone());
+        // A store that cannot say which branches are protected refuses the
+        // push (fails closed): the server's defaults are not the repo's.
+        let protected = match self.meta.settings(repo) {
+            Ok(settings) => settings.protected_branches,
+            Err(crate::meta::MetaError::NoRepo(_)) => self.default_protected.clone(),
+            Err(e) => {
+                tracing::warn!(repo = %repo, error = %crate::error_chain::Chain(&e), "cannot read the protected branches; the push is refused");
+                return updates
+                    .iter()
+                    .map(|update| Refusal {
+                        ref_name: update.ref_name.clone(),
+                        reason: "the server cannot read this repository's settings right now; nothing was changed, try again later".into(),
+                    })
+                    .collect();
+            }
+        };
         let mut refused = Vec::new();
         for update in updates {
             let name = &update.ref_name;

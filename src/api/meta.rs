@@ -47,10 +47,16 @@ impl From<MetaError> for AppError {
 fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
     payload.map(|Json(value)| value).map_err(|rejection| {
         let status = rejection.status();
-        let message = match status {
-            StatusCode::PAYLOAD_TOO_LARGE => {
+        let message = match (&rejection, status) {
+            (_, StatusCode::PAYLOAD_TOO_LARGE) => {
                 "request body is larger than the API accepts (see --api-body-limit)".to_string()
             }
+            // Reading the body failed (the connection, not the JSON): its
+            // error is the transport's, not the client's to read.
+            (JsonRejection::BytesRejection(_), _) => {
+                "the request body could not be read: the connection failed or its framing was malformed".to_string()
+            }
+            // What is wrong with the JSON, or its content type.
             _ => rejection.body_text(),
         };
         AppError::new(status, message)

@@ -12,26 +12,27 @@ use crate::control::{Reply, Request, client::Client};
 use crate::hooks::{Outcome, PushContext, RefUpdate, env};
 
 /// Why a hook could not do its part; the message is what git's user sees
-/// (as `remote:` lines).
+/// (as `remote:` lines), so it names what failed but carries no io error's
+/// text (the source does, for a caller that logs it).
 #[derive(Debug, thiserror::Error)]
 enum HookError {
     #[error("{0} is not set: this hook runs only under vole serve")]
     NotUnderServer(&'static str),
     #[error("{0} is not a number")]
     BadPushId(&'static str),
-    #[error("cannot reach the vole server: {0}")]
+    #[error("the vole server could not be reached to record this push; nothing was changed")]
     Unreachable(#[source] crate::control::client::ClientError),
     #[error("the vole server is not running")]
     NoServer,
-    #[error("the vole server did not answer: {0}")]
+    #[error("the vole server did not answer in time; this push is not recorded")]
     NoAnswer(#[source] crate::control::client::ClientError),
     #[error("{0}")]
     Refused(String),
-    #[error("cannot read the hook input: {0}")]
+    #[error("cannot read the hook input from git")]
     Input(#[source] std::io::Error),
     #[error(transparent)]
     BadInput(#[from] crate::hooks::BadHookInput),
-    #[error("cannot run the repository's {name} hook: {source}")]
+    #[error("cannot run the repository's {name} hook")]
     RepoHook {
         name: String,
         #[source]

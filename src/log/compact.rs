@@ -57,10 +57,7 @@ impl<K: RecordKind> Log<K> {
             let mut frames = FrameReader::new(source);
             let mut batch_index = 0u64;
             let old = self.replay_header()?;
-            while let Some(frame) = frames
-                .next_frame()
-                .map_err(|e| std::io::Error::other(e.to_string()))?
-            {
+            while let Some(frame) = frames.next_frame().map_err(std::io::Error::other)? {
                 if frame.header != MessageHeader::RecordBatch {
                     continue;
                 }
@@ -117,10 +114,7 @@ impl<K: RecordKind> Log<K> {
             empty: true,
             ..Replay::default()
         };
-        if let Some(frame) = frames
-            .next_frame()
-            .map_err(|e| std::io::Error::other(e.to_string()))?
-        {
+        if let Some(frame) = frames.next_frame().map_err(std::io::Error::other)? {
             accept_frame::<K>(&self.path, &frame, &mut decoder, &mut header)
                 .map_err(|_| std::io::Error::other("log schema message unreadable"))?;
         }

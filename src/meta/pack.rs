@@ -137,9 +137,7 @@ fn write_stored_zlib(out: &mut Vec<u8>, data: &[u8]) {
 fn sha1(bytes: &[u8]) -> std::io::Result<ObjectId> {
     let mut hasher = gix::hash::hasher(gix::hash::Kind::Sha1);
     hasher.update(bytes);
-    hasher
-        .try_finalize()
-        .map_err(|e| std::io::Error::other(e.to_string()))
+    hasher.try_finalize().map_err(std::io::Error::other)
 }
 
 #[cfg(test)]

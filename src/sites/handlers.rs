@@ -3,16 +3,21 @@
 
 use super::*;
 
-/// `GET /{owner}/{repo}/-/site` -> the slashed form, built from the
-/// validated name only: an owner that is no repo owner (`%2Fevil.example`
-/// would make `//evil.example/...`, another host) is a 404, never a
-/// redirect.
-pub async fn site_root(Path((owner, repo)): Path<(String, String)>) -> Response {
-    match RepoName::from_parts(&owner, &repo) {
+/// `GET /{owner}/{repo}/-/site` -> the slashed form, for a site the
+/// visitor may read; built from the validated name only, so an owner that
+/// is no repo owner (`%2Fevil.example` would make `//evil.example/...`,
+/// another host) is a 404, never a redirect.
+pub async fn site_root(
+    State(app): State<Arc<SitesState>>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Response {
+    match app
+        .access
+        .resolve(&Principal::Anonymous, &owner, &repo, Action::ReadSite)
+    {
         Ok(name) => moved(&format!("/{name}/-/site/")),
-        Err(_) => {
-            AppError::not_found(format!("repository {owner}/{repo} not found")).into_response()
-        }
+        Err(denied) => AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
+            .into_response(),
     }
 }
 

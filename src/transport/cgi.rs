@@ -242,6 +242,13 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
                         .body(Body::empty())
                         .map_err(|e| AppError::internal("bad CGI response header", e)),
                     _ => {
+                        // git's words reach the client (they say what was
+                        // wrong with the request), without the server's
+                        // paths; the log keeps them whole.
+                        tracing::info!(repo = request.repo, stderr = %said.join("; "), "git refused a request");
+                        let root = request.project_root.display().to_string();
+                        let said: Vec<String> =
+                            said.iter().map(|line| line.replace(&root, "")).collect();
                         let message = if said.is_empty() {
                             "git could not process this request".to_string()
                         } else {

@@ -175,9 +175,10 @@ pub async fn spool(
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                return Err(AppError::bad_request(format!(
-                    "request body could not be read: {e}"
-                )));
+                tracing::debug!(error = %e, "a request body could not be read");
+                return Err(AppError::bad_request(
+                    "the request body could not be read: the connection failed or its framing was malformed",
+                ));
             }
             Ok(Some(Ok(frame))) => frame,
         };

@@ -49,7 +49,7 @@ struct Answer {
 impl Answer {
     fn expect(&self) -> Expect {
         match self.status {
-            200..=299 => Expect::Allowed,
+            200..=399 => Expect::Allowed,
             404 => Expect::NotFound,
             401 => Expect::Unauthenticated,
             403 => Expect::Forbidden,
@@ -252,6 +252,83 @@ fn surfaces() -> Vec<Surface> {
                 )
             },
         },
+        // Reads of what the writes above made (issue #1, change #2).
+        Surface {
+            name: "api: issue (read)",
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/issues/1")),
+        },
+        Surface {
+            name: "api: issue comments (read)",
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/issues/1/comments")),
+        },
+        Surface {
+            name: "api: change (write)",
+            ask: |c, r| {
+                post_json(
+                    c,
+                    &format!("/api/v1/repos/{r}/changes"),
+                    r#"{"title":"c","source_branch":"pages","target_branch":"main"}"#,
+                )
+            },
+        },
+        Surface {
+            name: "api: change edit (write)",
+            ask: |c, r| {
+                send_json(
+                    c,
+                    "PATCH",
+                    &format!("/api/v1/repos/{r}/changes/2"),
+                    r#"{"version":1,"title":"c2"}"#,
+                )
+            },
+        },
+        Surface {
+            name: "api: change comment (write)",
+            ask: |c, r| {
+                post_json(
+                    c,
+                    &format!("/api/v1/repos/{r}/changes/2/comments"),
+                    r#"{"body":"c"}"#,
+                )
+            },
+        },
+        Surface {
+            name: "api: changes (read)",
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/changes")),
+        },
+        Surface {
+            name: "api: change (read)",
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/changes/2")),
+        },
+        Surface {
+            name: "api: change comments (read)",
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/changes/2/comments")),
+        },
+        Surface {
+            name: "web: tree of a directory",
+            ask: |c, r| get(c, &format!("/{r}/-/tree/main/docs")),
+        },
+        Surface {
+            name: "web: commits of a path",
+            ask: |c, r| get(c, &format!("/{r}/-/commits/main/docs")),
+        },
+        Surface {
+            name: "web: home page listing",
+            ask: |c, r| {
+                // Listed is allowed; a repo the list leaves out reads as
+                // missing (the home page is the one list of repos).
+                let page = get(c, &format!("/?q={}", r.replace('/', "%2F")));
+                let listed = page.status == 200 && page.body.contains(&format!("href=\"/{r}\""));
+                Answer {
+                    status: if listed { 200 } else { 404 },
+                    body: String::new(),
+                }
+            },
+        },
+        Surface {
+            name: "site root redirect",
+            ask: |c, r| get(c, &format!("/{r}/-/site")),
+        },
         Surface {
             name: "site by path",
             ask: |c, r| get(c, &format!("/{r}/-/site/")),
@@ -282,9 +359,12 @@ fn expected(surface: &str, anonymous_push: bool) -> (Expect, Expect) {
         | "api: issue edit (write)"
         | "api: comment (write)"
         | "api: acl (write)"
-        | "api: settings (write)" => (switch, switch),
+        | "api: settings (write)"
+        | "api: change (write)"
+        | "api: change edit (write)"
+        | "api: change comment (write)" => (switch, switch),
         // The ACL applies to sites only, until accounts exist.
-        "site by path" | "site by domain" => (Allowed, NotFound),
+        "site by path" | "site by domain" | "site root redirect" => (Allowed, NotFound),
         _ => (Allowed, Allowed),
     }
 }
@@ -293,6 +373,7 @@ fn publish(dir: &Path, server: &TestServer, repo: &str) {
     let work = dir.join(format!("work-{}", repo.replace('/', "-")));
     git_ok(dir, &["init", "-q", "-b", "main", work.to_str().unwrap()]);
     commit_file(&work, "README.md", b"# hello\n");
+    commit_file(&work, "docs/guide.md", b"guide\n");
     let url = server.url(&format!("/{repo}.git"));
     git_ok(&work, &["push", "-q", &url, "main"]);
     git_ok(&work, &["checkout", "-q", "-b", "pages"]);
@@ -402,7 +483,7 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     // Anti-vacuity: the site really is there for the public repo, and the
     // table covers every surface.
     assert!(get(&ctx, "/alice/public/-/site/").body.contains("site"));
-    assert_eq!(surfaces().len(), 25);
+    assert_eq!(surfaces().len(), 37);
     let mut wrong = run_table(&ctx, true);
     server.stop();
 
