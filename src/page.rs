@@ -25,6 +25,15 @@ pub enum PaginationError {
     PerPage(String),
 }
 
+/// Digits only (no sign, no spaces, at most 20 of them): `+5` and ` 5`
+/// are not page numbers; leading zeros are allowed.
+fn whole_number(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
 impl Pagination {
     /// Page `page` of `per_page` items, if both are in range.
     pub fn new(page: u64, per_page: u64) -> Option<Pagination> {
@@ -55,17 +64,13 @@ impl Pagination {
     ) -> Result<Pagination, PaginationError> {
         let page_number = match page {
             None => 1,
-            Some(text) => text
-                .parse::<u64>()
-                .ok()
+            Some(text) => whole_number(text)
                 .filter(|p| (1..=u64::from(MAX_PAGE)).contains(p))
                 .ok_or_else(|| PaginationError::Page(text.to_string()))?,
         };
         let size = match per_page {
             None => u64::from(default_per_page),
-            Some(text) => text
-                .parse::<u64>()
-                .ok()
+            Some(text) => whole_number(text)
                 .filter(|n| (1..=u64::from(MAX_PER_PAGE)).contains(n))
                 .ok_or_else(|| PaginationError::PerPage(text.to_string()))?,
         };
@@ -76,7 +81,7 @@ impl Pagination {
     /// anything that is not a page in range is page 1.
     pub fn lenient(page: Option<&str>, per_page: u32) -> Pagination {
         let first = Pagination::first(per_page);
-        page.and_then(|p| p.parse::<u64>().ok())
+        page.and_then(whole_number)
             .and_then(|p| Pagination::new(p, u64::from(first.per_page)))
             .unwrap_or(first)
     }
@@ -142,6 +147,9 @@ mod tests {
             "18446744073709551615",
             "99999999999999999999999",
             "x",
+            "+5",
+            "5 ",
+            "0x10",
         ] {
             assert_eq!(
                 Pagination::parse(Some(bad), None, 30),
@@ -149,7 +157,8 @@ mod tests {
                 "page {bad:?}"
             );
         }
-        for bad in ["0", "101", "18446744073709551615", "ten"] {
+        assert_eq!(Pagination::parse(Some("007"), None, 30).unwrap().page(), 7);
+        for bad in ["0", "101", "18446744073709551615", "ten", "+50"] {
             assert_eq!(
                 Pagination::parse(None, Some(bad), 30),
                 Err(PaginationError::PerPage(bad.into())),
@@ -171,6 +180,7 @@ mod tests {
             (Some("18446744073709551615"), 1),
             (Some("0"), 1),
             (Some("abc"), 1),
+            (Some("+3"), 1),
             (None, 1),
         ] {
             assert_eq!(Pagination::lenient(text, 30).page(), page, "{text:?}");

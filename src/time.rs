@@ -1,27 +1,43 @@
 //! The one way vole writes a time as text: RFC 3339 in UTC (via
 //! humantime), to the second for pages, to the millisecond for logs and
-//! documents. Times before 1970 print as the epoch.
+//! documents. Times before 1970 print as the epoch, times after the year
+//! 9999 (RFC 3339 has four digits for the year; a pushed commit may claim
+//! any time) as its last second.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// 9999-12-31T23:59:59Z, the last second RFC 3339 can write.
+const LAST_SECOND: u64 = 253_402_300_799;
+
+/// A time since the epoch, clamped into what RFC 3339 can write.
+fn clamped(seconds: i64, nanos: u32) -> SystemTime {
+    let seconds = u64::try_from(seconds).unwrap_or(0);
+    if seconds > LAST_SECOND {
+        return UNIX_EPOCH + Duration::from_secs(LAST_SECOND);
+    }
+    UNIX_EPOCH + Duration::new(seconds, nanos)
+}
 
 /// Seconds since the epoch (a git commit's time), e.g.
 /// `2026-12-01T10:45:38Z`.
 pub fn seconds(unix_seconds: i64) -> String {
-    let time = UNIX_EPOCH + Duration::from_secs(unix_seconds.max(0) as u64);
-    humantime::format_rfc3339_seconds(time).to_string()
+    humantime::format_rfc3339_seconds(clamped(unix_seconds, 0)).to_string()
 }
 
 /// Nanoseconds since the epoch (a log record's time), to the second.
 pub fn nanos_to_seconds(unix_nanos: i64) -> String {
-    let time = UNIX_EPOCH + Duration::from_nanos(unix_nanos.max(0) as u64);
-    humantime::format_rfc3339_seconds(time).to_string()
+    humantime::format_rfc3339_seconds(from_nanos(unix_nanos)).to_string()
 }
 
 /// Nanoseconds since the epoch, to the millisecond, e.g.
 /// `2026-12-01T10:45:38.123Z`.
 pub fn nanos_to_millis(unix_nanos: i64) -> String {
-    let time = UNIX_EPOCH + Duration::from_nanos(unix_nanos.max(0) as u64);
-    humantime::format_rfc3339_millis(time).to_string()
+    humantime::format_rfc3339_millis(from_nanos(unix_nanos)).to_string()
+}
+
+fn from_nanos(unix_nanos: i64) -> SystemTime {
+    let nanos = unix_nanos.max(0);
+    clamped(nanos / 1_000_000_000, (nanos % 1_000_000_000) as u32)
 }
 
 /// Now, to the millisecond.
@@ -45,5 +61,13 @@ mod tests {
             "2025-12-01T10:46:40Z"
         );
         assert!(super::now_millis().ends_with('Z'));
+        // A commit may claim any time: far future and the extremes print
+        // as the last second RFC 3339 can write, never a panic.
+        for far in [253_402_300_800, i64::MAX, 1 << 62] {
+            assert_eq!(super::seconds(far), "9999-12-31T23:59:59Z", "{far}");
+        }
+        assert_eq!(super::seconds(i64::MIN), "1970-01-01T00:00:00Z");
+        assert_eq!(super::nanos_to_seconds(i64::MAX), "2262-04-11T23:47:16Z");
+        assert_eq!(super::nanos_to_millis(i64::MIN), "1970-01-01T00:00:00.000Z");
     }
 }

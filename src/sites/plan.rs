@@ -75,12 +75,13 @@ impl SiteRequest<'_> {
         let store = app.sites.store.clone();
         let repo_name = repo.to_string();
         let source = app.meta.site(&repo);
-        let dir: Vec<String> = source
-            .dir
-            .split('/')
-            .filter(|part| !part.is_empty())
-            .map(str::to_string)
-            .collect();
+        // Checked when the settings were written; read by the same rule in
+        // case the ref was written by something else.
+        let Ok(dir) = TreePath::parse(&source.dir).map(TreePath::into_segments) else {
+            return Ok(Arc::new(Plan::NoSite(format!(
+                "the site directory of {repo} is not a valid path"
+            ))));
+        };
         // The plan depends on the base (redirects) and the path; a base
         // holds no newline, so the pair is read back unambiguously.
         let request_key = format!("{base}\n{path}");

@@ -232,6 +232,9 @@ fn run_git(git: &crate::git::Git, repo: &Path, args: &[&str]) -> Result<String, 
         .command()
         .arg("--git-dir")
         .arg(repo)
+        // A path is a path: `*`, `:(glob)` and other pathspec magic in a
+        // request's path mean nothing to git.
+        .arg("--literal-pathspecs")
         .args(args)
         .output()
         .map_err(|source| ReadError::Spawn {

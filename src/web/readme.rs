@@ -3,6 +3,14 @@
 
 use super::*;
 
+/// What is escaped in a link's fragment (the URL standard's fragment set).
+const FRAGMENT: &percent_encoding::AsciiSet = &percent_encoding::CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'<')
+    .add(b'>')
+    .add(b'`');
+
 /// Rewrites a README's relative links into the repo: images to raw,
 /// everything else to the blob view, both at the README's revision.
 pub(super) struct RepoLinks {
@@ -15,16 +23,36 @@ impl ammonia::UrlRelativeEvaluate<'_> for RepoLinks {
         if url.starts_with('#') {
             return Some(url.into());
         }
-        let path = url.trim_start_matches("./").trim_start_matches('/');
-        if path.split('/').any(|p| p == "..") {
-            return None;
-        }
-        let view = if is_image(path.split(['?', '#']).next().unwrap_or(path)) {
+        // A path in the repo (by the one tree-path rule, percent-decoded
+        // as a browser would), its fragment kept; a query means nothing
+        // to a file and is dropped; a link that names no path is dropped.
+        let (path, fragment) = match url.split_once('#') {
+            Some((path, fragment)) => (path, Some(fragment)),
+            None => (url, None),
+        };
+        let path = path.split('?').next().unwrap_or_default();
+        let path = path.trim_start_matches("./").trim_start_matches('/');
+        let decoded = percent_encoding::percent_decode_str(path)
+            .decode_utf8()
+            .ok()?;
+        let tree_path = TreePath::parse(&decoded).ok().filter(|p| !p.is_root())?;
+        let segments = tree_path.segments();
+        let view = if is_image(segments.last().map_or("", String::as_str)) {
             "raw"
         } else {
             "blob"
         };
-        Some(format!("/{}/-/{view}/{}/{path}", self.repo, self.rev).into())
+        let mut link = format!(
+            "/{}/-/{view}/{}/{}",
+            self.repo,
+            rev_path(&self.rev),
+            encode_path(segments)
+        );
+        if let Some(fragment) = fragment {
+            link.push('#');
+            link.push_str(&percent_encoding::utf8_percent_encode(fragment, FRAGMENT).to_string());
+        }
+        Some(link.into())
     }
 }
 
@@ -113,6 +141,23 @@ mod tests {
         assert!(html.contains(r#"href="https://example.org/""#), "{html}");
         assert!(html.contains("noopener noreferrer nofollow"), "{html}");
         assert!(!html.contains("etc/passwd\""), "{html}");
+        // Encoded escapes are escapes; a name with spaces, a fragment and
+        // a query; a revision that needs escaping in a link.
+        let html = md("[a](%2e%2e/%2e%2e/secret) [b](my%20notes.md#part-2) [c](x.md?plain=1)");
+        assert!(!html.contains("secret"), "{html}");
+        assert!(
+            html.contains(r#"href="/alice/repo/-/blob/main/my%20notes.md#part-2""#),
+            "{html}"
+        );
+        assert!(
+            html.contains(r#"href="/alice/repo/-/blob/main/x.md""#),
+            "{html}"
+        );
+        let html = render_readme("a/b", "odd#rev", "README.md", b"[g](guide.md)");
+        assert!(
+            html.contains(r#"href="/a/b/-/blob/odd%23rev/guide.md""#),
+            "{html}"
+        );
     }
 
     #[test]

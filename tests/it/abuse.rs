@@ -13,9 +13,31 @@ fn server_with_history(dir: &std::path::Path) -> TestServer {
         .arg("--anonymous-push")
         .start();
     let work = worktree(dir, "work");
+    // A file whose name git would read as pathspec magic.
+    std::fs::write(work.join(":(bad-magic)x"), b"a name, not magic\n").unwrap();
+    let literal = [("GIT_LITERAL_PATHSPECS", "1")];
+    for args in [
+        &["add", ":(bad-magic)x"][..],
+        &["commit", "-q", "-m", "a file named like pathspec magic"],
+    ] {
+        let out = git_env(&work, args, &literal);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
     let blob = git_ok(&work, &["rev-parse", "HEAD:README.md"]);
     git_ok(&work, &["tag", "blob-tag", blob.trim()]);
     git_ok(&work, &["branch", "odd#name"]);
+    // A commit that claims the year 11476 (git and fsck take it).
+    git_ok(&work, &["checkout", "-q", "-b", "future"]);
+    let dated = git_env(
+        &work,
+        &["commit", "-q", "--allow-empty", "-m", "from the future"],
+        &[
+            ("GIT_AUTHOR_DATE", "@300000000000 +0000"),
+            ("GIT_COMMITTER_DATE", "@300000000000 +0000"),
+        ],
+    );
+    assert!(dated.status.success(), "{}", text(&dated.stderr));
+    git_ok(&work, &["checkout", "-q", "-"]);
     git_ok(
         &work,
         &[
@@ -25,6 +47,7 @@ fn server_with_history(dir: &std::path::Path) -> TestServer {
             "HEAD:main",
             "blob-tag",
             "odd#name",
+            "future",
         ],
     );
     server
@@ -42,6 +65,9 @@ fn hostile_urls_are_a_4xx_never_a_5xx() {
         "/alice/repo/-/commits/main",
         "/alice/repo/-/archive/main.zip",
         "/alice/repo/-/tree/odd%23name",
+        "/alice/repo/-/tree/future",
+        "/alice/repo/-/commits/future",
+        "/alice/repo/-/commits/main/%3A(bad-magic)x",
     ] {
         let response = http_get(server.addr, good);
         assert_eq!(response.status, 200, "{good}: {}", response.text());
