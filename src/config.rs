@@ -286,7 +286,11 @@ impl Config {
         let default_branch = raw
             .default_branch
             .unwrap_or_else(|| defaults::DEFAULT_BRANCH.to_string());
-        validate_branch_name(&default_branch)?;
+        validate_branch_name("default-branch", &default_branch)?;
+        let protected_branches = raw.protected_branches.unwrap_or_default();
+        for branch in &protected_branches {
+            validate_branch_name("protected-branch", branch)?;
+        }
 
         Ok(Config {
             data_dir: raw.data.unwrap_or_else(|| defaults::DATA_DIR.into()),
@@ -304,7 +308,7 @@ impl Config {
                 defaults::QUARANTINE_MAX_AGE,
             )?,
             anonymous_push: raw.anonymous_push.unwrap_or(false),
-            protected_branches: raw.protected_branches.unwrap_or_default(),
+            protected_branches,
             meta_fold_interval: duration(
                 "meta-fold-interval",
                 raw.meta_fold_interval.as_deref(),
@@ -446,21 +450,10 @@ fn positive(setting: &'static str, value: usize) -> Result<usize, ConfigError> {
     Ok(value)
 }
 
-fn validate_branch_name(name: &str) -> Result<(), ConfigError> {
-    let bad = name.is_empty()
-        || name.len() > 200
-        || name.starts_with(['-', '.', '/'])
-        || name.ends_with(['/', '.'])
-        || name.ends_with(".lock")
-        || name.contains("..")
-        || name.contains("//")
-        || name.contains("@{")
-        || name
-            .chars()
-            .any(|c| c.is_ascii_control() || " ~^:?*[\\".contains(c));
-    if bad {
+fn validate_branch_name(setting: &'static str, name: &str) -> Result<(), ConfigError> {
+    if !crate::git::is_branch_name(name) {
         return Err(ConfigError::Invalid {
-            setting: "default-branch",
+            setting,
             value: name.to_string(),
             reason: "not a valid git branch name".into(),
         });

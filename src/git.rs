@@ -277,6 +277,21 @@ pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
     Ok(repo)
 }
 
+/// A branch name as git takes it: `refs/heads/<name>` passes git's ref
+/// name rules (checked by gix: no `..`, `@{`, control characters, space,
+/// `~^:?*[\\`, no component starting with `.` or ending with `.lock`, no
+/// `//`), and, as `git check-ref-format --branch` adds, it does not start
+/// with `-` and is not `@`; at most 255 bytes (a file name). The one rule
+/// for every branch vole is told of (settings, change requests, config).
+pub fn is_branch_name(name: &str) -> bool {
+    use gix::bstr::ByteSlice;
+    !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('-')
+        && name != "@"
+        && gix::validate::reference::name(format!("refs/heads/{name}").as_bytes().as_bstr()).is_ok()
+}
+
 /// A git child's stdout that owns the child: dropped (read to the end, or
 /// its reader went away) it takes the child with it, and `kill_on_drop`
 /// ends the child if it still runs.
@@ -346,6 +361,47 @@ pub fn lookup(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn branch_names_follow_gits_rules() {
+        for good in [
+            "main",
+            "feature/x",
+            "v1.2",
+            "odd#name",
+            "a-b_c",
+            "dependabot/npm/x-1.0",
+        ] {
+            assert!(is_branch_name(good), "{good}");
+        }
+        let long = "a".repeat(256);
+        for bad in [
+            "",
+            "-x",
+            "@",
+            "a..b",
+            "a b",
+            "a~1",
+            "a^",
+            "a:b",
+            "a?",
+            "a*",
+            "a[",
+            "a\\b",
+            "a//b",
+            "/a",
+            "a/",
+            ".a",
+            "a/.b",
+            "a.lock",
+            "a.",
+            "a@{1}",
+            "a\u{1}",
+            long.as_str(),
+        ] {
+            assert!(!is_branch_name(bad), "{bad:?}");
+        }
+    }
 
     #[test]
     fn versions_parse_and_compare_with_the_minimum() {

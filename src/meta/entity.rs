@@ -315,24 +315,9 @@ pub fn check_labels(labels: &[String]) -> Result<(), Invalid> {
     Ok(())
 }
 
-/// A branch name as git accepts it for `refs/heads/<name>` (the subset of
-/// `git check-ref-format` rules that can be checked without git).
+/// A branch name by git's rules ([`crate::git::is_branch_name`]).
 pub fn check_branch(what: &str, name: &str) -> Result<(), Invalid> {
-    let bad = name.is_empty()
-        || name.len() > 255
-        || name.starts_with('/')
-        || name.ends_with('/')
-        || name.ends_with(".lock")
-        || name.ends_with('.')
-        || name.contains("..")
-        || name.contains("//")
-        || name.contains("@{")
-        || name == "@"
-        || name.split('/').any(|part| part.starts_with('.'))
-        || name
-            .chars()
-            .any(|c| c.is_control() || " ~^:?*[\\".contains(c));
-    if bad {
+    if !crate::git::is_branch_name(name) {
         return Err(Invalid(format!(
             "{what} {name:?} is not a valid branch name"
         )));
