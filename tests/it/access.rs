@@ -2,7 +2,9 @@
 //! for a public and a private repo, for the anonymous principal (the only
 //! one until accounts exist), with the push switch off and on, gives the
 //! expected answer; and a repo the principal may not see is answered
-//! exactly as a missing one.
+//! exactly as a missing one, asked twice (a site's second answer comes from its
+//! warm layer), and so is a repo dir that is a symlink leading out of the
+//! repos dir.
 //!
 //! Today's rules (`src/access/`): the ACL's visibility is applied to sites
 //! only, so a private repo reads like a public one everywhere else; pushes
@@ -388,6 +390,21 @@ fn run_table(ctx: &Ctx, anonymous_push: bool) -> Vec<String> {
         let public = (surface.ask)(ctx, "alice/public");
         let private = (surface.ask)(ctx, "alice/private");
         let missing = (surface.ask)(ctx, "alice/missing");
+        // A repo dir that is a symlink to a repo outside the data dir is
+        // no repo, on every surface.
+        let escape = (surface.ask)(ctx, "alice/escape");
+        if (
+            escape.status,
+            escape.body.replace("alice/escape", "alice/missing"),
+        ) != (missing.status, missing.body.clone())
+        {
+            wrong.push(format!(
+                "{}: a symlink leading out of the repos dir must read as a missing repo, got {} {}",
+                surface.name,
+                escape.status,
+                escape.body.trim()
+            ));
+        }
         for (which, answer, want) in [
             ("public", &public, want_public),
             ("private", &private, want_private),
@@ -411,6 +428,18 @@ fn run_table(ctx: &Ctx, anonymous_push: bool) -> Vec<String> {
             surface.name
         );
         if want_private == Expect::NotFound {
+            // Asked again: the second answer may come from the site's warm
+            // layer, and must still read as a missing repo.
+            let again = (surface.ask)(ctx, "alice/private");
+            assert_eq!(
+                (
+                    again.status,
+                    again.body.replace("alice/private", "alice/missing")
+                ),
+                (missing.status, missing.body.clone()),
+                "{}: a hidden repo asked again must read as a missing one",
+                surface.name
+            );
             assert_eq!(
                 private.body.replace("alice/private", "alice/missing"),
                 missing.body,
@@ -456,6 +485,20 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     for repo in ["alice/public", "alice/private"] {
         publish(dir.path(), &server, repo);
     }
+    // alice/escape: a symlink to a copy of the public repo outside the
+    // data dir (so every surface would find content through it).
+    let outside = dir.path().join("outside.git");
+    git_ok(
+        dir.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            data.join("repos/alice/public.git").to_str().unwrap(),
+            outside.to_str().unwrap(),
+        ],
+    );
+    std::os::unix::fs::symlink(&outside, data.join("repos/alice/escape.git")).unwrap();
     let acl = r#"{"visibility":"private"}"#;
     let put = http(
         server.addr,
