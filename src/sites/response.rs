@@ -43,7 +43,14 @@ pub(super) fn parse_range(headers: &HeaderMap, size: u64) -> Result<Option<(u64,
         return Ok(None);
     };
     let Ok(parsed) = http_range_header::parse_range_header(value) else {
-        return Ok(None);
+        // The crate refuses a zero-length suffix as malformed; RFC 9110
+        // §14.1.2 calls it a valid range no representation satisfies.
+        let zero_suffix = value
+            .trim()
+            .strip_prefix("bytes=")
+            .and_then(|r| r.trim().strip_prefix('-'))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b == b'0'));
+        return if zero_suffix { Err(()) } else { Ok(None) };
     };
     if parsed.ranges.len() != 1 {
         return Ok(None);
@@ -265,6 +272,19 @@ mod tests {
             range("bytes=5-2", 10),
             Ok(None),
             "a reversed range is ignored"
+        );
+        assert_eq!(range("bytes=0-18446744073709551615", 10), Ok(Some((0, 9))));
+        assert_eq!(range("bytes=18446744073709551615-", 10), Err(()));
+        assert_eq!(
+            range("bytes=-0", 10),
+            Err(()),
+            "an empty suffix is unsatisfiable"
+        );
+        assert_eq!(range("bytes=-5", 0), Err(()), "nothing of an empty file");
+        assert_eq!(
+            range("bytes=99999999999999999999-", 10),
+            Ok(None),
+            "not a number: ignored"
         );
     }
 
