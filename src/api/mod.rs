@@ -39,6 +39,41 @@ fn resolve(app: &ApiState, owner: &str, repo: &str, action: Action) -> Result<Re
         })
 }
 
+/// One ref move as the public feed shows it: who pushed what and when,
+/// never the client's address or the server's internal ids (the ref log,
+/// `vole log dump`, keeps those for the operator).
+#[derive(Debug, Serialize)]
+pub struct Activity {
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    /// `created`, `deleted` or `updated`.
+    pub action: &'static str,
+    pub old: Option<String>,
+    pub new: Option<String>,
+    pub actor: String,
+    /// RFC 3339, UTC, to the millisecond.
+    pub time: String,
+}
+
+impl From<crate::hooks::recorder::ActivityEntry> for Activity {
+    fn from(entry: crate::hooks::recorder::ActivityEntry) -> Activity {
+        let m = entry.ref_move;
+        let action = match (&m.old, &m.new) {
+            (None, Some(_)) => "created",
+            (Some(_), None) => "deleted",
+            _ => "updated",
+        };
+        Activity {
+            ref_name: m.ref_name,
+            action,
+            old: m.old,
+            new: m.new,
+            actor: m.actor,
+            time: crate::time::nanos_to_millis(m.time_ns),
+        }
+    }
+}
+
 /// `GET /api/v1/repos/{owner}/{repo}/activity?page=&per_page=`: recent ref
 /// moves (committed or reconciled), newest first, with a `Link` header.
 pub async fn repo_activity(
@@ -48,6 +83,7 @@ pub async fn repo_activity(
 ) -> Result<Response, AppError> {
     let name = resolve(&app, &owner, &repo, Action::Read)?;
     let (entries, total) = app.recorder.activity(&name.to_string(), page);
+    let entries: Vec<Activity> = entries.into_iter().map(Activity::from).collect();
     Ok(paginated(
         entries,
         &format!("/api/v1/repos/{name}/activity"),

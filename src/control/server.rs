@@ -1,5 +1,8 @@
 //! The server's side of the control socket: accepts connections on the Unix
-//! socket and answers each request line through [`super::dispatch`].
+//! socket and answers each request line through [`super::dispatch`], on
+//! the control socket's own threads ([`Dispatcher`]): a hook never waits
+//! behind page views, archives or highlighting on tokio's blocking pool,
+//! so a flood of requests cannot time a push's hooks out.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -18,12 +21,66 @@ pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     Ok(listener)
 }
 
+/// A request and where its reply goes.
+type Job = (super::Request, tokio::sync::oneshot::Sender<Reply>);
+
+/// Threads that run [`super::dispatch`] and nothing else.
+pub struct Dispatcher {
+    jobs: std::sync::mpsc::SyncSender<Job>,
+}
+
+/// Requests waiting for a dispatch thread before new ones are refused.
+const QUEUED_JOBS: usize = 1024;
+
+impl Dispatcher {
+    /// `threads` dispatch threads: enough for every push's hooks at once
+    /// (the push cap) and a few CLI requests besides.
+    pub fn start(app: Arc<ControlState>, threads: usize) -> std::io::Result<Arc<Dispatcher>> {
+        let (jobs, queue) = std::sync::mpsc::sync_channel::<Job>(QUEUED_JOBS);
+        let queue = Arc::new(parking_lot::Mutex::new(queue));
+        for i in 0..threads.max(1) {
+            let (app, queue) = (app.clone(), queue.clone());
+            std::thread::Builder::new()
+                .name(format!("vole-control-{i}"))
+                .spawn(move || {
+                    loop {
+                        // The lock is held only to take one job.
+                        let job = queue.lock().recv();
+                        let Ok((request, reply_to)) = job else {
+                            return; // the dispatcher is gone
+                        };
+                        let op = format!("{request:?}");
+                        let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            super::dispatch(&app, request)
+                        }))
+                        .unwrap_or_else(|_| {
+                            tracing::error!(op, "control request panicked");
+                            Reply::error("internal error; see the server log")
+                        });
+                        let _ = reply_to.send(reply);
+                    }
+                })?;
+        }
+        Ok(Arc::new(Dispatcher { jobs }))
+    }
+
+    async fn run(&self, request: super::Request) -> Reply {
+        let (reply_to, reply) = tokio::sync::oneshot::channel();
+        match self.jobs.try_send((request, reply_to)) {
+            Ok(()) => reply
+                .await
+                .unwrap_or_else(|_| Reply::error("internal error; see the server log")),
+            Err(_) => Reply::error("the server is busy; try again shortly"),
+        }
+    }
+}
+
 /// Serves connections until the task is dropped.
-pub async fn serve(listener: UnixListener, app: Arc<ControlState>) {
+pub async fn serve(listener: UnixListener, dispatcher: Arc<Dispatcher>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
-                tokio::spawn(handle_connection(stream, app.clone()));
+                tokio::spawn(handle_connection(stream, dispatcher.clone()));
             }
             Err(e) => {
                 tracing::warn!(error = %e, "control socket accept failed");
@@ -33,7 +90,7 @@ pub async fn serve(listener: UnixListener, app: Arc<ControlState>) {
     }
 }
 
-async fn handle_connection(stream: UnixStream, app: Arc<ControlState>) {
+async fn handle_connection(stream: UnixStream, dispatcher: Arc<Dispatcher>) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
     let mut line = String::new();
@@ -56,16 +113,7 @@ async fn handle_connection(stream: UnixStream, app: Arc<ControlState>) {
         } else {
             match Reply::parse_request(&line) {
                 Err(reply) => reply,
-                Ok(request) => {
-                    let op = format!("{request:?}");
-                    let app = app.clone();
-                    tokio::task::spawn_blocking(move || super::dispatch(&app, request))
-                        .await
-                        .unwrap_or_else(|e| {
-                            tracing::error!(error = %e, op, "control request panicked");
-                            Reply::error("internal error; see the server log")
-                        })
-                }
+                Ok(request) => dispatcher.run(request).await,
             }
         };
         let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| b"{}".to_vec());

@@ -71,10 +71,13 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         reconciled = report.reconciled,
         "ref log checked against the refs on disk"
     );
-    let control_task = tokio::spawn(control::server::serve(
-        control_listener,
+    // Every push's hooks at once, and a few CLI requests besides.
+    let dispatcher = control::server::Dispatcher::start(
         app.control.clone(),
-    ));
+        app.config.transport.receive_pack_limit + 4,
+    )
+    .context("cannot start the control socket's threads")?;
+    let control_task = tokio::spawn(control::server::serve(control_listener, dispatcher));
 
     if app.config.anonymous_push {
         tracing::warn!(

@@ -674,6 +674,18 @@ fn the_activity_api_lists_recent_moves_newest_first_with_pagination() {
     let rows: Vec<Value> = serde_json::from_slice(&page1.body).unwrap();
     let news: Vec<&str> = rows.iter().map(|r| r["new"].as_str().unwrap()).collect();
     assert_eq!(news, vec![pushed[4].as_str(), pushed[3].as_str()]);
+    // Who pushed what and when; never the pusher's address or the
+    // server's internal ids (the ref log keeps them).
+    let row = rows[0].as_object().unwrap();
+    let mut fields: Vec<&str> = row.keys().map(String::as_str).collect();
+    fields.sort_unstable();
+    assert_eq!(
+        fields,
+        ["action", "actor", "new", "old", "ref", "time"],
+        "{row:?}"
+    );
+    assert_eq!(row["action"], "updated");
+    assert!(!page1.text().contains("127.0.0.1"), "{}", page1.text());
     let link = page1.header("link").unwrap().to_string();
     assert!(link.contains("page=2&per_page=2>; rel=\"next\""), "{link}");
     assert!(link.contains("page=3&per_page=2>; rel=\"last\""), "{link}");
