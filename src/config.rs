@@ -24,6 +24,8 @@ pub mod defaults {
     pub const META_FOLD_BATCH: usize = 64;
     pub const API_BODY_LIMIT: &str = "1MiB";
     pub const MAX_PUSH_SIZE: &str = "2GiB";
+    /// GitHub's hard limit for one file.
+    pub const MAX_BLOB_SIZE: &str = "100MiB";
     pub const MAX_REQUEST_SIZE: &str = "64MiB";
     pub const MAX_SPOOL_TOTAL: &str = "8GiB";
     pub const QUEUE_TIMEOUT: &str = "10s";
@@ -80,6 +82,11 @@ pub struct Settings {
     /// [default: 2GiB].
     #[arg(long, env = "VOLE_MAX_PUSH_SIZE", value_name = "SIZE")]
     pub max_push_size: Option<String>,
+
+    /// Largest file (blob) a push may carry, e.g. 50MiB; a push with a
+    /// larger one is refused, naming its path [default: 100MiB].
+    #[arg(long, env = "VOLE_MAX_BLOB_SIZE", value_name = "SIZE")]
+    pub max_blob_size: Option<String>,
 
     /// Largest clone/fetch request body accepted [default: 64MiB].
     #[arg(long, env = "VOLE_MAX_REQUEST_SIZE", value_name = "SIZE")]
@@ -188,6 +195,7 @@ impl Settings {
             site_cache_control: self.site_cache_control.or(lower.site_cache_control),
             site_domains: self.site_domains.or(lower.site_domains),
             max_push_size: self.max_push_size.or(lower.max_push_size),
+            max_blob_size: self.max_blob_size.or(lower.max_blob_size),
             max_request_size: self.max_request_size.or(lower.max_request_size),
             max_spool_total: self.max_spool_total.or(lower.max_spool_total),
             upload_pack_limit: self.upload_pack_limit.or(lower.upload_pack_limit),
@@ -235,6 +243,7 @@ pub struct SiteSettings {
 #[derive(Debug, Clone)]
 pub struct TransportLimits {
     pub max_push_size: u64,
+    pub max_blob_size: u64,
     pub max_request_size: u64,
     pub max_spool_total: u64,
     pub upload_pack_limit: usize,
@@ -349,6 +358,11 @@ impl Config {
                     "max-push-size",
                     raw.max_push_size.as_deref(),
                     defaults::MAX_PUSH_SIZE,
+                )?,
+                max_blob_size: size(
+                    "max-blob-size",
+                    raw.max_blob_size.as_deref(),
+                    defaults::MAX_BLOB_SIZE,
                 )?,
                 max_request_size: size(
                     "max-request-size",

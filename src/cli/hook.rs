@@ -38,6 +38,8 @@ enum HookError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot check the size of the pushed files; nothing was pushed")]
+    BlobScan(#[source] std::io::Error),
     #[error("unknown transaction state {0:?}")]
     UnknownState(String),
 }
@@ -123,7 +125,13 @@ fn run_pre_receive() -> Result<ExitCode, HookError> {
     for update in &mut updates {
         update.fast_forward = is_fast_forward(&git, update);
     }
-    let reply = ask(&socket, Request::HookPreReceive { push, updates })?;
+    let reply = ask(
+        &socket,
+        Request::HookPreReceive {
+            push,
+            updates: updates.clone(),
+        },
+    )?;
     let refusals = reply
         .data
         .as_ref()
@@ -140,6 +148,33 @@ fn run_pre_receive() -> Result<ExitCode, HookError> {
             );
         }
         return Ok(ExitCode::FAILURE);
+    }
+    if let Some(limit) = std::env::var(env::MAX_BLOB_SIZE)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        let oversized = crate::hooks::blob_limit::oversized_blobs(&git, &updates, limit)
+            .map_err(HookError::BlobScan)?;
+        if !oversized.is_empty() {
+            let size = |n: u64| bytesize::ByteSize::b(n).display().iec().to_string();
+            for blob in &oversized {
+                eprintln!(
+                    "vole: {} ({}) is {}, over this server's limit of {} for one file (--max-blob-size)",
+                    if blob.path.is_empty() {
+                        "a file"
+                    } else {
+                        blob.path.as_str()
+                    },
+                    &blob.id[..blob.id.len().min(12)],
+                    size(blob.size),
+                    size(limit)
+                );
+            }
+            eprintln!(
+                "vole: nothing was pushed; remove the file from the history (or use Git LFS elsewhere) and push again"
+            );
+            return Ok(ExitCode::FAILURE);
+        }
     }
     run_repo_hook("pre-receive", &input)
 }

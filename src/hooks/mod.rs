@@ -25,9 +25,12 @@
 //!   committed move durable (or cannot be reached), the hook kills the
 //!   receive-pack running it, so git never reports "ok" for it.
 //!
-//! A repo's own `hooks/pre-receive` (if any, executable) runs after vole's
-//! checks pass, with the same input; its exit status then decides.
+//! After the server's checks, pre-receive refuses a push that carries a
+//! file over `--max-blob-size` ([`blob_limit`]), naming it. A repo's own
+//! `hooks/pre-receive` (if any, executable) runs after vole's checks pass,
+//! with the same input; its exit status then decides.
 
+pub mod blob_limit;
 mod reconcile;
 pub mod record;
 pub mod recorder;
@@ -46,6 +49,8 @@ pub mod env {
     pub const ACTOR: &str = "VOLE_ACTOR";
     pub const CLIENT: &str = "VOLE_CLIENT";
     pub const GIT: &str = "VOLE_GIT";
+    /// `--max-blob-size`, in bytes.
+    pub const MAX_BLOB_SIZE: &str = "VOLE_MAX_BLOB_SIZE";
 }
 
 /// A line of hook input that is not `<old> <new> <ref>`.

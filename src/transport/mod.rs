@@ -281,12 +281,46 @@ pub fn git_config(service: Service) -> Vec<(String, String)> {
     if service == Service::ReceivePack {
         config.push(("receive.unpackLimit", "1"));
         config.push(("receive.autogc", "false"));
+        // Every pushed object is checked (index-pack --strict: git's
+        // warnings are errors too, so a tree with `.git`, `.`, `..` or a
+        // duplicate name, or a hostile `.gitmodules`, is refused with
+        // git's own message), except the quirks old real histories carry.
+        config.push(("receive.fsckObjects", "true"));
     }
-    config
+    let mut config: Vec<(String, String)> = config
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+        .collect();
+    if service == Service::ReceivePack {
+        config.extend(
+            FSCK_IGNORED
+                .iter()
+                .map(|id| (format!("receive.fsck.{id}"), "ignore".to_string())),
+        );
+    }
+    config
 }
+
+/// fsck message ids a push is not refused for: malformed author, tagger or
+/// date lines, zero-padded modes and the like, which histories written by
+/// old or odd tools carry (git.git's and the kernel's among them) and which
+/// harm no reader. The checks that protect a reader (paths in trees,
+/// `.gitmodules`, object links, date overflow) stay errors.
+pub const FSCK_IGNORED: &[&str] = &[
+    "badDate",
+    "badEmail",
+    "badFilemode",
+    "badTagName",
+    "badTimezone",
+    "missingEmail",
+    "missingNameBeforeEmail",
+    "missingSpaceBeforeDate",
+    "missingSpaceBeforeEmail",
+    "missingTaggerEntry",
+    "nulInCommit",
+    "zeroPaddedDate",
+    "zeroPaddedFilemode",
+];
 
 /// `GET /{owner}/{repo}/info/refs?service=...`
 pub async fn info_refs(
@@ -384,6 +418,7 @@ async fn service_rpc(
             (env::ACTOR, actor),
             (env::CLIENT, request.remote_addr.clone()),
             (env::GIT, transport.git.path().display().to_string()),
+            (env::MAX_BLOB_SIZE, limits.max_blob_size.to_string()),
         ];
     }
     // The whole body first: a slow client holds no process and no slot.
@@ -423,6 +458,12 @@ mod tests {
         let config: HashMap<String, String> =
             git_config(Service::ReceivePack).into_iter().collect();
         assert_eq!(config["receive.autogc"], "false");
+        assert_eq!(config["receive.fsckObjects"], "true");
+        assert_eq!(config["receive.fsck.zeroPaddedFilemode"], "ignore");
+        assert!(
+            !config.contains_key("receive.fsck.hasDotgit"),
+            "a .git entry stays an error"
+        );
         assert_eq!(config["receive.unpackLimit"], "1");
         assert_eq!(config["core.fsync"], "objects,derived-metadata,reference");
         assert_eq!(config["core.fsyncMethod"], "fsync");

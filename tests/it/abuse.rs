@@ -265,3 +265,181 @@ fn a_request_body_that_does_not_inflate_is_a_400_and_a_gzip_bomb_a_413() {
     assert_eq!(response.status, 413, "{}", response.text());
     server.stop();
 }
+
+/// Writes an object exactly as given (no format checks), returning its id.
+fn hash_literally(work: &std::path::Path, kind: &str, bytes: &[u8]) -> String {
+    use std::io::Write;
+    let mut child = git_command(work)
+        .args(["hash-object", "--literally", "-t", kind, "-w", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(bytes).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A tree holding one entry `mode name` -> `id` (a hex id).
+fn tree_with(work: &std::path::Path, mode: &str, name: &str, id: &str) -> String {
+    let mut entry = format!("{mode} {name}\0").into_bytes();
+    entry.extend(hex_bytes(id));
+    hash_literally(work, "tree", &entry)
+}
+
+fn hex_bytes(id: &str) -> Vec<u8> {
+    (0..id.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&id[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn commit_of(work: &std::path::Path, tree: &str, author_line: &str) -> String {
+    let body = format!(
+        "tree {tree}\nauthor {author_line}\ncommitter C <c@example.org> 1700000000 +0000\n\nmade by hand\n"
+    );
+    hash_literally(work, "commit", body.as_bytes())
+}
+
+#[test]
+fn pushed_objects_are_fsck_checked_but_old_histories_quirks_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let repo = data.join("repos/alice/repo.git");
+    let url = server.url("/alice/repo.git");
+    let work = worktree(dir.path(), "work");
+    let readme = git_ok(&work, &["rev-parse", "HEAD:README.md"]);
+    let readme = readme.trim();
+    let empty_tree = hash_literally(&work, "tree", b"");
+
+    // What old real histories carry: a zero-padded mode, a two-digit
+    // time zone, no space before the date. Accepted.
+    let padded = tree_with(
+        &work,
+        "040000",
+        "docs",
+        &tree_with(&work, "100644", "a.md", readme),
+    );
+    let quirky = commit_of(&work, &padded, "Old Tool <old@example.org> 1200000000 +05");
+    let quirky = {
+        let body = format!(
+            "tree {padded}\nparent {quirky}\nauthor Older <older@example.org>1100000000 +0000\ncommitter C <c@example.org> 1700000000 +0000\n\nno space before the date\n"
+        );
+        hash_literally(&work, "commit", body.as_bytes())
+    };
+    git_ok(&work, &["update-ref", "refs/heads/quirky", &quirky]);
+    let pushed = git(&work, &["push", "-q", &url, "quirky"]);
+    assert!(
+        pushed.status.success(),
+        "a history with harmless quirks must push: {}",
+        text(&pushed.stderr)
+    );
+    assert_eq!(
+        ref_value(&repo, "refs/heads/quirky").as_deref(),
+        Some(quirky.as_str())
+    );
+
+    // What could hurt whoever clones or browses it: refused with git's
+    // own reason, and nothing moves.
+    for (what, tree, reason) in [
+        (
+            ".git entry",
+            tree_with(&work, "40000", ".git", &empty_tree),
+            "hasDotgit",
+        ),
+        (
+            "'..' entry",
+            tree_with(&work, "40000", "..", &empty_tree),
+            "hasDotdot",
+        ),
+        (
+            ".GIT entry",
+            tree_with(&work, "40000", ".GIT", &empty_tree),
+            "hasDotgit",
+        ),
+        (
+            "a '/' in a name",
+            tree_with(&work, "100644", "a/b", readme),
+            "fullPathname",
+        ),
+    ] {
+        let commit = commit_of(&work, &tree, "A <a@example.org> 1700000000 +0000");
+        let branch = format!("refs/heads/bad-{}", what.len());
+        git_ok(&work, &["update-ref", &branch, &commit]);
+        let refused = git(&work, &["push", "-q", &url, &branch]);
+        let said = text(&refused.stderr);
+        assert!(!refused.status.success(), "{what}: the push went through");
+        assert!(
+            said.contains(reason),
+            "{what}: git's reason {reason} must reach the pusher: {said}"
+        );
+        assert_eq!(
+            ref_value(&repo, &branch),
+            None,
+            "{what}: a refused push moved a ref"
+        );
+    }
+    server.stop();
+}
+
+#[test]
+fn a_file_over_the_blob_limit_is_refused_by_name_and_moves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let repo = data.join("repos/alice/repo.git");
+    let url = server.url("/alice/repo.git");
+    let work = worktree(dir.path(), "work");
+    git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    let before = ref_value(&repo, "refs/heads/main");
+    // 150 MiB of zeros: a push of a few hundred KiB on the wire, over the
+    // default limit of 100 MiB once stored.
+    std::fs::create_dir_all(work.join("assets")).unwrap();
+    let file = std::fs::File::create(work.join("assets/zeros.bin")).unwrap();
+    file.set_len(150 << 20).unwrap();
+    drop(file);
+    commit_file(&work, "small.txt", b"small\n");
+    git_ok(&work, &["add", "assets/zeros.bin"]);
+    git_ok(&work, &["commit", "-q", "-m", "a big file"]);
+    let refused = git(&work, &["push", &url, "HEAD:main", "HEAD:refs/heads/other"]);
+    let said = text(&refused.stderr);
+    assert!(!refused.status.success(), "the push went through: {said}");
+    for needle in [
+        "assets/zeros.bin",
+        "150.0 MiB",
+        "100.0 MiB",
+        "--max-blob-size",
+    ] {
+        assert!(
+            said.contains(needle),
+            "the refusal must say {needle:?}: {said}"
+        );
+    }
+    assert_eq!(ref_value(&repo, "refs/heads/main"), before, "main moved");
+    assert_eq!(
+        ref_value(&repo, "refs/heads/other"),
+        None,
+        "other was created"
+    );
+    server.stop();
+
+    // The limit is the server's to set; under it the same push goes through.
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .arg("--max-blob-size")
+        .arg("200MiB")
+        .start();
+    let url = server.url("/alice/repo.git");
+    let pushed = git(&work, &["push", "-q", &url, "HEAD:main"]);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    server.stop();
+}
