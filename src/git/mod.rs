@@ -9,6 +9,9 @@ use std::process::Command;
 
 use gix::ObjectId;
 
+mod bounded;
+pub use bounded::{Bounded, BoundedError, Bounds};
+
 /// The oldest git vole runs. `core.fsync` (and its `reference` component)
 /// came in 2.36; until 2.39.3 (and 2.40.0) git's `packed-refs` writer
 /// called fsync on a buffer it had not flushed yet, so a packed ref could
