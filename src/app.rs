@@ -15,6 +15,7 @@ use crate::datadir::DataDir;
 use crate::git::Git;
 use crate::hooks::RefMove;
 use crate::hooks::recorder::{RefRecorder, RefState};
+use crate::http::slots::ReadSlots;
 use crate::log::{Entry, Log, LogError, RecordKind};
 use crate::meta::MetaWrite;
 use crate::meta::{MetaStore, StoreOptions};
@@ -139,6 +140,11 @@ impl App {
                 ))
             })?,
         );
+        // One pool of read-side git children for the web UI and sites.
+        let reads = Arc::new(ReadSlots::new(
+            config.reads.slots,
+            config.transport.queue_timeout,
+        ));
         Ok(App {
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
             sites: Arc::new(SitesState {
@@ -148,6 +154,8 @@ impl App {
                 meta: meta.clone(),
                 repos: repos.clone(),
                 access: access.clone(),
+                reads: reads.clone(),
+                read_limits: config.reads.clone(),
             }),
             web: Arc::new(WebState {
                 config: config.clone(),
@@ -155,6 +163,10 @@ impl App {
                 repos: repos.clone(),
                 recorder: recorder.clone(),
                 access: access.clone(),
+                reads: reads.clone(),
+                highlighter: Arc::new(crate::web::highlight::Highlighter::new(
+                    config.reads.highlight_cache_bytes,
+                )),
             }),
             api: Arc::new(ApiState {
                 meta: meta.clone(),

@@ -34,6 +34,19 @@ pub mod defaults {
     pub const SITE_CACHE_SIZE: &str = "64MiB";
     pub const SITE_STREAM_THRESHOLD: &str = "8MiB";
     pub const SITE_CACHE_CONTROL: &str = "public, max-age=60";
+    pub const READ_DEADLINE: &str = "60s";
+    pub const ARCHIVE_DEADLINE: &str = "10m";
+    pub const MIN_TRANSFER_RATE: &str = "4KiB";
+    /// The window a transfer's rate is measured over.
+    pub const RATE_WINDOW_SECS: u64 = 30;
+    pub const HIGHLIGHT_CACHE_SIZE: &str = "32MiB";
+    pub const MAX_CONNECTIONS: usize = 4096;
+
+    /// Concurrent read-side git children (log, show, archive, blob
+    /// streams): 2 per core.
+    pub fn read_slots() -> usize {
+        2 * cores()
+    }
 
     /// Concurrent upload-pack children (clone/fetch): 2 per core, at least 4.
     pub fn upload_pack_limit() -> usize {
@@ -109,6 +122,36 @@ pub struct Settings {
     /// 503 with Retry-After [default: 10s].
     #[arg(long, env = "VOLE_QUEUE_TIMEOUT", value_name = "DURATION")]
     pub queue_timeout: Option<String>,
+
+    /// Concurrent read-side git processes of the web UI and sites (log,
+    /// show, archive, blob streams); beyond them requests wait, then get
+    /// 503 [default: 2 per core].
+    #[arg(long, env = "VOLE_READ_SLOTS", value_name = "N")]
+    pub read_slots: Option<usize>,
+
+    /// A read-side git process (log, show, blob streams) is killed after
+    /// this long [default: 60s].
+    #[arg(long, env = "VOLE_READ_DEADLINE", value_name = "DURATION")]
+    pub read_deadline: Option<String>,
+
+    /// An archive download is cut after this long [default: 10m].
+    #[arg(long, env = "VOLE_ARCHIVE_DEADLINE", value_name = "DURATION")]
+    pub archive_deadline: Option<String>,
+
+    /// A download (clone, archive, raw file, site file) that the client
+    /// takes slower than this per second, over 30 seconds, is cut and its
+    /// slot freed [default: 4KiB].
+    #[arg(long, env = "VOLE_MIN_TRANSFER_RATE", value_name = "SIZE")]
+    pub min_transfer_rate: Option<String>,
+
+    /// Bytes of highlighted source kept in memory [default: 32MiB].
+    #[arg(long, env = "VOLE_HIGHLIGHT_CACHE_SIZE", value_name = "SIZE")]
+    pub highlight_cache_size: Option<String>,
+
+    /// Open connections at most; beyond it new ones get 503 with
+    /// Retry-After [default: 4096].
+    #[arg(long, env = "VOLE_MAX_CONNECTIONS", value_name = "N")]
+    pub max_connections: Option<usize>,
 
     /// A client must send its request headers within this [default: 30s].
     #[arg(long, env = "VOLE_HEADER_READ_TIMEOUT", value_name = "DURATION")]
@@ -201,6 +244,12 @@ impl Settings {
             upload_pack_limit: self.upload_pack_limit.or(lower.upload_pack_limit),
             receive_pack_limit: self.receive_pack_limit.or(lower.receive_pack_limit),
             queue_timeout: self.queue_timeout.or(lower.queue_timeout),
+            read_slots: self.read_slots.or(lower.read_slots),
+            read_deadline: self.read_deadline.or(lower.read_deadline),
+            archive_deadline: self.archive_deadline.or(lower.archive_deadline),
+            min_transfer_rate: self.min_transfer_rate.or(lower.min_transfer_rate),
+            highlight_cache_size: self.highlight_cache_size.or(lower.highlight_cache_size),
+            max_connections: self.max_connections.or(lower.max_connections),
             header_read_timeout: self.header_read_timeout.or(lower.header_read_timeout),
             body_idle_timeout: self.body_idle_timeout.or(lower.body_idle_timeout),
             data: self.data.or(lower.data),
@@ -227,6 +276,21 @@ pub struct Config {
     pub api_body_limit: u64,
     pub transport: TransportLimits,
     pub sites: SiteSettings,
+    pub reads: ReadLimits,
+    pub max_connections: usize,
+}
+
+/// The bounds of read-side work: git children of the web UI and sites,
+/// downloads, highlighting.
+#[derive(Debug, Clone)]
+pub struct ReadLimits {
+    pub slots: usize,
+    pub deadline: Duration,
+    pub archive_deadline: Duration,
+    /// Bytes per second a download must average over [`Self::rate_window`].
+    pub min_rate: u64,
+    pub rate_window: Duration,
+    pub highlight_cache_bytes: u64,
 }
 
 /// How sites are served.
@@ -400,6 +464,37 @@ impl Config {
                     defaults::BODY_IDLE_TIMEOUT,
                 )?,
             },
+            reads: ReadLimits {
+                slots: positive(
+                    "read-slots",
+                    raw.read_slots.unwrap_or_else(defaults::read_slots),
+                )?,
+                deadline: duration(
+                    "read-deadline",
+                    raw.read_deadline.as_deref(),
+                    defaults::READ_DEADLINE,
+                )?,
+                archive_deadline: duration(
+                    "archive-deadline",
+                    raw.archive_deadline.as_deref(),
+                    defaults::ARCHIVE_DEADLINE,
+                )?,
+                min_rate: size(
+                    "min-transfer-rate",
+                    raw.min_transfer_rate.as_deref(),
+                    defaults::MIN_TRANSFER_RATE,
+                )?,
+                rate_window: Duration::from_secs(defaults::RATE_WINDOW_SECS),
+                highlight_cache_bytes: size(
+                    "highlight-cache-size",
+                    raw.highlight_cache_size.as_deref(),
+                    defaults::HIGHLIGHT_CACHE_SIZE,
+                )?,
+            },
+            max_connections: positive(
+                "max-connections",
+                raw.max_connections.unwrap_or(defaults::MAX_CONNECTIONS),
+            )?,
         })
     }
 }

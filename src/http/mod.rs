@@ -4,8 +4,11 @@
 //! pagination extractors ([`page`]). No handler
 //! lives here; routes are in `server/router.rs`, handlers in the services.
 
+pub mod conditional;
 pub mod error;
 pub mod page;
+pub mod slots;
+pub mod stream;
 pub mod zero_copy;
 
 pub use error::AppError;

@@ -1,11 +1,9 @@
 //! A blob too large to cache, streamed from a `git cat-file` child as the
-//! client takes it, one buffer per client.
+//! client takes it, under a read slot, cut when the client reads slower
+//! than `--min-transfer-rate` or past the deadline (`crate::http::stream`).
 
 use super::*;
 use tokio::io::AsyncReadExt;
-
-/// Buffer of one streamed blob.
-const CHUNK: usize = 64 << 10;
 
 /// The body of `len` bytes of blob `id` from byte `skip`: the bytes before
 /// `skip` are read and dropped before the response starts (`cat-file` has
@@ -19,6 +17,7 @@ pub(super) async fn stream(
     skip: u64,
     len: u64,
 ) -> Result<Body, AppError> {
+    let slot = app.reads.acquire().await?;
     let mut output = app
         .git
         .spawn_reader(repo, &["cat-file", "blob", &id.to_string()])
@@ -32,7 +31,16 @@ pub(super) async fn stream(
             format!("blob {id}: {skipped} of the {skip} bytes before the range"),
         ));
     }
-    Ok(Body::from_stream(
-        tokio_util::io::ReaderStream::with_capacity(output.take(len), CHUNK),
+    let limits = &app.read_limits;
+    let bounds = crate::http::stream::StreamBounds {
+        deadline: limits.deadline.max(limits.archive_deadline),
+        min_rate: limits.min_rate,
+        window: limits.rate_window,
+    };
+    Ok(crate::http::stream::pumped(
+        output.take(len),
+        Some(slot),
+        bounds,
+        "site file",
     ))
 }

@@ -104,6 +104,9 @@ pub struct SitesState {
     pub meta: Arc<MetaStore>,
     pub repos: Repos,
     pub access: Arc<Access>,
+    /// Slots of read-side git children (shared with the web UI).
+    pub reads: Arc<crate::http::slots::ReadSlots>,
+    pub read_limits: crate::config::ReadLimits,
 }
 
 /// The sites' caches and settings.

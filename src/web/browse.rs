@@ -49,9 +49,9 @@ pub(super) struct TreePage {
 }
 
 pub enum BlobContent {
-    /// Lines as HTML (highlighted or escaped by [`highlight::lines`]).
+    /// Lines as HTML (highlighted or escaped by [`highlight::Highlighter`]).
     Text {
-        lines: Arc<Vec<String>>,
+        lines: Arc<highlight::Highlighted>,
         truncated: bool,
     },
     Image,
@@ -108,6 +108,8 @@ pub(super) async fn resolve(
     let repo_path = app.repos.path(name);
     let repo = name.to_string();
     let rev_for_error = rev.clone();
+    let git_binary = app.git.clone();
+    let deadline = app.config.reads.deadline;
     let resolved = blocking(move || {
         let git = read::open(&repo_path)?;
         let refs = read::refs(&git)?;
@@ -137,7 +139,21 @@ pub(super) async fn resolve(
                 }
             })
         {
-            readme = Some((entry.name.clone(), read::blob(&git, entry.id)?));
+            // In-process and capped: a README over the in-process bound
+            // is not rendered (the listing still links to it).
+            let size = git.find_header(entry.id)?.size();
+            if size <= read::IN_PROCESS_BLOB {
+                let (bytes, _) = read::blob_prefix(
+                    &git_binary,
+                    &repo_path,
+                    &git,
+                    entry.id,
+                    size,
+                    MAX_SHOWN_BYTES,
+                    deadline,
+                )?;
+                readme = Some((entry.name.clone(), bytes));
+            }
         }
         let rev_label = if refs.branches.contains(&rev) {
             format!("Branch: {rev}")
@@ -315,6 +331,67 @@ pub(super) fn is_binary(bytes: &[u8]) -> bool {
     bytes[..bytes.len().min(8000)].contains(&0)
 }
 
+/// Lines shown of a text file at most (with [`MAX_SHOWN_BYTES`]): the
+/// page's bytes are bounded by both, whatever the file's line lengths.
+const MAX_SHOWN_LINES: usize = 10_000;
+
+/// What the blob page shows of blob `id`. Warm, it touches no blob: the
+/// binary verdict and the highlighted lines are remembered by id. Cold, it
+/// reads at most [`MAX_SHOWN_BYTES`] of the blob (in-process, or from a
+/// `git cat-file` child under a read slot for a large one).
+async fn blob_content(
+    app: &Arc<WebState>,
+    name: &RepoName,
+    id: gix::ObjectId,
+    size: u64,
+    file_name: &str,
+) -> Result<BlobContent, AppError> {
+    if is_image(file_name) {
+        return Ok(BlobContent::Image);
+    }
+    let shown_whole = |lines: &highlight::Highlighted| {
+        size <= MAX_SHOWN_BYTES as u64 && lines.lines.len() < MAX_SHOWN_LINES
+    };
+    match app.highlighter.binary_verdict(id) {
+        Some(true) => return Ok(BlobContent::Binary),
+        Some(false) => {
+            if let Some(lines) = app.highlighter.cached(id, file_name) {
+                let truncated = !shown_whole(&lines);
+                return Ok(BlobContent::Text { lines, truncated });
+            }
+        }
+        None => {}
+    }
+    let _slot = if size > read::IN_PROCESS_BLOB {
+        Some(app.reads.acquire().await?)
+    } else {
+        None
+    };
+    let repo_path = app.repos.path(name);
+    let git = app.git.clone();
+    let deadline = app.config.reads.deadline;
+    let (bytes, _) = blocking(move || {
+        let repo = read::open(&repo_path)?;
+        read::blob_prefix(&git, &repo_path, &repo, id, size, MAX_SHOWN_BYTES, deadline)
+    })
+    .await?;
+    drop(_slot);
+    let binary = is_binary(&bytes);
+    app.highlighter.remember_binary(id, binary);
+    if binary {
+        return Ok(BlobContent::Binary);
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    // At most MAX_SHOWN_LINES lines.
+    let text = match text.match_indices('\n').nth(MAX_SHOWN_LINES - 1) {
+        Some((at, _)) => text[..at].to_string(),
+        None => text.into_owned(),
+    };
+    let lines = app.highlighter.highlight(id, file_name, text).await;
+    let truncated = !shown_whole(&lines);
+    Ok(BlobContent::Text { lines, truncated })
+}
+
 /// `GET /{owner}/{repo}/-/blob/{rev}/{*path}`: a file with line numbers
 /// and line anchors, an image preview, or a note for binaries.
 pub async fn blob(
@@ -339,26 +416,7 @@ pub async fn blob(
         }
     };
     let file_name = segments.last().cloned().unwrap_or_default();
-    let content = if is_image(&file_name) {
-        BlobContent::Image
-    } else {
-        let repo_path = app.repos.path(&name);
-        let bytes = blocking(move || read::blob(&read::open(&repo_path)?, id)).await?;
-        if is_binary(&bytes) {
-            BlobContent::Binary
-        } else {
-            let truncated = bytes.len() > MAX_SHOWN_BYTES;
-            let name = file_name.clone();
-            // Highlighting is CPU work: off the async workers.
-            let lines = tokio::task::spawn_blocking(move || {
-                let shown = &bytes[..bytes.len().min(MAX_SHOWN_BYTES)];
-                highlight::lines(id, &name, &String::from_utf8_lossy(shown))
-            })
-            .await
-            .map_err(|e| AppError::internal("highlighting failed", e))?;
-            BlobContent::Text { lines, truncated }
-        }
-    };
+    let content = blob_content(&app, &name, id, size, &file_name).await?;
     render(BlobPage {
         raw_href: format!(
             "/{name}/-/raw/{}/{}",
@@ -380,57 +438,160 @@ pub async fn blob(
 /// `GET /{owner}/{repo}/-/raw/{rev}/{*path}`: the bytes. Nothing that a
 /// browser would run is served as itself on vole's origin: HTML and other
 /// markup go out as `text/plain`, SVG under `Content-Security-Policy:
-/// sandbox`, everything with `nosniff`.
+/// sandbox`, everything with `nosniff`. The blob's id is the ETag
+/// (`If-None-Match`, `If-Range`), ranges are served; a blob over the
+/// in-process bound is streamed from `git cat-file` under a read slot,
+/// at the pace of the client (cut below `--min-transfer-rate`).
 pub async fn raw(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+    method: axum::http::Method,
+    headers: HeaderMap,
 ) -> Result<Response, AppError> {
+    use crate::http::conditional::{not_modified, number_header, range_for};
     let name = repo_name(&app, &owner, &repo)?;
     let segments = segments(&path)?;
     let repo_path = app.repos.path(&name);
     let rev_for_read = rev.clone();
     let segments_for_read = segments.clone();
-    let bytes = blocking(move || {
-        let git = read::open(&repo_path)?;
-        let (rev, segments) = read::split_rev(&git, &rev_for_read, &segments_for_read)?;
-        let Some(commit) = read::resolve(&git, &rev)? else {
-            return Ok(None);
-        };
-        let tree = read::commit(&git, commit)?.tree;
-        match read::lookup(&git, tree, &segments)? {
-            Node::Blob { id, .. } => Ok(Some(read::blob(&git, id)?)),
-            _ => Ok(None),
-        }
-    })
-    .await?
-    .ok_or_else(|| AppError::not_found(format!("There is no file {path} in {name} at {rev}.")))?;
+    let found = {
+        let repo_path = repo_path.clone();
+        blocking(move || {
+            let git = read::open(&repo_path)?;
+            let (rev, segments) = read::split_rev(&git, &rev_for_read, &segments_for_read)?;
+            let Some(commit) = read::resolve(&git, &rev)? else {
+                return Ok(None);
+            };
+            let tree = read::commit(&git, commit)?.tree;
+            match read::lookup(&git, tree, &segments)? {
+                Node::Blob { id, size } => Ok(Some((id, size))),
+                _ => Ok(None),
+            }
+        })
+        .await?
+    };
+    let (id, size) = found.ok_or_else(|| {
+        AppError::not_found(format!("There is no file {path} in {name} at {rev}."))
+    })?;
+    let etag = HeaderValue::try_from(format!("\"{id}\"")).expect("hex is a valid header");
     let file_name = segments.last().cloned().unwrap_or_default();
     let lower = file_name.to_lowercase();
+
+    // The bytes in memory for a small blob; for a large one, the first
+    // few KiB only (what the binary rule reads), under a slot.
+    let small = size <= read::IN_PROCESS_BLOB;
+    let slot = if small {
+        None
+    } else {
+        Some(app.reads.acquire().await?)
+    };
+    let verdict = app.highlighter.binary_verdict(id);
+    let head = if small || (verdict.is_none() && !is_image(&lower)) {
+        let (git, repo_path) = (app.git.clone(), repo_path.clone());
+        let deadline = app.config.reads.deadline;
+        let limit = if small { size as usize } else { BINARY_PROBE };
+        let (bytes, _) = blocking(move || {
+            let repo = read::open(&repo_path)?;
+            read::blob_prefix(&git, &repo_path, &repo, id, size, limit, deadline)
+        })
+        .await?;
+        Some(bytes)
+    } else {
+        None
+    };
+    let binary = verdict
+        .or_else(|| head.as_deref().map(is_binary))
+        .unwrap_or(true);
+    app.highlighter.remember_binary(id, binary);
     let content_type = if lower.ends_with(".svg") {
         "image/svg+xml".to_string()
     } else if is_image(&lower) {
         mime_guess::from_path(&lower)
             .first_or_octet_stream()
             .to_string()
-    } else if is_binary(&bytes) {
+    } else if binary {
         "application/octet-stream".to_string()
     } else {
         "text/plain; charset=utf-8".to_string()
     };
-    let mut response = bytes.into_response();
-    let headers = response.headers_mut();
+    let mut response = Response::new(axum::body::Body::empty());
+    let out = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&content_type) {
-        headers.insert(header::CONTENT_TYPE, value);
+        out.insert(header::CONTENT_TYPE, value);
     }
-    headers.insert(
+    out.insert(header::ETAG, etag.clone());
+    out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    out.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
     );
-    headers.insert(
+    out.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(
             "sandbox; default-src 'none'; img-src 'self'; style-src 'unsafe-inline'",
         ),
     );
+    if not_modified(&headers, &etag) {
+        *response.status_mut() = StatusCode::NOT_MODIFIED;
+        return Ok(response);
+    }
+    let (start, length) = match range_for(&headers, size, &etag) {
+        Ok(Some((start, end))) => {
+            *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+            response.headers_mut().insert(
+                header::CONTENT_RANGE,
+                number_header(format!("bytes {start}-{end}/{size}")),
+            );
+            (start, end - start + 1)
+        }
+        Ok(None) => (0, size),
+        Err(crate::http::conditional::Unsatisfiable) => {
+            *response.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+            response.headers_mut().insert(
+                header::CONTENT_RANGE,
+                number_header(format!("bytes */{size}")),
+            );
+            return Ok(response);
+        }
+    };
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    if method == axum::http::Method::HEAD {
+        return Ok(response);
+    }
+    *response.body_mut() = match head {
+        Some(bytes) if small => {
+            let range = start as usize..(start + length) as usize;
+            axum::body::Body::from(bytes[range].to_vec())
+        }
+        _ => {
+            use tokio::io::AsyncReadExt;
+            let mut output = app
+                .git
+                .spawn_reader(&repo_path, &["cat-file", "blob", &id.to_string()])
+                .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
+            let skipped = tokio::io::copy(&mut (&mut output).take(start), &mut tokio::io::sink())
+                .await
+                .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
+            if skipped < start {
+                return Err(AppError::internal(
+                    "git cat-file ended early",
+                    format!("blob {id}: {skipped} of the {start} bytes before the range"),
+                ));
+            }
+            let limits = &app.config.reads;
+            let bounds = crate::http::stream::StreamBounds {
+                deadline: limits.deadline.max(limits.archive_deadline),
+                min_rate: limits.min_rate,
+                window: limits.rate_window,
+            };
+            crate::http::stream::pumped(output.take(length), slot, bounds, "raw file")
+        }
+    };
     Ok(response)
 }
+
+/// Bytes of a large blob read to tell text from binary (git's rule reads
+/// the first 8000).
+const BINARY_PROBE: usize = 8000;

@@ -4,65 +4,235 @@
 //! stale.
 
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 use syntect::html::{ClassStyle, ClassedHTMLGenerator};
 use syntect::parsing::SyntaxSet;
 use syntect::util::LinesWithEndings;
+use tokio::sync::{OnceCell, Semaphore};
 
 const CLASS_STYLE: ClassStyle = ClassStyle::SpacedPrefixed { prefix: "hl-" };
-/// Rendered blobs kept; each is at most the blob view's size cap.
-const CACHED_BLOBS: usize = 256;
+
+/// Highlighted HTML may be at most this many times the text it shows
+/// (plus [`OUTPUT_SLACK`]); past it the file is shown plain. Deeply
+/// nested input (100,000 `[`) makes a highlighter's open spans re-open on
+/// every line, which is quadratic without this bound.
+pub const MAX_OUTPUT_FACTOR: usize = 8;
+/// What a tiny file may take beyond the factor (a few spans).
+const OUTPUT_SLACK: usize = 4096;
+/// Highlighting one file stops after this long; it is shown plain.
+pub const TIME_BUDGET: Duration = Duration::from_secs(1);
+/// How long a page waits for a highlighting job before it shows the file
+/// plain (not cached: a later view highlights it).
+const JOB_WAIT: Duration = Duration::from_secs(2);
+/// Binary verdicts remembered (a blob id and a bool each).
+const BINARY_VERDICTS: usize = 16_384;
 
 fn syntaxes() -> &'static SyntaxSet {
     static SET: OnceLock<SyntaxSet> = OnceLock::new();
     SET.get_or_init(SyntaxSet::load_defaults_newlines)
 }
 
-fn cache() -> &'static Mutex<lru::LruCache<ObjectId, Arc<Vec<String>>>> {
-    static CACHE: OnceLock<Mutex<lru::LruCache<ObjectId, Arc<Vec<String>>>>> = OnceLock::new();
-    CACHE.get_or_init(|| {
-        Mutex::new(lru::LruCache::new(
-            NonZeroUsize::new(CACHED_BLOBS).expect("non-zero"),
-        ))
-    })
+/// A blob's lines as HTML, each balanced on its own.
+#[derive(Debug)]
+pub struct Highlighted {
+    pub lines: Vec<String>,
+    /// Shown plain because highlighting would have cost too much (bytes
+    /// or time), not because the language is unknown.
+    pub over_budget: bool,
 }
 
-/// The lines of `text` (blob `id`, named `file_name`) as HTML: highlighted
-/// spans when the language is known (by file name, else by first line),
-/// escaped text otherwise. Every line is balanced HTML on its own.
-pub fn lines(id: ObjectId, file_name: &str, text: &str) -> Arc<Vec<String>> {
-    if let Some(hit) = cache().lock().get(&id) {
-        return hit.clone();
+impl Highlighted {
+    /// Bytes it holds (what the cache counts).
+    fn cost(&self) -> usize {
+        self.lines
+            .iter()
+            .map(|l| l.len() + std::mem::size_of::<String>())
+            .sum::<usize>()
+            + std::mem::size_of::<Highlighted>()
     }
-    let rendered = Arc::new(render(file_name, text));
-    cache().lock().put(id, rendered.clone());
-    rendered
 }
 
-fn render(file_name: &str, text: &str) -> Vec<String> {
+/// A blob is highlighted by id and file name (the name picks the
+/// language); a blob's id names its content, so an entry is never stale.
+type Key = (ObjectId, String);
+
+/// Highlighting with bounded cost: output at most [`MAX_OUTPUT_FACTOR`]
+/// times the input, at most [`TIME_BUDGET`] a file, one job per core at a
+/// time, one computation per blob (concurrent misses wait for the first),
+/// and a cache bounded in bytes.
+#[derive(Debug)]
+pub struct Highlighter {
+    cache: Mutex<ByteLru>,
+    inflight: Mutex<HashMap<Key, Arc<OnceCell<Arc<Highlighted>>>>>,
+    jobs: Arc<Semaphore>,
+    binary: Mutex<lru::LruCache<ObjectId, bool>>,
+}
+
+impl Highlighter {
+    pub fn new(cache_bytes: u64) -> Highlighter {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Highlighter {
+            cache: Mutex::new(ByteLru::new(
+                usize::try_from(cache_bytes).unwrap_or(usize::MAX),
+            )),
+            inflight: Mutex::new(HashMap::new()),
+            jobs: Arc::new(Semaphore::new(cores)),
+            binary: Mutex::new(lru::LruCache::new(
+                NonZeroUsize::new(BINARY_VERDICTS).expect("non-zero"),
+            )),
+        }
+    }
+
+    /// A cached rendering, without touching the blob.
+    pub fn cached(&self, id: ObjectId, file_name: &str) -> Option<Arc<Highlighted>> {
+        self.cache.lock().get(&(id, file_name.to_string()))
+    }
+
+    /// Whether a blob was found binary (remembered: its id names its
+    /// content), without touching the blob.
+    pub fn binary_verdict(&self, id: ObjectId) -> Option<bool> {
+        self.binary.lock().get(&id).copied()
+    }
+
+    pub fn remember_binary(&self, id: ObjectId, binary: bool) {
+        self.binary.lock().put(id, binary);
+    }
+
+    /// The lines of `text` (blob `id`, named `file_name`) as HTML.
+    pub async fn highlight(&self, id: ObjectId, file_name: &str, text: String) -> Arc<Highlighted> {
+        let key = (id, file_name.to_string());
+        if let Some(hit) = self.cache.lock().get(&key) {
+            return hit;
+        }
+        let cell = self.inflight.lock().entry(key.clone()).or_default().clone();
+        let name = file_name.to_string();
+        let jobs = self.jobs.clone();
+        let mut cacheable = true;
+        let rendered = cell
+            .get_or_init(|| async {
+                match tokio::time::timeout(JOB_WAIT, jobs.acquire_owned()).await {
+                    Ok(Ok(permit)) => tokio::task::spawn_blocking(move || {
+                        let _permit = permit;
+                        Arc::new(render(&name, &text, TIME_BUDGET))
+                    })
+                    .await
+                    .unwrap_or_else(|_| Arc::new(plain_of_nothing())),
+                    // Every job slot busy: plain now, highlighted later.
+                    _ => {
+                        cacheable = false;
+                        Arc::new(Highlighted {
+                            lines: text.lines().map(escape).collect(),
+                            over_budget: true,
+                        })
+                    }
+                }
+            })
+            .await
+            .clone();
+        self.inflight.lock().remove(&key);
+        if cacheable {
+            self.cache.lock().put(key, rendered.clone());
+        }
+        rendered
+    }
+
+    /// Bytes the cache holds.
+    pub fn cached_bytes(&self) -> usize {
+        self.cache.lock().bytes
+    }
+}
+
+fn plain_of_nothing() -> Highlighted {
+    Highlighted {
+        lines: Vec::new(),
+        over_budget: true,
+    }
+}
+
+/// An LRU cache bounded by the bytes of its values.
+#[derive(Debug)]
+struct ByteLru {
+    entries: lru::LruCache<Key, Arc<Highlighted>>,
+    bytes: usize,
+    limit: usize,
+}
+
+impl ByteLru {
+    fn new(limit: usize) -> ByteLru {
+        ByteLru {
+            entries: lru::LruCache::unbounded(),
+            bytes: 0,
+            limit,
+        }
+    }
+
+    fn get(&mut self, key: &Key) -> Option<Arc<Highlighted>> {
+        self.entries.get(key).cloned()
+    }
+
+    /// Keeps `value` unless it alone is over a quarter of the bound,
+    /// evicting the least recently used until the bound holds.
+    fn put(&mut self, key: Key, value: Arc<Highlighted>) {
+        let cost = value.cost() + key.1.len();
+        if cost > self.limit / 4 {
+            return;
+        }
+        if let Some(old) = self.entries.put(key.clone(), value) {
+            self.bytes -= old.cost() + key.1.len();
+        }
+        self.bytes += cost;
+        while self.bytes > self.limit {
+            let Some((old_key, old)) = self.entries.pop_lru() else {
+                break;
+            };
+            self.bytes -= old.cost() + old_key.1.len();
+        }
+    }
+}
+
+/// `text` as lines of HTML: highlighted spans when the language is known
+/// (by file name, else by first line) and highlighting stays within its
+/// bounds (output, `budget` of time), escaped text otherwise.
+fn render(file_name: &str, text: &str, budget: Duration) -> Highlighted {
+    let started = Instant::now();
+    let plain = |over_budget| Highlighted {
+        lines: text.lines().map(escape).collect(),
+        over_budget,
+    };
     let set = syntaxes();
     let extension = file_name.rsplit('.').next().unwrap_or_default();
     let syntax = set
         .find_syntax_by_extension(file_name)
         .or_else(|| set.find_syntax_by_extension(extension))
         .or_else(|| set.find_syntax_by_first_line(text.lines().next().unwrap_or_default()));
-    let plain = || text.lines().map(escape).collect();
     let Some(syntax) = syntax.filter(|s| s.name != "Plain Text") else {
-        return plain();
+        return plain(false);
     };
     let mut generator = ClassedHTMLGenerator::new_with_class_style(syntax, set, CLASS_STYLE);
     for line in LinesWithEndings::from(text) {
+        if started.elapsed() > budget {
+            return plain(true);
+        }
         if generator
             .parse_html_for_line_which_includes_newline(line)
             .is_err()
         {
-            return plain();
+            return plain(false);
         }
     }
-    split_lines(&generator.finalize())
+    let limit = text.len().saturating_mul(MAX_OUTPUT_FACTOR) + OUTPUT_SLACK;
+    match split_lines(&generator.finalize(), limit, started + budget) {
+        Some(lines) => Highlighted {
+            lines,
+            over_budget: false,
+        },
+        None => plain(true),
+    }
 }
 
 /// Text as HTML: `&`, `<`, `>`, `"` and `'` escaped.
@@ -83,9 +253,11 @@ pub fn escape(text: &str) -> String {
 
 /// Splits highlighted HTML (escaped text and `<span class=..>`/`</span>`
 /// only) into lines, closing the spans open at each line end and opening
-/// them again on the next line, so each line stands alone in its table row.
-fn split_lines(html: &str) -> Vec<String> {
+/// them again on the next line, so each line stands alone in its table row;
+/// `None` once the lines would exceed `limit` bytes or `deadline` passes.
+fn split_lines(html: &str, limit: usize, deadline: Instant) -> Option<Vec<String>> {
     let mut lines = Vec::new();
+    let mut total = 0usize;
     let mut open: Vec<&str> = Vec::new();
     let mut line = String::new();
     // Whether the current line holds any text (a trailing line of only
@@ -104,6 +276,10 @@ fn split_lines(html: &str) -> Vec<String> {
             rest = after;
         } else if let Some(after) = rest.strip_prefix('\n') {
             line.push_str(&"</span>".repeat(open.len()));
+            total += line.len();
+            if total > limit || (lines.len() % 256 == 0 && Instant::now() > deadline) {
+                return None;
+            }
             lines.push(std::mem::take(&mut line));
             has_text = false;
             for tag in &open {
@@ -119,9 +295,12 @@ fn split_lines(html: &str) -> Vec<String> {
     }
     if has_text {
         line.push_str(&"</span>".repeat(open.len()));
+        if total + line.len() > limit {
+            return None;
+        }
         lines.push(line);
     }
-    lines
+    Some(lines)
 }
 
 /// The stylesheet for the highlight classes: a light theme, and a dark one
@@ -154,7 +333,9 @@ mod tests {
     #[test]
     fn every_line_is_balanced_and_the_text_survives() {
         let source = "fn main() {\n    let s = \"a <b> & c\";\n}\n/* one\ntwo */\n";
-        let lines = render("main.rs", source);
+        let rendered = render("main.rs", source, TIME_BUDGET);
+        assert!(!rendered.over_budget);
+        let lines = rendered.lines;
         assert_eq!(lines.len(), 5, "{lines:?}");
         for line in &lines {
             assert_eq!(
@@ -172,7 +353,61 @@ mod tests {
 
     #[test]
     fn unknown_languages_are_escaped_text() {
-        let lines = render("notes.unknownext", "<script>x</script>\nsecond");
+        let lines = render(
+            "notes.unknownext",
+            "<script>x</script>\nsecond",
+            TIME_BUDGET,
+        )
+        .lines;
         assert_eq!(lines, vec!["&lt;script&gt;x&lt;/script&gt;", "second"]);
+    }
+
+    #[test]
+    fn deep_nesting_is_shown_plain_within_the_output_bound() {
+        // 20,000 `[` then 20,000 newlines: highlighted, every line would
+        // re-open thousands of spans.
+        let text = format!("{}{}", "[".repeat(20_000), "\n".repeat(20_000));
+        let rendered = render("deep.json", &text, TIME_BUDGET);
+        let bytes: usize = rendered.lines.iter().map(String::len).sum();
+        assert!(rendered.over_budget, "deep nesting must fall back to plain");
+        assert!(
+            bytes <= text.len() * MAX_OUTPUT_FACTOR + OUTPUT_SLACK,
+            "{bytes} bytes of HTML for {} bytes of text",
+            text.len()
+        );
+        // And the time budget holds too: no budget at all is plain at once.
+        let started = Instant::now();
+        let rendered = render("main.rs", &"fn f() {}\n".repeat(1000), Duration::ZERO);
+        assert!(rendered.over_budget);
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn the_cache_holds_at_most_its_bytes() {
+        let mut cache = ByteLru::new(10_000);
+        let entry = |n: usize| {
+            Arc::new(Highlighted {
+                lines: vec!["x".repeat(n)],
+                over_budget: false,
+            })
+        };
+        for i in 0..100u8 {
+            cache.put(
+                (ObjectId::from_bytes_or_panic(&[i; 20]), "a.rs".into()),
+                entry(1000),
+            );
+            assert!(cache.bytes <= 10_000, "{} bytes held", cache.bytes);
+        }
+        assert!(cache.entries.len() >= 5, "anti-vacuity: it holds some");
+        // An entry over a quarter of the bound is not kept at all.
+        cache.put(
+            (ObjectId::from_bytes_or_panic(&[200; 20]), "b.rs".into()),
+            entry(5000),
+        );
+        assert!(
+            cache
+                .get(&(ObjectId::from_bytes_or_panic(&[200; 20]), "b.rs".into()))
+                .is_none()
+        );
     }
 }

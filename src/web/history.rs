@@ -7,7 +7,6 @@ use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
 
 use askama::Template;
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -92,30 +91,48 @@ async fn log_page(
     let name = repo_name(&app, &owner, &repo)?;
     let parts = segments(&path)?;
     let repo_path = app.repos.path(&name);
-    let git = app.git.clone();
     let rev_for_read = rev.clone();
-    let found = blocking(move || {
-        let repo = read::open(&repo_path)?;
-        let (rev, parts) = read::split_rev(&repo, &rev_for_read, &parts)?;
-        let Some(commit) = read::resolve(&repo, &rev)? else {
-            return Ok(None);
-        };
-        let key = (commit, parts, page.page());
-        if let Some(hit) = cached(log_cache(), &key) {
-            return Ok(Some(hit));
+    // One hop resolves and looks in the cache; only a miss runs git, in a
+    // second hop under a read slot.
+    let looked = {
+        let repo_path = repo_path.clone();
+        blocking(move || {
+            let repo = read::open(&repo_path)?;
+            let (rev, parts) = read::split_rev(&repo, &rev_for_read, &parts)?;
+            let Some(commit) = read::resolve(&repo, &rev)? else {
+                return Ok(None);
+            };
+            let key = (commit, parts, page.page());
+            let hit = cached(log_cache(), &key);
+            Ok(Some((key, hit)))
+        })
+        .await?
+    };
+    let found = match looked {
+        None => None,
+        Some((_, Some(hit))) => Some(hit),
+        Some((key, None)) => {
+            let slot = app.reads.acquire().await?;
+            let git = app.git.clone();
+            let deadline = app.config.reads.deadline;
+            let found = blocking(move || {
+                let _slot = slot;
+                read::log(
+                    &git,
+                    &repo_path,
+                    key.0,
+                    &key.1,
+                    page.offset(),
+                    page.per_page(),
+                    deadline,
+                )
+                .map(|found| (key, Arc::new(found)))
+            })
+            .await?;
+            log_cache().lock().put(found.0, found.1.clone());
+            Some(found.1)
         }
-        let found = Arc::new(read::log(
-            &git,
-            &repo_path,
-            commit,
-            &key.1,
-            page.offset(),
-            page.per_page(),
-        )?);
-        log_cache().lock().put(key, found.clone());
-        Ok(Some(found))
-    })
-    .await?;
+    };
     let Some(found) = found else {
         return Err(AppError::not_found(format!(
             "{name} has no branch, tag or commit {rev:?}."
@@ -157,21 +174,34 @@ pub async fn commit(
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
-    let git = app.git.clone();
     let rev = id.clone();
-    let detail = blocking(move || {
-        let repo = read::open(&repo_path)?;
-        let Some(commit) = read::resolve(&repo, &rev)? else {
-            return Ok(None);
-        };
-        if let Some(hit) = cached(commit_cache(), &commit) {
-            return Ok(Some(hit));
+    let looked = {
+        let repo_path = repo_path.clone();
+        blocking(move || {
+            let repo = read::open(&repo_path)?;
+            let Some(commit) = read::resolve(&repo, &rev)? else {
+                return Ok(None);
+            };
+            Ok(Some((commit, cached(commit_cache(), &commit))))
+        })
+        .await?
+    };
+    let detail = match looked {
+        None => None,
+        Some((_, Some(hit))) => Some(hit),
+        Some((commit, None)) => {
+            let slot = app.reads.acquire().await?;
+            let git = app.git.clone();
+            let deadline = app.config.reads.deadline;
+            let detail = blocking(move || {
+                let _slot = slot;
+                read::commit_detail(&git, &repo_path, commit, deadline).map(Arc::new)
+            })
+            .await?;
+            commit_cache().lock().put(commit, detail.clone());
+            Some(detail)
         }
-        let detail = Arc::new(read::commit_detail(&git, &repo_path, commit)?);
-        commit_cache().lock().put(commit, detail.clone());
-        Ok(Some(detail))
-    })
-    .await?
+    }
     .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
     let detail = CommitDetail::clone(&detail);
     let (summary, body) = match detail.message.split_once('\n') {
@@ -326,8 +356,10 @@ pub async fn activity(
 }
 
 /// `GET /{owner}/{repo}/-/archive/{rev}.tar.gz` or `.zip`: streamed from
-/// `git archive` as it is produced (the child is killed if the client goes
-/// away).
+/// `git archive` as it is produced, under a read slot, cut at
+/// `--archive-deadline` or when the client reads slower than
+/// `--min-transfer-rate` (the child is killed then, and when the client
+/// goes away).
 pub async fn archive(
     State(app): State<Arc<WebState>>,
     Path((owner, repo, file)): Path<(String, String, String)>,
@@ -350,6 +382,8 @@ pub async fn archive(
             AppError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
         })?;
     let prefix = format!("{}-{}/", name.name(), sanitize(&rev));
+    // The slot is held until the archive is sent (or cut).
+    let slot = app.reads.acquire().await?;
     let output = app
         .git
         .spawn_reader(
@@ -362,7 +396,14 @@ pub async fn archive(
             ],
         )
         .map_err(|e| AppError::internal("cannot run git archive", e))?;
-    let mut response = Body::from_stream(tokio_util::io::ReaderStream::new(output)).into_response();
+    let limits = &app.config.reads;
+    let bounds = crate::http::stream::StreamBounds {
+        deadline: limits.archive_deadline,
+        min_rate: limits.min_rate,
+        window: limits.rate_window,
+    };
+    let mut response =
+        crate::http::stream::pumped(output, Some(slot), bounds, "archive").into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if let Ok(value) = HeaderValue::from_str(&format!(

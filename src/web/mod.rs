@@ -59,6 +59,9 @@ pub struct WebState {
     pub repos: Repos,
     pub recorder: Arc<RefRecorder>,
     pub access: Arc<Access>,
+    /// Slots of read-side git children (shared with sites).
+    pub reads: Arc<crate::http::slots::ReadSlots>,
+    pub highlighter: Arc<highlight::Highlighter>,
 }
 
 /// Repos per home page.

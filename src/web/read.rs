@@ -15,14 +15,43 @@ pub enum ReadError {
     /// gix's error (the one type its reads give).
     #[error(transparent)]
     Gix(#[from] gix::Error),
-    #[error("cannot run git {command}")]
-    Spawn {
-        command: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("git {command} failed: {stderr}")]
-    Git { command: String, stderr: String },
+    /// A git child failed, or ran past its deadline.
+    #[error(transparent)]
+    Git(#[from] crate::git::BoundedError),
+}
+
+/// Blobs up to this size are read in-process (gix inflates one whole);
+/// larger ones through a `git cat-file` child cut at the bytes wanted, so
+/// no view holds more of a blob than it shows.
+pub const IN_PROCESS_BLOB: u64 = 1 << 20;
+
+/// The first `limit` bytes of blob `id` (`size` bytes long), and whether
+/// the blob holds more. A child is used above [`IN_PROCESS_BLOB`]; the
+/// caller holds a read slot for it.
+pub fn blob_prefix(
+    git: &crate::git::Git,
+    repo_path: &Path,
+    repo: &gix::Repository,
+    id: ObjectId,
+    size: u64,
+    limit: usize,
+    deadline: std::time::Duration,
+) -> Result<(Vec<u8>, bool), ReadError> {
+    if size <= IN_PROCESS_BLOB {
+        let mut data = repo.find_blob(id)?.take_data();
+        let more = data.len() > limit;
+        data.truncate(limit);
+        return Ok((data, more));
+    }
+    let out = git.run_bounded(
+        repo_path,
+        &["cat-file", "blob", &id.to_string()],
+        crate::git::Bounds {
+            max_output: limit,
+            deadline,
+        },
+    )?;
+    Ok((out.stdout, out.truncated || size > limit as u64))
 }
 
 /// Branches and tags (short names, sorted) and the branch HEAD names.
@@ -227,28 +256,33 @@ pub struct LogEntry {
     pub time: String,
 }
 
-fn run_git(git: &crate::git::Git, repo: &Path, args: &[&str]) -> Result<String, ReadError> {
-    let out = git
-        .command()
-        .arg("--git-dir")
-        .arg(repo)
-        // A path is a path: `*`, `:(glob)` and other pathspec magic in a
-        // request's path mean nothing to git.
-        .arg("--literal-pathspecs")
-        .args(args)
-        .output()
-        .map_err(|source| ReadError::Spawn {
-            command: args.first().unwrap_or(&"").to_string(),
-            source,
-        })?;
-    if !out.status.success() {
-        return Err(ReadError::Git {
-            command: args.first().unwrap_or(&"").to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+/// A history command's output, cut at `max_output` bytes (the bool says
+/// it was), killed at `deadline`.
+fn run_git(
+    git: &crate::git::Git,
+    repo: &Path,
+    args: &[&str],
+    max_output: usize,
+    deadline: std::time::Duration,
+) -> Result<(String, bool), ReadError> {
+    let out = git.run_bounded(
+        repo,
+        args,
+        crate::git::Bounds {
+            max_output,
+            deadline,
+        },
+    )?;
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.truncated,
+    ))
 }
+
+/// Most bytes of a log page's `git log` output (50 commits of subjects).
+const MAX_LOG_BYTES: usize = 1 << 20;
+/// Most bytes of a commit's file list (`--name-status` or `--numstat`).
+const MAX_FILE_LIST_BYTES: usize = 4 << 20;
 
 fn format_time(seconds: &str) -> String {
     crate::time::seconds(seconds.trim().parse().unwrap_or(0))
@@ -263,6 +297,7 @@ pub fn log(
     path: &[String],
     skip: usize,
     limit: usize,
+    deadline: std::time::Duration,
 ) -> Result<(Vec<LogEntry>, bool), ReadError> {
     let count = format!("-n{}", limit + 1);
     let skip = format!("--skip={skip}");
@@ -279,7 +314,7 @@ pub fn log(
     if !joined.is_empty() {
         args.push(joined.as_str());
     }
-    let out = run_git(git, repo, &args)?;
+    let (out, _) = run_git(git, repo, &args, MAX_LOG_BYTES, deadline)?;
     let mut entries: Vec<LogEntry> = out
         .lines()
         .filter_map(|line| {
@@ -328,12 +363,15 @@ pub fn commit_detail(
     git: &crate::git::Git,
     repo: &Path,
     commit: ObjectId,
+    deadline: std::time::Duration,
 ) -> Result<CommitDetail, ReadError> {
     let id = commit.to_string();
-    let head = run_git(
+    let (head, _) = run_git(
         git,
         repo,
         &["show", "-s", "--format=%H%x00%P%x00%an%x00%at%x00%B", &id],
+        MAX_LOG_BYTES,
+        deadline,
     )?;
     let mut parts = head.splitn(5, '\0');
     let id = parts.next().unwrap_or_default().to_string();
@@ -348,29 +386,22 @@ pub fn commit_detail(
     let message = parts.next().unwrap_or_default().trim_end().to_string();
     // The change against the first parent (`--first-parent -m`: a merge
     // too), renames detected, in the form `what` asks for.
-    let diff = |what: &[&str]| {
+    let diff = |what: &[&str], max_output| {
         let mut args = vec!["show", "--format=", "-M", "--first-parent", "-m"];
         args.extend_from_slice(what);
         args.push(&id);
-        run_git(git, repo, &args)
+        run_git(git, repo, &args, max_output, deadline)
     };
-    let status = diff(&["--name-status", "-z"])?;
-    let numstat = diff(&["--numstat", "-z"])?;
+    let (status, _) = diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES)?;
+    let (numstat, _) = diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES)?;
     let mut files = parse_name_status(&status);
     let counts = parse_numstat(&numstat);
     for (file, (added, removed)) in files.iter_mut().zip(counts) {
         file.added = added;
         file.removed = removed;
     }
-    let mut patch = diff(&["--no-color", "-p"])?;
-    let patch_truncated = patch.len() > MAX_PATCH_BYTES;
-    if patch_truncated {
-        let mut cut = MAX_PATCH_BYTES;
-        while !patch.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        patch.truncate(cut);
-    }
+    // Cut while it streams: git is stopped at the bound.
+    let (patch, patch_truncated) = diff(&["--no-color", "-p"], MAX_PATCH_BYTES)?;
     Ok(CommitDetail {
         id,
         parents,

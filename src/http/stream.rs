@@ -1,0 +1,198 @@
+//! Downloads with bounded cost (archives, raw files, site files streamed
+//! from git): a pump task reads the source (a git child's stdout) and
+//! hands chunks to the response body through a two-chunk channel, so the
+//! client's pace is the task's. The task ends the download, dropping the
+//! source (which kills the child) and freeing the slot it holds, when
+//! - the client goes away (the body is dropped);
+//! - the client takes less than `min_rate` bytes a second, counted over
+//!   `window` of time spent waiting on it (time spent waiting on the
+//!   source does not count: a slow git is bounded by the deadline);
+//! - the deadline passes.
+//!
+//! A cut download ends with an error, so the client sees a broken
+//! transfer (never a short body that looks whole).
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use axum::body::{Body, Bytes};
+use tokio::io::AsyncRead;
+use tokio::sync::{OwnedSemaphorePermit, mpsc};
+
+/// The bounds of one download.
+#[derive(Debug, Clone, Copy)]
+pub struct StreamBounds {
+    pub deadline: Duration,
+    pub min_rate: u64,
+    pub window: Duration,
+}
+
+/// Bytes read from the source at a time.
+const CHUNK: usize = 64 << 10;
+
+/// Why a download was cut (for the log).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    Slow,
+    Deadline,
+}
+
+/// The body of a download from `source`, under `bounds`, holding `permit`
+/// until it ends. `what` names it in the log.
+pub fn pumped<R>(
+    source: R,
+    permit: Option<OwnedSemaphorePermit>,
+    bounds: StreamBounds,
+    what: &'static str,
+) -> Body
+where
+    R: AsyncRead + Send + Unpin + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(2);
+    tokio::spawn(async move {
+        let _permit = permit;
+        if let Some(cut) = pump(source, &tx, bounds).await {
+            tracing::info!(what, ?cut, "download cut");
+            let message = match cut {
+                Cut::Slow => "the client took the download too slowly",
+                Cut::Deadline => "the download ran past its deadline",
+            };
+            let _ = tx.try_send(Err(std::io::Error::other(message)));
+        }
+    });
+    Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// Copies `source` into `tx` until it ends, the receiver is dropped, or a
+/// bound is crossed (returned).
+async fn pump<R>(
+    mut source: R,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+    bounds: StreamBounds,
+) -> Option<Cut>
+where
+    R: AsyncRead + Unpin,
+{
+    let end = Instant::now() + bounds.deadline;
+    let need = bounds
+        .min_rate
+        .saturating_mul(bounds.window.as_secs().max(1));
+    // Time spent waiting on the client in this window, and what it took.
+    let mut waited = Duration::ZERO;
+    let mut taken = 0u64;
+    let mut buf = bytes::BytesMut::with_capacity(CHUNK);
+    loop {
+        buf.reserve(CHUNK);
+        let left = end.saturating_duration_since(Instant::now());
+        let read = tokio::select! {
+            read = tokio_util::io::read_buf(&mut source, &mut buf) => read,
+            () = tokio::time::sleep(left) => return Some(Cut::Deadline),
+            () = tx.closed() => return None,
+        };
+        match read {
+            Ok(0) => return None,
+            Ok(_) => {}
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return None;
+            }
+        }
+        let chunk = buf.split().freeze();
+        let len = chunk.len() as u64;
+        let mut send = std::pin::pin!(tx.send(Ok(chunk)));
+        loop {
+            let budget = bounds.window.saturating_sub(waited);
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Some(Cut::Deadline);
+            }
+            let started = Instant::now();
+            let sent = tokio::time::timeout(budget.min(left), &mut send).await;
+            waited += started.elapsed();
+            match sent {
+                Ok(Ok(())) => break,
+                Ok(Err(_)) => return None, // the client went away
+                Err(_) => {}
+            }
+            if waited >= bounds.window {
+                if taken < need {
+                    return Some(Cut::Slow);
+                }
+                (waited, taken) = (Duration::ZERO, 0);
+            }
+        }
+        taken += len;
+        if waited >= bounds.window {
+            if taken < need {
+                return Some(Cut::Slow);
+            }
+            (waited, taken) = (Duration::ZERO, 0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bounds(window_ms: u64, min_rate: u64) -> StreamBounds {
+        StreamBounds {
+            deadline: Duration::from_secs(30),
+            min_rate,
+            window: Duration::from_millis(window_ms),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_takes_nothing_is_cut_after_one_window() {
+        let source = std::io::Cursor::new(vec![7u8; 1 << 20]);
+        let (tx, _rx) = mpsc::channel(2);
+        let started = tokio::time::Instant::now();
+        let cut = pump(source, &tx, bounds(1000, 4096)).await;
+        assert_eq!(cut, Some(Cut::Slow));
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_keeps_up_gets_everything_and_a_slow_source_is_not_its_fault() {
+        // The source trickles (a slow git); the client reads at once.
+        let (mut writer, reader) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            for _ in 0..10 {
+                tokio::time::sleep(Duration::from_millis(900)).await;
+                writer.write_all(&[1u8; 100]).await.unwrap();
+            }
+        });
+        let (tx, mut rx) = mpsc::channel(2);
+        let pumping = tokio::spawn(async move { pump(reader, &tx, bounds(1000, 1 << 20)).await });
+        let mut got = 0;
+        while let Some(chunk) = rx.recv().await {
+            got += chunk.unwrap().len();
+        }
+        assert_eq!(pumping.await.unwrap(), None, "not cut");
+        assert_eq!(got, 1000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_download_past_its_deadline_is_cut() {
+        let (_writer, reader) = tokio::io::duplex(16); // never writes
+        let (tx, _rx) = mpsc::channel(2);
+        let mut limits = bounds(1000, 1);
+        limits.deadline = Duration::from_secs(5);
+        assert_eq!(pump(reader, &tx, limits).await, Some(Cut::Deadline));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_goes_away_ends_the_pump() {
+        let source = std::io::Cursor::new(vec![7u8; 1 << 20]);
+        let (tx, rx) = mpsc::channel(2);
+        drop(rx);
+        assert_eq!(pump(source, &tx, bounds(1000, 4096)).await, None);
+    }
+}
