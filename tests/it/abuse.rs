@@ -443,3 +443,142 @@ fn a_file_over_the_blob_limit_is_refused_by_name_and_moves_nothing() {
     assert!(pushed.status.success(), "{}", text(&pushed.stderr));
     server.stop();
 }
+
+/// `VmRSS` or `VmHWM` of a process, in KiB.
+fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap()
+}
+
+/// How far the server's peak RSS rose above its RSS while `probe` ran
+/// (the peak is reset first, by writing 5 to `clear_refs`), in MiB.
+fn peak_growth_mib(pid: u32, probe: impl FnOnce()) -> u64 {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let before = status_kib(pid, "VmRSS:");
+    probe();
+    let peak = status_kib(pid, "VmHWM:");
+    peak.saturating_sub(before) / 1024
+}
+
+/// GETs `path` and counts the body's bytes without keeping them; returns
+/// (status, body bytes).
+fn get_counting(addr: std::net::SocketAddr, path: &str) -> (u16, u64) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line == "\r\n" || line.is_empty() {
+            break;
+        }
+    }
+    let mut counted = 0u64;
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => counted += n as u64,
+            Err(e) => panic!("reading {path}: {e}"),
+        }
+    }
+    (status, counted)
+}
+
+#[test]
+fn one_pushed_file_cannot_blow_up_a_page_or_the_servers_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .arg("--max-blob-size")
+        .arg("1GiB")
+        .start();
+    let work = worktree(dir.path(), "work");
+    // 300 KB of 100,000 `[` and 200,000 newlines; 1 MB of `/*` and
+    // 500,000 newlines; 300 MiB of zeros (a few hundred KiB pushed).
+    let deep = format!("{}{}", "[".repeat(100_000), "\n".repeat(200_000));
+    std::fs::write(work.join("deep.json"), &deep).unwrap();
+    std::fs::write(work.join("flat.c"), format!("/*{}", "\n".repeat(500_000))).unwrap();
+    let zeros = std::fs::File::create(work.join("zeros.bin")).unwrap();
+    zeros.set_len(300 << 20).unwrap();
+    drop(zeros);
+    git_ok(&work, &["add", "deep.json", "flat.c", "zeros.bin"]);
+    git_ok(&work, &["commit", "-q", "-m", "hostile files"]);
+    git_ok(
+        &work,
+        &["push", "-q", &server.url("/alice/repo.git"), "HEAD:main"],
+    );
+    let pid = server.vole_pid();
+    // Warm the server up (templates, syntaxes) so growth is the probe's.
+    assert_eq!(
+        http_get(server.addr, "/alice/repo/-/blob/main/README.md").status,
+        200
+    );
+
+    for (page, most_bytes) in [("deep.json", 8 << 20), ("flat.c", 8 << 20)] {
+        let path = format!("/alice/repo/-/blob/main/{page}");
+        let mut bytes = 0;
+        let grew = peak_growth_mib(pid, || {
+            let response = http_get(server.addr, &path);
+            assert_eq!(response.status, 200, "{page}");
+            bytes = response.body.len();
+        });
+        assert!(
+            bytes > 10_000,
+            "{page}: anti-vacuity, the page shows the file"
+        );
+        assert!(
+            bytes <= most_bytes,
+            "{page}: the blob page is {bytes} bytes of HTML: the highlighting or line bound failed"
+        );
+        assert!(
+            grew < 100,
+            "{page}: the server's peak RSS rose {grew} MiB for one page"
+        );
+    }
+    let zeros_views = [
+        ("/alice/repo/-/blob/main/zeros.bin", false),
+        ("/alice/repo/-/raw/main/zeros.bin", true),
+    ];
+    for (path, whole) in zeros_views {
+        let mut got = (0, 0);
+        let grew = peak_growth_mib(pid, || got = get_counting(server.addr, path));
+        assert_eq!(got.0, 200, "{path}");
+        if whole {
+            assert_eq!(
+                got.1,
+                300 << 20,
+                "{path}: the raw view sends the whole blob"
+            );
+        } else {
+            assert!(got.1 < 1 << 20, "{path}: the blob page is {} bytes", got.1);
+        }
+        assert!(
+            grew < 100,
+            "{path}: the server's peak RSS rose {grew} MiB for a 300 MiB blob: it was read whole"
+        );
+    }
+    server.stop();
+}
