@@ -142,6 +142,8 @@ async fn serve_until_signal(
     use tower::ServiceExt;
 
     let header_read_timeout = app.config.transport.header_read_timeout;
+    // Open connections at most; each holds a permit until it ends.
+    let connections = Arc::new(tokio::sync::Semaphore::new(app.config.max_connections));
     let router = router(app);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -164,6 +166,10 @@ async fn serve_until_signal(
                         continue;
                     }
                 };
+                let Ok(permit) = connections.clone().try_acquire_owned() else {
+                    tokio::spawn(refuse_connection(stream));
+                    continue;
+                };
                 // Responses go out as headers then body: without this, Nagle
                 // holds the body until the client's delayed ACK (~40 ms).
                 if let Err(e) = stream.set_nodelay(true) {
@@ -176,6 +182,7 @@ async fn serve_until_signal(
                 });
                 let connection = graceful.watch(http.serve_connection(TokioIo::new(crate::http::zero_copy::Connection::new(stream)), service));
                 tokio::spawn(async move {
+                    let _permit = permit;
                     if let Err(e) = connection.await {
                         tracing::debug!(%peer, error = %e, "connection ended with an error");
                     }
@@ -198,6 +205,39 @@ async fn serve_until_signal(
         );
     }
     Ok(())
+}
+
+/// A connection over `--max-connections`: a 503 with `Retry-After`, written
+/// without reading the request (at most a second is spent on it), then
+/// closed.
+async fn refuse_connection(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    const BODY: &str = "the server has too many open connections; retry shortly\n";
+    let response = format!(
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 5\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{BODY}",
+        BODY.len()
+    );
+    let written = tokio::time::timeout(std::time::Duration::from_secs(1), async {
+        use tokio::io::AsyncReadExt;
+        stream.write_all(response.as_bytes()).await?;
+        stream.shutdown().await?;
+        // Read what the client sent (bounded) before closing, so the close
+        // is no reset that could discard the answer before it is read.
+        let mut sink = [0u8; 4096];
+        let mut read = 0;
+        while read < 64 << 10 {
+            match stream.read(&mut sink).await? {
+                0 => break,
+                n => read += n,
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+    tracing::debug!(
+        ok = matches!(written, Ok(Ok(()))),
+        "connection refused: over --max-connections"
+    );
 }
 
 /// SIGTERM and SIGINT, with their handlers installed when this is built

@@ -582,3 +582,48 @@ fn one_pushed_file_cannot_blow_up_a_page_or_the_servers_memory() {
     }
     server.stop();
 }
+
+#[test]
+fn connections_over_the_cap_get_a_503_with_retry_after() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--max-connections")
+        .arg("8")
+        .start();
+    // Anti-vacuity: under the cap, served.
+    assert_eq!(http_get(server.addr, "/healthz").status, 200);
+    // Eight connections that send half a request and hold it.
+    let idle: Vec<std::net::TcpStream> = (0..8)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+            s.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+            s
+        })
+        .collect();
+    let over = eventually(std::time::Duration::from_secs(5), || {
+        http_get(server.addr, "/healthz").status == 503
+    });
+    assert!(
+        over,
+        "a ninth connection must be refused while eight are open"
+    );
+    let refused = http_get(server.addr, "/healthz");
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    assert!(
+        refused.text().contains("too many open connections"),
+        "{}",
+        refused.text()
+    );
+    drop(idle);
+    assert!(
+        eventually(std::time::Duration::from_secs(5), || {
+            http_get(server.addr, "/healthz").status == 200
+        }),
+        "once they close, connections are served again"
+    );
+    server.stop();
+}
