@@ -38,7 +38,7 @@ pub mod defaults {
     pub const ARCHIVE_DEADLINE: &str = "10m";
     pub const MIN_TRANSFER_RATE: &str = "4KiB";
     /// The window a transfer's rate is measured over.
-    pub const RATE_WINDOW_SECS: u64 = 30;
+    pub const MIN_TRANSFER_WINDOW: &str = "30s";
     pub const HIGHLIGHT_CACHE_SIZE: &str = "32MiB";
     pub const MAX_CONNECTIONS: usize = 4096;
 
@@ -139,10 +139,15 @@ pub struct Settings {
     pub archive_deadline: Option<String>,
 
     /// A download (clone, archive, raw file, site file) that the client
-    /// takes slower than this per second, over 30 seconds, is cut and its
-    /// slot freed [default: 4KiB].
+    /// takes slower than this per second, over --min-transfer-window, is
+    /// cut and its slot freed [default: 4KiB].
     #[arg(long, env = "VOLE_MIN_TRANSFER_RATE", value_name = "SIZE")]
     pub min_transfer_rate: Option<String>,
+
+    /// The time of waiting on a client over which --min-transfer-rate is
+    /// measured [default: 30s].
+    #[arg(long, env = "VOLE_MIN_TRANSFER_WINDOW", value_name = "DURATION")]
+    pub min_transfer_window: Option<String>,
 
     /// Bytes of highlighted source kept in memory [default: 32MiB].
     #[arg(long, env = "VOLE_HIGHLIGHT_CACHE_SIZE", value_name = "SIZE")]
@@ -248,6 +253,7 @@ impl Settings {
             read_deadline: self.read_deadline.or(lower.read_deadline),
             archive_deadline: self.archive_deadline.or(lower.archive_deadline),
             min_transfer_rate: self.min_transfer_rate.or(lower.min_transfer_rate),
+            min_transfer_window: self.min_transfer_window.or(lower.min_transfer_window),
             highlight_cache_size: self.highlight_cache_size.or(lower.highlight_cache_size),
             max_connections: self.max_connections.or(lower.max_connections),
             header_read_timeout: self.header_read_timeout.or(lower.header_read_timeout),
@@ -484,7 +490,11 @@ impl Config {
                     raw.min_transfer_rate.as_deref(),
                     defaults::MIN_TRANSFER_RATE,
                 )?,
-                rate_window: Duration::from_secs(defaults::RATE_WINDOW_SECS),
+                rate_window: duration(
+                    "min-transfer-window",
+                    raw.min_transfer_window.as_deref(),
+                    defaults::MIN_TRANSFER_WINDOW,
+                )?,
                 highlight_cache_bytes: size(
                     "highlight-cache-size",
                     raw.highlight_cache_size.as_deref(),

@@ -75,12 +75,7 @@ where
     R: AsyncRead + Unpin,
 {
     let end = Instant::now() + bounds.deadline;
-    let need = bounds
-        .min_rate
-        .saturating_mul(bounds.window.as_secs().max(1));
-    // Time spent waiting on the client in this window, and what it took.
-    let mut waited = Duration::ZERO;
-    let mut taken = 0u64;
+    let mut floor = RateFloor::new(bounds.min_rate, bounds.window);
     let mut buf = bytes::BytesMut::with_capacity(CHUNK);
     loop {
         buf.reserve(CHUNK);
@@ -98,37 +93,100 @@ where
                 return None;
             }
         }
-        let chunk = buf.split().freeze();
-        let len = chunk.len() as u64;
-        let mut send = std::pin::pin!(tx.send(Ok(chunk)));
+        match floor.send(tx, Ok(buf.split().freeze()), end).await {
+            Sent::Taken => {}
+            Sent::Gone => return None,
+            Sent::Cut(cut) => return Some(cut),
+        }
+    }
+}
+
+/// What became of a chunk handed to a paced channel.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Sent {
+    Taken,
+    /// The receiver is gone (the client went away).
+    Gone,
+    Cut(Cut),
+}
+
+/// The minimum transfer rate of one download: the client must take
+/// `min_rate` bytes a second, counted over `window` of time spent waiting
+/// on it. Shared by these downloads and the smart-HTTP transport's pump.
+#[derive(Debug)]
+pub struct RateFloor {
+    need: u64,
+    window: Duration,
+    waited: Duration,
+    taken: u64,
+}
+
+impl RateFloor {
+    pub fn new(min_rate: u64, window: Duration) -> RateFloor {
+        RateFloor {
+            need: min_rate.saturating_mul(window.as_secs().max(1)),
+            window,
+            waited: Duration::ZERO,
+            taken: 0,
+        }
+    }
+
+    /// At the end of a window of waiting: slow, or a fresh window.
+    fn verdict(&mut self) -> Option<Cut> {
+        if self.waited < self.window {
+            return None;
+        }
+        if self.taken < self.need {
+            return Some(Cut::Slow);
+        }
+        (self.waited, self.taken) = (Duration::ZERO, 0);
+        None
+    }
+
+    /// Sends `item` on `tx` at the client's pace, by `end` at the latest.
+    pub async fn send<T: Chunk>(&mut self, tx: &mpsc::Sender<T>, item: T, end: Instant) -> Sent {
+        let len = item.bytes() as u64;
+        let mut send = std::pin::pin!(tx.send(item));
         loop {
-            let budget = bounds.window.saturating_sub(waited);
+            let budget = self.window.saturating_sub(self.waited);
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Some(Cut::Deadline);
+                return Sent::Cut(Cut::Deadline);
             }
             let started = Instant::now();
             let sent = tokio::time::timeout(budget.min(left), &mut send).await;
-            waited += started.elapsed();
+            self.waited += started.elapsed();
             match sent {
                 Ok(Ok(())) => break,
-                Ok(Err(_)) => return None, // the client went away
+                Ok(Err(_)) => return Sent::Gone,
                 Err(_) => {}
             }
-            if waited >= bounds.window {
-                if taken < need {
-                    return Some(Cut::Slow);
-                }
-                (waited, taken) = (Duration::ZERO, 0);
+            if let Some(cut) = self.verdict() {
+                return Sent::Cut(cut);
             }
         }
-        taken += len;
-        if waited >= bounds.window {
-            if taken < need {
-                return Some(Cut::Slow);
-            }
-            (waited, taken) = (Duration::ZERO, 0);
+        self.taken += len;
+        match self.verdict() {
+            Some(cut) => Sent::Cut(cut),
+            None => Sent::Taken,
         }
+    }
+}
+
+/// What a paced channel carries: something with a length in bytes.
+pub trait Chunk {
+    fn bytes(&self) -> usize;
+}
+
+impl Chunk for Bytes {
+    fn bytes(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Chunk for Result<Bytes, std::io::Error> {
+    fn bytes(&self) -> usize {
+        self.as_ref().map_or(0, Bytes::len)
     }
 }
 

@@ -25,6 +25,7 @@ use tokio_stream::StreamExt;
 
 use super::spool::{Spooled, SpooledContent};
 use crate::http::AppError;
+use crate::http::stream::RateFloor;
 
 /// Lines of git's stderr kept to explain a refused request.
 const MAX_STDERR_LINES_KEPT: usize = 8;
@@ -58,6 +59,9 @@ pub struct CgiRequest {
     /// For log lines: `owner/name`.
     pub repo: String,
     pub idle_timeout: Duration,
+    /// The slowest a client may take the response (see `RateFloor`).
+    pub min_rate: u64,
+    pub rate_window: Duration,
 }
 
 /// The child and its process group: the group is killed when this is
@@ -284,10 +288,11 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
 
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     let idle = request.idle_timeout;
+    let floor = RateFloor::new(request.min_rate, request.rate_window);
     let repo = request.repo;
     tokio::spawn(async move {
         let _permit = permit; // the slot is held until the child has exited
-        pump(&mut group, stdout, rest, tx, idle, &repo).await;
+        pump(&mut group, stdout, rest, tx, idle, floor, &repo).await;
         match tokio::time::timeout(Duration::from_secs(30), group.wait()).await {
             Ok(Ok(status)) if status.success() => {}
             Ok(Ok(status)) => tracing::warn!(repo, %status, "git http-backend failed"),
@@ -325,19 +330,30 @@ fn copy_to_pipe(source: &std::path::Path, pipe: std::os::fd::OwnedFd) -> std::io
     std::io::copy(&mut source, &mut sink).map(drop)
 }
 
-/// Streams stdout to the client; kills the group if the client goes away
-/// or stops reading for `idle`.
+/// Streams stdout to the client; kills the group if the client goes away,
+/// stops reading for `idle`, or takes it slower than `floor` allows (a
+/// slow reader cannot hold an upload-pack slot for long).
 async fn pump(
     group: &mut ChildGroup,
     mut stdout: ChildStdout,
     first: Vec<u8>,
     tx: mpsc::Sender<Bytes>,
     idle: Duration,
+    mut floor: RateFloor,
     repo: &str,
 ) {
-    let send = |bytes: Bytes| {
-        let tx = tx.clone();
-        async move { matches!(tokio::time::timeout(idle, tx.send(bytes)).await, Ok(Ok(()))) }
+    use crate::http::stream::Sent;
+    // `idle` bounds each send; the floor bounds the pace over a window.
+    let mut send = async |bytes: Bytes| {
+        let end = tokio::time::Instant::now() + idle;
+        match floor.send(&tx, bytes, end).await {
+            Sent::Taken => true,
+            Sent::Gone => false,
+            Sent::Cut(cut) => {
+                tracing::info!(repo, ?cut, "client reads too slowly");
+                false
+            }
+        }
     };
     if !first.is_empty() && !send(Bytes::from(first)).await {
         tracing::info!(repo, "client went away; killing the git process group");

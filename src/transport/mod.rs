@@ -86,6 +86,8 @@ impl Service {
 pub struct Transport {
     pub limits: Limits,
     settings: TransportLimits,
+    /// The pace a client must take a clone at (`--min-transfer-rate`).
+    reads: crate::config::ReadLimits,
     git: Git,
     access: Arc<Access>,
     /// `data/tmp`, where push bodies are spooled.
@@ -104,6 +106,7 @@ impl Transport {
         Transport {
             limits: Limits::new(&config.transport),
             settings: config.transport.clone(),
+            reads: config.reads.clone(),
             git,
             access,
             tmp_dir: data.tmp_dir(),
@@ -232,6 +235,8 @@ fn cgi_request(
         body: None,
         repo: repo.to_string(),
         idle_timeout: limits.body_idle_timeout,
+        min_rate: transport.reads.min_rate,
+        rate_window: transport.reads.rate_window,
     })
 }
 

@@ -627,3 +627,96 @@ fn connections_over_the_cap_get_a_503_with_retry_after() {
     );
     server.stop();
 }
+
+/// A request sent in full whose response is never read.
+fn stalled_reader(addr: std::net::SocketAddr, head: &str, body: &[u8]) -> std::net::TcpStream {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        stream,
+        "{head}\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    stream.write_all(body).unwrap();
+    stream
+}
+
+#[test]
+fn a_flood_of_slow_readers_frees_its_slots_and_leaves_pushes_and_clones_working() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .args(["--upload-pack-limit", "2", "--read-slots", "2"])
+        .args([
+            "--min-transfer-rate",
+            "256KiB",
+            "--min-transfer-window",
+            "2s",
+        ])
+        .args(["--queue-timeout", "30s"])
+        .start();
+    let url = server.url("/alice/repo.git");
+    let work = worktree(dir.path(), "work");
+    // 32 MiB that do not compress: more than the socket buffers hold.
+    commit_file(&work, "big.bin", &random_bytes(32 << 20, 9));
+    git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    let head = git_ok(&work, &["rev-parse", "HEAD"]);
+    let want = format!("0032want {}\n00000009done\n", head.trim());
+    assert_eq!(want.len(), 4 + 46 + 4 + 9);
+
+    // Slow readers on every slot: clones (upload-pack), archives and raw
+    // files that are asked for and never read.
+    let mut stalled = Vec::new();
+    for _ in 0..3 {
+        stalled.push(stalled_reader(
+            server.addr,
+            "POST /alice/repo.git/git-upload-pack HTTP/1.1\r\nContent-Type: application/x-git-upload-pack-request",
+            want.as_bytes(),
+        ));
+        stalled.push(stalled_reader(
+            server.addr,
+            "GET /alice/repo/-/archive/main.tar.gz HTTP/1.1",
+            b"",
+        ));
+        stalled.push(stalled_reader(
+            server.addr,
+            "GET /alice/repo/-/raw/main/big.bin HTTP/1.1",
+            b"",
+        ));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    // A push does not wait behind them at all (its own slots and hooks).
+    commit_file(&work, "more.txt", b"more\n");
+    let pushed = git(&work, &["push", "-q", &url, "HEAD:main"]);
+    assert!(pushed.status.success(), "{}", text(&pushed.stderr));
+    // A clone and a raw download get slots once the slow readers are cut.
+    let clone = dir.path().join("clone");
+    let cloned = git(dir.path(), &["clone", "-q", &url, clone.to_str().unwrap()]);
+    assert!(cloned.status.success(), "{}", text(&cloned.stderr));
+    let (status, bytes) = get_counting(server.addr, "/alice/repo/-/raw/main/big.bin");
+    assert_eq!((status, bytes), (200, 32 << 20));
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(25),
+        "slow readers held the slots for {took:?}: the minimum rate did not cut them"
+    );
+    // Anti-vacuity: they really were cut (the server logged it).
+    assert!(
+        server
+            .log
+            .wait_for(&["too slowly"], std::time::Duration::from_secs(5))
+            .is_some()
+            || server
+                .log
+                .wait_for(&["download cut"], std::time::Duration::from_secs(5))
+                .is_some(),
+        "no slow reader was cut: {}",
+        server.log.all()
+    );
+    drop(stalled);
+    server.stop();
+}

@@ -255,6 +255,13 @@ impl TestServerBuilder {
         self
     }
 
+    pub fn args<const N: usize>(mut self, args: [&str; N]) -> Self {
+        for arg in args {
+            self = self.arg(arg);
+        }
+        self
+    }
+
     pub fn arg(mut self, arg: &str) -> Self {
         self.args.push(arg.to_string());
         self
