@@ -406,9 +406,10 @@ fn sideband_error(
 }
 
 /// Parsed CGI header block.
-struct CgiHead {
-    status: StatusCode,
-    headers: Vec<(HeaderName, HeaderValue)>,
+#[derive(Debug)]
+pub struct CgiHead {
+    pub status: StatusCode,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
 }
 
 /// Reads up to the blank line ending the CGI headers; returns them and the
@@ -435,7 +436,7 @@ async fn read_cgi_headers(stdout: &mut ChildStdout) -> std::io::Result<(CgiHead,
     }
 }
 
-fn find_header_end(buf: &[u8]) -> Option<(usize, usize)> {
+pub fn find_header_end(buf: &[u8]) -> Option<(usize, usize)> {
     let crlf = buf
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -447,7 +448,7 @@ fn find_header_end(buf: &[u8]) -> Option<(usize, usize)> {
     }
 }
 
-fn parse_cgi_headers(block: &[u8]) -> std::io::Result<CgiHead> {
+pub fn parse_cgi_headers(block: &[u8]) -> std::io::Result<CgiHead> {
     let text = std::str::from_utf8(block).map_err(std::io::Error::other)?;
     let mut head = CgiHead {
         status: StatusCode::OK,

@@ -178,6 +178,21 @@ fn hostile_urls_are_a_4xx_never_a_5xx() {
             ));
         }
     }
+    // Conditions no valid entity tag makes are taken as malformed, and
+    // answered (the headers crate asserts on them).
+    for condition in [
+        "If-None-Match: \"a b\"",
+        "If-Range: \"a\tb\"\r\nRange: bytes=0-1",
+    ] {
+        let response = http(
+            server.addr,
+            &format!("GET /alice/repo/-/raw/main/README.md HTTP/1.1\r\n{condition}"),
+            b"",
+        );
+        if response.status != 200 {
+            wrong.push(format!("raw with {condition:?}: {}", response.status));
+        }
+    }
     assert!(
         wrong.is_empty(),
         "{} of {} hostile URLs were not a 4xx:\n{}",
