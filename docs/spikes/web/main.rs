@@ -59,6 +59,28 @@ fn make_repo(dir: &Path, files: usize, commits: usize) -> String {
         } else {
             (0..3).map(|k| (c * 7 + k * 1031) % files).collect()
         };
+        if c == 0 {
+            // A 200 KiB binary (random bytes: NULs in its first 8000) and
+            // the bracket-and-newline file (100,000 `[`, 200,000 newlines).
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            let binary: Vec<u8> = (0..200 << 10)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    (state >> 24) as u8
+                })
+                .collect();
+            let deep = format!("{}{}", "[".repeat(100_000), "\n".repeat(200_000));
+            for (name, bytes) in [
+                ("bin/blob.bin", binary),
+                ("data/deep.json", deep.into_bytes()),
+            ] {
+                write!(input, "M 100644 inline {name}\ndata {}\n", bytes.len()).unwrap();
+                input.write_all(&bytes).unwrap();
+                input.write_all(b"\n").unwrap();
+            }
+        }
         for i in touched {
             let body = content(i, c);
             write!(
@@ -218,6 +240,18 @@ fn main() {
             format!("/bench/big/-/blob/main/{blob}"),
             format!("/cgit/big/tree/{blob}"),
             "wrapping_mul".into(),
+        ),
+        (
+            "blob-binary",
+            "/bench/big/-/blob/main/bin/blob.bin".into(),
+            "/cgit/big/tree/bin/blob.bin".into(),
+            "blob.bin".into(),
+        ),
+        (
+            "blob-deep",
+            "/bench/big/-/blob/main/data/deep.json".into(),
+            "/cgit/big/tree/data/deep.json".into(),
+            "deep.json".into(),
         ),
         (
             "log",
