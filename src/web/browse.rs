@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Branches and tags listed in a page's ref menu; the branches and tags
+/// pages list them all, a page at a time.
+const REFS_IN_MENU: usize = 50;
+
 pub struct Entry {
     kind: &'static str,
     name: String,
@@ -15,8 +19,12 @@ pub struct Entry {
 pub struct View {
     rev: String,
     rev_label: String,
+    /// The first [`REFS_IN_MENU`] branches and tags (the menu on every
+    /// page), and how many there are.
     branches: Vec<String>,
     tags: Vec<String>,
+    branch_count: usize,
+    tag_count: usize,
     commit_id: String,
     commit_short: String,
     commit_summary: String,
@@ -197,8 +205,10 @@ pub(super) async fn resolve(
         Ok(Some(Ok(Resolved {
             view: View {
                 rev_label,
-                branches: refs.branches,
-                tags: refs.tags,
+                branch_count: refs.branches.len(),
+                tag_count: refs.tags.len(),
+                branches: refs.branches.into_iter().take(REFS_IN_MENU).collect(),
+                tags: refs.tags.into_iter().take(REFS_IN_MENU).collect(),
                 commit_short: commit.id[..12].to_string(),
                 commit_id: commit.id,
                 commit_summary: commit.summary,

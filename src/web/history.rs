@@ -251,22 +251,29 @@ struct RefsPage {
     rev: String,
     heading: &'static str,
     rows: Vec<RefRow>,
+    prev_page: Option<usize>,
+    next_page: Option<usize>,
 }
+
+/// Branches or tags a page: each row reads its commit.
+const REFS_PER_PAGE: u32 = 50;
 
 /// `GET /{owner}/{repo}/-/branches`.
 pub async fn branches(
     State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
+    WebPage(page): WebPage<REFS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    refs_page(app, owner, repo, true).await
+    refs_page(app, owner, repo, true, page).await
 }
 
 /// `GET /{owner}/{repo}/-/tags`.
 pub async fn tags(
     State(app): State<Arc<WebState>>,
     Path((owner, repo)): Path<(String, String)>,
+    WebPage(page): WebPage<REFS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    refs_page(app, owner, repo, false).await
+    refs_page(app, owner, repo, false, page).await
 }
 
 async fn refs_page(
@@ -274,15 +281,17 @@ async fn refs_page(
     owner: String,
     repo: String,
     branches: bool,
+    page: Pagination,
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
-    let (rows, head) = blocking(move || {
+    let (rows, head, total) = blocking(move || {
         let repo = read::open(&repo_path)?;
         let refs = read::refs(&repo)?;
         let names = if branches { refs.branches } else { refs.tags };
-        let mut rows = Vec::with_capacity(names.len());
-        for name in names {
+        let total = names.len();
+        let mut rows = Vec::with_capacity(page.per_page());
+        for name in page.slice(names) {
             let Some(commit) = read::resolve(&repo, &name)? else {
                 continue;
             };
@@ -294,7 +303,7 @@ async fn refs_page(
                 time: info.time,
             });
         }
-        Ok((rows, refs.head))
+        Ok((rows, refs.head, total))
     })
     .await?;
     render(RefsPage {
@@ -302,6 +311,8 @@ async fn refs_page(
         rev: head.unwrap_or_else(|| app.config.default_branch.clone()),
         heading: if branches { "Branches" } else { "Tags" },
         rows,
+        prev_page: page.prev(),
+        next_page: page.next().filter(|&next| next <= page.last(total)),
     })
 }
 

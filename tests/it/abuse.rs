@@ -735,3 +735,42 @@ fn a_flood_of_slow_readers_frees_its_slots_and_leaves_pushes_and_clones_working(
     drop(stalled);
     server.stop();
 }
+
+#[test]
+fn long_ref_lists_are_paged_and_menus_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let work = worktree(dir.path(), "work");
+    for i in 0..120 {
+        git_ok(&work, &["tag", &format!("v{i:03}")]);
+    }
+    git_ok(
+        &work,
+        &[
+            "push",
+            "-q",
+            "--tags",
+            &server.url("/alice/repo.git"),
+            "HEAD:main",
+        ],
+    );
+    let rows = |page: &str| page.matches("<tr>").count();
+    let first = http_get(server.addr, "/alice/repo/-/tags").text();
+    assert_eq!(rows(&first), 50, "a page of tags");
+    assert!(first.contains("rel=\"next\" href=\"?page=2\""), "{first}");
+    let last = http_get(server.addr, "/alice/repo/-/tags?page=3").text();
+    assert_eq!(rows(&last), 20);
+    assert!(!last.contains("rel=\"next\""), "no page after the last");
+    // The ref menu on every page lists a bounded number, and says how many.
+    let home = http_get(server.addr, "/alice/repo/-/tree/main").text();
+    assert!(
+        home.matches("<span class=\"muted\">tag</span>").count() <= 50,
+        "the menu is bounded"
+    );
+    assert!(home.contains("All 120 tags"), "{home}");
+    server.stop();
+}
