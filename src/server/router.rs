@@ -144,6 +144,10 @@ async fn stats(State(app): State<Arc<App>>) -> Result<Json<serde_json::Value>, A
             "sendfile_bytes": crate::http::zero_copy::sent_bytes(),
         },
         "meta": app.meta.stats(),
+        "reads": {
+            "slots_in_use": app.web.reads.in_use(),
+            "highlight_cache_bytes": app.web.highlighter.cached_bytes(),
+        },
     })))
 }
 
