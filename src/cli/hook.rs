@@ -158,14 +158,19 @@ fn run_pre_receive() -> Result<ExitCode, HookError> {
         if !oversized.is_empty() {
             let size = |n: u64| bytesize::ByteSize::b(n).display().iec().to_string();
             for blob in &oversized {
+                let short = &blob.id[..blob.id.len().min(12)];
+                let what = match (blob.kind.as_str(), blob.path.is_empty()) {
+                    ("blob", false) => format!("{} ({short})", blob.path),
+                    (kind, false) => format!("the {kind} {} ({short})", blob.path),
+                    (kind, true) => format!("a {kind} ({short})"),
+                };
+                let unit = if blob.kind == "blob" {
+                    "file"
+                } else {
+                    "object"
+                };
                 eprintln!(
-                    "vole: {} ({}) is {}, over this server's limit of {} for one file (--max-blob-size)",
-                    if blob.path.is_empty() {
-                        "a file"
-                    } else {
-                        blob.path.as_str()
-                    },
-                    &blob.id[..blob.id.len().min(12)],
+                    "vole: {what} is {}, over this server's limit of {} for one {unit} (--max-blob-size)",
                     size(blob.size),
                     size(limit)
                 );

@@ -68,6 +68,7 @@ impl Git {
             .command()
             // Its own process group: whatever it starts is killed with it.
             .process_group(0)
+            .args(super::READ_SIDE)
             .arg("--git-dir")
             .arg(git_dir)
             // A path is a path: `*`, `:(glob)` and other pathspec magic in

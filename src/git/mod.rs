@@ -166,6 +166,7 @@ impl Git {
     /// output is dropped, so a client that goes away stops it.
     pub fn spawn_reader(&self, git_dir: &Path, args: &[&str]) -> std::io::Result<ChildOutput> {
         let mut child = tokio::process::Command::from(self.command())
+            .args(READ_SIDE)
             .arg("--git-dir")
             .arg(git_dir)
             .args(args)
@@ -294,6 +295,13 @@ pub fn is_branch_name(name: &str) -> bool {
         && name != "@"
         && gix::validate::reference::name(format!("refs/heads/{name}").as_bytes().as_bstr()).is_ok()
 }
+
+/// Options of every read-side child (`spawn_reader`, `run_bounded`): a
+/// blob over 1 MiB that is stored whole (loose, or undeltified in a pack)
+/// is streamed by `cat-file` instead of inflated into memory first (git's
+/// default threshold is 512 MiB). A deltified blob is still rebuilt in
+/// memory by git; pushes are bounded by `--max-blob-size`.
+pub const READ_SIDE: [&str; 2] = ["-c", "core.bigFileThreshold=1m"];
 
 /// A git child's stdout that owns the child: dropped (read to the end, or
 /// its reader went away) it takes the child with it, and `kill_on_drop`

@@ -1,5 +1,7 @@
 //! The one-file size limit of a push (`--max-blob-size`), checked by
-//! pre-receive over the objects the push brings: `git rev-list --objects`
+//! pre-receive over the objects the push brings (every kind: a commit with
+//! a message of a gigabyte, or a tree of a million entries, is refused
+//! like a file of that size): `git rev-list --objects`
 //! from the pushed values, not from any existing ref, piped straight into
 //! `git cat-file --batch-check`, in the hook's environment (the push's
 //! quarantine, where the new objects are). Cost: one pass over the new
@@ -10,9 +12,11 @@ use std::process::{Command, Stdio};
 
 use super::RefUpdate;
 
-/// A pushed blob over the limit.
+/// A pushed object over the limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Oversized {
+    /// `blob`, `tree`, `commit` or `tag`.
+    pub kind: String,
     /// Where the push has it (the first path `rev-list` names it by).
     pub path: String,
     pub id: String,
@@ -71,7 +75,7 @@ pub fn oversized_blobs(
     for line in BufReader::new(headers).lines() {
         let line = line?;
         let mut fields = line.splitn(4, ' ');
-        let (Some("blob"), Some(size), Some(id)) = (fields.next(), fields.next(), fields.next())
+        let (Some(kind), Some(size), Some(id)) = (fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
@@ -80,6 +84,7 @@ pub fn oversized_blobs(
         };
         if size > limit {
             found.push(Oversized {
+                kind: kind.to_string(),
                 path: fields.next().unwrap_or_default().to_string(),
                 id: id.to_string(),
                 size,

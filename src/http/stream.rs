@@ -12,6 +12,7 @@
 //! A cut download ends with an error, so the client sees a broken
 //! transfer (never a short body that looks whole).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -49,19 +50,29 @@ pub fn pumped<R>(
 where
     R: AsyncRead + Send + Unpin + 'static,
 {
+    use tokio_stream::StreamExt;
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(2);
+    // Set when the download is cut: the channel is full then (the client
+    // is not reading), so the error cannot be queued; the body ends with
+    // it once the queued chunks are taken, and never looks complete.
+    let cut_flag = Arc::new(parking_lot::Mutex::new(None::<Cut>));
+    let flag = cut_flag.clone();
     tokio::spawn(async move {
         let _permit = permit;
         if let Some(cut) = pump(source, &tx, bounds).await {
             tracing::info!(what, ?cut, "download cut");
-            let message = match cut {
-                Cut::Slow => "the client took the download too slowly",
-                Cut::Deadline => "the download ran past its deadline",
-            };
-            let _ = tx.try_send(Err(std::io::Error::other(message)));
+            *flag.lock() = Some(cut);
         }
     });
-    Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+    let ending = tokio_stream::once(()).filter_map(move |()| {
+        let cut = (*cut_flag.lock())?;
+        let message = match cut {
+            Cut::Slow => "the client took the download too slowly",
+            Cut::Deadline => "the download ran past its deadline",
+        };
+        Some(Err(std::io::Error::other(message)))
+    });
+    Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx).chain(ending))
 }
 
 /// Copies `source` into `tx` until it ends, the receiver is dropped, or a
@@ -244,6 +255,32 @@ mod tests {
         let mut limits = bounds(1000, 1);
         limits.deadline = Duration::from_secs(5);
         assert_eq!(pump(reader, &tx, limits).await, Some(Cut::Deadline));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cut_download_ends_in_an_error_never_a_clean_end() {
+        use tokio_stream::StreamExt;
+        let body = pumped(
+            std::io::Cursor::new(vec![7u8; 1 << 20]),
+            None,
+            bounds(1000, 1 << 30),
+            "test",
+        );
+        // The client reads nothing for a while: the download is cut.
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let mut stream = body.into_data_stream();
+        let (mut bytes, mut error) = (0, false);
+        while let Some(frame) = stream.next().await {
+            match frame {
+                Ok(chunk) => bytes += chunk.len(),
+                Err(_) => error = true,
+            }
+        }
+        assert!(
+            error,
+            "a cut download must end in an error ({bytes} bytes came first)"
+        );
+        assert!(bytes < 1 << 20, "it was cut before the end");
     }
 
     #[tokio::test(start_paused = true)]

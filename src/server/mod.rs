@@ -144,6 +144,8 @@ async fn serve_until_signal(
     let header_read_timeout = app.config.transport.header_read_timeout;
     // Open connections at most; each holds a permit until it ends.
     let connections = Arc::new(tokio::sync::Semaphore::new(app.config.max_connections));
+    // Refusals being written at once (each holds its socket up to 1 s).
+    let refusals = Arc::new(tokio::sync::Semaphore::new(64));
     let router = router(app);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -167,7 +169,14 @@ async fn serve_until_signal(
                     }
                 };
                 let Ok(permit) = connections.clone().try_acquire_owned() else {
-                    tokio::spawn(refuse_connection(stream));
+                    // Answered while few are being refused; beyond that the
+                    // connection is just closed.
+                    if let Ok(refusing) = refusals.clone().try_acquire_owned() {
+                        tokio::spawn(async move {
+                            let _refusing = refusing;
+                            refuse_connection(stream).await;
+                        });
+                    }
                     continue;
                 };
                 // Responses go out as headers then body: without this, Nagle

@@ -22,9 +22,13 @@ pub(super) async fn stream(
         .git
         .spawn_reader(repo, &["cat-file", "blob", &id.to_string()])
         .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
-    let skipped = tokio::io::copy(&mut (&mut output).take(skip), &mut tokio::io::sink())
-        .await
-        .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
+    let skipped = tokio::time::timeout(
+        app.read_limits.deadline,
+        tokio::io::copy(&mut (&mut output).take(skip), &mut tokio::io::sink()),
+    )
+    .await
+    .map_err(|_| AppError::busy("skipping to the range took too long; retry later", 5))?
+    .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
     if skipped < skip {
         return Err(AppError::internal(
             "git cat-file ended early",

@@ -33,6 +33,13 @@ pub(super) fn content_type(name: &str) -> (String, bool) {
     (value, compressible)
 }
 
+/// The entity tag of a file's gzip coding: its blob's tag with `-gzip`.
+fn gzip_etag(identity: &HeaderValue) -> HeaderValue {
+    let text = identity.to_str().unwrap_or("\"\"");
+    let inner = text.trim_matches('"');
+    HeaderValue::try_from(format!("\"{inner}-gzip\"")).unwrap_or_else(|_| identity.clone())
+}
+
 impl SiteRequest<'_> {
     pub(super) async fn file_response(
         &self,
@@ -60,11 +67,25 @@ impl SiteRequest<'_> {
         if file.compressible {
             headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
         }
-        if not_modified(self.headers, &file.etag) && file.status == StatusCode::OK {
+        let size = file.size;
+        // The gzip coding is its own representation, with its own entity
+        // tag (RFC 9110 §8.8.3): a validator of one never matches the
+        // other. A range is served of the identity bytes only.
+        let wants_gzip = file.compressible
+            && size >= 256
+            && size <= app.sites.stream_threshold
+            && !self.headers.contains_key(header::RANGE)
+            && accepts_gzip(self.headers);
+        let etag = if wants_gzip {
+            gzip_etag(&file.etag)
+        } else {
+            file.etag.clone()
+        };
+        response.headers_mut().insert(header::ETAG, etag.clone());
+        if not_modified(self.headers, &etag) && file.status == StatusCode::OK {
             *response.status_mut() = StatusCode::NOT_MODIFIED;
             return Ok(response);
         }
-        let size = file.size;
         let range = match range_for(self.headers, size, &file.etag) {
             Ok(range) if file.status == StatusCode::OK => range,
             Ok(_) => None,
@@ -101,8 +122,6 @@ impl SiteRequest<'_> {
             return Ok(response);
         }
 
-        let wants_gzip =
-            file.compressible && range.is_none() && size >= 256 && accepts_gzip(self.headers);
         let variant = if wants_gzip {
             cache::Variant::Gzip
         } else {

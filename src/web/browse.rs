@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// Entries of a tree listed at most (a tree of a million entries is a
+/// page of this many; the rest are reached by path).
+const MAX_LISTED: usize = 5000;
+
 /// Branches and tags listed in a page's ref menu; the branches and tags
 /// pages list them all, a page at a time.
 const REFS_IN_MENU: usize = 50;
@@ -176,6 +180,7 @@ pub(super) async fn resolve(
         let entries = match &node {
             Node::Tree(entries) => entries
                 .iter()
+                .take(MAX_LISTED)
                 .map(|e| {
                     let child = if dir.is_empty() {
                         encode_path(std::slice::from_ref(&e.name))
@@ -258,9 +263,21 @@ pub async fn repo_home(
     let (view, readme) = match resolved {
         None => (None, None),
         Some(resolved) => {
-            let readme = resolved.readme.map(|(file, bytes)| {
-                render_readme(&name.to_string(), &resolved.view.rev, &file, &bytes)
-            });
+            // Markdown and sanitizing are CPU work on up to 512 KiB: off
+            // the async workers (which also carry the hooks' requests).
+            let readme = match resolved.readme {
+                Some((file, bytes)) => {
+                    let (repo, rev) = (name.to_string(), resolved.view.rev.clone());
+                    Some(
+                        tokio::task::spawn_blocking(move || {
+                            render_readme(&repo, &rev, &file, &bytes)
+                        })
+                        .await
+                        .map_err(|e| AppError::internal("README rendering failed", e))?,
+                    )
+                }
+                None => None,
+            };
             (Some(resolved.view), readme)
         }
     };
@@ -372,7 +389,7 @@ async fn blob_content(
         }
         None => {}
     }
-    let _slot = if size > read::IN_PROCESS_BLOB {
+    let slot = if size > read::IN_PROCESS_BLOB {
         Some(app.reads.acquire().await?)
     } else {
         None
@@ -380,12 +397,14 @@ async fn blob_content(
     let repo_path = app.repos.path(name);
     let git = app.git.clone();
     let deadline = app.config.reads.deadline;
+    // The slot goes into the blocking hop: it is held while the child
+    // runs, even if the client has gone.
     let (bytes, _) = blocking(move || {
+        let _slot = slot;
         let repo = read::open(&repo_path)?;
         read::blob_prefix(&git, &repo_path, &repo, id, size, MAX_SHOWN_BYTES, deadline)
     })
     .await?;
-    drop(_slot);
     let binary = is_binary(&bytes);
     app.highlighter.remember_binary(id, binary);
     if binary {
@@ -487,20 +506,28 @@ pub async fn raw(
     let file_name = segments.last().cloned().unwrap_or_default();
     let lower = file_name.to_lowercase();
 
+    if not_modified(&headers, &etag) {
+        let mut response = StatusCode::NOT_MODIFIED.into_response();
+        response.headers_mut().insert(header::ETAG, etag);
+        return Ok(response);
+    }
     // The bytes in memory for a small blob; for a large one, the first
-    // few KiB only (what the binary rule reads), under a slot.
+    // few KiB only (what the binary rule reads), under a slot held in the
+    // blocking hop.
     let small = size <= read::IN_PROCESS_BLOB;
-    let slot = if small {
-        None
-    } else {
-        Some(app.reads.acquire().await?)
-    };
     let verdict = app.highlighter.binary_verdict(id);
-    let head = if small || (verdict.is_none() && !is_image(&lower)) {
+    let needs_probe = verdict.is_none() && !is_image(&lower);
+    let head = if small || needs_probe {
+        let slot = if small {
+            None
+        } else {
+            Some(app.reads.acquire().await?)
+        };
         let (git, repo_path) = (app.git.clone(), repo_path.clone());
         let deadline = app.config.reads.deadline;
         let limit = if small { size as usize } else { BINARY_PROBE };
         let (bytes, _) = blocking(move || {
+            let _slot = slot;
             let repo = read::open(&repo_path)?;
             read::blob_prefix(&git, &repo_path, &repo, id, size, limit, deadline)
         })
@@ -509,10 +536,12 @@ pub async fn raw(
     } else {
         None
     };
-    let binary = verdict
-        .or_else(|| head.as_deref().map(is_binary))
-        .unwrap_or(true);
-    app.highlighter.remember_binary(id, binary);
+    let probed = head.as_deref().map(is_binary);
+    if let Some(binary) = probed {
+        app.highlighter.remember_binary(id, binary);
+    }
+    // An image is served as its type without a verdict.
+    let binary = verdict.or(probed).unwrap_or(true);
     let content_type = if lower.ends_with(".svg") {
         "image/svg+xml".to_string()
     } else if is_image(&lower) {
@@ -541,10 +570,6 @@ pub async fn raw(
             "sandbox; default-src 'none'; img-src 'self'; style-src 'unsafe-inline'",
         ),
     );
-    if not_modified(&headers, &etag) {
-        *response.status_mut() = StatusCode::NOT_MODIFIED;
-        return Ok(response);
-    }
     let (start, length) = match range_for(&headers, size, &etag) {
         Ok(Some((start, end))) => {
             *response.status_mut() = StatusCode::PARTIAL_CONTENT;
@@ -577,13 +602,18 @@ pub async fn raw(
         }
         _ => {
             use tokio::io::AsyncReadExt;
+            let slot = Some(app.reads.acquire().await?);
             let mut output = app
                 .git
                 .spawn_reader(&repo_path, &["cat-file", "blob", &id.to_string()])
                 .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
-            let skipped = tokio::io::copy(&mut (&mut output).take(start), &mut tokio::io::sink())
-                .await
-                .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
+            let skipped = tokio::time::timeout(
+                app.config.reads.deadline,
+                tokio::io::copy(&mut (&mut output).take(start), &mut tokio::io::sink()),
+            )
+            .await
+            .map_err(|_| AppError::busy("skipping to the range took too long; retry later", 5))?
+            .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
             if skipped < start {
                 return Err(AppError::internal(
                     "git cat-file ended early",

@@ -29,6 +29,8 @@ pub const TIME_BUDGET: Duration = Duration::from_secs(1);
 /// How long a page waits for a highlighting job before it shows the file
 /// plain (not cached: a later view highlights it).
 const JOB_WAIT: Duration = Duration::from_secs(2);
+/// Lines longer than this are not highlighted (the file is shown plain).
+const MAX_HIGHLIGHTED_LINE: usize = 16 << 10;
 /// Binary verdicts remembered (a blob id and a bool each).
 const BINARY_VERDICTS: usize = 16_384;
 
@@ -61,6 +63,9 @@ impl Highlighted {
 /// language); a blob's id names its content, so an entry is never stale.
 type Key = (ObjectId, String);
 
+/// One highlighting under way: its result, and whether it may be cached.
+type Computation = OnceCell<(Arc<Highlighted>, bool)>;
+
 /// Highlighting with bounded cost: output at most [`MAX_OUTPUT_FACTOR`]
 /// times the input, at most [`TIME_BUDGET`] a file, one job per core at a
 /// time, one computation per blob (concurrent misses wait for the first),
@@ -68,7 +73,8 @@ type Key = (ObjectId, String);
 #[derive(Debug)]
 pub struct Highlighter {
     cache: Mutex<ByteLru>,
-    inflight: Mutex<HashMap<Key, Arc<OnceCell<Arc<Highlighted>>>>>,
+    /// A computation under way, and whether its result may be cached.
+    inflight: Mutex<HashMap<Key, Arc<Computation>>>,
     jobs: Arc<Semaphore>,
     binary: Mutex<lru::LruCache<ObjectId, bool>>,
 }
@@ -112,31 +118,43 @@ impl Highlighter {
         let cell = self.inflight.lock().entry(key.clone()).or_default().clone();
         let name = file_name.to_string();
         let jobs = self.jobs.clone();
-        let mut cacheable = true;
-        let rendered = cell
+        let (rendered, cacheable) = cell
             .get_or_init(|| async {
                 match tokio::time::timeout(JOB_WAIT, jobs.acquire_owned()).await {
-                    Ok(Ok(permit)) => tokio::task::spawn_blocking(move || {
-                        let _permit = permit;
-                        Arc::new(render(&name, &text, TIME_BUDGET))
-                    })
-                    .await
-                    .unwrap_or_else(|_| Arc::new(plain_of_nothing())),
+                    Ok(Ok(permit)) => {
+                        let rendered = tokio::task::spawn_blocking(move || {
+                            let _permit = permit;
+                            render(&name, &text, TIME_BUDGET)
+                        })
+                        .await;
+                        match rendered {
+                            Ok(rendered) => (Arc::new(rendered), true),
+                            // A panic in the highlighter: nothing shown
+                            // now, nothing remembered.
+                            Err(_) => (Arc::new(plain_of_nothing()), false),
+                        }
+                    }
                     // Every job slot busy: plain now, highlighted later.
-                    _ => {
-                        cacheable = false;
+                    _ => (
                         Arc::new(Highlighted {
                             lines: text.lines().map(escape).collect(),
                             over_budget: true,
-                        })
-                    }
+                        }),
+                        false,
+                    ),
                 }
             })
             .await
             .clone();
-        self.inflight.lock().remove(&key);
+        // The first of the waiters to get here files it (the others find
+        // it cached, or put the same value again) and only then retires
+        // this computation, so a request in between finds one or the other.
         if cacheable {
-            self.cache.lock().put(key, rendered.clone());
+            self.cache.lock().put(key.clone(), rendered.clone());
+        }
+        let mut inflight = self.inflight.lock();
+        if inflight.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            inflight.remove(&key);
         }
         rendered
     }
@@ -213,6 +231,11 @@ fn render(file_name: &str, text: &str, budget: Duration) -> Highlighted {
     let Some(syntax) = syntax.filter(|s| s.name != "Plain Text") else {
         return plain(false);
     };
+    // The time budget is checked between lines: a very long line
+    // (minified code) is shown plain instead of parsed in one go.
+    if text.lines().any(|line| line.len() > MAX_HIGHLIGHTED_LINE) {
+        return plain(true);
+    }
     let mut generator = ClassedHTMLGenerator::new_with_class_style(syntax, set, CLASS_STYLE);
     for line in LinesWithEndings::from(text) {
         if started.elapsed() > budget {
@@ -380,6 +403,44 @@ mod tests {
         let rendered = render("main.rs", &"fn f() {}\n".repeat(1000), Duration::ZERO);
         assert!(rendered.over_budget);
         assert!(started.elapsed() < Duration::from_secs(1));
+        // One line of 512 KiB (minified code): plain, not parsed whole.
+        let minified = format!("{}\n", "[1,".repeat(170_000));
+        let started = Instant::now();
+        assert!(render("app.js", &minified, TIME_BUDGET).over_budget);
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_misses_compute_once_and_the_result_is_kept() {
+        let highlighter = Arc::new(Highlighter::new(1 << 20));
+        let id = ObjectId::from_bytes_or_panic(&[7; 20]);
+        let text = "fn main() {}\n".repeat(200);
+        let views: Vec<_> = (0..8)
+            .map(|_| {
+                let (highlighter, text) = (highlighter.clone(), text.clone());
+                tokio::spawn(async move { highlighter.highlight(id, "main.rs", text).await })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for view in views {
+            results.push(view.await.unwrap());
+        }
+        assert!(
+            results.iter().all(|r| Arc::ptr_eq(r, &results[0])),
+            "eight concurrent misses must share one computation"
+        );
+        assert!(Arc::ptr_eq(
+            &highlighter.cached(id, "main.rs").unwrap(),
+            &results[0]
+        ));
+        assert!(
+            highlighter.inflight.lock().is_empty(),
+            "no computation left in flight"
+        );
     }
 
     #[test]

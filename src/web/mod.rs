@@ -81,7 +81,14 @@ pub(crate) async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| AppError::internal("git read task failed", e))?
-        .map_err(|e| AppError::internal("git read failed", crate::error_chain::Chain(&e)))
+        .map_err(|e| match e {
+            // A read that ran out of time is the server being busy or the
+            // repo being big, not a fault: try again later.
+            read::ReadError::Git(crate::git::BoundedError::TimedOut { .. }) => {
+                AppError::unavailable("a git read ran past its deadline", &e)
+            }
+            e => AppError::internal("git read failed", crate::error_chain::Chain(&e)),
+        })
 }
 
 /// The repo a page is about, resolved through [`Access`]: one the

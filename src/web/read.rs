@@ -352,7 +352,13 @@ pub struct CommitDetail {
     pub files: Vec<FileChange>,
     pub patch: String,
     pub patch_truncated: bool,
+    /// More files changed than [`MAX_FILES_SHOWN`] (or than the file list's
+    /// byte bound held).
+    pub files_truncated: bool,
 }
+
+/// Changed files listed on a commit page at most.
+pub const MAX_FILES_SHOWN: usize = 3000;
 
 /// Largest patch text shown on a commit page.
 pub const MAX_PATCH_BYTES: usize = 1024 * 1024;
@@ -365,13 +371,16 @@ pub fn commit_detail(
     commit: ObjectId,
     deadline: std::time::Duration,
 ) -> Result<CommitDetail, ReadError> {
+    // One deadline for the page's four git runs together.
+    let started = std::time::Instant::now();
+    let left = || deadline.saturating_sub(started.elapsed());
     let id = commit.to_string();
     let (head, _) = run_git(
         git,
         repo,
         &["show", "-s", "--format=%H%x00%P%x00%an%x00%at%x00%B", &id],
         MAX_LOG_BYTES,
-        deadline,
+        left(),
     )?;
     let mut parts = head.splitn(5, '\0');
     let id = parts.next().unwrap_or_default().to_string();
@@ -390,11 +399,13 @@ pub fn commit_detail(
         let mut args = vec!["show", "--format=", "-M", "--first-parent", "-m"];
         args.extend_from_slice(what);
         args.push(&id);
-        run_git(git, repo, &args, max_output, deadline)
+        run_git(git, repo, &args, max_output, left())
     };
-    let (status, _) = diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES)?;
+    let (status, status_cut) = diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES)?;
     let (numstat, _) = diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES)?;
     let mut files = parse_name_status(&status);
+    let files_truncated = status_cut || files.len() > MAX_FILES_SHOWN;
+    files.truncate(MAX_FILES_SHOWN);
     let counts = parse_numstat(&numstat);
     for (file, (added, removed)) in files.iter_mut().zip(counts) {
         file.added = added;
@@ -411,6 +422,7 @@ pub fn commit_detail(
         files,
         patch,
         patch_truncated,
+        files_truncated,
     })
 }
 

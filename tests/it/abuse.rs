@@ -382,9 +382,36 @@ fn pushed_objects_are_fsck_checked_but_old_histories_quirks_pass() {
             tree_with(&work, "100644", "a/b", readme),
             "fullPathname",
         ),
+        (
+            "a name twice",
+            {
+                let mut entries = Vec::new();
+                for _ in 0..2 {
+                    entries.extend(b"100644 twice\0");
+                    entries.extend(hex_bytes(readme));
+                }
+                hash_literally(&work, "tree", &entries)
+            },
+            "duplicateEntries",
+        ),
+        (
+            "a .gitmodules whose url is an option",
+            {
+                let modules = hash_literally(
+                    &work,
+                    "blob",
+                    b"[submodule \"x\"]\n\tpath = x\n\turl = --upload-pack=touch$IFS/tmp/owned\n",
+                );
+                tree_with(&work, "100644", ".gitmodules", &modules)
+            },
+            "gitmodulesUrl",
+        ),
     ] {
         let commit = commit_of(&work, &tree, "A <a@example.org> 1700000000 +0000");
-        let branch = format!("refs/heads/bad-{}", what.len());
+        let branch = format!(
+            "refs/heads/bad-{}",
+            what.replace([' ', '\'', '.', '/'], "-")
+        );
         git_ok(&work, &["update-ref", &branch, &commit]);
         let refused = git(&work, &["push", "-q", &url, &branch]);
         let said = text(&refused.stderr);
@@ -444,6 +471,29 @@ fn a_file_over_the_blob_limit_is_refused_by_name_and_moves_nothing() {
         None,
         "other was created"
     );
+    // Every kind of object counts: a commit whose message is 150 MiB
+    // (a few hundred KiB on the wire).
+    let message = dir.path().join("message.txt");
+    std::fs::write(&message, vec![b'a'; 150 << 20]).unwrap();
+    let tree = git_ok(&work, &["rev-parse", "HEAD~1^{tree}"]);
+    let long = git_ok(
+        &work,
+        &["commit-tree", tree.trim(), "-F", message.to_str().unwrap()],
+    );
+    let refused = git(
+        &work,
+        &["push", &url, &format!("{}:refs/heads/long", long.trim())],
+    );
+    let said = text(&refused.stderr);
+    assert!(
+        !refused.status.success(),
+        "a 150 MiB commit went through: {said}"
+    );
+    assert!(
+        said.contains("a commit (") && said.contains("one object"),
+        "{said}"
+    );
+    assert_eq!(ref_value(&repo, "refs/heads/long"), None);
     server.stop();
 
     // The limit is the server's to set; under it the same push goes through.

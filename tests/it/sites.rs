@@ -221,6 +221,21 @@ fn headers_etag_304_head_gzip_and_ranges() {
     assert_eq!(plain, css);
     let identity = site.get("/style.css");
     assert_eq!(identity.header("content-encoding"), None);
+    // Two representations, two entity tags; each revalidates itself only.
+    let gz_tag = gz.header("etag").unwrap().to_string();
+    let plain_tag = identity.header("etag").unwrap().to_string();
+    assert_ne!(gz_tag, plain_tag, "the gzip coding has its own entity tag");
+    let again = site.request(&format!(
+        "GET /alice/repo/-/site/style.css HTTP/1.1\r\nAccept-Encoding: gzip\r\nIf-None-Match: {gz_tag}"
+    ));
+    assert_eq!(again.status, 304);
+    let crossed = site.request(&format!(
+        "GET /alice/repo/-/site/style.css HTTP/1.1\r\nIf-None-Match: {gz_tag}"
+    ));
+    assert_eq!(
+        crossed.status, 200,
+        "the gzip tag does not validate the identity bytes"
+    );
     assert_eq!(identity.text(), css);
 
     let part = site.request("GET /alice/repo/-/site/style.css HTTP/1.1\r\nRange: bytes=5-9");
