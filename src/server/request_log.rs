@@ -114,6 +114,9 @@ impl Drop for RequestLine {
     }
 }
 
+/// A response body that writes the request's log line when it ends
+/// (sent, or dropped). Hand-written: it does what no body adapter of
+/// http-body-util does, act on the end of the body.
 struct LoggedBody {
     inner: Body,
     line: RequestLine,

@@ -60,8 +60,9 @@ struct Outcome {
 /// (the `git` processes of the subprocess mode), user and system.
 fn cpu_seconds() -> f64 {
     let used = |who| {
-        // SAFETY: getrusage only writes the struct it is given.
+        // SAFETY: rusage is plain integers; all zeros is a valid value.
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: getrusage only writes the struct it is given.
         unsafe { libc::getrusage(who, &mut usage) };
         let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         secs(usage.ru_utime) + secs(usage.ru_stime)
