@@ -50,6 +50,79 @@ pub enum BoundedError {
     TimedOut { command: String, deadline: Duration },
 }
 
+/// Kills the bounded children of a request whose client went away. The
+/// async side keeps a [`CancelOnDrop`]; the blocking side runs its reads
+/// inside [`Cancel::scope`], and every `run_bounded` in that scope registers
+/// its child's process group while it runs. Dropping the guard before the
+/// reads end (the handler's future dropped: the client left) kills it.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<parking_lot::Mutex<CancelState>>);
+
+#[derive(Debug, Default)]
+struct CancelState {
+    running: Option<rustix::process::Pid>,
+    cancelled: bool,
+}
+
+thread_local! {
+    static SCOPE: std::cell::RefCell<Option<Cancel>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Cancel {
+    /// Runs `f` (blocking reads) with this handle in scope.
+    pub fn scope<T>(&self, f: impl FnOnce() -> T) -> T {
+        SCOPE.with(|scope| *scope.borrow_mut() = Some(self.clone()));
+        let out = f();
+        SCOPE.with(|scope| *scope.borrow_mut() = None);
+        out
+    }
+
+    /// The guard the async side holds; dropped, it cancels.
+    pub fn guard(&self) -> CancelOnDrop {
+        CancelOnDrop(Some(self.clone()))
+    }
+
+    fn current() -> Option<Cancel> {
+        SCOPE.with(|scope| scope.borrow().clone())
+    }
+
+    /// Registers a running child; false if already cancelled (the caller
+    /// kills it at once).
+    fn register(&self, pid: rustix::process::Pid) -> bool {
+        let mut state = self.0.lock();
+        state.running = Some(pid);
+        !state.cancelled
+    }
+
+    /// The child is about to be reaped: never signal it after this.
+    fn finished(&self) {
+        self.0.lock().running = None;
+    }
+}
+
+/// Cancels its [`Cancel`] when dropped, unless [`CancelOnDrop::disarm`]ed.
+#[derive(Debug)]
+pub struct CancelOnDrop(Option<Cancel>);
+
+impl CancelOnDrop {
+    /// The reads ended: nothing to cancel.
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = self.0.take() {
+            let mut state = cancel.0.lock();
+            state.cancelled = true;
+            if let Some(pid) = state.running.take() {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
 /// Bytes of a failing child's stderr kept for its error.
 const STDERR_KEPT: u64 = 4096;
 
@@ -84,6 +157,12 @@ impl Git {
                 source,
             })?;
         let pid = rustix::process::Pid::from_child(&child);
+        let cancel = Cancel::current();
+        if let Some(cancel) = &cancel
+            && !cancel.register(pid)
+        {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
         // The watchdog kills the child at the deadline unless told the
         // output was read first. The child is reaped only after the
         // watchdog is gone, so its pid cannot have been reused.
@@ -130,6 +209,9 @@ impl Git {
         }
         let _ = done.send(());
         let _ = watchdog.join();
+        if let Some(cancel) = &cancel {
+            cancel.finished();
+        }
         let status = child.wait().map_err(|source| BoundedError::Spawn {
             command: command.clone(),
             source,
@@ -212,6 +294,44 @@ mod tests {
         assert!(
             matches!(failed, Err(BoundedError::Failed { .. })),
             "{failed:?}"
+        );
+    }
+
+    #[test]
+    fn a_cancelled_request_kills_its_child() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("git");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\nsleep 30\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let git = Git::locate(Some(&script)).unwrap();
+        let cancel = Cancel::default();
+        let guard = cancel.guard();
+        let started = Instant::now();
+        let reader = {
+            let (git, cancel, dir) = (git.clone(), cancel.clone(), dir.path().to_path_buf());
+            std::thread::spawn(move || {
+                let bounds = Bounds {
+                    max_output: 1000,
+                    deadline: Duration::from_secs(30),
+                };
+                cancel.scope(|| git.run_bounded(&dir, &["log"], bounds))
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        drop(guard); // the client went away
+        let out = reader.join().unwrap();
+        assert!(
+            matches!(out, Err(BoundedError::Failed { .. })),
+            "killed: {out:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the child outlived its request: {:?}",
+            started.elapsed()
         );
     }
 

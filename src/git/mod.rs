@@ -10,7 +10,7 @@ use std::process::Command;
 use gix::ObjectId;
 
 mod bounded;
-pub use bounded::{Bounded, BoundedError, Bounds};
+pub use bounded::{Bounded, BoundedError, Bounds, Cancel, CancelOnDrop};
 
 /// The oldest git vole runs. `core.fsync` (and its `reference` component)
 /// came in 2.36; until 2.39.3 (and 2.40.0) git's `packed-refs` writer

@@ -78,9 +78,13 @@ pub(crate) fn render(page: impl Template) -> Result<Response, AppError> {
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, read::ReadError> + Send + 'static,
 ) -> Result<T, AppError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| AppError::internal("git read task failed", e))?
+    // If the client goes away, this future is dropped with the guard,
+    // which kills whatever bounded git child the closure is running.
+    let cancel = crate::git::Cancel::default();
+    let guard = cancel.guard();
+    let done = tokio::task::spawn_blocking(move || cancel.scope(f)).await;
+    guard.disarm();
+    done.map_err(|e| AppError::internal("git read task failed", e))?
         .map_err(|e| match e {
             // A read that ran out of time is the server being busy or the
             // repo being big, not a fault: try again later.
