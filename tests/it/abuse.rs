@@ -824,3 +824,46 @@ fn long_ref_lists_are_paged_and_menus_bounded() {
     assert!(home.contains("All 120 tags"), "{home}");
     server.stop();
 }
+
+#[test]
+fn when_every_read_slot_is_taken_a_read_waits_then_gets_a_503_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .args(["--read-slots", "1", "--queue-timeout", "1s"])
+        .args(["--min-transfer-rate", "1", "--min-transfer-window", "60s"])
+        .start();
+    let work = worktree(dir.path(), "work");
+    commit_file(&work, "big.bin", &random_bytes(16 << 20, 3));
+    git_ok(
+        &work,
+        &["push", "-q", &server.url("/alice/repo.git"), "HEAD:main"],
+    );
+    // One download that is never read holds the only slot.
+    let holder = stalled_reader(
+        server.addr,
+        "GET /alice/repo/-/raw/main/big.bin HTTP/1.1",
+        b"",
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let started = std::time::Instant::now();
+    let busy = http_get(server.addr, "/alice/repo/-/raw/main/big.bin");
+    assert_eq!(busy.status, 503, "{}", busy.text());
+    assert!(busy.header("retry-after").is_some(), "{:?}", busy.headers);
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "it waited for the queue timeout"
+    );
+    // Pages that need no git child are served meanwhile.
+    assert_eq!(http_get(server.addr, "/alice/repo/-/tree/main").status, 200);
+    drop(holder);
+    assert!(
+        eventually(std::time::Duration::from_secs(10), || {
+            get_counting(server.addr, "/alice/repo/-/raw/main/big.bin") == (200, 16 << 20)
+        }),
+        "the slot comes back once the holder leaves"
+    );
+    server.stop();
+}
