@@ -58,11 +58,7 @@ pub struct Activity {
 impl From<crate::hooks::recorder::ActivityEntry> for Activity {
     fn from(entry: crate::hooks::recorder::ActivityEntry) -> Activity {
         let m = entry.ref_move;
-        let action = match (&m.old, &m.new) {
-            (None, Some(_)) => "created",
-            (Some(_), None) => "deleted",
-            _ => "updated",
-        };
+        let action = m.action();
         Activity {
             ref_name: m.ref_name,
             action,

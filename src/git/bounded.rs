@@ -244,6 +244,19 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;
 
+    /// A "git" that answers `--version` and otherwise hangs (in a child
+    /// of its own, so only killing the process group stops it).
+    fn hanging_git(dir: &Path) -> Git {
+        let script = dir.join("git");
+        std::fs::write(
+            &script,
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\nsleep 30\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Git::locate(Some(&script)).unwrap()
+    }
+
     #[test]
     fn output_is_cut_at_its_bound_while_it_streams() {
         let git = Git::locate(None).unwrap();
@@ -300,14 +313,7 @@ mod tests {
     #[test]
     fn a_cancelled_request_kills_its_child() {
         let dir = tempfile::tempdir().unwrap();
-        let script = dir.path().join("git");
-        std::fs::write(
-            &script,
-            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\nsleep 30\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let git = Git::locate(Some(&script)).unwrap();
+        let git = hanging_git(dir.path());
         let cancel = Cancel::default();
         let guard = cancel.guard();
         let started = Instant::now();
@@ -338,15 +344,7 @@ mod tests {
     #[test]
     fn a_child_past_its_deadline_is_killed() {
         let dir = tempfile::tempdir().unwrap();
-        // A "git" that answers --version and otherwise hangs.
-        let script = dir.path().join("git");
-        std::fs::write(
-            &script,
-            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\nsleep 30\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let git = Git::locate(Some(&script)).unwrap();
+        let git = hanging_git(dir.path());
         let started = Instant::now();
         let bounds = Bounds {
             max_output: 1000,

@@ -84,6 +84,17 @@ pub struct RefMove {
     pub phase: Phase,
 }
 
+impl RefMove {
+    /// What the move did to its ref: `created`, `deleted` or `updated`.
+    pub fn action(&self) -> &'static str {
+        match (&self.old, &self.new) {
+            (None, Some(_)) => "created",
+            (Some(_), None) => "deleted",
+            _ => "updated",
+        }
+    }
+}
+
 /// Bytes of a SHA-1 object id.
 pub const OID_LEN: usize = 20;
 

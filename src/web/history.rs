@@ -345,11 +345,7 @@ pub async fn activity(
         .into_iter()
         .map(|entry| {
             let m = entry.ref_move;
-            let action = match (&m.old, &m.new) {
-                (None, Some(_)) => "created",
-                (Some(_), None) => "deleted",
-                _ => "pushed",
-            };
+            let action = m.action();
             ActivityRow {
                 actor: m.actor,
                 action,
