@@ -8,6 +8,7 @@
 //! `ARCHITECTURE.md` at the repository root has the code map and invariants.
 
 pub mod access;
+pub mod accounts;
 pub mod api;
 pub mod app;
 pub mod cli;

@@ -19,7 +19,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("platform", &["git", "datadir"]),
     ("names", &["repos", "page", "tree_path"]),
     ("config", &["config"]),
-    ("domain", &["meta", "hooks"]),
+    ("domain", &["meta", "hooks", "accounts"]),
     ("access", &["access"]),
     ("http", &["http"]),
     ("services", &["transport", "sites", "web", "api", "control"]),
