@@ -158,6 +158,23 @@ pub struct Settings {
     #[arg(long, env = "VOLE_MAX_CONNECTIONS", value_name = "N")]
     pub max_connections: Option<usize>,
 
+    /// A reverse proxy whose `X-Forwarded-For` names the client (CIDR,
+    /// e.g. 10.0.0.0/8); repeat for more, comma-separated in the
+    /// environment. From anyone else the header is ignored [default: none].
+    #[arg(
+        long = "trusted-proxy",
+        env = "VOLE_TRUSTED_PROXIES",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub trusted_proxies: Option<Vec<String>>,
+
+    /// The URL clients reach vole at (e.g. https://git.example.org), for
+    /// clone URLs and links, instead of the request's Host header
+    /// [default: the Host header].
+    #[arg(long, env = "VOLE_PUBLIC_URL", value_name = "URL")]
+    pub public_url: Option<String>,
+
     /// A client must send its request headers within this [default: 30s].
     #[arg(long, env = "VOLE_HEADER_READ_TIMEOUT", value_name = "DURATION")]
     pub header_read_timeout: Option<String>,
@@ -256,6 +273,8 @@ impl Settings {
             min_transfer_window: self.min_transfer_window.or(lower.min_transfer_window),
             highlight_cache_size: self.highlight_cache_size.or(lower.highlight_cache_size),
             max_connections: self.max_connections.or(lower.max_connections),
+            trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
+            public_url: self.public_url.or(lower.public_url),
             header_read_timeout: self.header_read_timeout.or(lower.header_read_timeout),
             body_idle_timeout: self.body_idle_timeout.or(lower.body_idle_timeout),
             data: self.data.or(lower.data),
@@ -284,6 +303,10 @@ pub struct Config {
     pub sites: SiteSettings,
     pub reads: ReadLimits,
     pub max_connections: usize,
+    /// Peers whose `X-Forwarded-For` is believed (`access::client`).
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// `scheme://host[:port]`, no trailing slash.
+    pub public_url: Option<String>,
 }
 
 /// The bounds of read-side work: git children of the web UI and sites,
@@ -505,6 +528,26 @@ impl Config {
                 "max-connections",
                 raw.max_connections.unwrap_or(defaults::MAX_CONNECTIONS),
             )?,
+            trusted_proxies: raw
+                .trusted_proxies
+                .unwrap_or_default()
+                .iter()
+                .map(|text| {
+                    text.trim().parse::<ipnet::IpNet>().or_else(|_| {
+                        // A bare address is a network of one.
+                        text.trim()
+                            .parse::<std::net::IpAddr>()
+                            .map(ipnet::IpNet::from)
+                            .map_err(|_| ConfigError::Invalid {
+                                setting: "trusted-proxy",
+                                value: text.clone(),
+                                reason: "expected a CIDR such as 10.0.0.0/8 or an IP address"
+                                    .into(),
+                            })
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            public_url: raw.public_url.map(|url| public_url(&url)).transpose()?,
         })
     }
 }
@@ -569,6 +612,27 @@ fn positive(setting: &'static str, value: usize) -> Result<usize, ConfigError> {
     Ok(value)
 }
 
+/// `https://host[:port]` (or http), without a path, query or trailing slash.
+fn public_url(text: &str) -> Result<String, ConfigError> {
+    let invalid = |reason: &str| ConfigError::Invalid {
+        setting: "public-url",
+        value: text.to_string(),
+        reason: reason.into(),
+    };
+    let uri: axum::http::Uri = text.parse().map_err(|_| invalid("not a URL"))?;
+    let scheme = uri
+        .scheme_str()
+        .ok_or_else(|| invalid("needs http:// or https://"))?;
+    if scheme != "http" && scheme != "https" {
+        return Err(invalid("needs http:// or https://"));
+    }
+    let authority = uri.authority().ok_or_else(|| invalid("needs a host"))?;
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(invalid("vole is served at the root: no path or query"));
+    }
+    Ok(format!("{scheme}://{authority}"))
+}
+
 fn validate_branch_name(setting: &'static str, name: &str) -> Result<(), ConfigError> {
     if !crate::git::is_branch_name(name) {
         return Err(ConfigError::Invalid {
@@ -618,6 +682,38 @@ mod tests {
         std::fs::write(&file, "lissen = \"x\"\n").unwrap();
         let err = Config::resolve(Settings::default(), Some(&file)).unwrap_err();
         assert!(err.to_string().contains("lissen"), "{err}");
+    }
+
+    #[test]
+    fn public_url_and_trusted_proxies_are_checked() {
+        let with = |public: Option<&str>, proxies: &[&str]| {
+            let settings = Settings {
+                public_url: public.map(str::to_string),
+                trusted_proxies: Some(proxies.iter().map(|p| p.to_string()).collect()),
+                ..Settings::default()
+            };
+            Config::resolve(settings, None)
+        };
+        let config = with(
+            Some("https://git.example.org/"),
+            &["10.0.0.0/8", "192.0.2.1"],
+        )
+        .unwrap();
+        assert_eq!(
+            config.public_url.as_deref(),
+            Some("https://git.example.org")
+        );
+        assert_eq!(config.trusted_proxies.len(), 2);
+        for bad in [
+            "git.example.org",
+            "ftp://x",
+            "https://x/forge",
+            "https://x/?a=1",
+        ] {
+            assert!(with(Some(bad), &[]).is_err(), "{bad}");
+        }
+        assert!(with(None, &["10.0.0.0/33"]).is_err());
+        assert!(with(None, &["proxy.local"]).is_err());
     }
 
     #[test]

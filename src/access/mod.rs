@@ -22,6 +22,8 @@
 //! What does not live here: the response each surface gives (a 404 page,
 //! a `text/plain` 403 for git, JSON for the API) is the surface's own.
 
+pub mod client;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

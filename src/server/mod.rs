@@ -146,6 +146,7 @@ async fn serve_until_signal(
     let connections = Arc::new(tokio::sync::Semaphore::new(app.config.max_connections));
     // Refusals being written at once (each holds its socket up to 1 s).
     let refusals = Arc::new(tokio::sync::Semaphore::new(64));
+    let trusted_proxies: Arc<[ipnet::IpNet]> = app.config.trusted_proxies.clone().into();
     let router = router(app);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -185,8 +186,12 @@ async fn serve_until_signal(
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
                 let router = router.clone();
+                let trusted = trusted_proxies.clone();
                 let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
-                    request.extensions_mut().insert(axum::extract::ConnectInfo(peer));
+                    // Every part of vole sees the client's address: the
+                    // proxy's X-Forwarded-For when the peer is trusted.
+                    let client = crate::access::client::client_ip(peer.ip(), request.headers(), &trusted);
+                    request.extensions_mut().insert(axum::extract::ConnectInfo(std::net::SocketAddr::new(client, peer.port())));
                     router.clone().oneshot(request.map(axum::body::Body::new))
                 });
                 let connection = graceful.watch(http.serve_connection(TokioIo::new(crate::http::zero_copy::Connection::new(stream)), service));

@@ -238,6 +238,9 @@ pub(super) async fn resolve(
 }
 
 pub(super) fn clone_url(app: &WebState, headers: &HeaderMap, name: &RepoName) -> String {
+    if let Some(public) = &app.config.public_url {
+        return format!("{public}/{name}.git");
+    }
     let host = headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())

@@ -867,3 +867,58 @@ fn when_every_read_slot_is_taken_a_read_waits_then_gets_a_503_with_retry_after()
     );
     server.stop();
 }
+
+/// The clients the ref log recorded for pushes, in order.
+fn logged_clients(data: &std::path::Path) -> Vec<String> {
+    let out = run_vole(data, &["log", "dump", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|row| row["log"] == "refs" && row["phase"] == "committed")
+        .map(|row| row["client"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn forwarded_for_is_believed_only_from_a_trusted_proxy_and_public_url_fixes_clone_urls() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let work = worktree(dir.path(), "work");
+    let forwarded = "http.extraHeader=X-Forwarded-For: 198.51.100.7";
+    // Not a trusted proxy: the header is the client's claim, ignored.
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let url = server.url("/alice/repo.git");
+    git_ok(
+        &work,
+        &["-c", forwarded, "push", "-q", &url, "HEAD:refs/heads/one"],
+    );
+    server.stop();
+    // The loopback peer is the trusted proxy: the header names the client.
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .args([
+            "--trusted-proxy",
+            "127.0.0.0/8",
+            "--public-url",
+            "https://git.example.org",
+        ])
+        .start();
+    let url = server.url("/alice/repo.git");
+    git_ok(
+        &work,
+        &["-c", forwarded, "push", "-q", &url, "HEAD:refs/heads/two"],
+    );
+    let home = http_get(server.addr, "/alice/repo").text();
+    assert!(
+        home.contains("https://git.example.org/alice/repo.git"),
+        "{home}"
+    );
+    server.stop();
+    assert_eq!(logged_clients(&data), ["127.0.0.1", "198.51.100.7"]);
+}
