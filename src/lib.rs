@@ -11,6 +11,7 @@ pub mod access;
 pub mod accounts;
 pub mod api;
 pub mod app;
+pub mod byte_lru;
 pub mod cli;
 pub mod config;
 pub mod control;

@@ -10,6 +10,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use gix::ObjectId;
+
+use crate::byte_lru::{ByteLru, Weigh};
 use syntect::html::{ClassStyle, ClassedHTMLGenerator};
 use syntect::parsing::SyntaxSet;
 use syntect::util::LinesWithEndings;
@@ -48,14 +50,16 @@ pub struct Highlighted {
     pub over_budget: bool,
 }
 
-impl Highlighted {
-    /// Bytes it holds (what the cache counts).
-    fn cost(&self) -> usize {
-        self.lines
-            .iter()
-            .map(|l| l.len() + std::mem::size_of::<String>())
-            .sum::<usize>()
-            + std::mem::size_of::<Highlighted>()
+impl Weigh for Highlighted {
+    fn weight(&self) -> usize {
+        self.lines.weight() + std::mem::size_of::<Highlighted>()
+    }
+}
+
+/// A cache key weighs its file name and id.
+impl Weigh for (ObjectId, String) {
+    fn weight(&self) -> usize {
+        self.1.weight() + std::mem::size_of::<ObjectId>()
     }
 }
 
@@ -72,7 +76,7 @@ type Computation = OnceCell<(Arc<Highlighted>, bool)>;
 /// and a cache bounded in bytes.
 #[derive(Debug)]
 pub struct Highlighter {
-    cache: Mutex<ByteLru>,
+    cache: Mutex<ByteLru<Key, Arc<Highlighted>>>,
     /// A computation under way, and whether its result may be cached.
     inflight: Mutex<HashMap<Key, Arc<Computation>>>,
     jobs: Arc<Semaphore>,
@@ -161,7 +165,7 @@ impl Highlighter {
 
     /// Bytes the cache holds.
     pub fn cached_bytes(&self) -> usize {
-        self.cache.lock().bytes
+        self.cache.lock().bytes()
     }
 }
 
@@ -169,47 +173,6 @@ fn plain_of_nothing() -> Highlighted {
     Highlighted {
         lines: Vec::new(),
         over_budget: true,
-    }
-}
-
-/// An LRU cache bounded by the bytes of its values.
-#[derive(Debug)]
-struct ByteLru {
-    entries: lru::LruCache<Key, Arc<Highlighted>>,
-    bytes: usize,
-    limit: usize,
-}
-
-impl ByteLru {
-    fn new(limit: usize) -> ByteLru {
-        ByteLru {
-            entries: lru::LruCache::unbounded(),
-            bytes: 0,
-            limit,
-        }
-    }
-
-    fn get(&mut self, key: &Key) -> Option<Arc<Highlighted>> {
-        self.entries.get(key).cloned()
-    }
-
-    /// Keeps `value` unless it alone is over a quarter of the bound,
-    /// evicting the least recently used until the bound holds.
-    fn put(&mut self, key: Key, value: Arc<Highlighted>) {
-        let cost = value.cost() + key.1.len();
-        if cost > self.limit / 4 {
-            return;
-        }
-        if let Some(old) = self.entries.put(key.clone(), value) {
-            self.bytes -= old.cost() + key.1.len();
-        }
-        self.bytes += cost;
-        while self.bytes > self.limit {
-            let Some((old_key, old)) = self.entries.pop_lru() else {
-                break;
-            };
-            self.bytes -= old.cost() + old_key.1.len();
-        }
     }
 }
 
@@ -440,35 +403,6 @@ mod tests {
         assert!(
             highlighter.inflight.lock().is_empty(),
             "no computation left in flight"
-        );
-    }
-
-    #[test]
-    fn the_cache_holds_at_most_its_bytes() {
-        let mut cache = ByteLru::new(10_000);
-        let entry = |n: usize| {
-            Arc::new(Highlighted {
-                lines: vec!["x".repeat(n)],
-                over_budget: false,
-            })
-        };
-        for i in 0..100u8 {
-            cache.put(
-                (ObjectId::from_bytes_or_panic(&[i; 20]), "a.rs".into()),
-                entry(1000),
-            );
-            assert!(cache.bytes <= 10_000, "{} bytes held", cache.bytes);
-        }
-        assert!(cache.entries.len() >= 5, "anti-vacuity: it holds some");
-        // An entry over a quarter of the bound is not kept at all.
-        cache.put(
-            (ObjectId::from_bytes_or_panic(&[200; 20]), "b.rs".into()),
-            entry(5000),
-        );
-        assert!(
-            cache
-                .get(&(ObjectId::from_bytes_or_panic(&[200; 20]), "b.rs".into()))
-                .is_none()
         );
     }
 }

@@ -3,7 +3,6 @@
 //! archive downloads streamed from `git archive`.
 
 use parking_lot::Mutex;
-use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
 
 use askama::Template;
@@ -14,40 +13,83 @@ use axum::response::{IntoResponse, Response};
 use super::WebState;
 use super::read::{self, CommitDetail, LogEntry};
 use super::{AppError, blocking, filters, render, repo_name, segments};
+use crate::byte_lru::{ByteLru, Weigh};
 use crate::http::page::WebPage;
 use crate::page::Pagination;
 
 const COMMITS_PER_PAGE: u32 = 50;
 
 /// History is immutable once named by a commit id: a log page (commit,
-/// path, page) and a commit's detail are cached by id, in every repo.
+/// path, page) and a commit's detail are cached by id, in every repo, in
+/// caches bounded by bytes (a page of history can be a megabyte).
 type LogKey = (gix::ObjectId, Vec<String>, usize);
 type LogValue = Arc<(Vec<LogEntry>, bool)>;
 
-fn log_cache() -> &'static Mutex<lru::LruCache<LogKey, LogValue>> {
-    static CACHE: OnceLock<Mutex<lru::LruCache<LogKey, LogValue>>> = OnceLock::new();
-    CACHE.get_or_init(|| {
-        Mutex::new(lru::LruCache::new(
-            NonZeroUsize::new(256).expect("non-zero"),
-        ))
-    })
+/// Bytes of each history cache.
+const HISTORY_CACHE_BYTES: usize = 16 << 20;
+
+impl Weigh for LogEntry {
+    fn weight(&self) -> usize {
+        self.id.weight() + self.summary.weight() + self.author.weight() + self.time.weight()
+    }
 }
 
-fn commit_cache() -> &'static Mutex<lru::LruCache<gix::ObjectId, Arc<CommitDetail>>> {
-    static CACHE: OnceLock<Mutex<lru::LruCache<gix::ObjectId, Arc<CommitDetail>>>> =
-        OnceLock::new();
-    CACHE.get_or_init(|| {
-        Mutex::new(lru::LruCache::new(
-            NonZeroUsize::new(128).expect("non-zero"),
-        ))
-    })
+impl Weigh for (Vec<LogEntry>, bool) {
+    fn weight(&self) -> usize {
+        self.0.weight()
+    }
 }
 
-fn cached<K: std::hash::Hash + Eq, V: Clone>(
-    cache: &Mutex<lru::LruCache<K, V>>,
+impl Weigh for LogKey {
+    fn weight(&self) -> usize {
+        self.1.weight() + std::mem::size_of::<LogKey>()
+    }
+}
+
+impl Weigh for read::FileChange {
+    fn weight(&self) -> usize {
+        self.status.weight()
+            + self.path.weight()
+            + self.old_path.as_ref().map_or(0, Weigh::weight)
+            + self.added.weight()
+            + self.removed.weight()
+    }
+}
+
+impl Weigh for CommitDetail {
+    fn weight(&self) -> usize {
+        self.id.weight()
+            + self.parents.weight()
+            + self.author.weight()
+            + self.time.weight()
+            + self.message.weight()
+            + self.files.weight()
+            + self.patch.weight()
+    }
+}
+
+/// A commit id weighs its 20 bytes.
+impl Weigh for gix::ObjectId {
+    fn weight(&self) -> usize {
+        std::mem::size_of::<gix::ObjectId>()
+    }
+}
+
+fn log_cache() -> &'static Mutex<ByteLru<LogKey, LogValue>> {
+    static CACHE: OnceLock<Mutex<ByteLru<LogKey, LogValue>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(ByteLru::new(HISTORY_CACHE_BYTES)))
+}
+
+fn commit_cache() -> &'static Mutex<ByteLru<gix::ObjectId, Arc<CommitDetail>>> {
+    static CACHE: OnceLock<Mutex<ByteLru<gix::ObjectId, Arc<CommitDetail>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(ByteLru::new(HISTORY_CACHE_BYTES)))
+}
+
+fn cached<K: std::hash::Hash + Eq + Weigh, V: Clone + Weigh>(
+    cache: &Mutex<ByteLru<K, V>>,
     key: &K,
 ) -> Option<V> {
-    cache.lock().get(key).cloned()
+    cache.lock().get(key)
 }
 
 #[derive(Template)]

@@ -15,7 +15,10 @@ use std::path::{Path, PathBuf};
 
 /// Bottom to top; each entry is one layer.
 const LAYERS: &[(&str, &[&str])] = &[
-    ("storage", &["log", "durable", "time", "error_chain"]),
+    (
+        "storage",
+        &["log", "durable", "time", "error_chain", "byte_lru"],
+    ),
     ("platform", &["git", "datadir"]),
     ("names", &["repos", "page", "tree_path"]),
     ("config", &["config"]),
