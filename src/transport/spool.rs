@@ -36,6 +36,7 @@ pub enum SpooledContent {
 }
 
 /// What to say when the cap is crossed.
+#[derive(Debug, Clone)]
 pub struct Cap {
     pub bytes: u64,
     pub what: &'static str,
@@ -59,10 +60,10 @@ impl Cap {
 /// Where a body's bytes go as they arrive: memory up to
 /// [`IN_MEMORY_MAX`], then a temp file; each byte counted against the cap
 /// and reserved from the spool budget.
-struct Sink<'a> {
-    cap: &'a Cap,
-    dir: &'a Path,
-    budget: &'a Arc<SpoolBudget>,
+struct Sink {
+    cap: Cap,
+    dir: std::path::PathBuf,
+    budget: Arc<SpoolBudget>,
     memory: Vec<u8>,
     file: Option<NamedTempFile>,
     len: u64,
@@ -76,12 +77,12 @@ enum Refused {
     Error(AppError),
 }
 
-impl<'a> Sink<'a> {
-    fn new(cap: &'a Cap, dir: &'a Path, budget: &'a Arc<SpoolBudget>) -> Sink<'a> {
+impl Sink {
+    fn new(cap: &Cap, dir: &Path, budget: &Arc<SpoolBudget>) -> Sink {
         Sink {
-            cap,
-            dir,
-            budget,
+            cap: cap.clone(),
+            dir: dir.to_path_buf(),
+            budget: budget.clone(),
             memory: Vec::new(),
             file: None,
             len: 0,
@@ -90,7 +91,7 @@ impl<'a> Sink<'a> {
     }
 
     /// Takes `data`; blocks on file writes (callers are off the async
-    /// workers, or use `block_in_place`).
+    /// workers: on the blocking pool).
     fn take(&mut self, data: &[u8]) -> Result<(), Refused> {
         self.len += data.len() as u64;
         if self.len > self.cap.bytes {
@@ -128,7 +129,7 @@ impl<'a> Sink<'a> {
             None => {
                 let mut spill = tempfile::Builder::new()
                     .prefix("spool-")
-                    .tempfile_in(self.dir)
+                    .tempfile_in(&self.dir)
                     .map_err(|e| {
                         Refused::Error(AppError::internal("cannot create a spool file", e))
                     })?;
@@ -185,9 +186,20 @@ pub async fn spool(
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
-        // File writes block: off the async workers for them.
+        // File writes block: they run on the blocking pool, whose threads
+        // are kept and reused. (`block_in_place` here handed each push's
+        // worker over to a fresh thread: the thread churn made mimalloc
+        // keep about an eighth of every push's bytes, 13 MiB per 100 MiB
+        // push, under steady load.)
         let taken = if sink.file.is_some() || sink.memory.len() + data.len() > IN_MEMORY_MAX {
-            tokio::task::block_in_place(|| sink.take(&data))
+            let (back, taken) = tokio::task::spawn_blocking(move || {
+                let taken = sink.take(&data);
+                (sink, taken)
+            })
+            .await
+            .map_err(|e| AppError::internal("the spool writer failed", e))?;
+            sink = back;
+            taken
         } else {
             sink.take(&data)
         };
@@ -215,7 +227,9 @@ pub async fn inflate(
     dir: &Path,
     budget: &Arc<SpoolBudget>,
 ) -> Result<Spooled, AppError> {
-    tokio::task::block_in_place(|| {
+    // On the blocking pool (its threads are reused), not `block_in_place`.
+    let (cap, dir, budget) = (cap.clone(), dir.to_path_buf(), budget.clone());
+    tokio::task::spawn_blocking(move || {
         let reader: Box<dyn std::io::Read + '_> = match &spooled.content {
             SpooledContent::Memory(bytes) => Box::new(&bytes[..]),
             SpooledContent::File(file) => {
@@ -225,7 +239,7 @@ pub async fn inflate(
             }
         };
         let mut decoder = flate2::read::MultiGzDecoder::new(reader);
-        let mut sink = Sink::new(cap, dir, budget);
+        let mut sink = Sink::new(&cap, &dir, &budget);
         let mut buf = vec![0u8; 64 << 10];
         loop {
             let n = match std::io::Read::read(&mut decoder, &mut buf) {
@@ -247,6 +261,8 @@ pub async fn inflate(
         }
         Ok(sink.finish())
     })
+    .await
+    .map_err(|e| AppError::internal("inflating a request body failed", e))?
 }
 
 /// Most bytes read and discarded after a body crossed its cap.

@@ -922,3 +922,40 @@ fn forwarded_for_is_believed_only_from_a_trusted_proxy_and_public_url_fixes_clon
     server.stop();
     assert_eq!(logged_clients(&data), ["127.0.0.1", "198.51.100.7"]);
 }
+
+#[test]
+fn pushes_one_after_another_leave_the_servers_memory_where_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let work = worktree(dir.path(), "work");
+    // 64 MiB that do not compress: a 64 MiB spool per push.
+    commit_file(&work, "big.bin", &random_bytes(64 << 20, 11));
+    let pid = server.vole_pid();
+    let mut rss = Vec::new();
+    for i in 0..8 {
+        let repo = format!("alice/soak{i}");
+        assert!(run_vole(&data, &["repo", "create", &repo]).status.success());
+        git_ok(
+            &work,
+            &[
+                "push",
+                "-q",
+                &server.url(&format!("/{repo}.git")),
+                "HEAD:main",
+            ],
+        );
+        rss.push(status_kib(pid, "VmRSS:") / 1024);
+    }
+    // After the first pushes have sized the pools, more pushes of the
+    // same size add nothing that stays.
+    let grew = rss[7].saturating_sub(rss[1]);
+    assert!(
+        grew < 40,
+        "the server's RSS kept growing push after push: {rss:?} MiB (+{grew} MiB over six 64 MiB pushes)"
+    );
+    server.stop();
+}
