@@ -42,6 +42,22 @@ pub enum Request {
     },
 }
 
+impl Request {
+    /// Its `op`, for the log (without its fields: a push's list of refs
+    /// can be long).
+    pub fn op(&self) -> &'static str {
+        match self {
+            Request::Ping => "ping",
+            Request::RepoCreate { .. } => "repo_create",
+            Request::RepoList => "repo_list",
+            Request::HookPreReceive { .. } => "hook_pre_receive",
+            Request::HookRefPrepared { .. } => "hook_ref_prepared",
+            Request::HookRefOutcome { .. } => "hook_ref_outcome",
+            Request::LogCompact { .. } => "log_compact",
+        }
+    }
+}
+
 /// A request as it travels: the version plus the request's own fields.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct RequestFrame {
@@ -132,6 +148,22 @@ mod tests {
     fn another_version_is_refused_by_name() {
         let reply = Reply::parse_request(r#"{"v":7,"op":"ping"}"#).unwrap_err();
         assert!(reply.error.unwrap().contains("version 7 is not supported"));
+    }
+
+    #[test]
+    fn op_names_are_the_wire_tags() {
+        for request in [
+            Request::Ping,
+            Request::RepoList,
+            Request::RepoCreate {
+                repo: "a/b".into(),
+                description: None,
+            },
+            Request::LogCompact { keep: 1 },
+        ] {
+            let wire = serde_json::to_value(&request).unwrap();
+            assert_eq!(wire["op"], request.op(), "{request:?}");
+        }
     }
 
     #[test]

@@ -49,7 +49,7 @@ impl Dispatcher {
                         let Ok((request, reply_to)) = job else {
                             return; // the dispatcher is gone
                         };
-                        let op = format!("{request:?}");
+                        let op = request.op();
                         let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                             super::dispatch(&app, request)
                         }))

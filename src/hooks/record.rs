@@ -11,10 +11,12 @@ use arrow_array::builder::{
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt64Type};
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
+use arrow_schema::{DataType, Field, SchemaRef};
 use serde::{Deserialize, Serialize};
 
-use crate::log::record::{RecordError, RecordKind, column, schema_once, string_builder, utf8};
+use crate::log::record::{
+    RecordError, RecordKind, column, schema_once, string_builder, time_field, utf8,
+};
 
 /// Where a ref move stands in git's reference transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -126,11 +128,7 @@ impl RecordKind for RefMove {
 
     fn fields() -> Vec<Field> {
         vec![
-            Field::new(
-                "time",
-                DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-                false,
-            ),
+            time_field(),
             Field::new("repo", DataType::Utf8, false),
             Field::new("ref", DataType::Utf8, false),
             // git's all-zero oid stands for "none" (creation / deletion),

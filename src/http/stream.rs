@@ -29,6 +29,55 @@ pub struct StreamBounds {
     pub window: Duration,
 }
 
+impl StreamBounds {
+    /// A download under `limits`, cut at `deadline`.
+    pub fn of(limits: &crate::config::ReadLimits, deadline: Duration) -> StreamBounds {
+        StreamBounds {
+            deadline,
+            min_rate: limits.min_rate,
+            window: limits.rate_window,
+        }
+    }
+}
+
+/// `len` bytes of blob `id` from byte `skip`, streamed from a
+/// `git cat-file` child under `slot`, for the raw view and site files
+/// alike. The bytes before `skip` are read and dropped (within
+/// `limits.deadline`) before the response starts (`cat-file` has no
+/// offset), so a blob shorter than that is a 500, not a short body; a blob
+/// that ends before `skip + len` ends the body short of its
+/// `Content-Length`, and the connection is closed.
+pub async fn blob_range(
+    git: &crate::git::Git,
+    repo: &std::path::Path,
+    id: gix::ObjectId,
+    (skip, len): (u64, u64),
+    slot: OwnedSemaphorePermit,
+    limits: &crate::config::ReadLimits,
+    what: &'static str,
+) -> Result<Body, super::AppError> {
+    use super::AppError;
+    use tokio::io::AsyncReadExt;
+    let mut output = git
+        .spawn_reader(repo, &["cat-file", "blob", &id.to_string()])
+        .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
+    let skipped = tokio::time::timeout(
+        limits.deadline,
+        tokio::io::copy(&mut (&mut output).take(skip), &mut tokio::io::sink()),
+    )
+    .await
+    .map_err(|_| AppError::busy("skipping to the range took too long; retry later", 5))?
+    .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
+    if skipped < skip {
+        return Err(AppError::internal(
+            "git cat-file ended early",
+            format!("blob {id}: {skipped} of the {skip} bytes before the range"),
+        ));
+    }
+    let bounds = StreamBounds::of(limits, limits.deadline.max(limits.archive_deadline));
+    Ok(pumped(output.take(len), Some(slot), bounds, what))
+}
+
 /// Bytes read from the source at a time.
 const CHUNK: usize = 64 << 10;
 

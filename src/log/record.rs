@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use arrow_array::builder::StringBuilder;
 use arrow_array::cast::AsArray;
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{ArrowError, Field, Schema, SchemaRef};
+use arrow_schema::{ArrowError, DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use super::frame::BatchBody;
 
@@ -96,6 +96,15 @@ pub trait RecordKind: Sized + Clone + Send + Sync + 'static {
 /// A kind's batch schema, built on first use (a `static` inside a generic
 /// default method would be one for all kinds, so each kind keeps its own
 /// cell and passes it here).
+/// The `time` column every record kind starts with: nanoseconds, UTC.
+pub fn time_field() -> Field {
+    Field::new(
+        "time",
+        DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
+        false,
+    )
+}
+
 pub fn schema_once(cell: &'static OnceLock<SchemaRef>, fields: fn() -> Vec<Field>) -> SchemaRef {
     cell.get_or_init(|| Arc::new(Schema::new(fields()))).clone()
 }

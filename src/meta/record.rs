@@ -8,11 +8,13 @@ use arrow_array::builder::{TimestampNanosecondBuilder, UInt8Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{TimestampNanosecondType, UInt8Type};
 use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, SchemaRef, TimeUnit};
+use arrow_schema::{DataType, Field, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use crate::log::frame::BatchBody;
-use crate::log::record::{RecordError, RecordKind, column, schema_once, string_builder, utf8};
+use crate::log::record::{
+    RecordError, RecordKind, column, schema_once, string_builder, time_field, utf8,
+};
 
 /// One metadata entity written (issue, comment, change request, ACL, settings).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -40,11 +42,7 @@ impl RecordKind for MetaWrite {
 
     fn fields() -> Vec<Field> {
         vec![
-            Field::new(
-                "time",
-                DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())),
-                false,
-            ),
+            time_field(),
             Field::new("repo", DataType::Utf8, false),
             Field::new("entity_id", DataType::Utf8, false),
             Field::new("shard", DataType::UInt8, false),

@@ -28,10 +28,7 @@ impl Limits {
             upload_pack: Arc::new(Semaphore::new(config.upload_pack_limit)),
             receive_pack: Arc::new(Semaphore::new(config.receive_pack_limit)),
             queue_timeout: config.queue_timeout,
-            spool_budget: Arc::new(SpoolBudget {
-                limit: config.max_spool_total,
-                used: AtomicU64::new(0),
-            }),
+            spool_budget: Arc::new(SpoolBudget::new(config.max_spool_total)),
         }
     }
 
@@ -74,6 +71,14 @@ pub struct SpoolBudget {
 }
 
 impl SpoolBudget {
+    /// A budget of `limit` bytes.
+    pub fn new(limit: u64) -> SpoolBudget {
+        SpoolBudget {
+            limit,
+            used: AtomicU64::new(0),
+        }
+    }
+
     /// Takes `bytes` from the budget, or `None` when it would exceed it.
     pub fn reserve(self: &Arc<Self>, bytes: u64) -> Option<SpoolReservation> {
         let mut used = self.used.load(Ordering::Relaxed);

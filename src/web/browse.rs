@@ -392,22 +392,7 @@ async fn blob_content(
         }
         None => {}
     }
-    let slot = if size > read::IN_PROCESS_BLOB {
-        Some(app.reads.acquire().await?)
-    } else {
-        None
-    };
-    let repo_path = app.repos.path(name);
-    let git = app.git.clone();
-    let deadline = app.config.reads.deadline;
-    // The slot goes into the blocking hop: it is held while the child
-    // runs, even if the client has gone.
-    let (bytes, _) = blocking(move || {
-        let _slot = slot;
-        let repo = read::open(&repo_path)?;
-        read::blob_prefix(&git, &repo_path, &repo, id, size, MAX_SHOWN_BYTES, deadline)
-    })
-    .await?;
+    let bytes = read_prefix(app, &app.repos.path(name), id, size, MAX_SHOWN_BYTES).await?;
     let binary = is_binary(&bytes);
     app.highlighter.remember_binary(id, binary);
     if binary {
@@ -521,21 +506,8 @@ pub async fn raw(
     let verdict = app.highlighter.binary_verdict(id);
     let needs_probe = verdict.is_none() && !is_image(&lower);
     let head = if small || needs_probe {
-        let slot = if small {
-            None
-        } else {
-            Some(app.reads.acquire().await?)
-        };
-        let (git, repo_path) = (app.git.clone(), repo_path.clone());
-        let deadline = app.config.reads.deadline;
         let limit = if small { size as usize } else { BINARY_PROBE };
-        let (bytes, _) = blocking(move || {
-            let _slot = slot;
-            let repo = read::open(&repo_path)?;
-            read::blob_prefix(&git, &repo_path, &repo, id, size, limit, deadline)
-        })
-        .await?;
-        Some(bytes)
+        Some(read_prefix(&app, &repo_path, id, size, limit).await?)
     } else {
         None
     };
@@ -604,35 +576,48 @@ pub async fn raw(
             axum::body::Body::from(bytes[range].to_vec())
         }
         _ => {
-            use tokio::io::AsyncReadExt;
-            let slot = Some(app.reads.acquire().await?);
-            let mut output = app
-                .git
-                .spawn_reader(&repo_path, &["cat-file", "blob", &id.to_string()])
-                .map_err(|e| AppError::internal("cannot start git cat-file", e))?;
-            let skipped = tokio::time::timeout(
-                app.config.reads.deadline,
-                tokio::io::copy(&mut (&mut output).take(start), &mut tokio::io::sink()),
+            let slot = app.reads.acquire().await?;
+            crate::http::stream::blob_range(
+                &app.git,
+                &repo_path,
+                id,
+                (start, length),
+                slot,
+                &app.config.reads,
+                "raw file",
             )
-            .await
-            .map_err(|_| AppError::busy("skipping to the range took too long; retry later", 5))?
-            .map_err(|e| AppError::internal("reading a blob from git cat-file failed", e))?;
-            if skipped < start {
-                return Err(AppError::internal(
-                    "git cat-file ended early",
-                    format!("blob {id}: {skipped} of the {start} bytes before the range"),
-                ));
-            }
-            let limits = &app.config.reads;
-            let bounds = crate::http::stream::StreamBounds {
-                deadline: limits.deadline.max(limits.archive_deadline),
-                min_rate: limits.min_rate,
-                window: limits.rate_window,
-            };
-            crate::http::stream::pumped(output.take(length), slot, bounds, "raw file")
+            .await?
         }
     };
     Ok(response)
+}
+
+/// The first `limit` bytes of blob `id` (`size` bytes long): in-process
+/// up to [`read::IN_PROCESS_BLOB`], else from a bounded `cat-file` child
+/// under a read slot. The slot goes into the blocking hop, so it is held
+/// while the child runs even if the client has gone (and the child is then
+/// killed, by `blocking`'s guard).
+async fn read_prefix(
+    app: &WebState,
+    repo_path: &std::path::Path,
+    id: gix::ObjectId,
+    size: u64,
+    limit: usize,
+) -> Result<Vec<u8>, AppError> {
+    let slot = if size > read::IN_PROCESS_BLOB {
+        Some(app.reads.acquire().await?)
+    } else {
+        None
+    };
+    let (git, repo_path) = (app.git.clone(), repo_path.to_path_buf());
+    let deadline = app.config.reads.deadline;
+    let (bytes, _) = blocking(move || {
+        let _slot = slot;
+        let repo = read::open(&repo_path)?;
+        read::blob_prefix(&git, &repo_path, &repo, id, size, limit, deadline)
+    })
+    .await?;
+    Ok(bytes)
 }
 
 /// Bytes of a large blob read to tell text from binary (git's rule reads

@@ -446,11 +446,7 @@ pub async fn archive(
         )
         .map_err(|e| AppError::internal("cannot run git archive", e))?;
     let limits = &app.config.reads;
-    let bounds = crate::http::stream::StreamBounds {
-        deadline: limits.archive_deadline,
-        min_rate: limits.min_rate,
-        window: limits.rate_window,
-    };
+    let bounds = crate::http::stream::StreamBounds::of(limits, limits.archive_deadline);
     let mut response =
         crate::http::stream::pumped(output, Some(slot), bounds, "archive").into_response();
     let headers = response.headers_mut();

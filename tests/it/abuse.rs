@@ -4,6 +4,19 @@
 
 use crate::support::*;
 
+/// A temp dir, its data dir holding an empty `alice/repo`, and a server on
+/// it started with `flags`.
+fn forge(flags: &[&str]) -> (tempfile::TempDir, std::path::PathBuf, TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let mut builder = TestServer::builder().data(&data);
+    for flag in flags {
+        builder = builder.arg(flag);
+    }
+    let server = builder.start();
+    (dir, data, server)
+}
+
 /// A server with `alice/repo` holding a README, a tag on a blob (a tag may
 /// name anything) and a branch whose name needs escaping in links.
 fn server_with_history(dir: &std::path::Path) -> TestServer {
@@ -319,12 +332,7 @@ fn commit_of(work: &std::path::Path, tree: &str, author_line: &str) -> String {
 
 #[test]
 fn pushed_objects_are_fsck_checked_but_old_histories_quirks_pass() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_with_repo(dir.path());
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .start();
+    let (dir, data, server) = forge(&["--anonymous-push"]);
     let repo = data.join("repos/alice/repo.git");
     let url = server.url("/alice/repo.git");
     let work = worktree(dir.path(), "work");
@@ -431,12 +439,7 @@ fn pushed_objects_are_fsck_checked_but_old_histories_quirks_pass() {
 
 #[test]
 fn a_file_over_the_blob_limit_is_refused_by_name_and_moves_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_with_repo(dir.path());
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .start();
+    let (dir, data, server) = forge(&["--anonymous-push"]);
     let repo = data.join("repos/alice/repo.git");
     let url = server.url("/alice/repo.git");
     let work = worktree(dir.path(), "work");
@@ -572,14 +575,7 @@ fn get_counting(addr: std::net::SocketAddr, path: &str) -> (u16, u64) {
 
 #[test]
 fn one_pushed_file_cannot_blow_up_a_page_or_the_servers_memory() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_with_repo(dir.path());
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .arg("--max-blob-size")
-        .arg("1GiB")
-        .start();
+    let (dir, _data, server) = forge(&["--anonymous-push", "--max-blob-size", "1GiB"]);
     let work = worktree(dir.path(), "work");
     // 300 KB of 100,000 `[` and 200,000 newlines; 1 MB of `/*` and
     // 500,000 newlines; 300 MiB of zeros (a few hundred KiB pushed).
@@ -651,13 +647,7 @@ fn one_pushed_file_cannot_blow_up_a_page_or_the_servers_memory() {
 #[test]
 fn connections_over_the_cap_get_a_503_with_retry_after() {
     use std::io::Write;
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_with_repo(dir.path());
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--max-connections")
-        .arg("8")
-        .start();
+    let (_dir, _data, server) = forge(&["--max-connections", "8"]);
     // Anti-vacuity: under the cap, served.
     assert_eq!(http_get(server.addr, "/healthz").status, 200);
     // Eight connections that send half a request and hold it.
@@ -788,12 +778,7 @@ fn a_flood_of_slow_readers_frees_its_slots_and_leaves_pushes_and_clones_working(
 
 #[test]
 fn long_ref_lists_are_paged_and_menus_bounded() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_with_repo(dir.path());
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .start();
+    let (dir, _data, server) = forge(&["--anonymous-push"]);
     let work = worktree(dir.path(), "work");
     for i in 0..120 {
         git_ok(&work, &["tag", &format!("v{i:03}")]);
@@ -827,14 +812,17 @@ fn long_ref_lists_are_paged_and_menus_bounded() {
 
 #[test]
 fn when_every_read_slot_is_taken_a_read_waits_then_gets_a_503_with_retry_after() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_with_repo(dir.path());
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .args(["--read-slots", "1", "--queue-timeout", "1s"])
-        .args(["--min-transfer-rate", "1", "--min-transfer-window", "60s"])
-        .start();
+    let (dir, _data, server) = forge(&[
+        "--anonymous-push",
+        "--read-slots",
+        "1",
+        "--queue-timeout",
+        "1s",
+        "--min-transfer-rate",
+        "1",
+        "--min-transfer-window",
+        "60s",
+    ]);
     let work = worktree(dir.path(), "work");
     commit_file(&work, "big.bin", &random_bytes(16 << 20, 3));
     git_ok(
@@ -925,12 +913,7 @@ fn forwarded_for_is_believed_only_from_a_trusted_proxy_and_public_url_fixes_clon
 
 #[test]
 fn pushes_one_after_another_leave_the_servers_memory_where_it_was() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = data_with_repo(dir.path());
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .start();
+    let (dir, data, server) = forge(&["--anonymous-push"]);
     let work = worktree(dir.path(), "work");
     // 64 MiB that do not compress: a 64 MiB spool per push.
     commit_file(&work, "big.bin", &random_bytes(64 << 20, 11));
