@@ -58,8 +58,10 @@ pub mod defaults {
         cores().max(2)
     }
 
-    fn cores() -> usize {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
+    /// Cores this process may use (1 when the OS cannot say): what every
+    /// per-core default and bound is counted in.
+    pub fn cores() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     }
 }
 

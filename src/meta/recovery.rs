@@ -98,7 +98,7 @@ impl MetaStore {
             flush_requested: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             ids: Mutex::new(ulid::Generator::new()),
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: crate::config::defaults::cores(),
             failed: Mutex::new(None),
             counters: Counters::default(),
             index_rebuild_ms,

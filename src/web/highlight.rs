@@ -85,7 +85,7 @@ pub struct Highlighter {
 
 impl Highlighter {
     pub fn new(cache_bytes: u64) -> Highlighter {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = crate::config::defaults::cores();
         Highlighter {
             cache: Mutex::new(ByteLru::new(
                 usize::try_from(cache_bytes).unwrap_or(usize::MAX),

@@ -512,16 +512,6 @@ fn a_file_over_the_blob_limit_is_refused_by_name_and_moves_nothing() {
     server.stop();
 }
 
-/// `VmRSS` or `VmHWM` of a process, in KiB.
-fn status_kib(pid: u32, field: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap()
-}
-
 /// How far the server's peak RSS rose above its RSS while `probe` ran
 /// (the peak is reset first, by writing 5 to `clear_refs`), in MiB.
 fn peak_growth_mib(pid: u32, probe: impl FnOnce()) -> u64 {

@@ -521,28 +521,22 @@ fn a_private_repos_site_is_answered_as_missing_and_is_public_again_at_once() {
     assert_eq!(on_domain().status, 200);
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .unwrap()
-}
-
 #[test]
 fn a_100_mib_blob_served_to_4_clients_at_once_is_streamed_not_held() {
     let blob = random_bytes(100 << 20, 42);
     let site = Site::start(&[], &[("big.bin", &blob)]);
     let pid = site.server.pid();
-    let before = rss_kib(pid);
+    let before = status_kib(pid, "VmRSS:");
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(before));
     let sampler = {
         let (stop, peak) = (stop.clone(), peak.clone());
         std::thread::spawn(move || {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                peak.fetch_max(rss_kib(pid), std::sync::atomic::Ordering::Relaxed);
+                peak.fetch_max(
+                    status_kib(pid, "VmRSS:"),
+                    std::sync::atomic::Ordering::Relaxed,
+                );
                 std::thread::sleep(Duration::from_millis(10));
             }
         })

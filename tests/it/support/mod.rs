@@ -578,6 +578,16 @@ pub fn ref_value(repo: &Path, name: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
 }
 
+/// A `/proc/PID/status` field in KiB (`VmRSS:`, `VmHWM:`, ...).
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
+}
+
 /// Every live descendant process of `pid` (from /proc), with its command.
 pub fn descendants(pid: u32) -> Vec<(u32, String)> {
     let mut parent_of = Vec::new();
