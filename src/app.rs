@@ -8,6 +8,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::access::Access;
+use crate::accounts::Accounts;
+use crate::accounts::audit::AuditEvent;
 use crate::api::ApiState;
 use crate::config::Config;
 use crate::control::ControlState;
@@ -15,6 +17,7 @@ use crate::datadir::DataDir;
 use crate::git::Git;
 use crate::hooks::RefMove;
 use crate::hooks::recorder::{RefRecorder, RefState};
+use crate::http::auth::Authn;
 use crate::http::slots::ReadSlots;
 use crate::log::{Entry, Log, LogError, RecordKind};
 use crate::meta::MetaWrite;
@@ -29,13 +32,14 @@ use crate::web::WebState;
 pub struct Logs {
     pub refs: Arc<Log<RefMove>>,
     pub meta: Arc<Log<MetaWrite>>,
+    pub audit: Arc<Log<AuditEvent>>,
 }
 
 impl Logs {
-    /// Opens (replays, repairs a torn tail of) every log in `dir`; the ref
-    /// log's replay rebuilds `ref_state`.
-    /// Opens both logs; `meta_records` receives the meta log's
-    /// transactions (the metadata store re-folds what is not yet folded).
+    /// Opens (replays, repairs a torn tail of) every log in `dir`: the ref
+    /// log's replay rebuilds `ref_state`, `meta_records` receives the meta
+    /// log's transactions (the metadata store re-folds what is not yet
+    /// folded); the audit log is only appended to.
     pub fn open(
         dir: &Path,
         ref_state: &mut RefState,
@@ -48,6 +52,7 @@ impl Logs {
                     meta_records.extend(rows.into_iter().map(|row| (seq, row)));
                 }
             })?),
+            audit: Arc::new(open_one::<AuditEvent>(dir, |_| {})?),
         })
     }
 }
@@ -78,7 +83,9 @@ pub struct App {
     pub logs: Logs,
     pub recorder: Arc<RefRecorder>,
     pub meta: Arc<MetaStore>,
+    pub accounts: Arc<Accounts>,
     pub access: Arc<Access>,
+    pub authn: Arc<Authn>,
     pub transport: Arc<Transport>,
     pub sites: Arc<SitesState>,
     pub web: Arc<WebState>,
@@ -98,7 +105,7 @@ impl App {
         // Before anything opens a repo: a repo a crash left half-created
         // would fail every git read.
         repos.finish_interrupted_creations(&config.default_branch);
-        let repo_dirs: Vec<(String, std::path::PathBuf)> = repos
+        let mut repo_dirs: Vec<(String, std::path::PathBuf)> = repos
             .list()
             .into_iter()
             .map(|info| {
@@ -106,6 +113,11 @@ impl App {
                 (info.name.to_string(), path)
             })
             .collect();
+        // The server's own documents (users, tokens), outside data/repos.
+        let system = repos
+            .ensure_system_repo(&git)
+            .map_err(|e| anyhow::anyhow!(e).context("cannot create the system repo"))?;
+        repo_dirs.push((crate::meta::SYSTEM.to_string(), system));
         let meta = Arc::new(MetaStore::open(
             logs.meta.clone(),
             &data.repos_dir(),
@@ -140,11 +152,26 @@ impl App {
                 ))
             })?,
         );
+        let accounts = Arc::new(Accounts::new(
+            meta.clone(),
+            logs.audit.clone(),
+            config.auth.password_auth,
+        )?);
+        let authn = Arc::new(Authn::new(accounts.clone(), &config.auth));
         // One pool of read-side git children for the web UI and sites.
         let reads = Arc::new(ReadSlots::new(
             config.reads.slots,
             config.transport.queue_timeout,
         ));
+        let control = Arc::new(ControlState {
+            config: config.clone(),
+            git: git.clone(),
+            repos: repos.clone(),
+            recorder: recorder.clone(),
+            meta: meta.clone(),
+            access: access.clone(),
+            accounts: accounts.clone(),
+        });
         Ok(App {
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
             sites: Arc::new(SitesState {
@@ -172,17 +199,14 @@ impl App {
                 meta: meta.clone(),
                 recorder: recorder.clone(),
                 access: access.clone(),
-            }),
-            control: Arc::new(ControlState {
-                config: config.clone(),
-                git: git.clone(),
                 repos: repos.clone(),
-                recorder: recorder.clone(),
-                meta: meta.clone(),
-                access: access.clone(),
+                control: control.clone(),
             }),
+            control,
             recorder,
             meta,
+            accounts,
+            authn,
             access,
             logs,
             repos,

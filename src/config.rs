@@ -41,6 +41,9 @@ pub mod defaults {
     pub const MIN_TRANSFER_WINDOW: &str = "30s";
     pub const HIGHLIGHT_CACHE_SIZE: &str = "32MiB";
     pub const MAX_CONNECTIONS: usize = 4096;
+    pub const AUTH_FAILURES: u32 = 10;
+    pub const AUTH_FAILURE_WINDOW: &str = "5m";
+    pub const API_RATE: u32 = 600;
 
     /// Concurrent read-side git children (log, show, archive, blob
     /// streams): 2 per core.
@@ -92,6 +95,27 @@ pub struct Settings {
     /// at start) [default: off].
     #[arg(long, env = "VOLE_ANONYMOUS_PUSH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub anonymous_push: Option<bool>,
+
+    /// Accept a user's password in HTTP Basic, not only a token (git and
+    /// the API) [default: off].
+    #[arg(long, env = "VOLE_PASSWORD_AUTH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub password_auth: Option<bool>,
+
+    /// Failed sign-ins one client address (and, separately, one user name
+    /// from one address) may make per --auth-failure-window; past it,
+    /// sign-ins from there get 429 with Retry-After [default: 10].
+    #[arg(long, env = "VOLE_AUTH_FAILURES", value_name = "N")]
+    pub auth_failures: Option<u32>,
+
+    /// The window --auth-failures is counted over (it refills evenly)
+    /// [default: 5m].
+    #[arg(long, env = "VOLE_AUTH_FAILURE_WINDOW", value_name = "DURATION")]
+    pub auth_failure_window: Option<String>,
+
+    /// API requests one token (or one password-signed-in user) may make
+    /// per minute; past it, 429 with Retry-After [default: 600].
+    #[arg(long, env = "VOLE_API_RATE", value_name = "N")]
+    pub api_rate: Option<u32>,
 
     /// Largest push body accepted, e.g. 512MiB; larger pushes get 413
     /// [default: 2GiB].
@@ -253,6 +277,10 @@ impl Settings {
             shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
             quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
             anonymous_push: self.anonymous_push.or(lower.anonymous_push),
+            password_auth: self.password_auth.or(lower.password_auth),
+            auth_failures: self.auth_failures.or(lower.auth_failures),
+            auth_failure_window: self.auth_failure_window.or(lower.auth_failure_window),
+            api_rate: self.api_rate.or(lower.api_rate),
             protected_branches: self.protected_branches.or(lower.protected_branches),
             meta_fold_interval: self.meta_fold_interval.or(lower.meta_fold_interval),
             meta_fold_batch: self.meta_fold_batch.or(lower.meta_fold_batch),
@@ -296,6 +324,7 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub quarantine_max_age: Duration,
     pub anonymous_push: bool,
+    pub auth: AuthSettings,
     /// Branch names protected in every repo (until repo settings hold them).
     pub protected_branches: Vec<String>,
     pub meta_fold_interval: Duration,
@@ -309,6 +338,18 @@ pub struct Config {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// `scheme://host[:port]`, no trailing slash.
     pub public_url: Option<String>,
+}
+
+/// How credentials are taken, and how often they may fail.
+#[derive(Debug, Clone)]
+pub struct AuthSettings {
+    /// HTTP Basic may carry a password, not only a token.
+    pub password_auth: bool,
+    /// Failures per address (and per user and address) per `failure_window`.
+    pub failures: u32,
+    pub failure_window: Duration,
+    /// API requests per token per minute.
+    pub api_rate: u32,
 }
 
 /// The bounds of read-side work: git children of the web UI and sites,
@@ -412,6 +453,24 @@ impl Config {
                 defaults::QUARANTINE_MAX_AGE,
             )?,
             anonymous_push: raw.anonymous_push.unwrap_or(false),
+            auth: AuthSettings {
+                password_auth: raw.password_auth.unwrap_or(false),
+                failures: u32::try_from(positive(
+                    "auth-failures",
+                    raw.auth_failures.unwrap_or(defaults::AUTH_FAILURES) as usize,
+                )?)
+                .unwrap_or(u32::MAX),
+                failure_window: duration(
+                    "auth-failure-window",
+                    raw.auth_failure_window.as_deref(),
+                    defaults::AUTH_FAILURE_WINDOW,
+                )?,
+                api_rate: u32::try_from(positive(
+                    "api-rate",
+                    raw.api_rate.unwrap_or(defaults::API_RATE) as usize,
+                )?)
+                .unwrap_or(u32::MAX),
+            },
             protected_branches,
             meta_fold_interval: duration(
                 "meta-fold-interval",

@@ -5,6 +5,8 @@
 //! - `vole.lock`  held (flock) by the one process that writes here; holds its pid
 //! - `vole.sock`  the control socket of a running server ([`crate::control`])
 //! - `repos/<owner>/<name>.git`  bare repositories
+//! - `system.git` the server's own documents: users and tokens
+//! - `trash/<owner>/<name>.git.<unix-seconds>`  deleted repos, until an operator removes them
 //! - `log/`       the group-committed ref and metadata log ([`crate::log`])
 //! - `tmp/`       scratch (repos being created, spooled push bodies); emptied at start
 
@@ -48,6 +50,15 @@ impl DataDir {
     }
     pub fn tmp_dir(&self) -> PathBuf {
         self.root.join("tmp")
+    }
+    /// The system repo: the server's own documents (users, tokens),
+    /// outside `repos/` so nothing that serves repos can reach it.
+    pub fn system_repo(&self) -> PathBuf {
+        self.root.join("system.git")
+    }
+    /// Where deleted repos go, so an operator can restore one.
+    pub fn trash_dir(&self) -> PathBuf {
+        self.root.join("trash")
     }
     pub fn socket_path(&self) -> PathBuf {
         self.root.join("vole.sock")
@@ -151,7 +162,8 @@ impl DataDir {
                 }
             }
         }
-        for repo in bare_repo_dirs(&self.repos_dir()) {
+        let system = Some(self.system_repo()).filter(|p| p.is_dir());
+        for repo in bare_repo_dirs(&self.repos_dir()).into_iter().chain(system) {
             for lock in git_lock_files(&repo) {
                 if std::fs::remove_file(&lock).is_ok() {
                     cleanup.record(&lock, "stale git lock file");

@@ -21,6 +21,34 @@ pub const RESERVED_NAMES: &[&str] = &[
     "api", "static", "healthz", "metrics", "-", "login", "logout", "settings",
 ];
 
+/// Words no owner may take either (compared case-insensitively): the
+/// account and administration pages a forge has or will have at the top
+/// level, and names that would read as the server's own.
+pub const RESERVED_OWNERS: &[&str] = &[
+    "admin",
+    "administrator",
+    "assets",
+    "explore",
+    "help",
+    "issues",
+    "new",
+    "notifications",
+    "org",
+    "orgs",
+    "pulls",
+    "repo",
+    "repos",
+    "root",
+    "search",
+    "signup",
+    "site",
+    "sites",
+    "system",
+    "user",
+    "users",
+    "vole",
+];
+
 /// A validated `owner/name`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
@@ -72,6 +100,28 @@ impl RepoName {
             owner: owner.to_string(),
             name: name.to_string(),
         })
+    }
+
+    /// [`RepoName::parse`] plus the rules only a new repo must meet: an
+    /// owner none of [`RESERVED_OWNERS`]. (An existing repo under such an
+    /// owner stays reachable.)
+    pub fn parse_new(text: &str) -> Result<RepoName, NameError> {
+        let name = RepoName::parse(text)?;
+        if RESERVED_OWNERS.contains(&name.owner.to_ascii_lowercase().as_str()) {
+            return Err(NameError::Reserved {
+                part: "owner",
+                value: name.owner,
+            });
+        }
+        Ok(name)
+    }
+
+    /// Unchecked: for names read back from a store that checked them.
+    fn unchecked(owner: &str, name: &str) -> RepoName {
+        RepoName {
+            owner: owner.to_string(),
+            name: name.to_string(),
+        }
     }
 
     pub fn owner(&self) -> &str {
@@ -166,6 +216,10 @@ pub enum RepoError {
     Name(#[from] NameError),
     #[error("repository {0} already exists")]
     AlreadyExists(RepoName),
+    #[error(
+        "repository {new} cannot be created: {existing} exists, and owner and repository names are unique regardless of case"
+    )]
+    CaseTwin { new: RepoName, existing: RepoName },
     #[error("repository {0} does not exist")]
     NotFound(RepoName),
     #[error("creating the repository failed: {0}")]
@@ -216,30 +270,18 @@ impl Repos {
         if target.exists() {
             return Err(RepoError::AlreadyExists(name.clone()));
         }
-        // Dropping `staging` removes whatever the rename did not move.
-        let staging = tempfile::Builder::new()
-            .prefix("create-")
-            .tempdir_in(self.data.tmp_dir())?;
-        let staged = staging.path().join("repo.git");
-        git.run(&[
-            // Loose refs and packed-refs, whatever a newer git defaults
-            // to: the directory syncs and the start-up restore work on
-            // them (older gits ignore the unknown setting).
-            OsStr::new("-c"),
-            OsStr::new("init.defaultRefFormat=files"),
-            OsStr::new("init"),
-            OsStr::new("--quiet"),
-            OsStr::new("--bare"),
-            OsStr::new("--template="),
-            OsStr::new(&format!("--initial-branch={default_branch}")),
-            staged.as_os_str(),
-        ])?;
-        // Where git (and vole's pre-receive) looks for the repo's own hooks.
-        std::fs::create_dir(staged.join("hooks"))?;
+        if let Some(existing) = self.case_twin(name) {
+            return Err(RepoError::CaseTwin {
+                new: name.clone(),
+                existing,
+            });
+        }
         let description = description.unwrap_or("").trim().to_string();
-        std::fs::write(staged.join("description"), format!("{description}\n"))?;
-        durable::sync_tree(&staged)?;
+        let staging = self.stage_bare(git, default_branch, &description)?;
+        let staged = staging.path().join("repo.git");
         let owner_dir = target.parent().expect("a repo path has an owner dir");
+        // An owner spelled another way is the same owner: the repo goes
+        // into the directory that exists.
         std::fs::create_dir_all(owner_dir)?;
         match std::fs::rename(&staged, &target) {
             Ok(()) => {}
@@ -259,6 +301,99 @@ impl Repos {
             name: name.clone(),
             description,
         })
+    }
+
+    /// An existing repo `name` would clash with: owner and repo names are
+    /// unique case-insensitively, so `Alice/x` clashes with any repo of
+    /// `alice`, and `alice/Hello` with `alice/hello`.
+    fn case_twin(&self, name: &RepoName) -> Option<RepoName> {
+        bare_repo_dirs(&self.data.repos_dir())
+            .into_iter()
+            .filter_map(|path| {
+                let stem = path.file_name()?.to_str()?.strip_suffix(".git")?;
+                let owner = path.parent()?.file_name()?.to_str()?;
+                Some(RepoName::unchecked(owner, stem))
+            })
+            .find(|existing| {
+                existing.owner.eq_ignore_ascii_case(&name.owner)
+                    && (existing.owner != name.owner
+                        || existing.name.eq_ignore_ascii_case(&name.name))
+            })
+    }
+
+    /// A new, synced bare repo at `<staging>/repo.git` in `data/tmp`;
+    /// dropping the returned dir removes whatever was not moved out.
+    fn stage_bare(
+        &self,
+        git: &Git,
+        default_branch: &str,
+        description: &str,
+    ) -> Result<tempfile::TempDir, RepoError> {
+        let staging = tempfile::Builder::new()
+            .prefix("create-")
+            .tempdir_in(self.data.tmp_dir())?;
+        let staged = staging.path().join("repo.git");
+        git.run(&[
+            // Loose refs and packed-refs, whatever a newer git defaults
+            // to: the directory syncs and the start-up restore work on
+            // them (older gits ignore the unknown setting).
+            OsStr::new("-c"),
+            OsStr::new("init.defaultRefFormat=files"),
+            OsStr::new("init"),
+            OsStr::new("--quiet"),
+            OsStr::new("--bare"),
+            OsStr::new("--template="),
+            OsStr::new(&format!("--initial-branch={default_branch}")),
+            staged.as_os_str(),
+        ])?;
+        // Where git (and vole's pre-receive) looks for the repo's own hooks.
+        std::fs::create_dir(staged.join("hooks"))?;
+        std::fs::write(staged.join("description"), format!("{description}\n"))?;
+        durable::sync_tree(&staged)?;
+        Ok(staging)
+    }
+
+    /// The system repo (`data/system.git`, outside `data/repos`, so no
+    /// route, clone URL or listing reaches it), created durably if
+    /// missing. Returns its path.
+    pub fn ensure_system_repo(&self, git: &Git) -> Result<PathBuf, RepoError> {
+        let target = self.data.system_repo();
+        if target.join("HEAD").is_file() {
+            return Ok(target);
+        }
+        let staging = self.stage_bare(git, "main", "vole's own documents: users and tokens")?;
+        std::fs::rename(staging.path().join("repo.git"), &target)?;
+        durable::sync_dir(self.data.root())?;
+        Ok(target)
+    }
+
+    /// Moves a repo out of `data/repos` into `data/trash/<owner>/<name>.git.<unix-seconds>`
+    /// (durably), where an operator can move it back. Returns where it went.
+    pub fn move_to_trash(&self, name: &RepoName) -> Result<PathBuf, RepoError> {
+        let source = self.path(name);
+        if !source.join("HEAD").is_file() {
+            return Err(RepoError::NotFound(name.clone()));
+        }
+        let owner_dir = self.data.trash_dir().join(name.owner());
+        std::fs::create_dir_all(&owner_dir)?;
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let mut target = owner_dir.join(format!("{}.git.{stamp}", name.name()));
+        let mut n = 1;
+        while target.exists() {
+            target = owner_dir.join(format!("{}.git.{stamp}-{n}", name.name()));
+            n += 1;
+        }
+        std::fs::rename(&source, &target)?;
+        durable::sync_dir(&owner_dir)?;
+        durable::sync_dir(&self.data.trash_dir())?;
+        durable::sync_dir(self.data.root())?;
+        if let Some(parent) = source.parent() {
+            durable::sync_dir(parent)?;
+        }
+        Ok(target)
     }
 
     /// Finishes, at start, repos whose creation a power cut interrupted

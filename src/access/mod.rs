@@ -1,44 +1,81 @@
 //! Who may do what: the one place access is decided. Every surface (the
 //! smart-HTTP transport and its pre-receive check, the web pages, raw
 //! files and archives, the JSON API's reads and writes, activity, sites by
-//! path and by domain) resolves its repo with [`Access::resolve`] and asks
-//! [`Access::check`] (or [`Access::check_ref_updates`] for the refs of a
-//! push) before it does anything; the server's own surfaces (the stats)
-//! ask [`Access::check_server`]; none decides on its own.
+//! path and by domain, the repo list) resolves its repo with
+//! [`Access::resolve`] (or asks [`Access::check`]) before it does
+//! anything, [`Access::check_ref_updates`] decides the refs of a push, and
+//! the server's own surfaces ask [`Access::check_server`]; none decides
+//! on its own.
 //!
-//! Today every request is [`Principal::Anonymous`] (there are no accounts
-//! yet), and the rules are the ones vole has always had:
+//! The rules:
 //!
-//! - reading is open to anyone, except a site, whose repo's ACL must say
-//!   `public` ([`Action::ReadSite`]); the ACL is applied to sites only for
-//!   now, the accounts issue extends it to every read;
-//! - pushing and API writes need the server's `--anonymous-push` switch;
-//! - `refs/meta/*` is the server's own, and a repo's protected branches
-//!   take neither deletion nor a non-fast-forward.
-//!
-//! A repo the principal may not see is [`Denied::Missing`], which every
-//! surface answers exactly as it answers a repo that does not exist.
+//! - A repo is public or private (its ACL; public when none is stored).
+//!   Anyone may read a public repo; a private one only its owner, its
+//!   members and server admins. A principal's role in a repo: server
+//!   admin and owner are `admin`, a member has their role.
+//! - Pushing needs `write`; issues, change requests and comments need an
+//!   account that may read the repo; the ACL, the settings and deleting
+//!   the repo need `admin`. A token adds two limits: its scope (read,
+//!   write, admin) caps what it may do, and a token limited to some repos
+//!   is, anywhere else, no more than anonymous.
+//! - A repo the principal may not read is answered exactly as one that
+//!   does not exist: [`Denied::Hidden`] to the anonymous (git and the API
+//!   answer 401, so a client asks for credentials), [`Denied::Missing`]
+//!   to a signed-in user (404). Existence and the ACL are checked on one
+//!   path, and no git repository is opened before the decision.
+//! - `--anonymous-push` (development only) lets the anonymous push to
+//!   and write the metadata of the repos they may read.
+//! - `refs/meta/*` is the server's own; a repo's protected branches take
+//!   neither deletion nor a non-fast-forward, and, when its settings say
+//!   so, pushes from its admins only.
 //!
 //! What does not live here: the response each surface gives (a 404 page,
-//! a `text/plain` 403 for git, JSON for the API) is the surface's own.
+//! a `text/plain` 401/403 for git, JSON for the API) is the surface's own.
 
 pub mod client;
+pub mod pushes;
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::accounts::Identity;
 use crate::hooks::RefUpdate;
 use crate::meta::MetaStore;
-use crate::meta::entity::Visibility;
+use crate::meta::entity::{Acl, Role, Scope, Visibility};
 use crate::repos::{RepoName, Repos};
 
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Principal {
-    /// A request without credentials (every request, until accounts exist).
+    /// A request without credentials.
     Anonymous,
+    /// A request whose credential checked out.
+    User(Arc<Identity>),
+}
+
+impl Principal {
+    /// The name the logs record: the user's, or `anonymous`.
+    pub fn name(&self) -> &str {
+        match self {
+            Principal::Anonymous => "anonymous",
+            Principal::User(identity) => &identity.user,
+        }
+    }
+
+    pub fn identity(&self) -> Option<&Identity> {
+        match self {
+            Principal::Anonymous => None,
+            Principal::User(identity) => Some(identity),
+        }
+    }
+
+    /// A server admin, with a credential that carries admin power.
+    pub fn is_server_admin(&self) -> bool {
+        self.identity()
+            .is_some_and(|id| id.admin && id.scope() == Scope::Admin)
+    }
 }
 
 /// What the principal wants to do to a repo.
@@ -50,9 +87,10 @@ pub enum Action {
     ReadSite,
     /// Push (the receive-pack advertisement and the push itself).
     Push,
-    /// Write the repo's metadata through the API (issues, change
-    /// requests, comments, ACL, settings).
+    /// Write the repo's issues, change requests and comments.
     WriteMeta,
+    /// Change the ACL or the settings, delete the repo.
+    Administer,
 }
 
 /// What the principal wants to do that concerns no one repo.
@@ -65,14 +103,21 @@ pub enum ServerAction {
 /// Why a request is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
-    /// The repo does not exist, its name is not valid, or the principal may
-    /// not know it exists: answered as a missing repo.
+    /// The repo does not exist, its name is not valid, or the signed-in
+    /// principal may not know it exists: answered as a missing repo (404).
     Missing,
+    /// The same, for the anonymous: credentials might show it (git and
+    /// the API answer 401 with [`HIDDEN`], the web and sites a 404).
+    Hidden,
     /// Credentials are needed (and none were given).
     Unauthenticated(String),
     /// The principal is known and may not do this.
     Forbidden(String),
 }
+
+/// The one message of [`Denied::Hidden`], the same for a private repo
+/// and a missing one.
+pub const HIDDEN: &str = "authentication required: sign in with your user name and a token";
 
 /// Why the pre-receive check refused a ref.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -82,13 +127,13 @@ pub struct Refusal {
     pub reason: String,
 }
 
-/// The message a push gets while anonymous push is off.
-pub const PUSH_DISABLED: &str = "push is disabled on this server: there are no accounts yet. \
-     For development, restart vole with --anonymous-push (or VOLE_ANONYMOUS_PUSH=true).";
+/// The message an anonymous push to a repo it may read gets.
+pub const PUSH_NEEDS_CREDENTIALS: &str = "pushing needs credentials: use your user name and a token \
+     made with `vole token create NAME --user YOU --scope write`";
 
-/// The message an API write gets while anonymous push is off.
-pub const WRITES_DISABLED: &str = "API writes are off until accounts exist; start the server with \
-     --anonymous-push to allow them (development only)";
+/// The message an anonymous API write gets.
+pub const WRITES_NEED_CREDENTIALS: &str = "API writes need credentials: send Authorization: Bearer <token> \
+     (or HTTP Basic with your user name and a token)";
 
 /// The access decisions of one server; see the module doc.
 #[derive(Debug)]
@@ -100,6 +145,7 @@ pub struct Access {
     anonymous_push: bool,
     /// Protected branches of a repo that stores no settings of its own.
     default_protected: Vec<String>,
+    pushes: Arc<pushes::Pushes>,
 }
 
 impl Access {
@@ -118,12 +164,19 @@ impl Access {
             meta,
             anonymous_push,
             default_protected,
+            pushes: Arc::default(),
         })
+    }
+
+    /// The pushes under way (see [`pushes`]).
+    pub fn pushes(&self) -> &Arc<pushes::Pushes> {
+        &self.pushes
     }
 
     /// The one repo resolver: `owner`/`name` is a valid repo name, the repo
     /// exists inside `data/repos` (a symlink leading out is refused), and
-    /// the principal may do `action` on it.
+    /// the principal may do `action` on it. A repo that does not exist and
+    /// one the principal may not read are refused alike.
     pub fn resolve(
         &self,
         principal: &Principal,
@@ -131,9 +184,9 @@ impl Access {
         name: &str,
         action: Action,
     ) -> Result<RepoName, Denied> {
-        let repo = RepoName::from_parts(owner, name).map_err(|_| Denied::Missing)?;
+        let repo = RepoName::from_parts(owner, name).map_err(|_| hidden(principal))?;
         if !self.exists(&repo) {
-            return Err(Denied::Missing);
+            return Err(hidden(principal));
         }
         self.check(principal, action, &repo)?;
         Ok(repo)
@@ -161,44 +214,149 @@ impl Access {
         action: Action,
         repo: &RepoName,
     ) -> Result<(), Denied> {
-        match (principal, action) {
-            // The ACL is not applied to plain reads yet (module doc).
-            (Principal::Anonymous, Action::Read) => Ok(()),
-            (Principal::Anonymous, Action::ReadSite) => {
-                if self.public(repo) {
-                    Ok(())
-                } else {
-                    Err(Denied::Missing)
-                }
+        // A store that cannot answer denies (fails closed).
+        let acl = match self.meta.acl(repo) {
+            Ok(acl) => acl,
+            Err(crate::meta::MetaError::NoRepo(_)) => Acl::default_for_repo(),
+            Err(e) => {
+                tracing::warn!(repo = %repo, error = %crate::error_chain::Chain(&e), "cannot read the ACL; access refused");
+                return Err(hidden(principal));
             }
-            (Principal::Anonymous, Action::Push) => self
-                .anonymous_push
-                .then_some(())
-                .ok_or_else(|| Denied::Forbidden(PUSH_DISABLED.into())),
-            (Principal::Anonymous, Action::WriteMeta) => self
-                .anonymous_push
-                .then_some(())
-                .ok_or_else(|| Denied::Forbidden(WRITES_DISABLED.into())),
+        };
+        let public = acl.visibility == Visibility::Public;
+        let identity = match principal {
+            Principal::Anonymous => {
+                if !public {
+                    return Err(Denied::Hidden);
+                }
+                return match action {
+                    Action::Read | Action::ReadSite => Ok(()),
+                    Action::Push if self.anonymous_push => Ok(()),
+                    Action::WriteMeta if self.anonymous_push => Ok(()),
+                    Action::Push => Err(Denied::Unauthenticated(PUSH_NEEDS_CREDENTIALS.into())),
+                    Action::WriteMeta | Action::Administer => {
+                        Err(Denied::Unauthenticated(WRITES_NEED_CREDENTIALS.into()))
+                    }
+                };
+            }
+            Principal::User(identity) => identity,
+        };
+        let role = identity
+            .reaches(repo)
+            .then(|| role_of(identity, repo, &acl))
+            .flatten();
+        if !public && role.is_none() {
+            return Err(Denied::Missing);
+        }
+        let scope = identity.scope();
+        let limited = || {
+            if identity.reaches(repo) {
+                None
+            } else {
+                Some(format!(
+                    "this token is limited to other repositories than {repo}; use a token made with --repo {repo}"
+                ))
+            }
+        };
+        match action {
+            Action::Read | Action::ReadSite => Ok(()),
+            Action::Push => {
+                if let Some(why) = limited() {
+                    return Err(Denied::Forbidden(why));
+                }
+                if role < Some(Role::Write) {
+                    return Err(Denied::Forbidden(format!(
+                        "{} may read {repo} but not push to it; ask an admin of the repository for write access",
+                        identity.user
+                    )));
+                }
+                if scope < Scope::Write {
+                    return Err(Denied::Forbidden(
+                        "this token may only read; push with a token made with --scope write"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            }
+            Action::WriteMeta => {
+                if let Some(why) = limited() {
+                    return Err(Denied::Forbidden(why));
+                }
+                if scope < Scope::Write {
+                    return Err(Denied::Forbidden(
+                        "this token may only read; write with a token made with --scope write"
+                            .into(),
+                    ));
+                }
+                Ok(())
+            }
+            Action::Administer => {
+                if let Some(why) = limited() {
+                    return Err(Denied::Forbidden(why));
+                }
+                if role < Some(Role::Admin) {
+                    return Err(Denied::Forbidden(format!(
+                        "only an admin of {repo} may change its settings, its ACL or delete it"
+                    )));
+                }
+                if scope < Scope::Admin {
+                    return Err(Denied::Forbidden(
+                        "this token may not administer; use a token made with --scope admin".into(),
+                    ));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// May `principal` see `repo` listed (in the repo list, the home
+    /// page)? The same rule as reading it.
+    pub fn may_list(&self, principal: &Principal, repo: &RepoName) -> bool {
+        self.check(principal, Action::Read, repo).is_ok()
+    }
+
+    /// May `principal` create `repo`? A user under their own name, a
+    /// server admin anywhere; with a credential that may write.
+    pub fn check_create(&self, principal: &Principal, repo: &RepoName) -> Result<(), Denied> {
+        let Some(identity) = principal.identity() else {
+            return Err(Denied::Unauthenticated(WRITES_NEED_CREDENTIALS.into()));
+        };
+        if identity.scope() < Scope::Write {
+            return Err(Denied::Forbidden(
+                "this token may only read; create repositories with a token made with --scope write"
+                    .into(),
+            ));
+        }
+        if identity.user.eq_ignore_ascii_case(repo.owner()) || principal.is_server_admin() {
+            Ok(())
+        } else {
+            Err(Denied::Forbidden(format!(
+                "{} may create repositories under {}/ only",
+                identity.user, identity.user
+            )))
         }
     }
 
     /// May `principal` do `action`, which concerns the server rather than a
-    /// repo? Today the counters are open to anyone (they name no repo);
-    /// accounts will keep them for administrators.
+    /// repo? The counters say how many repos there are, private ones
+    /// included: server admins only.
     pub fn check_server(&self, principal: &Principal, action: ServerAction) -> Result<(), Denied> {
         match (principal, action) {
-            (Principal::Anonymous, ServerAction::ReadStats) => Ok(()),
+            (Principal::Anonymous, ServerAction::ReadStats) => Err(Denied::Hidden),
+            (principal, ServerAction::ReadStats) if principal.is_server_admin() => Ok(()),
+            (Principal::User(_), ServerAction::ReadStats) => Err(Denied::Missing),
         }
     }
 
-    /// The repo's ACL says public (the default when none is stored); a
-    /// store that cannot answer says no.
-    fn public(&self, repo: &RepoName) -> bool {
-        match self.meta.acl(repo) {
-            Ok(acl) => acl.visibility == Visibility::Public,
-            Err(crate::meta::MetaError::NoRepo(_)) => true,
-            Err(_) => false,
+    /// `principal`'s role in `repo`: `None` when it has none (it may still
+    /// read a public repo).
+    pub fn role(&self, principal: &Principal, repo: &RepoName) -> Option<Role> {
+        let identity = principal.identity()?;
+        if !identity.reaches(repo) {
+            return None;
         }
+        let acl = self.meta.acl(repo).ok()?;
+        role_of(identity, repo, &acl)
     }
 
     /// The pre-receive rules, per ref: `refs/meta/*` is the server's, and
@@ -207,15 +365,15 @@ impl Access {
     /// non-fast-forward. Returns what is refused, and why.
     pub fn check_ref_updates(
         &self,
-        _principal: &Principal,
+        principal: &Principal,
         repo: &RepoName,
         updates: &[RefUpdate],
     ) -> Vec<Refusal> {
         // A store that cannot say which branches are protected refuses the
         // push (fails closed): the server's defaults are not the repo's.
-        let protected = match self.meta.settings(repo) {
-            Ok(settings) => settings.protected_branches,
-            Err(crate::meta::MetaError::NoRepo(_)) => self.default_protected.clone(),
+        let (protected, admins_only) = match self.meta.settings(repo) {
+            Ok(settings) => (settings.protected_branches, settings.protected_admins_only),
+            Err(crate::meta::MetaError::NoRepo(_)) => (self.default_protected.clone(), false),
             Err(e) => {
                 tracing::warn!(repo = %repo, error = %crate::error_chain::Chain(&e), "cannot read the protected branches; the push is refused");
                 return updates
@@ -246,7 +404,11 @@ impl Access {
             if !protected.iter().any(|p| p == branch) {
                 continue;
             }
-            if update.is_deletion() {
+            if admins_only && self.role(principal, repo) < Some(Role::Admin) {
+                refused.push(refuse(format!(
+                    "branch {branch} is protected: only admins of {repo} may push to it; push another branch and open a change request"
+                )));
+            } else if update.is_deletion() {
                 refused.push(refuse(format!(
                     "branch {branch} is protected: it cannot be deleted"
                 )));
@@ -258,4 +420,25 @@ impl Access {
         }
         refused
     }
+}
+
+/// How a repo the principal may not read is refused (see [`Denied`]).
+fn hidden(principal: &Principal) -> Denied {
+    match principal {
+        Principal::Anonymous => Denied::Hidden,
+        Principal::User(_) => Denied::Missing,
+    }
+}
+
+/// The role `identity` has in `repo` by the ACL: server admins and the
+/// owner are admins, members have theirs.
+fn role_of(identity: &Identity, repo: &RepoName, acl: &Acl) -> Option<Role> {
+    let owner = acl.owner.as_deref().unwrap_or(repo.owner());
+    if identity.admin || identity.user.eq_ignore_ascii_case(owner) {
+        return Some(Role::Admin);
+    }
+    acl.members
+        .iter()
+        .find(|m| m.name.eq_ignore_ascii_case(&identity.user))
+        .map(|m| m.role)
 }

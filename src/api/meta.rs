@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::{ApiState, paginated};
-use crate::access::Action;
+use crate::access::{Action, Principal};
+use crate::accounts::audit::{AuditEvent, AuditKind};
 use crate::http::AppError;
 use crate::http::page::ApiPage;
 use crate::meta::entity::{ChangeState, IssueState, ThreadKind};
@@ -25,15 +26,12 @@ use crate::meta::{
 use crate::page::Pagination;
 use crate::repos::RepoName;
 
-/// Who API writes are attributed to until accounts exist.
-const ANONYMOUS: &str = "anonymous";
-
 impl From<MetaError> for AppError {
     fn from(e: MetaError) -> AppError {
         let status = match &e {
             MetaError::NoRepo(_) | MetaError::NotFound(_) => StatusCode::NOT_FOUND,
             MetaError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            MetaError::Stale(_) => StatusCode::CONFLICT,
+            MetaError::Stale(_) | MetaError::Taken(_) => StatusCode::CONFLICT,
             MetaError::Unavailable(_) => {
                 return AppError::unavailable("the metadata store refused a request", &e);
             }
@@ -44,7 +42,7 @@ impl From<MetaError> for AppError {
 
 /// A JSON body, or the reason it was refused (bad JSON, an unknown field,
 /// a wrong content type, over the size cap), as a 4xx a person can act on.
-fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
+pub(super) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
     payload.map(|Json(value)| value).map_err(|rejection| {
         let status = rejection.status();
         let message = match (&rejection, status) {
@@ -67,11 +65,12 @@ fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
 /// client may not see is answered as a missing one.
 fn repo_name(
     app: &ApiState,
+    principal: &Principal,
     owner: &str,
     repo: &str,
     action: Action,
 ) -> Result<RepoName, AppError> {
-    super::resolve(app, owner, repo, action)
+    super::resolve(app, principal, owner, repo, action)
 }
 
 fn thread_number(text: &str) -> Result<u64, AppError> {
@@ -137,11 +136,12 @@ fn filter_query(query: &HashMap<String, String>) -> String {
 
 pub async fn list_issues(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::Read)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
     let filter = Filter {
         state: parse_state::<IssueState>(&query, "open, closed")?,
         label: query.get("label").cloned(),
@@ -159,33 +159,34 @@ pub async fn list_issues(
 
 pub async fn create_issue(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<NewIssue>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let new = body(payload)?;
-    let issue = blocking(&app, move |app| {
-        app.meta.create_issue(&name, new, ANONYMOUS)
-    })
-    .await?;
+    let author = principal.name().to_string();
+    let issue = blocking(&app, move |app| app.meta.create_issue(&name, new, &author)).await?;
     Ok(created(issue))
 }
 
 pub async fn get_issue(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::Read)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.issue(&name, number)?).into_response())
 }
 
 pub async fn edit_issue(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<IssuePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
     let issue = blocking(&app, move |app| app.meta.edit_issue(&name, number, patch)).await?;
@@ -196,11 +197,12 @@ pub async fn edit_issue(
 
 pub async fn list_changes(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::Read)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
     if query.contains_key("label") {
         return Err(AppError::bad_request(
             "change requests have no labels; filter by state or author",
@@ -223,33 +225,34 @@ pub async fn list_changes(
 
 pub async fn create_change(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<NewChange>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let new = body(payload)?;
-    let change = blocking(&app, move |app| {
-        app.meta.create_change(&name, new, ANONYMOUS)
-    })
-    .await?;
+    let author = principal.name().to_string();
+    let change = blocking(&app, move |app| app.meta.create_change(&name, new, &author)).await?;
     Ok(created(change))
 }
 
 pub async fn get_change(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::Read)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.change(&name, number)?).into_response())
 }
 
 pub async fn edit_change(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<ChangePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
     let change = blocking(&app, move |app| app.meta.edit_change(&name, number, patch)).await?;
@@ -260,13 +263,14 @@ pub async fn edit_change(
 
 async fn list_comments(
     app: Arc<ApiState>,
+    principal: Principal,
     kind: ThreadKind,
     owner: String,
     repo: String,
     number: String,
     page: Pagination,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::Read)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     let found = app.meta.comments(&name, kind, number, page)?;
     let noun = match kind {
@@ -284,17 +288,19 @@ async fn list_comments(
 
 async fn add_comment(
     app: Arc<ApiState>,
+    principal: Principal,
     kind: ThreadKind,
     owner: String,
     repo: String,
     number: String,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let new = body(payload)?;
+    let author = principal.name().to_string();
     let comment = blocking(&app, move |app| {
-        app.meta.comment(&name, kind, number, new, ANONYMOUS)
+        app.meta.comment(&name, kind, number, new, &author)
     })
     .await?;
     Ok(created(comment))
@@ -302,71 +308,129 @@ async fn add_comment(
 
 pub async fn list_issue_comments(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    list_comments(app, ThreadKind::Issue, owner, repo, number, page).await
+    list_comments(app, principal, ThreadKind::Issue, owner, repo, number, page).await
 }
 
 pub async fn add_issue_comment(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    add_comment(app, ThreadKind::Issue, owner, repo, number, payload).await
+    add_comment(
+        app,
+        principal,
+        ThreadKind::Issue,
+        owner,
+        repo,
+        number,
+        payload,
+    )
+    .await
 }
 
 pub async fn list_change_comments(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    list_comments(app, ThreadKind::Change, owner, repo, number, page).await
+    list_comments(
+        app,
+        principal,
+        ThreadKind::Change,
+        owner,
+        repo,
+        number,
+        page,
+    )
+    .await
 }
 
 pub async fn add_change_comment(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    add_comment(app, ThreadKind::Change, owner, repo, number, payload).await
+    add_comment(
+        app,
+        principal,
+        ThreadKind::Change,
+        owner,
+        repo,
+        number,
+        payload,
+    )
+    .await
 }
 
 // ---- ACL and settings ----
 
 pub async fn get_acl(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::Read)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
     Ok(Json(app.meta.acl(&name)?).into_response())
 }
 
 pub async fn put_acl(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<AclPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Administer)?;
     let put = body(payload)?;
-    let acl = blocking(&app, move |app| app.meta.put_acl(&name, put)).await?;
+    let actor = principal.name().to_string();
+    let acl = blocking(&app, move |app| {
+        let acl = app.meta.put_acl(&name, put)?;
+        let event = AuditEvent::new(
+            AuditKind::AclChanged,
+            &actor,
+            &name.to_string(),
+            "api",
+            format!(
+                "visibility={} members={} version={}",
+                serde_json::to_value(acl.visibility)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                acl.members.len(),
+                acl.version
+            ),
+        );
+        if let Err(e) = app.control.accounts.audit(event) {
+            tracing::error!(error = %crate::error_chain::Chain(&e), "an ACL change could not be audited");
+        }
+        Ok(acl)
+    })
+    .await?;
     Ok(Json(acl).into_response())
 }
 
 pub async fn get_settings(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::Read)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
     Ok(Json(app.meta.settings(&name)?).into_response())
 }
 
 pub async fn put_settings(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<SettingsPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo, Action::WriteMeta)?;
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Administer)?;
     let put = body(payload)?;
     let settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
     Ok(Json(settings).into_response())

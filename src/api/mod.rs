@@ -6,20 +6,22 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 pub mod meta;
+pub mod repos;
 
 use crate::access::{Access, Action, Principal};
+use crate::control::ControlState;
 use crate::hooks::recorder::{ACTIVITY_PER_REPO, RefRecorder};
 use crate::http::AppError;
 use crate::http::page::ApiPage;
 use crate::meta::MetaStore;
 use crate::page::Pagination;
-use crate::repos::RepoName;
+use crate::repos::{RepoName, Repos};
 
 /// What the API handlers need of the server.
 #[derive(Debug)]
@@ -27,13 +29,23 @@ pub struct ApiState {
     pub meta: Arc<MetaStore>,
     pub recorder: Arc<RefRecorder>,
     pub access: Arc<Access>,
+    pub repos: Repos,
+    /// Repo creation and deletion (shared with the CLI).
+    pub control: Arc<ControlState>,
 }
 
 /// The repo of an API request, resolved through [`Access`]: one the client
-/// may not see is answered as a missing one (404).
-fn resolve(app: &ApiState, owner: &str, repo: &str, action: Action) -> Result<RepoName, AppError> {
+/// may not see is answered as a missing one (401 to the anonymous, 404 to
+/// the signed in).
+fn resolve(
+    app: &ApiState,
+    principal: &Principal,
+    owner: &str,
+    repo: &str,
+    action: Action,
+) -> Result<RepoName, AppError> {
     app.access
-        .resolve(&Principal::Anonymous, owner, repo, action)
+        .resolve(principal, owner, repo, action)
         .map_err(|denied| {
             AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
         })
@@ -74,10 +86,11 @@ impl From<crate::hooks::recorder::ActivityEntry> for Activity {
 /// moves (committed or reconciled), newest first, with a `Link` header.
 pub async fn repo_activity(
     State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = resolve(&app, &owner, &repo, Action::Read)?;
+    let name = resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let (entries, total) = app.recorder.activity(&name.to_string(), page);
     let entries: Vec<Activity> = entries.into_iter().map(Activity::from).collect();
     Ok(paginated(

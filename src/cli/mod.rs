@@ -14,6 +14,7 @@ mod hook;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
+use crate::accounts::audit::AuditEvent;
 use crate::app::App;
 use crate::config::{Config, Settings};
 use crate::control::{self, Reply, Request, client::Client};
@@ -54,7 +55,13 @@ pub enum Command {
     /// Manage repositories.
     #[command(subcommand)]
     Repo(RepoCommand),
-    /// Read the ref and metadata log.
+    /// Manage user accounts.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manage access tokens (for git over HTTP and the API).
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Read the ref, metadata and audit logs.
     #[command(subcommand)]
     Log(LogCommand),
     /// Run by git as a hook under vole serve (see `data/hooks/`).
@@ -117,6 +124,19 @@ pub enum RepoCommand {
         /// One line describing the repository.
         #[arg(long)]
         description: Option<String>,
+        /// Only its owner, its members and server admins may see it.
+        #[arg(long)]
+        private: bool,
+        /// The user who owns it (its admin) [default: the user named like
+        /// the owner part of its name].
+        #[arg(long, value_name = "USER")]
+        owner: Option<String>,
+    },
+    /// Delete a repository: it moves to the data dir's trash/, where an
+    /// operator can move it back.
+    Delete {
+        /// `owner/name`.
+        name: String,
     },
     /// List repositories.
     List {
@@ -124,6 +144,107 @@ pub enum RepoCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UserCommand {
+    /// Add a user.
+    Add {
+        /// Login name: letters, digits, '-', '_', '.'; unique regardless
+        /// of case.
+        name: String,
+        #[arg(long, value_name = "ADDR")]
+        email: String,
+        /// A server administrator: may do everything.
+        #[arg(long)]
+        admin: bool,
+        /// Read a password from standard input (one line); without it the
+        /// user signs in with tokens only.
+        #[arg(long)]
+        password_stdin: bool,
+    },
+    /// List users.
+    List {
+        /// Print JSON instead of one line per user.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Set a user's password, read from standard input (one line).
+    Passwd {
+        name: String,
+        #[arg(long, required = true)]
+        password_stdin: bool,
+    },
+    /// Disable a user: every credential of theirs is refused from the
+    /// next request on.
+    Disable { name: String },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it (once: it is not stored) on the last
+    /// line of the output.
+    Create {
+        /// A name for the token, unique on the server (what `revoke` takes).
+        name: String,
+        #[arg(long, value_name = "USER")]
+        user: String,
+        /// What it may do: read (clone, API reads), write (also push and
+        /// API writes), admin (also repo settings, ACLs, deletion).
+        #[arg(long, value_enum, default_value = "read")]
+        scope: ScopeArg,
+        /// Limit it to this repo (`owner/name`); repeat for more.
+        #[arg(long = "repo", value_name = "OWNER/NAME")]
+        repos: Vec<String>,
+        /// Expire it after this long, e.g. 30d, 12h [default: never].
+        #[arg(long, value_name = "DURATION")]
+        expires: Option<String>,
+    },
+    /// List tokens (never their secrets).
+    List {
+        #[arg(long, value_name = "USER")]
+        user: Option<String>,
+        /// Print JSON instead of one line per token.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a token: refused from the next request on.
+    Revoke { name: String },
+}
+
+/// `--scope`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ScopeArg {
+    Read,
+    Write,
+    Admin,
+}
+
+impl From<ScopeArg> for crate::meta::entity::Scope {
+    fn from(scope: ScopeArg) -> Self {
+        use crate::meta::entity::Scope;
+        match scope {
+            ScopeArg::Read => Scope::Read,
+            ScopeArg::Write => Scope::Write,
+            ScopeArg::Admin => Scope::Admin,
+        }
+    }
+}
+
+/// One line of standard input, without its line end: a password.
+fn read_secret_line() -> anyhow::Result<String> {
+    use std::io::{BufRead, Read};
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .take(crate::accounts::MAX_PASSWORD_BYTES as u64 + 2)
+        .read_line(&mut line)
+        .context("reading the password from standard input")?;
+    let password = line.trim_end_matches(['\n', '\r']).to_string();
+    if password.is_empty() {
+        bail!("no password on standard input");
+    }
+    Ok(password)
 }
 
 /// Settings from the environment alone, for commands without serve's flags.
@@ -201,17 +322,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             runtime.block_on(crate::server::run(config))?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Repo(RepoCommand::Create { name, description }) => {
+        Command::Repo(RepoCommand::Create {
+            name,
+            description,
+            private,
+            owner,
+        }) => {
             let info: RepoInfo = call(
                 &config,
                 Request::RepoCreate {
                     repo: name,
                     description,
+                    private,
+                    owner,
                 },
             )?;
             println!("created {}", info.name);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Repo(RepoCommand::Delete { name }) => {
+            let _: String = call(&config, Request::RepoDelete { repo: name.clone() })?;
+            println!("deleted {name} (moved to the data dir's trash/)");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::User(command) => user_command(&config, command),
+        Command::Token(command) => token_command(&config, command),
         Command::CgiGuard { .. } | Command::Hook(_) => {
             unreachable!("handled in main before any set-up")
         }
@@ -246,13 +381,168 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// `vole log dump`: both logs, ref moves first, then (with `--follow`) new
-/// records of either as they appear.
+fn user_command(config: &Config, command: UserCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        UserCommand::Add {
+            name,
+            email,
+            admin,
+            password_stdin,
+        } => {
+            let password = password_stdin.then(read_secret_line).transpose()?;
+            let user: serde_json::Value = call(
+                config,
+                Request::UserAdd {
+                    name,
+                    email,
+                    admin,
+                    password,
+                },
+            )?;
+            println!("added user {}", user["name"].as_str().unwrap_or_default());
+        }
+        UserCommand::List { json } => {
+            let users: Vec<serde_json::Value> = call(config, Request::UserList)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&users)?);
+            } else {
+                for user in users {
+                    let flags: Vec<&str> = [
+                        ("admin", "admin"),
+                        ("disabled", "disabled"),
+                        ("has_password", "password"),
+                    ]
+                    .iter()
+                    .filter(|(key, _)| user[*key].as_bool().unwrap_or_default())
+                    .map(|(_, flag)| *flag)
+                    .collect();
+                    println!(
+                        "{}\t{}\t{}",
+                        user["name"].as_str().unwrap_or_default(),
+                        user["email"].as_str().unwrap_or_default(),
+                        flags.join(",")
+                    );
+                }
+            }
+        }
+        UserCommand::Passwd { name, .. } => {
+            let password = read_secret_line()?;
+            let _: serde_json::Value = call(
+                config,
+                Request::UserPasswd {
+                    name: name.clone(),
+                    password,
+                },
+            )?;
+            println!("password of {name} set");
+        }
+        UserCommand::Disable { name } => {
+            let _: serde_json::Value = call(config, Request::UserDisable { name: name.clone() })?;
+            println!("user {name} disabled");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn token_command(config: &Config, command: TokenCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        TokenCommand::Create {
+            name,
+            user,
+            scope,
+            repos,
+            expires,
+        } => {
+            let expires_in_secs = expires
+                .map(|text| {
+                    humantime::parse_duration(&text)
+                        .map(|d| d.as_secs().max(1))
+                        .with_context(|| format!("--expires {text:?}: write e.g. 30d, 12h"))
+                })
+                .transpose()?;
+            let made: serde_json::Value = call(
+                config,
+                Request::TokenCreate {
+                    name,
+                    user,
+                    scope: scope.into(),
+                    repos,
+                    expires_in_secs,
+                },
+            )?;
+            let token = &made["token"];
+            println!(
+                "created token {} for {} (scope {}{}{}); it is shown once, here:",
+                token["name"].as_str().unwrap_or_default(),
+                token["user"].as_str().unwrap_or_default(),
+                token["scope"].as_str().unwrap_or_default(),
+                token["expires_at"]
+                    .as_str()
+                    .map(|at| format!(", expires {at}"))
+                    .unwrap_or_default(),
+                token["repos"]
+                    .as_array()
+                    .filter(|r| !r.is_empty())
+                    .map(|r| format!(
+                        ", only {}",
+                        r.iter()
+                            .filter_map(|v| v.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    ))
+                    .unwrap_or_default(),
+            );
+            println!("{}", made["text"].as_str().unwrap_or_default());
+        }
+        TokenCommand::List { user, json } => {
+            let tokens: Vec<serde_json::Value> = call(config, Request::TokenList { user })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&tokens)?);
+            } else {
+                for t in tokens {
+                    let text = |k: &str| t[k].as_str().unwrap_or_default().to_string();
+                    let repos = t["repos"]
+                        .as_array()
+                        .map(|r| {
+                            r.iter()
+                                .filter_map(|v| v.as_str())
+                                .collect::<Vec<_>>()
+                                .join(",")
+                        })
+                        .unwrap_or_default();
+                    println!(
+                        "{}\t{}\t{}\t{}\t{}\t{}",
+                        text("name"),
+                        text("user"),
+                        text("scope"),
+                        if repos.is_empty() { "*".into() } else { repos },
+                        t["expires_at"].as_str().unwrap_or("never"),
+                        if t["revoked"].as_bool().unwrap_or_default() {
+                            "revoked"
+                        } else {
+                            "active"
+                        },
+                    );
+                }
+            }
+        }
+        TokenCommand::Revoke { name } => {
+            let _: serde_json::Value = call(config, Request::TokenRevoke { name: name.clone() })?;
+            println!("token {name} revoked");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `vole log dump`: every log (ref moves, metadata writes, audit events,
+/// in that order), then (with `--follow`) new records of any as they
+/// appear.
 fn dump_logs(config: &Config, follow: bool, json: bool) -> anyhow::Result<()> {
     use std::io::Write;
     let dir = DataDir::new(config.data_dir.clone()).log_dir();
     let mut refs = Tail::<RefMove>::new(&dir.join(RefMove::FILE_NAME));
     let mut meta = Tail::<MetaWrite>::new(&dir.join(MetaWrite::FILE_NAME));
+    let mut audit = Tail::<AuditEvent>::new(&dir.join(AuditEvent::FILE_NAME));
     let stdout = std::io::stdout();
     loop {
         let mut out = stdout.lock();
@@ -266,6 +556,13 @@ fn dump_logs(config: &Config, follow: bool, json: bool) -> anyhow::Result<()> {
         })?;
         meta.poll(|entry| {
             for line in dump_lines("meta", entry, json, describe_meta_write) {
+                if let Err(e) = writeln!(out, "{line}") {
+                    failed.get_or_insert(e);
+                }
+            }
+        })?;
+        audit.poll(|entry| {
+            for line in dump_lines("audit", entry, json, describe_audit) {
                 if let Err(e) = writeln!(out, "{line}") {
                     failed.get_or_insert(e);
                 }
@@ -320,6 +617,18 @@ fn format_time(time_ns: i64) -> String {
 
 fn short_oid(oid: &Option<String>) -> &str {
     oid.as_deref().map_or("0000000", |o| &o[..o.len().min(12)])
+}
+
+fn describe_audit(e: &AuditEvent) -> String {
+    format!(
+        "{} {} actor={}@{} target={} {}",
+        format_time(e.time_ns),
+        e.event,
+        e.actor,
+        e.client,
+        e.target,
+        e.detail
+    )
 }
 
 fn describe_ref_move(m: &RefMove) -> String {

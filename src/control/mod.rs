@@ -41,11 +41,14 @@ pub use protocol::{MAX_LINE, PROTOCOL_VERSION, Reply, Request};
 
 use std::sync::Arc;
 
-use crate::access::{Access, Principal};
+use crate::access::Access;
+use crate::accounts::audit::{AuditEvent, AuditKind};
+use crate::accounts::{AccountError, Accounts, NewTokenRequest, NewUser};
 use crate::config::Config;
 use crate::git::Git;
 use crate::hooks::recorder::RefRecorder;
-use crate::meta::MetaStore;
+use crate::meta::entity::Visibility;
+use crate::meta::{AclPut, MetaError, MetaStore};
 use crate::repos::{RepoError, RepoInfo, RepoName, Repos};
 
 /// What the control operations need of the server.
@@ -57,21 +60,125 @@ pub struct ControlState {
     pub recorder: Arc<RefRecorder>,
     pub meta: Arc<MetaStore>,
     pub access: Arc<Access>,
+    pub accounts: Arc<Accounts>,
+}
+
+/// A new repo, from the CLI or the API.
+#[derive(Debug, Clone, Default)]
+pub struct NewRepo {
+    pub name: String,
+    pub description: Option<String>,
+    pub private: bool,
+    /// The owning user; `None`: the user named like the owner segment.
+    pub owner: Option<String>,
+}
+
+/// Who asked for a lifecycle change, for the audit log.
+#[derive(Debug, Clone, Copy)]
+pub struct Actor<'a> {
+    pub name: &'a str,
+    pub client: &'a str,
+}
+
+impl Actor<'static> {
+    /// The operator, over the control socket or holding the lock.
+    pub const CLI: Actor<'static> = Actor {
+        name: "cli",
+        client: "local",
+    };
+}
+
+/// Why a repo could not be created or deleted.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    #[error(transparent)]
+    Repo(#[from] RepoError),
+    #[error("no user named {0:?}; add one with `vole user add`")]
+    NoSuchOwner(String),
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    #[error(transparent)]
+    Accounts(#[from] AccountError),
 }
 
 impl ControlState {
-    /// Creates `owner/name`, durably (blocking: runs git).
-    pub fn create_repo(
-        &self,
-        name: &str,
-        description: Option<&str>,
-    ) -> Result<RepoInfo, RepoError> {
-        let name = RepoName::parse(name)?;
-        let info = self
-            .repos
-            .create(&self.git, &name, description, &self.config.default_branch)?;
+    /// Creates a repo, durably (blocking: runs git), with its ACL when it
+    /// is private or names an owner; audited.
+    pub fn create_repo(&self, new: NewRepo, actor: Actor<'_>) -> Result<RepoInfo, LifecycleError> {
+        let name = RepoName::parse_new(&new.name).map_err(RepoError::from)?;
+        if let Some(owner) = &new.owner
+            && self.accounts.user(owner)?.is_none()
+        {
+            return Err(LifecycleError::NoSuchOwner(owner.clone()));
+        }
+        let info = self.repos.create(
+            &self.git,
+            &name,
+            new.description.as_deref(),
+            &self.config.default_branch,
+        )?;
+        if new.private || new.owner.is_some() {
+            let put = AclPut {
+                version: 0,
+                visibility: if new.private {
+                    Visibility::Private
+                } else {
+                    Visibility::Public
+                },
+                owner: new.owner.clone(),
+                members: Vec::new(),
+            };
+            if let Err(e) = self.meta.put_acl(&name, put) {
+                // A repo meant to be private must not be left public.
+                let _ = self.repos.move_to_trash(&name);
+                self.meta
+                    .forget_repo(&name, std::time::Duration::from_secs(10));
+                return Err(e.into());
+            }
+        } else {
+            // Loaded now, so the first request's access decision opens no
+            // git repository.
+            let _ = self.meta.acl(&name);
+        }
+        let detail = format!(
+            "{}{}",
+            if new.private { "private" } else { "public" },
+            new.owner.map(|o| format!(" owner={o}")).unwrap_or_default()
+        );
+        self.accounts.audit(AuditEvent::new(
+            AuditKind::RepoCreated,
+            actor.name,
+            &name.to_string(),
+            actor.client,
+            detail,
+        ))?;
         tracing::info!(repo = %name, "repository created");
         Ok(info)
+    }
+
+    /// Moves a repo to `data/trash` (an operator can move it back);
+    /// audited.
+    pub fn delete_repo(&self, name: &RepoName, actor: Actor<'_>) -> Result<(), LifecycleError> {
+        // Its metadata folded first: the trashed copy is whole.
+        self.meta
+            .forget_repo(name, std::time::Duration::from_secs(10));
+        let trashed = self.repos.move_to_trash(name)?;
+        self.accounts.audit(AuditEvent::new(
+            AuditKind::RepoDeleted,
+            actor.name,
+            &name.to_string(),
+            actor.client,
+            format!("moved to {}", trashed.display()),
+        ))?;
+        tracing::info!(repo = %name, trash = %trashed.display(), "repository moved to the trash");
+        Ok(())
+    }
+}
+
+fn reply<T: serde::Serialize, E: std::fmt::Display>(result: Result<T, E>) -> Reply {
+    match result {
+        Ok(data) => Reply::ok(data),
+        Err(e) => Reply::error(e.to_string()),
     }
 }
 
@@ -83,21 +190,87 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             "server": "vole",
             "version": env!("CARGO_PKG_VERSION"),
         })),
-        Request::RepoCreate { repo, description } => {
-            match app.create_repo(&repo, description.as_deref()) {
-                Ok(info) => Reply::ok(info),
-                Err(e) => Reply::error(e.to_string()),
-            }
-        }
+        Request::RepoCreate {
+            repo,
+            description,
+            private,
+            owner,
+        } => reply(app.create_repo(
+            NewRepo {
+                name: repo,
+                description,
+                private,
+                owner,
+            },
+            Actor::CLI,
+        )),
         Request::RepoList => Reply::ok(app.repos.list()),
+        Request::RepoDelete { repo } => match RepoName::parse(&repo) {
+            Ok(name) => reply(app.delete_repo(&name, Actor::CLI).map(|()| &repo)),
+            Err(e) => Reply::error(e.to_string()),
+        },
+        Request::UserAdd {
+            name,
+            email,
+            admin,
+            password,
+        } => reply(app.accounts.add_user(
+            NewUser {
+                name,
+                email,
+                admin,
+                password,
+            },
+            "cli",
+        )),
+        Request::UserList => reply(app.accounts.users()),
+        Request::UserPasswd { name, password } => {
+            reply(app.accounts.set_password(&name, &password, "cli"))
+        }
+        Request::UserDisable { name } => reply(app.accounts.disable_user(&name, "cli")),
+        Request::TokenCreate {
+            name,
+            user,
+            scope,
+            repos,
+            expires_in_secs,
+        } => reply(
+            app.accounts
+                .create_token(
+                    NewTokenRequest {
+                        name,
+                        user,
+                        scope,
+                        repos,
+                        expires_in: expires_in_secs.map(std::time::Duration::from_secs),
+                    },
+                    "cli",
+                )
+                .map(|(view, text)| serde_json::json!({ "token": view, "text": text })),
+        ),
+        Request::TokenList { user } => reply(app.accounts.tokens(user.as_deref())),
+        Request::TokenRevoke { name } => reply(app.accounts.revoke_token(&name, "cli")),
         Request::HookPreReceive { push, updates } => {
-            let Ok(repo) = RepoName::parse(&push.repo) else {
-                return Reply::error(format!("{:?} is not a repository name", push.repo));
+            // Who pushes is what the server registered when the push
+            // started, not what the hook's environment says.
+            let Some(registered) = app.access.pushes().get(push.push_id, &push.repo) else {
+                tracing::warn!(
+                    repo = push.repo,
+                    push_id = push.push_id,
+                    "a pre-receive report names no push under way; refused"
+                );
+                let refused: Vec<_> = updates
+                    .iter()
+                    .map(|u| crate::access::Refusal {
+                        ref_name: u.ref_name.clone(),
+                        reason: "this push was not started by this server".into(),
+                    })
+                    .collect();
+                return Reply::ok(serde_json::json!({ "refused": refused }));
             };
-            // The push's principal: anonymous until accounts exist.
-            let refused = app
-                .access
-                .check_ref_updates(&Principal::Anonymous, &repo, &updates);
+            let refused =
+                app.access
+                    .check_ref_updates(&registered.principal, &registered.repo, &updates);
             if !refused.is_empty() {
                 tracing::info!(
                     repo = push.repo,
@@ -108,50 +281,93 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             }
             Reply::ok(serde_json::json!({ "refused": refused }))
         }
-        Request::HookRefPrepared { push, moves } => match app.recorder.prepared(&push, &moves) {
-            Ok(seq) => Reply::ok(serde_json::json!({ "seq": seq })),
-            Err(e) => {
-                tracing::error!(repo = push.repo, error = %e, "cannot record a ref transaction; git will abort it");
-                Reply::error(
-                    "the server could not record the update durably; the server log has the detail",
-                )
-            }
-        },
+        Request::HookRefPrepared { push, moves } => {
+            let Some(push) = registered(app, push) else {
+                return Reply::error("this push was not started by this server");
+            };
+            hook_ref_prepared(app, push, moves)
+        }
         Request::HookRefOutcome {
             push,
             moves,
             outcome,
-        } => match app.recorder.outcome(&push, &moves, outcome) {
-            Ok(seq) => {
-                if outcome == crate::hooks::Outcome::Committed
-                    && let Ok(repo) = RepoName::parse(&push.repo)
-                {
-                    app.meta.repack_if_needed(&repo);
-                }
-                Reply::ok(serde_json::json!({ "seq": seq }))
-            }
-            Err(e) => {
-                tracing::error!(repo = push.repo, error = %e, "a ref transaction's outcome is not durable; git is stopped before it reports");
-                Reply::error(
-                    "the server could not make the update durable; the server log has the detail",
-                )
-            }
-        },
-        Request::LogCompact { keep } => {
-            match (app.recorder.compact(keep), app.meta.compact_log(keep)) {
-                (Ok(refs), Ok(meta)) => Reply::ok(serde_json::json!({
-                    "bytes_before": refs.bytes_before,
-                    "bytes_after": refs.bytes_after,
-                    "base_seq": refs.base_seq,
-                    "meta": {
-                        "bytes_before": meta.bytes_before,
-                        "bytes_after": meta.bytes_after,
-                        "base_seq": meta.base_seq,
-                    },
-                })),
-                (Err(e), _) => Reply::error(format!("ref log compaction failed: {e}")),
-                (_, Err(e)) => Reply::error(format!("meta log compaction failed: {e}")),
-            }
+        } => {
+            let Some(push) = registered(app, push) else {
+                return Reply::error("this push was not started by this server");
+            };
+            hook_ref_outcome(app, push, moves, outcome)
         }
+        Request::LogCompact { keep } => log_compact(app, keep),
+    }
+}
+
+/// The hook's push context with the actor and client the server
+/// registered for its id; `None` when no such push is under way.
+fn registered(
+    app: &ControlState,
+    push: crate::hooks::PushContext,
+) -> Option<crate::hooks::PushContext> {
+    let registered = app.access.pushes().get(push.push_id, &push.repo)?;
+    Some(crate::hooks::PushContext {
+        actor: registered.actor(),
+        client: registered.client,
+        ..push
+    })
+}
+
+fn hook_ref_prepared(
+    app: &ControlState,
+    push: crate::hooks::PushContext,
+    moves: Vec<crate::hooks::RefUpdate>,
+) -> Reply {
+    match app.recorder.prepared(&push, &moves) {
+        Ok(seq) => Reply::ok(serde_json::json!({ "seq": seq })),
+        Err(e) => {
+            tracing::error!(repo = push.repo, error = %e, "cannot record a ref transaction; git will abort it");
+            Reply::error(
+                "the server could not record the update durably; the server log has the detail",
+            )
+        }
+    }
+}
+
+fn hook_ref_outcome(
+    app: &ControlState,
+    push: crate::hooks::PushContext,
+    moves: Vec<crate::hooks::RefUpdate>,
+    outcome: crate::hooks::Outcome,
+) -> Reply {
+    match app.recorder.outcome(&push, &moves, outcome) {
+        Ok(seq) => {
+            if outcome == crate::hooks::Outcome::Committed
+                && let Ok(repo) = RepoName::parse(&push.repo)
+            {
+                app.meta.repack_if_needed(&repo);
+            }
+            Reply::ok(serde_json::json!({ "seq": seq }))
+        }
+        Err(e) => {
+            tracing::error!(repo = push.repo, error = %e, "a ref transaction's outcome is not durable; git is stopped before it reports");
+            Reply::error(
+                "the server could not make the update durable; the server log has the detail",
+            )
+        }
+    }
+}
+
+fn log_compact(app: &ControlState, keep: u64) -> Reply {
+    match (app.recorder.compact(keep), app.meta.compact_log(keep)) {
+        (Ok(refs), Ok(meta)) => Reply::ok(serde_json::json!({
+            "bytes_before": refs.bytes_before,
+            "bytes_after": refs.bytes_after,
+            "base_seq": refs.base_seq,
+            "meta": {
+                "bytes_before": meta.bytes_before,
+                "bytes_after": meta.bytes_after,
+                "base_seq": meta.base_seq,
+            },
+        })),
+        (Err(e), _) => Reply::error(format!("ref log compaction failed: {e}")),
+        (_, Err(e)) => Reply::error(format!("meta log compaction failed: {e}")),
     }
 }

@@ -18,8 +18,51 @@ pub enum Request {
         repo: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         description: Option<String>,
+        /// Created private (default: public).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        private: bool,
+        /// The owning user (default: the user named like the owner).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        owner: Option<String>,
     },
     RepoList,
+    /// Move a repo to the trash.
+    RepoDelete {
+        repo: String,
+    },
+    UserAdd {
+        name: String,
+        email: String,
+        #[serde(default)]
+        admin: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        password: Option<String>,
+    },
+    UserList,
+    UserPasswd {
+        name: String,
+        password: String,
+    },
+    UserDisable {
+        name: String,
+    },
+    TokenCreate {
+        name: String,
+        user: String,
+        scope: crate::meta::entity::Scope,
+        #[serde(default)]
+        repos: Vec<String>,
+        /// Seconds until it expires (default: never).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_in_secs: Option<u64>,
+    },
+    TokenList {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+    },
+    TokenRevoke {
+        name: String,
+    },
     /// From `vole hook pre-receive`: may these updates happen?
     HookPreReceive {
         push: crate::hooks::PushContext,
@@ -50,6 +93,14 @@ impl Request {
             Request::Ping => "ping",
             Request::RepoCreate { .. } => "repo_create",
             Request::RepoList => "repo_list",
+            Request::RepoDelete { .. } => "repo_delete",
+            Request::UserAdd { .. } => "user_add",
+            Request::UserList => "user_list",
+            Request::UserPasswd { .. } => "user_passwd",
+            Request::UserDisable { .. } => "user_disable",
+            Request::TokenCreate { .. } => "token_create",
+            Request::TokenList { .. } => "token_list",
+            Request::TokenRevoke { .. } => "token_revoke",
             Request::HookPreReceive { .. } => "hook_pre_receive",
             Request::HookRefPrepared { .. } => "hook_ref_prepared",
             Request::HookRefOutcome { .. } => "hook_ref_outcome",
@@ -137,6 +188,8 @@ mod tests {
             request: Request::RepoCreate {
                 repo: "a/b".into(),
                 description: None,
+                private: false,
+                owner: None,
             },
         };
         let line = serde_json::to_string(&frame).unwrap();
@@ -158,8 +211,13 @@ mod tests {
             Request::RepoCreate {
                 repo: "a/b".into(),
                 description: None,
+                private: true,
+                owner: Some("ann".into()),
             },
             Request::LogCompact { keep: 1 },
+            Request::UserList,
+            Request::TokenList { user: None },
+            Request::RepoDelete { repo: "a/b".into() },
         ] {
             let wire = serde_json::to_value(&request).unwrap();
             assert_eq!(wire["op"], request.op(), "{request:?}");

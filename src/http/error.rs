@@ -20,6 +20,10 @@ pub struct AppError {
     retry_after_secs: Option<u64>,
 }
 
+/// The challenge every 401 carries, so git prompts (or asks its
+/// credential helper) and retries.
+pub const CHALLENGE: &str = "Basic realm=\"vole\"";
+
 impl AppError {
     pub fn new(status: StatusCode, message: impl Into<String>) -> AppError {
         AppError {
@@ -56,15 +60,43 @@ impl AppError {
         )
     }
 
-    /// What a surface answers an access refusal with: a refused repo the
-    /// principal may not see reads as `missing` (the surface's own 404
-    /// message), the others as 401 or 403 with access's message.
+    /// 401 with the `WWW-Authenticate` challenge.
+    pub fn unauthenticated(message: impl Into<String>) -> AppError {
+        AppError::new(StatusCode::UNAUTHORIZED, message)
+    }
+
+    /// 429 with `Retry-After`.
+    pub fn too_many(message: impl Into<String>, retry_after_secs: u64) -> AppError {
+        AppError {
+            retry_after_secs: Some(retry_after_secs.max(1)),
+            ..AppError::new(StatusCode::TOO_MANY_REQUESTS, message)
+        }
+    }
+
+    /// What git and the API answer an access refusal with: a repo a
+    /// signed-in principal may not see reads as `missing` (the surface's
+    /// own 404 message), one the anonymous may not see as the one 401 of
+    /// [`crate::access::HIDDEN`], the others as 401 or 403 with access's
+    /// message.
     pub fn denied(denied: crate::access::Denied, missing: impl FnOnce() -> String) -> AppError {
         use crate::access::Denied;
         match denied {
             Denied::Missing => AppError::not_found(missing()),
-            Denied::Unauthenticated(message) => AppError::new(StatusCode::UNAUTHORIZED, message),
+            Denied::Hidden => AppError::unauthenticated(crate::access::HIDDEN),
+            Denied::Unauthenticated(message) => AppError::unauthenticated(message),
             Denied::Forbidden(message) => AppError::new(StatusCode::FORBIDDEN, message),
+        }
+    }
+
+    /// What the web pages and sites answer a refusal with: a repo the
+    /// visitor may not see is the page's plain 404, signed in or not.
+    pub fn denied_page(
+        denied: crate::access::Denied,
+        missing: impl FnOnce() -> String,
+    ) -> AppError {
+        match denied {
+            crate::access::Denied::Hidden => AppError::not_found(missing()),
+            other => AppError::denied(other, missing),
         }
     }
 
@@ -100,6 +132,12 @@ impl IntoResponse for AppError {
         );
         if let Some(secs) = self.retry_after_secs {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(CHALLENGE),
+            );
         }
         response
     }

@@ -4,6 +4,7 @@
 //! pagination extractors ([`page`]). No handler
 //! lives here; routes are in `server/router.rs`, handlers in the services.
 
+pub mod auth;
 pub mod conditional;
 pub mod error;
 pub mod page;

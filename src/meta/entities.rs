@@ -253,12 +253,19 @@ impl MetaStore {
 
     pub fn put_acl(&self, repo: &RepoName, put: AclPut) -> Result<Acl, MetaError> {
         entity::check_members(&put.members)?;
+        if let Some(owner) = &put.owner {
+            entity::check_user_name(owner)?;
+        }
         let written = self.write(repo, |state| {
             let current = state.index.acl().map_or(0, |a| a.version);
             check_version("ACL", 0, current, put.version)?;
+            let owner = put
+                .owner
+                .or_else(|| state.index.acl().and_then(|a| a.owner.clone()));
             Ok(Entity::Acl(Acl {
                 v: SCHEMA_V,
                 visibility: put.visibility,
+                owner,
                 members: put.members,
                 updated_at: now_text(),
                 version: current + 1,
@@ -306,6 +313,7 @@ impl MetaStore {
                 description: put.description,
                 default_branch: put.default_branch,
                 protected_branches: put.protected_branches,
+                protected_admins_only: put.protected_admins_only,
                 site: put.site,
                 site_domains: put.site_domains,
                 updated_at: now_text(),
@@ -348,6 +356,7 @@ impl MetaStore {
             description: String::new(),
             default_branch: options.default_branch.clone(),
             protected_branches: options.protected_branches.clone(),
+            protected_admins_only: false,
             site: SiteSettings::default(),
             site_domains: Vec::new(),
             updated_at: String::new(),

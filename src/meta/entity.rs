@@ -25,6 +25,10 @@ pub enum Entity {
     Change(Change),
     Acl(Acl),
     Settings(Settings),
+    /// A server account (system repo only).
+    User(User),
+    /// An access token of a user (system repo only).
+    Token(Token),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -108,7 +112,8 @@ pub enum Visibility {
     Private,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A member's role; each includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
     Read,
@@ -127,6 +132,10 @@ pub struct Member {
 pub struct Acl {
     pub v: u32,
     pub visibility: Visibility,
+    /// The user who owns the repo (always its admin). `None`: the user
+    /// named like the repo's owner segment, if there is one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     pub members: Vec<Member>,
     pub updated_at: String,
     pub version: u64,
@@ -140,6 +149,7 @@ impl Acl {
         Acl {
             v: SCHEMA_V,
             visibility: Visibility::Public,
+            owner: None,
             members: Vec::new(),
             updated_at: String::new(),
             version: 0,
@@ -173,8 +183,76 @@ pub struct Settings {
     pub description: String,
     pub default_branch: String,
     pub protected_branches: Vec<String>,
+    /// Protected branches take pushes from the repo's admins only.
+    #[serde(default)]
+    pub protected_admins_only: bool,
     pub site: SiteSettings,
     pub site_domains: Vec<String>,
+    pub updated_at: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
+}
+
+/// What a token may do (each includes the ones before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Clone, fetch, API reads.
+    Read,
+    /// Push and API writes.
+    Write,
+    /// Repo administration (ACL, settings, deletion), and the server's
+    /// when its user is a server admin.
+    Admin,
+}
+
+/// A server account. Its name is unique case-insensitively (its id is
+/// the lowercased name).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct User {
+    pub v: u32,
+    pub name: String,
+    pub email: String,
+    pub admin: bool,
+    pub disabled: bool,
+    /// The argon2id hash (PHC string) of the password; `None`: the user
+    /// signs in with tokens only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub version: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<u64>,
+}
+
+impl User {
+    /// The id a user is stored and looked up under.
+    pub fn id_of(name: &str) -> String {
+        name.to_ascii_lowercase()
+    }
+}
+
+/// An access token: its public id, what it may do, and the SHA-256 of
+/// its secret (never the secret).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Token {
+    pub v: u32,
+    /// 16 hex digits, the `<id>` of `vole_<id>_<secret>`.
+    pub id: String,
+    /// Unique on the server; what `vole token revoke` takes.
+    pub name: String,
+    pub user: String,
+    pub scope: Scope,
+    /// Repos (`owner/name`) the token is limited to; empty: every repo
+    /// its user may reach.
+    pub repos: Vec<String>,
+    pub secret_sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+    pub revoked: bool,
+    pub created_at: String,
     pub updated_at: String,
     pub version: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,6 +268,8 @@ impl Entity {
             Entity::Change(e) => &e.id,
             Entity::Acl(_) => "acl",
             Entity::Settings(_) => "settings",
+            Entity::User(e) => &e.name,
+            Entity::Token(e) => &e.id,
         }
     }
 
@@ -201,6 +281,8 @@ impl Entity {
             Entity::Change(e) => &e.id,
             Entity::Comment(e) => &e.thread,
             Entity::Acl(_) | Entity::Settings(_) => REPO_ROOT_ID,
+            Entity::User(e) => &e.name,
+            Entity::Token(e) => &e.id,
         }
     }
 
@@ -211,6 +293,8 @@ impl Entity {
             Entity::Change(_) => "change",
             Entity::Acl(_) => "acl",
             Entity::Settings(_) => "settings",
+            Entity::User(_) => "user",
+            Entity::Token(_) => "token",
         }
     }
 
@@ -221,6 +305,8 @@ impl Entity {
             Entity::Change(e) => e.version,
             Entity::Acl(e) => e.version,
             Entity::Settings(e) => e.version,
+            Entity::User(e) => e.version,
+            Entity::Token(e) => e.version,
         }
     }
 
@@ -236,6 +322,8 @@ impl Entity {
             ),
             Entity::Acl(_) => "repo/acl.json".into(),
             Entity::Settings(_) => "repo/settings.json".into(),
+            Entity::User(e) => format!("users/{}.json", User::id_of(&e.name)),
+            Entity::Token(e) => format!("tokens/{}.json", e.id),
         }
     }
 }
@@ -357,11 +445,16 @@ pub fn check_members(members: &[Member]) -> Result<(), Invalid> {
 }
 
 pub fn check_site(site: &SiteSettings, domains: &[String]) -> Result<(), Invalid> {
-    let ok_ref = site.ref_name.starts_with("refs/")
-        && check_branch("site ref", &site.ref_name["refs/".len()..]).is_ok();
+    // A branch or a tag: any other ref (refs/meta/*, refs/notes/*, a
+    // change request's head) is not the repo's to publish.
+    let ok_ref = ["refs/heads/", "refs/tags/"].iter().any(|prefix| {
+        site.ref_name
+            .strip_prefix(prefix)
+            .is_some_and(|short| check_branch("site ref", short).is_ok())
+    });
     if !ok_ref {
         return Err(Invalid(format!(
-            "site ref {:?} must be a full ref name such as refs/heads/pages",
+            "site ref {:?} must be a branch or a tag, written in full: refs/heads/pages or refs/tags/v1",
             site.ref_name
         )));
     }

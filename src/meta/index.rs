@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
 use super::entity::{
-    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, Settings, ThreadKind,
+    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, Settings, ThreadKind, Token, User,
 };
 
 /// Secondary sets of one numbered kind (issue or change request).
@@ -129,6 +129,12 @@ pub struct Index {
     comments: HashMap<String, BTreeMap<String, Comment>>,
     acl: Option<Acl>,
     settings: Option<Settings>,
+    /// Lowercased name -> user (the system repo's).
+    users: BTreeMap<String, User>,
+    /// Token id -> token (the system repo's).
+    tokens: BTreeMap<String, Token>,
+    /// Token name -> id.
+    token_names: HashMap<String, String>,
     max_number: u64,
     entities: usize,
 }
@@ -180,6 +186,14 @@ impl Index {
             }
             Entity::Acl(acl) => self.acl = Some(acl),
             Entity::Settings(settings) => self.settings = Some(settings),
+            Entity::User(user) => {
+                self.users.insert(User::id_of(&user.name), user);
+            }
+            Entity::Token(token) => {
+                self.token_names
+                    .insert(token.name.clone(), token.id.clone());
+                self.tokens.insert(token.id.clone(), token);
+            }
         }
         true
     }
@@ -195,6 +209,8 @@ impl Index {
                 .map(|c| c.version),
             Entity::Acl(_) => self.acl.as_ref().map(|a| a.version),
             Entity::Settings(_) => self.settings.as_ref().map(|s| s.version),
+            Entity::User(e) => self.users.get(&User::id_of(&e.name)).map(|u| u.version),
+            Entity::Token(e) => self.tokens.get(&e.id).map(|t| t.version),
         }
     }
 
@@ -268,6 +284,31 @@ impl Index {
 
     pub fn settings(&self) -> Option<&Settings> {
         self.settings.as_ref()
+    }
+
+    /// A user by name, case-insensitively.
+    pub fn user(&self, name: &str) -> Option<&User> {
+        self.users.get(&User::id_of(name))
+    }
+
+    /// Every user, by lowercased name.
+    pub fn users(&self) -> impl Iterator<Item = &User> {
+        self.users.values()
+    }
+
+    pub fn token(&self, id: &str) -> Option<&Token> {
+        self.tokens.get(id)
+    }
+
+    pub fn token_named(&self, name: &str) -> Option<&Token> {
+        self.token_names
+            .get(name)
+            .and_then(|id| self.tokens.get(id))
+    }
+
+    /// Every token, by id.
+    pub fn tokens(&self) -> impl Iterator<Item = &Token> {
+        self.tokens.values()
     }
 }
 

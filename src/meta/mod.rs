@@ -50,6 +50,7 @@ mod repack;
 mod requests;
 pub mod shard;
 mod stats;
+mod system;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -67,7 +68,7 @@ use crate::page::Pagination;
 use crate::repos::RepoName;
 use entity::{
     Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
-    Settings, SiteSettings, ThreadKind, Visibility,
+    Settings, SiteSettings, ThreadKind, Token, User, Visibility,
 };
 pub use fold::{FoldHook, FoldStage, GitError, PendingWrite};
 pub use index::{Filter, Page};
@@ -78,6 +79,11 @@ pub use stats::MetaStats;
 use fold_thread::{FoldWake, fold_loop};
 use recovery::load_repo;
 use repack::maybe_repack;
+
+/// The store's key of the system repo, which holds the server's own
+/// documents (users, tokens) outside `data/repos`: it is no repo name
+/// (`@` is not allowed in one), so no route can name it.
+pub const SYSTEM: &str = "@system";
 
 /// How the store folds; the defaults are what `vole serve` runs with.
 #[derive(Clone)]
@@ -141,6 +147,9 @@ pub enum MetaError {
     /// The edit replaces a version that is no longer current.
     #[error("{0}")]
     Stale(String),
+    /// The name is taken.
+    #[error("{0}")]
+    Taken(String),
     /// The store cannot serve (its log failed, or a repo's metadata
     /// cannot be read); the detail is for the server's log, not clients.
     #[error("metadata is unavailable")]
@@ -347,6 +356,37 @@ impl MetaStore {
         f(&state)
     }
 
+    /// [`MetaStore::read`] of the system repo.
+    fn read_system<T>(
+        &self,
+        f: impl FnOnce(&RepoState) -> Result<T, MetaError>,
+    ) -> Result<T, MetaError> {
+        self.check_failed()?;
+        let meta = self.system()?;
+        let state = meta.state.lock();
+        f(&state)
+    }
+
+    /// [`MetaStore::write`] of the system repo.
+    fn write_system(
+        &self,
+        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
+    ) -> Result<Entity, MetaError> {
+        self.check_failed()?;
+        let meta = self.system()?;
+        self.write_in(&meta, build)
+    }
+
+    /// The system repo, if the store was opened with one.
+    fn system(&self) -> Result<Arc<RepoMeta>, MetaError> {
+        self.inner
+            .repos
+            .read()
+            .get(SYSTEM)
+            .cloned()
+            .ok_or_else(|| MetaError::NotFound("this store holds no accounts".into()))
+    }
+
     /// Builds the new document under the repo's lock (so versions and
     /// numbers are decided in one order), encodes its log frame outside
     /// every lock, appends it in the order decided, and returns once the
@@ -358,6 +398,14 @@ impl MetaStore {
     ) -> Result<Entity, MetaError> {
         self.check_failed()?;
         let meta = self.repo(repo)?;
+        self.write_in(&meta, build)
+    }
+
+    fn write_in(
+        &self,
+        meta: &Arc<RepoMeta>,
+        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
+    ) -> Result<Entity, MetaError> {
         let inner = &self.inner;
         // 1. Decide: the new version, its number, its place in the order.
         // Readers see it from here on (their own writes included).
@@ -397,7 +445,7 @@ impl MetaStore {
             shard,
             path,
         };
-        match self.append_durably(&meta, ticket, deposit) {
+        match self.append_durably(meta, ticket, deposit) {
             Ok((_, full)) => {
                 inner.wake(full);
                 Ok(entity)

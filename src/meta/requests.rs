@@ -61,6 +61,9 @@ pub struct AclPut {
     #[serde(default)]
     pub version: u64,
     pub visibility: Visibility,
+    /// The owning user; absent keeps the current one.
+    #[serde(default)]
+    pub owner: Option<String>,
     #[serde(default)]
     pub members: Vec<Member>,
 }
@@ -75,6 +78,8 @@ pub struct SettingsPut {
     pub default_branch: String,
     #[serde(default)]
     pub protected_branches: Vec<String>,
+    #[serde(default)]
+    pub protected_admins_only: bool,
     #[serde(default)]
     pub site: SiteSettings,
     #[serde(default)]

@@ -36,6 +36,16 @@ impl MetaStore {
 
     // ---- maintenance ----
 
+    /// Folds what is pending (waiting at most `bound`) and drops the repo
+    /// from the store: for a repo moved out of `data/repos` (deleted). A
+    /// repo created under the name later starts afresh.
+    pub fn forget_repo(&self, repo: &RepoName, bound: Duration) {
+        if !self.flush(bound) {
+            tracing::warn!(repo = %repo, "metadata writes still pending while the repo is forgotten");
+        }
+        self.inner.repos.write().remove(&repo.to_string());
+    }
+
     /// Folds everything pending now and waits (at most `bound`) until it
     /// is folded and synced; returns whether it was.
     pub fn flush(&self, bound: Duration) -> bool {

@@ -54,6 +54,14 @@ pub fn router(app: Arc<App>) -> Router {
             usize::try_from(app.config.api_body_limit).unwrap_or(usize::MAX),
         ))
         .route(
+            "/api/v1/repos",
+            get(api::repos::list).post(api::repos::create),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}",
+            get(api::repos::get).delete(api::repos::delete),
+        )
+        .route(
             "/api/v1/repos/{owner}/{repo}/activity",
             get(api::repo_activity),
         )
@@ -121,16 +129,25 @@ pub fn router(app: Arc<App>) -> Router {
     let warm = sites::WarmLayer {
         app: app.sites.clone(),
     };
+    // Who the request is, decided before anything answers it (the warm
+    // site layer included).
     Router::new()
         .fallback_service(tower::Layer::layer(&warm, routes))
+        .layer(axum::middleware::from_fn_with_state(
+            app.authn.clone(),
+            crate::http::auth::authenticate,
+        ))
         .layer(super::request_log::RequestLogLayer)
 }
 
 /// `GET /api/v1/stats`: run-time counters of the logs, the site cache and
 /// the metadata store.
-async fn stats(State(app): State<Arc<App>>) -> Result<Json<serde_json::Value>, AppError> {
+async fn stats(
+    State(app): State<Arc<App>>,
+    axum::Extension(principal): axum::Extension<Principal>,
+) -> Result<Json<serde_json::Value>, AppError> {
     app.access
-        .check_server(&Principal::Anonymous, ServerAction::ReadStats)
+        .check_server(&principal, ServerAction::ReadStats)
         .map_err(|denied| AppError::denied(denied, || "not found".to_string()))?;
     let (site_cache_bytes, site_cache_limit) = app.sites.sites.store.cache_bytes();
     Ok(Json(serde_json::json!({

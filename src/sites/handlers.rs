@@ -2,6 +2,7 @@
 //! middleware that answers configured site domains by host.
 
 use super::*;
+use axum::extract::Extension;
 
 /// `GET /{owner}/{repo}/-/site` -> the slashed form, for a site the
 /// visitor may read; built from the validated name only, so an owner that
@@ -9,15 +10,18 @@ use super::*;
 /// another host) is a 404, never a redirect.
 pub async fn site_root(
     State(app): State<Arc<SitesState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Response {
     match app
         .access
-        .resolve(&Principal::Anonymous, &owner, &repo, Action::ReadSite)
+        .resolve(&principal, &owner, &repo, Action::ReadSite)
     {
         Ok(name) => moved(&format!("/{name}/-/site/")),
-        Err(denied) => AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
-            .into_response(),
+        Err(denied) => {
+            AppError::denied_page(denied, || format!("repository {owner}/{repo} not found"))
+                .into_response()
+        }
     }
 }
 
@@ -52,11 +56,15 @@ pub async fn site_path(State(app): State<Arc<SitesState>>, mut request: Request)
         return AppError::not_found(format!("repository {owner}/{repo} not found")).into_response();
     };
     let base = format!("/{name}/-/site/");
+    let Some(principal) = principal_of(&request) else {
+        return AppError::not_found("not found").into_response();
+    };
     let site_request = SiteRequest {
         key: request.uri().path(),
         method: request.method(),
         headers: request.headers(),
         sandbox: true,
+        principal,
     };
     site_request
         .resolve(&app, name, path, &base)
@@ -72,11 +80,15 @@ pub async fn by_host(State(app): State<Arc<SitesState>>, request: Request, next:
     // A host has no `/`, a path starts with one: keys of domains and of the
     // UI's `/{owner}/{repo}/-/site/` paths cannot meet.
     let key = format!("{host}{}", request.uri().path());
+    let Some(principal) = principal_of(&request) else {
+        return AppError::not_found("not found").into_response();
+    };
     let site_request = SiteRequest {
         key: &key,
         method: request.method(),
         headers: request.headers(),
         sandbox: false,
+        principal,
     };
     if let Some(answer) = site_request.answer_warm(&app).await {
         return answer.unwrap_or_else(IntoResponse::into_response);

@@ -250,4 +250,14 @@ struct SiteRequest<'a> {
     headers: &'a HeaderMap,
     /// Under vole's own origin: answer with the sandbox policy.
     sandbox: bool,
+    /// Who asks. Only the anonymous are answered from, and remembered
+    /// in, the warm map: what it holds is what anyone may read.
+    principal: &'a Principal,
+}
+
+/// The request's principal (set by `crate::http::auth`); a request
+/// without one is treated as no one in particular: never anonymous, so it
+/// never meets the warm map.
+fn principal_of(request: &Request) -> Option<&Principal> {
+    request.extensions().get::<Principal>()
 }

@@ -15,6 +15,9 @@ impl SiteRequest<'_> {
         if self.method != Method::GET && self.method != Method::HEAD {
             return Some(Err(read_only()));
         }
+        if self.principal != &Principal::Anonymous {
+            return None;
+        }
         let warm = app.sites.warm_plan(self.key, Versions::now(app))?;
         Some(self.answer(app, &warm.plan, &warm.repo_path).await)
     }
@@ -40,23 +43,30 @@ impl SiteRequest<'_> {
         let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
         let readable = app
             .access
-            .check(&Principal::Anonymous, Action::ReadSite, &repo)
+            .check(self.principal, Action::ReadSite, &repo)
             .is_ok();
         let plan = if readable {
             Self::site_plan(app, repo, site_path, path, base, versions, &repo_path).await?
-        } else {
+        } else if self.sandbox {
             // Remembered like any plan: an ACL change moves the settings
             // generation, so the next request decides again.
             Arc::new(Plan::Hidden(format!("repository {repo} not found")))
+        } else {
+            // A domain's visitor never named the repo: its name stays out.
+            Arc::new(Plan::Hidden("not found".into()))
         };
-        app.sites.remember(
-            self.key,
-            Warm {
-                versions,
-                repo_path: repo_path.clone(),
-                plan: plan.clone(),
-            },
-        );
+        // Only what the anonymous may read is remembered (see
+        // `SiteRequest::principal`).
+        if self.principal == &Principal::Anonymous {
+            app.sites.remember(
+                self.key,
+                Warm {
+                    versions,
+                    repo_path: repo_path.clone(),
+                    plan: plan.clone(),
+                },
+            );
+        }
         self.answer(app, &plan, &repo_path).await
     }
 

@@ -45,6 +45,7 @@ where
 
     fn call(&mut self, request: Request) -> Self::Future {
         let warm = (request.method() == Method::GET || request.method() == Method::HEAD)
+            && principal_of(&request) == Some(&Principal::Anonymous)
             && self.app.sites.domain_of(request.headers()).is_none();
         let hit = warm
             .then(|| {
@@ -63,6 +64,7 @@ where
                 method: request.method(),
                 headers: request.headers(),
                 sandbox: true,
+                principal: &Principal::Anonymous,
             };
             Ok(site_request
                 .answer(&app, &hit.plan, &hit.repo_path)

@@ -54,6 +54,9 @@ pub struct CgiRequest {
     pub error_sideband: bool,
     /// Passed through git to the hooks (push identity, socket).
     pub hook_env: Vec<(&'static str, String)>,
+    /// The push's registration, held (like the slot) until the child has
+    /// exited: the hooks' reports are taken only while it is held.
+    pub push: Option<crate::access::pushes::PushTicket>,
     pub max_request_buffer: u64,
     pub body: Option<Spooled>,
     /// For log lines: `owner/name`.
@@ -165,6 +168,7 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     let stderr = child.stderr.take().expect("stderr is piped");
     let mut group = ChildGroup { child, pgid };
 
+    let push = request.push;
     // Feed stdin concurrently with reading stdout.
     let body = request.body;
     tokio::spawn(async move {
@@ -241,6 +245,7 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
                     .and_then(Result::ok)
                     .unwrap_or_default();
                 drop(permit);
+                drop(push);
                 return match status {
                     Ok(status) if status.success() => response
                         .body(Body::empty())
@@ -291,7 +296,9 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     let floor = RateFloor::new(request.min_rate, request.rate_window);
     let repo = request.repo;
     tokio::spawn(async move {
-        let _permit = permit; // the slot is held until the child has exited
+        // The slot and the push's registration are held until the child
+        // has exited.
+        let _held = (permit, push);
         pump(&mut group, stdout, rest, tx, idle, floor, &repo).await;
         match tokio::time::timeout(Duration::from_secs(30), group.wait()).await {
             Ok(Ok(status)) if status.success() => {}

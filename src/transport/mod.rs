@@ -43,7 +43,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, Extension, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 
@@ -96,7 +96,6 @@ pub struct Transport {
     /// `core.hooksPath` of every child: vole's own hooks.
     hooks_dir: PathBuf,
     socket: PathBuf,
-    last_push_id: std::sync::atomic::AtomicU64,
     /// This binary, run as `vole cgi-guard` in front of every git child.
     guard_exe: PathBuf,
 }
@@ -113,27 +112,12 @@ impl Transport {
             repos_root: data.repos_dir(),
             hooks_dir: data.root().join("hooks"),
             socket: data.socket_path(),
-            last_push_id: std::sync::atomic::AtomicU64::new(0),
             guard_exe: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
         }
     }
 }
 
 impl Transport {
-    /// A push id: unique and increasing (nanoseconds since the epoch, bumped
-    /// past the last one handed out).
-    fn next_push_id(&self) -> u64 {
-        use std::sync::atomic::Ordering;
-        let now = crate::log::now_ns() as u64;
-        let previous = self
-            .last_push_id
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
-                Some(now.max(last + 1))
-            })
-            .expect("the closure always returns Some");
-        now.max(previous + 1)
-    }
-
     pub fn hooks_dir(&self) -> &std::path::Path {
         &self.hooks_dir
     }
@@ -147,6 +131,7 @@ impl Transport {
 /// repo the client may not see is answered as a missing one.
 fn resolve(
     transport: &Transport,
+    principal: &Principal,
     owner: &str,
     repo: &str,
     service: Service,
@@ -159,7 +144,7 @@ fn resolve(
     let name = repo.strip_suffix(".git").unwrap_or(repo);
     transport
         .access
-        .resolve(&Principal::Anonymous, owner, name, action)
+        .resolve(principal, owner, name, action)
         .map_err(|denied| {
             AppError::denied(denied, || format!("repository {owner}/{name} not found"))
         })
@@ -230,6 +215,7 @@ fn cgi_request(
             config
         },
         hook_env: Vec::new(),
+        push: None,
         error_sideband: false,
         max_request_buffer: limits.max_request_size,
         body: None,
@@ -330,6 +316,7 @@ pub const FSCK_IGNORED: &[&str] = &[
 /// `GET /{owner}/{repo}/info/refs?service=...`
 pub async fn info_refs(
     State(transport): State<Arc<Transport>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     Query(query): Query<HashMap<String, String>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -342,8 +329,9 @@ pub async fn info_refs(
     };
     let service = Service::parse(service)
         .ok_or_else(|| AppError::bad_request(format!("unknown service {service:?}")))?;
-    let repo = resolve(&transport, &owner, &repo, service)?;
-    let request = cgi_request(&transport, &repo, service, Call::InfoRefs, &headers, peer)?;
+    let repo = resolve(&transport, &principal, &owner, &repo, service)?;
+    let mut request = cgi_request(&transport, &repo, service, Call::InfoRefs, &headers, peer)?;
+    request.remote_user = principal.identity().map(|id| id.user.clone());
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }
@@ -351,34 +339,55 @@ pub async fn info_refs(
 /// `POST /{owner}/{repo}/git-upload-pack`
 pub async fn upload_pack(
     state: State<Arc<Transport>>,
+    principal: Extension<Principal>,
     path: Path<(String, String)>,
     peer: ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    service_rpc(Service::UploadPack, state, path, peer, headers, body).await
+    service_rpc(
+        Service::UploadPack,
+        state,
+        principal,
+        path,
+        peer,
+        headers,
+        body,
+    )
+    .await
 }
 
 /// `POST /{owner}/{repo}/git-receive-pack`
 pub async fn receive_pack(
     state: State<Arc<Transport>>,
+    principal: Extension<Principal>,
     path: Path<(String, String)>,
     peer: ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    service_rpc(Service::ReceivePack, state, path, peer, headers, body).await
+    service_rpc(
+        Service::ReceivePack,
+        state,
+        principal,
+        path,
+        peer,
+        headers,
+        body,
+    )
+    .await
 }
 
 async fn service_rpc(
     service: Service,
     State(transport): State<Arc<Transport>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    let repo = resolve(&transport, &owner, &repo, service)?;
+    let repo = resolve(&transport, &principal, &owner, &repo, service)?;
     let limits = &transport.settings;
     let cap = match service {
         Service::ReceivePack => Cap {
@@ -409,22 +418,31 @@ async fn service_rpc(
         ));
     }
     let mut request = cgi_request(&transport, &repo, service, Call::Rpc, &headers, peer)?;
+    request.remote_user = principal.identity().map(|id| id.user.clone());
     if service == Service::ReceivePack {
-        // What the hooks need to report this push (see crate::hooks).
+        // What the hooks need to report this push (see crate::hooks): its
+        // id is registered here, with who pushes; the hooks' reports are
+        // believed for that id only while the push runs.
         use crate::hooks::env;
-        let actor = request
-            .remote_user
-            .clone()
-            .unwrap_or_else(|| "anonymous".into());
+        let actor = principal.name().to_string();
+        let ticket = transport
+            .access
+            .pushes()
+            .register(crate::access::pushes::RegisteredPush {
+                repo: repo.clone(),
+                principal: principal.clone(),
+                client: request.remote_addr.clone(),
+            });
         request.hook_env = vec![
             (env::SOCKET, transport.socket.display().to_string()),
             (env::REPO, repo.to_string()),
-            (env::PUSH_ID, transport.next_push_id().to_string()),
+            (env::PUSH_ID, ticket.id().to_string()),
             (env::ACTOR, actor),
             (env::CLIENT, request.remote_addr.clone()),
             (env::GIT, transport.git.path().display().to_string()),
             (env::MAX_BLOB_SIZE, limits.max_blob_size.to_string()),
         ];
+        request.push = Some(ticket);
     }
     // The whole body first: a slow client holds no process and no slot.
     let spooled = spool::spool(

@@ -2,6 +2,7 @@
 //! one blocking hop, and rendering what is there.
 
 use super::*;
+use axum::extract::Extension;
 
 /// Entries of a tree listed at most (a tree of a million entries is a
 /// page of this many; the rest are reached by path).
@@ -95,12 +96,13 @@ pub(super) struct Resolved {
 /// blob pages (an empty repo is not found).
 pub(super) async fn resolve_path(
     app: &Arc<WebState>,
+    principal: &Principal,
     owner: &str,
     repo: &str,
     rev: &str,
     path: &str,
 ) -> Result<(RepoName, Vec<String>, Resolved), AppError> {
-    let name = repo_name(app, owner, repo)?;
+    let name = repo_name(app, principal, owner, repo)?;
     let segments = segments(path)?;
     let resolved = resolve(app, &name, Some(rev.to_string()), segments.clone(), false)
         .await?
@@ -257,10 +259,11 @@ pub(super) fn clone_url(app: &WebState, headers: &HeaderMap, name: &RepoName) ->
 /// README; or how to push to an empty repo.
 pub async fn repo_home(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo)?;
+    let name = repo_name(&app, &principal, &owner, &repo)?;
     let description = app.repos.description(&name);
     let resolved = resolve(&app, &name, None, Vec::new(), true).await?;
     let (view, readme) = match resolved {
@@ -300,27 +303,31 @@ pub async fn repo_home(
 /// `GET /{owner}/{repo}/-/tree/{rev}`: the root of a revision.
 pub async fn tree_root(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, rev)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    tree_page(app, owner, repo, rev, String::new()).await
+    tree_page(app, principal, owner, repo, rev, String::new()).await
 }
 
 /// `GET /{owner}/{repo}/-/tree/{rev}/{*path}`.
 pub async fn tree(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
-    tree_page(app, owner, repo, rev, path).await
+    tree_page(app, principal, owner, repo, rev, path).await
 }
 
 pub(super) async fn tree_page(
     app: Arc<WebState>,
+    principal: Principal,
     owner: String,
     repo: String,
     rev: String,
     path: String,
 ) -> Result<Response, AppError> {
-    let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
+    let (name, segments, resolved) =
+        resolve_path(&app, &principal, &owner, &repo, &rev, &path).await?;
     match resolved.node {
         Node::Tree(_) => {}
         Node::Blob { .. } => {
@@ -413,9 +420,11 @@ async fn blob_content(
 /// and line anchors, an image preview, or a note for binaries.
 pub async fn blob(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
-    let (name, segments, resolved) = resolve_path(&app, &owner, &repo, &rev, &path).await?;
+    let (name, segments, resolved) =
+        resolve_path(&app, &principal, &owner, &repo, &rev, &path).await?;
     let (id, size) = match resolved.node {
         Node::Blob { id, size } => (id, size),
         Node::Tree(_) => {
@@ -461,12 +470,13 @@ pub async fn blob(
 /// at the pace of the client (cut below `--min-transfer-rate`).
 pub async fn raw(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
     method: axum::http::Method,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     use crate::http::conditional::{not_modified, number_header, range_for};
-    let name = repo_name(&app, &owner, &repo)?;
+    let name = repo_name(&app, &principal, &owner, &repo)?;
     let segments = segments(&path)?;
     let repo_path = app.repos.path(&name);
     let rev_for_read = rev.clone();

@@ -5,8 +5,9 @@
 use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
 
+use crate::access::Principal;
 use askama::Template;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
@@ -106,31 +107,34 @@ struct LogPage {
 /// `GET /{owner}/{repo}/-/commits/{rev}?page=`.
 pub async fn log_root(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, rev)): Path<(String, String, String)>,
     WebPage(page): WebPage<COMMITS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    log_page(app, owner, repo, rev, String::new(), page).await
+    log_page(app, principal, owner, repo, rev, String::new(), page).await
 }
 
 /// `GET /{owner}/{repo}/-/commits/{rev}/{*path}?page=`: commits touching
 /// a path.
 pub async fn log_path(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
     WebPage(page): WebPage<COMMITS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    log_page(app, owner, repo, rev, path, page).await
+    log_page(app, principal, owner, repo, rev, path, page).await
 }
 
 async fn log_page(
     app: Arc<WebState>,
+    principal: Principal,
     owner: String,
     repo: String,
     rev: String,
     path: String,
     page: Pagination,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo)?;
+    let name = repo_name(&app, &principal, &owner, &repo)?;
     let parts = segments(&path)?;
     let repo_path = app.repos.path(&name);
     let rev_for_read = rev.clone();
@@ -212,9 +216,10 @@ struct CommitPage {
 /// and removed line counts (renames shown as such), unified diff.
 pub async fn commit(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo)?;
+    let name = repo_name(&app, &principal, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
     let rev = id.clone();
     let looked = {
@@ -303,29 +308,32 @@ const REFS_PER_PAGE: u32 = 50;
 /// `GET /{owner}/{repo}/-/branches`.
 pub async fn branches(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     WebPage(page): WebPage<REFS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    refs_page(app, owner, repo, true, page).await
+    refs_page(app, principal, owner, repo, true, page).await
 }
 
 /// `GET /{owner}/{repo}/-/tags`.
 pub async fn tags(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
     WebPage(page): WebPage<REFS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    refs_page(app, owner, repo, false, page).await
+    refs_page(app, principal, owner, repo, false, page).await
 }
 
 async fn refs_page(
     app: Arc<WebState>,
+    principal: Principal,
     owner: String,
     repo: String,
     branches: bool,
     page: Pagination,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo)?;
+    let name = repo_name(&app, &principal, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
     let (rows, head, total) = blocking(move || {
         let repo = read::open(&repo_path)?;
@@ -377,9 +385,10 @@ struct ActivityPage {
 /// `GET /{owner}/{repo}/-/activity`: the last ref moves from the ref log.
 pub async fn activity(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo)?;
+    let name = repo_name(&app, &principal, &owner, &repo)?;
     let (entries, _) = app
         .recorder
         .activity(&name.to_string(), Pagination::first(100));
@@ -411,9 +420,10 @@ pub async fn activity(
 /// goes away).
 pub async fn archive(
     State(app): State<Arc<WebState>>,
+    Extension(principal): Extension<Principal>,
     Path((owner, repo, file)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &owner, &repo)?;
+    let name = repo_name(&app, &principal, &owner, &repo)?;
     let (rev, format, content_type) = if let Some(rev) = file.strip_suffix(".tar.gz") {
         (rev.to_string(), "tar.gz", "application/gzip")
     } else if let Some(rev) = file.strip_suffix(".zip") {

@@ -22,6 +22,7 @@ pub(super) struct HomePage {
 /// `GET /?q=&page=`: every repo, filtered by a name substring.
 pub async fn home(
     State(app): State<Arc<WebState>>,
+    axum::extract::Extension(principal): axum::extract::Extension<Principal>,
     Query(query): Query<HashMap<String, String>>,
     WebPage(page): WebPage<PER_PAGE>,
 ) -> Result<Response, AppError> {
@@ -39,7 +40,7 @@ pub async fn home(
         // without a realpath per listed repo.
         .filter(|info| {
             app.access
-                .check(&Principal::Anonymous, Action::Read, &info.name)
+                .check(&principal, Action::Read, &info.name)
                 .is_ok()
         })
         .filter(|info| info.name.to_string().to_lowercase().contains(&needle))

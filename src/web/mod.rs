@@ -97,10 +97,15 @@ pub(crate) async fn blocking<T: Send + 'static>(
 
 /// The repo a page is about, resolved through [`Access`]: one the
 /// visitor may not read is answered as a missing one.
-pub(crate) fn repo_name(app: &WebState, owner: &str, repo: &str) -> Result<RepoName, AppError> {
+pub(crate) fn repo_name(
+    app: &WebState,
+    principal: &Principal,
+    owner: &str,
+    repo: &str,
+) -> Result<RepoName, AppError> {
     app.access
-        .resolve(&Principal::Anonymous, owner, repo, Action::Read)
+        .resolve(principal, owner, repo, Action::Read)
         .map_err(|denied| {
-            AppError::denied(denied, || format!("There is no repository {owner}/{repo}."))
+            AppError::denied_page(denied, || format!("There is no repository {owner}/{repo}."))
         })
 }

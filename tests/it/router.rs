@@ -18,6 +18,7 @@ use vole::git::Git;
 struct Routed {
     _dir: tempfile::TempDir,
     app: Arc<App>,
+    admin_token: String,
 }
 
 fn app() -> Routed {
@@ -35,14 +36,57 @@ fn app() -> Routed {
     let git = Git::locate(None).unwrap();
     let app = Arc::new(App::open(config, git).unwrap());
     app.control
-        .create_repo("alice/repo", Some("a repo"))
+        .create_repo(
+            vole::control::NewRepo {
+                name: "alice/repo".into(),
+                description: Some("a repo".into()),
+                ..Default::default()
+            },
+            vole::control::Actor::CLI,
+        )
         .unwrap();
-    Routed { _dir: dir, app }
+    app.accounts
+        .add_user(
+            vole::accounts::NewUser {
+                name: "root".into(),
+                email: "root@example.org".into(),
+                admin: true,
+                password: None,
+            },
+            "test",
+        )
+        .unwrap();
+    let (_, admin_token) = app
+        .accounts
+        .create_token(
+            vole::accounts::NewTokenRequest {
+                name: "root".into(),
+                user: "root".into(),
+                scope: vole::meta::entity::Scope::Admin,
+                repos: Vec::new(),
+                expires_in: None,
+            },
+            "test",
+        )
+        .unwrap();
+    Routed {
+        _dir: dir,
+        app,
+        admin_token,
+    }
 }
 
 async fn get(routed: &Routed, uri: &str) -> (StatusCode, String, String) {
+    get_as(routed, uri, None).await
+}
+
+async fn get_as(routed: &Routed, uri: &str, token: Option<&str>) -> (StatusCode, String, String) {
+    let mut request = Request::get(uri);
+    if let Some(token) = token {
+        request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
     let response = vole::server::router(routed.app.clone())
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .oneshot(request.body(Body::empty()).unwrap())
         .await
         .unwrap();
     let status = response.status();
@@ -62,7 +106,10 @@ async fn routes_that_need_no_git_answer_in_process() {
     let (status, _, body) = get(&routed, "/healthz").await;
     assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
 
-    let (status, kind, body) = get(&routed, "/api/v1/stats").await;
+    // The counters are a server admin's.
+    let (status, _, _) = get(&routed, "/api/v1/stats").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, kind, body) = get_as(&routed, "/api/v1/stats", Some(&routed.admin_token)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(kind.starts_with("application/json"), "{kind}");
     let stats: serde_json::Value = serde_json::from_str(&body).unwrap();

@@ -1,0 +1,286 @@
+//! Who a request is: the middleware every request passes before routing.
+//! It reads `Authorization` (HTTP Basic with a user name and a token or,
+//! where the server allows it, a password; or `Bearer <token>`) with the
+//! `headers` crate, checks it through [`Accounts`], and puts the
+//! [`Principal`] into the request's extensions for the handlers (no
+//! header: [`Principal::Anonymous`]). A refused credential is a 401 with
+//! the challenge, recorded in the audit log.
+//!
+//! Rate limits (governor's keyed GCRA limiters):
+//! - failed sign-ins, per client address and per (user name, address):
+//!   past `--auth-failures` per `--auth-failure-window`, every sign-in
+//!   from there gets 429 with `Retry-After` until the bucket refills, so
+//!   the right password from an address that is not throttled always works;
+//! - API requests, per token (or per password-signed-in user): past
+//!   `--api-rate` a minute, 429.
+//!
+//! What does not live here: what a principal may do (`crate::access`).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::net::{IpAddr, SocketAddr};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use headers::authorization::{Basic, Bearer};
+use headers::{Authorization, HeaderMapExt};
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+
+use super::AppError;
+use crate::access::Principal;
+use crate::accounts::audit::{AuditEvent, AuditKind};
+use crate::accounts::{Accounts, AuthFailure, Presented};
+use crate::config::AuthSettings;
+
+/// Keys a limiter keeps at most before it forgets the idle ones (an
+/// attacker rotating addresses makes one key per address).
+const MAX_KEYS: usize = 100_000;
+
+/// How long a sign-in waits for one of the password-hashing slots.
+const HASH_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A keyed limiter that can say "throttled" without spending a cell:
+/// governor's check spends one, so only failures are checked, and a key
+/// whose check failed is remembered as blocked until its cell comes back.
+struct FailureLimiter<K: Hash + Eq + Clone> {
+    limiter: DefaultKeyedRateLimiter<K>,
+    blocked: Mutex<HashMap<K, Instant>>,
+}
+
+impl<K: Hash + Eq + Clone> FailureLimiter<K> {
+    fn new(quota: Quota) -> Self {
+        FailureLimiter {
+            limiter: RateLimiter::keyed(quota),
+            blocked: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How long `key` is still throttled, if it is.
+    fn blocked_for(&self, key: &K) -> Option<Duration> {
+        let blocked = self.blocked.lock();
+        let until = *blocked.get(key)?;
+        until.checked_duration_since(Instant::now())
+    }
+
+    /// Counts a failure of `key`; returns how long it is now throttled
+    /// for, if this failure was one past the allowance.
+    fn fail(&self, key: &K) -> Option<Duration> {
+        if self.limiter.len() > MAX_KEYS {
+            self.limiter.retain_recent();
+            self.limiter.shrink_to_fit();
+        }
+        let not_until = self.limiter.check_key(key).err()?;
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        let mut blocked = self.blocked.lock();
+        if blocked.len() >= MAX_KEYS {
+            let now = Instant::now();
+            blocked.retain(|_, until| *until > now);
+        }
+        if blocked.len() < MAX_KEYS {
+            blocked.insert(key.clone(), Instant::now() + wait);
+        }
+        Some(wait)
+    }
+}
+
+/// The middleware's state.
+pub struct Authn {
+    accounts: Arc<Accounts>,
+    by_address: FailureLimiter<IpAddr>,
+    by_user: FailureLimiter<(String, IpAddr)>,
+    api: DefaultKeyedRateLimiter<String>,
+    /// argon2 runs take one each (one per core): a burst of password
+    /// sign-ins queues here instead of taking every blocking thread.
+    hashing: Semaphore,
+}
+
+impl std::fmt::Debug for Authn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authn").finish_non_exhaustive()
+    }
+}
+
+impl Authn {
+    pub fn new(accounts: Arc<Accounts>, settings: &AuthSettings) -> Authn {
+        let failures = NonZeroU32::new(settings.failures).unwrap_or(NonZeroU32::MIN);
+        let refill = settings.failure_window / failures.get();
+        let failure_quota = Quota::with_period(refill.max(Duration::from_millis(1)))
+            .expect("a positive period")
+            .allow_burst(failures);
+        let api_rate = NonZeroU32::new(settings.api_rate).unwrap_or(NonZeroU32::MIN);
+        Authn {
+            accounts,
+            by_address: FailureLimiter::new(failure_quota),
+            by_user: FailureLimiter::new(failure_quota),
+            api: RateLimiter::keyed(Quota::per_minute(api_rate)),
+            hashing: Semaphore::new(crate::config::defaults::cores()),
+        }
+    }
+
+    /// Decides who the request is; see the module doc.
+    async fn principal(
+        &self,
+        headers: &axum::http::HeaderMap,
+        client: IpAddr,
+    ) -> Result<Principal, AppError> {
+        if !headers.contains_key(axum::http::header::AUTHORIZATION) {
+            return Ok(Principal::Anonymous);
+        }
+        let basic = headers
+            .typed_try_get::<Authorization<Basic>>()
+            .ok()
+            .flatten();
+        let bearer = headers
+            .typed_try_get::<Authorization<Bearer>>()
+            .ok()
+            .flatten();
+        let (user, secret, is_bearer) = match (&basic, &bearer) {
+            (Some(basic), _) => (
+                basic.username().to_string(),
+                basic.password().to_string(),
+                false,
+            ),
+            (None, Some(bearer)) => (String::new(), bearer.token().to_string(), true),
+            (None, None) => {
+                return Err(AppError::bad_request(
+                    "the Authorization header must be Basic (your user name and a token) or Bearer (a token)",
+                ));
+            }
+        };
+        let user_key = (user.to_ascii_lowercase(), client);
+        let throttled = self
+            .by_address
+            .blocked_for(&client)
+            .into_iter()
+            .chain(self.by_user.blocked_for(&user_key))
+            .max();
+        if let Some(wait) = throttled {
+            return Err(throttled_error(wait));
+        }
+        let presented = if is_bearer {
+            Presented::Bearer(&secret)
+        } else {
+            Presented::Basic {
+                user: &user,
+                secret: &secret,
+            }
+        };
+        let result = if presented.is_password() {
+            let Ok(Ok(_slot)) =
+                tokio::time::timeout(HASH_QUEUE_TIMEOUT, self.hashing.acquire()).await
+            else {
+                return Err(AppError::busy(
+                    "too many sign-ins at once; retry shortly",
+                    5,
+                ));
+            };
+            let accounts = self.accounts.clone();
+            let (user, secret) = (user.clone(), secret.clone());
+            tokio::task::spawn_blocking(move || {
+                accounts.authenticate(Presented::Basic {
+                    user: &user,
+                    secret: &secret,
+                })
+            })
+            .await
+            .unwrap_or(Err(AuthFailure::Unavailable))
+        } else {
+            self.accounts.authenticate(presented)
+        };
+        match result {
+            Ok(identity) => Ok(Principal::User(Arc::new(identity))),
+            Err(AuthFailure::Unavailable) => Err(AppError::busy(
+                "the server cannot check credentials right now; retry later",
+                30,
+            )),
+            Err(failure) => {
+                let event = AuditEvent::new(
+                    AuditKind::AuthFailed,
+                    "anonymous",
+                    &user,
+                    &client.to_string(),
+                    failure.to_string(),
+                );
+                if let Err(e) = self.accounts.audit_log().commit_async(vec![event]).await {
+                    tracing::error!(error = %crate::error_chain::Chain(&e), "cannot record a failed sign-in in the audit log");
+                }
+                tracing::info!(%client, user, reason = %failure, "sign-in refused");
+                let over = self
+                    .by_address
+                    .fail(&client)
+                    .into_iter()
+                    .chain(self.by_user.fail(&user_key))
+                    .max();
+                match over {
+                    Some(wait) => Err(throttled_error(wait)),
+                    None => Err(AppError::unauthenticated(
+                        "the credentials were refused: use your user name and a valid token (`vole token create`)",
+                    )),
+                }
+            }
+        }
+    }
+
+    /// An API request of `principal`: within its per-token rate?
+    fn api_allowed(&self, principal: &Principal) -> Result<(), AppError> {
+        let Some(identity) = principal.identity() else {
+            return Ok(());
+        };
+        let key = match &identity.token {
+            Some(token) => format!("token:{}", token.id),
+            None => format!("user:{}", identity.user.to_ascii_lowercase()),
+        };
+        if self.api.len() > MAX_KEYS {
+            self.api.retain_recent();
+        }
+        match self.api.check_key(&key) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                Err(AppError::too_many(
+                    "too many API requests with this credential; slow down",
+                    wait.as_secs_f64().ceil() as u64,
+                ))
+            }
+        }
+    }
+}
+
+fn throttled_error(wait: Duration) -> AppError {
+    AppError::too_many(
+        "too many failed sign-ins from this address; wait before trying again",
+        wait.as_secs_f64().ceil() as u64,
+    )
+}
+
+/// The middleware: puts the request's [`Principal`] into its extensions.
+pub async fn authenticate(
+    State(authn): State<Arc<Authn>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    // The server puts the client's address in every request; a router
+    // driven in-process has none, and counts as one unknown address.
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+    let principal = match authn.principal(request.headers(), client).await {
+        Ok(principal) => principal,
+        Err(e) => return e.into_response(),
+    };
+    if request.uri().path().starts_with("/api/")
+        && let Err(e) = authn.api_allowed(&principal)
+    {
+        return e.into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
