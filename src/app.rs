@@ -156,7 +156,7 @@ impl App {
             meta.clone(),
             logs.audit.clone(),
             config.auth.password_auth,
-        )?);
+        ));
         let authn = Arc::new(Authn::new(accounts.clone(), &config.auth));
         // One pool of read-side git children for the web UI and sites.
         let reads = Arc::new(ReadSlots::new(

@@ -208,8 +208,9 @@ pub struct Accounts {
     /// HTTP Basic may carry a user's password, not only a token.
     passwords: bool,
     /// Verified against when the user is unknown or has no password, so
-    /// those answers take argon2's time too.
-    decoy_hash: String,
+    /// those answers take argon2's time too (made on first use: argon2
+    /// takes its time, and a server without passwords never needs it).
+    decoy_hash: std::sync::OnceLock<String>,
 }
 
 impl std::fmt::Debug for Accounts {
@@ -221,17 +222,13 @@ impl std::fmt::Debug for Accounts {
 }
 
 impl Accounts {
-    pub fn new(
-        meta: Arc<MetaStore>,
-        audit: Arc<Log<AuditEvent>>,
-        passwords: bool,
-    ) -> Result<Accounts, AccountError> {
-        Ok(Accounts {
+    pub fn new(meta: Arc<MetaStore>, audit: Arc<Log<AuditEvent>>, passwords: bool) -> Accounts {
+        Accounts {
             meta,
             audit,
             passwords,
-            decoy_hash: password::hash("vole decoy password")?,
-        })
+            decoy_hash: std::sync::OnceLock::new(),
+        }
     }
 
     /// Appends an audit record and returns once it is durable.
@@ -467,6 +464,14 @@ impl Accounts {
         })
     }
 
+    /// Spends argon2's time on a password that matches nothing.
+    fn verify_decoy(&self, secret: &str) {
+        let decoy = self
+            .decoy_hash
+            .get_or_init(|| password::hash("vole decoy password").unwrap_or_default());
+        password::verify(decoy, secret);
+    }
+
     fn by_password(&self, name: &str, secret: &str) -> Result<Identity, AuthFailure> {
         if !self.passwords {
             return Err(AuthFailure::PasswordsOff);
@@ -476,11 +481,11 @@ impl Accounts {
         }
         let user = self.meta.user(name).map_err(|_| AuthFailure::Unavailable)?;
         let Some(user) = user else {
-            password::verify(&self.decoy_hash, secret);
+            self.verify_decoy(secret);
             return Err(AuthFailure::UnknownUser);
         };
         let Some(stored) = &user.password else {
-            password::verify(&self.decoy_hash, secret);
+            self.verify_decoy(secret);
             return Err(AuthFailure::NoPassword);
         };
         if !password::verify(stored, secret) {

@@ -41,10 +41,14 @@ impl SiteRequest<'_> {
         // resolution leaves the remembered plan already out of date.
         let versions = Versions::now(app);
         let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
-        let readable = app
-            .access
-            .check(self.principal, Action::ReadSite, &repo)
-            .is_ok();
+        // A missing repo and one the visitor may not read take one path
+        // and get one answer.
+        let exists = app.access.exists(&repo);
+        let readable = exists
+            && app
+                .access
+                .check(self.principal, Action::ReadSite, &repo)
+                .is_ok();
         let plan = if readable {
             Self::site_plan(app, repo, site_path, path, base, versions, &repo_path).await?
         } else if self.sandbox {
@@ -56,8 +60,9 @@ impl SiteRequest<'_> {
             Arc::new(Plan::Hidden("not found".into()))
         };
         // Only what the anonymous may read is remembered (see
-        // `SiteRequest::principal`).
-        if self.principal == &Principal::Anonymous {
+        // `SiteRequest::principal`), and nothing of a repo that does not
+        // exist (the warm map holds what repos there are).
+        if self.principal == &Principal::Anonymous && exists {
             app.sites.remember(
                 self.key,
                 Warm {

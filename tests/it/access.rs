@@ -1,16 +1,21 @@
-//! Access on every surface, as a table: each surface that names a repo,
-//! for a public and a private repo, for the anonymous principal (the only
-//! one until accounts exist), with the push switch off and on, gives the
-//! expected answer; and a repo the principal may not see is answered
-//! exactly as a missing one, asked twice (a site's second answer comes from its
-//! warm layer), and so is a repo dir that is a symlink leading out of the
+//! Access on every surface, as a table: each surface that names a repo
+//! (37 of them), for a public and a private repo, for every kind of
+//! principal (anonymous; signed in without a role; member with read,
+//! write or admin; the owner; a server admin; a read-scope token; a token
+//! limited to another repo), gives the expected answer; with the
+//! anonymous-push switch on, the anonymous row again. A repo the principal
+//! may not see is answered exactly as a missing one (status and body but
+//! the name), asked twice (a site's second answer comes from its warm
+//! layer), and so is a repo dir that is a symlink leading out of the
 //! repos dir.
 //!
-//! Today's rules (`src/access/`): the ACL's visibility is applied to sites
-//! only, so a private repo reads like a public one everywhere else; pushes
-//! and API writes need `--anonymous-push`. The server's counters (`/api/v1/stats`)
-//! are checked too, and open to anyone. A 401 (`Unauthenticated`) is in the
-//! table's vocabulary; no surface gives one until accounts exist.
+//! The rules are `src/access/`'s (its module doc): reading needs the repo
+//! public or a role; pushing needs write; issues, change requests and
+//! comments need an account that may read; the ACL and the settings need
+//! admin; a token's scope caps what it may do and a token limited to
+//! other repos is no more than anonymous here. Hidden is 401 to the
+//! anonymous on git and the API (so git asks for credentials), 404 on the
+//! web and sites and to anyone signed in.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -38,6 +43,35 @@ struct Ctx {
     /// A work tree holding `commit`, to push from.
     work: std::path::PathBuf,
     commit: String,
+    /// Who asks: `None` is anonymous.
+    who: Option<Credential>,
+    /// The server's admin, to read what a write surface replaces.
+    admin: Credential,
+}
+
+/// A user name and a token.
+#[derive(Clone)]
+struct Credential {
+    user: String,
+    token: String,
+}
+
+impl Ctx {
+    /// The `Authorization` line of the principal, with its line end.
+    fn auth(&self) -> String {
+        match &self.who {
+            None => String::new(),
+            Some(c) => format!("{}\r\n", basic(&c.user, &c.token)),
+        }
+    }
+
+    /// The URL of `repo` for git, with the credential in it.
+    fn git_url(&self, repo: &str) -> String {
+        match &self.who {
+            None => format!("http://{}/{repo}.git", self.addr),
+            Some(c) => format!("http://{}:{}@{}/{repo}.git", c.user, c.token, self.addr),
+        }
+    }
 }
 
 /// What a surface said: allowed or not, and the status and body it
@@ -61,7 +95,12 @@ impl Answer {
 }
 
 fn get(ctx: &Ctx, path: &str) -> Answer {
-    let response = http_get(ctx.addr, path);
+    let auth = ctx.auth();
+    let response = http(
+        ctx.addr,
+        format!("GET {path} HTTP/1.1\r\n{}", auth.trim_end()).trim_end(),
+        b"",
+    );
     Answer {
         status: response.status,
         body: response.text(),
@@ -71,7 +110,11 @@ fn get(ctx: &Ctx, path: &str) -> Answer {
 fn get_host(ctx: &Ctx, host: &str, path: &str) -> Answer {
     let response = http_raw(
         ctx.addr,
-        format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: {host}\r\n{}Connection: close\r\n\r\n",
+            ctx.auth()
+        )
+        .as_bytes(),
     );
     Answer {
         status: response.status,
@@ -87,7 +130,8 @@ fn send_json(ctx: &Ctx, method: &str, path: &str, body: &str) -> Answer {
     let response = http(
         ctx.addr,
         &format!(
-            "{method} {path} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
+            "{method} {path} HTTP/1.1\r\n{}Content-Type: application/json\r\nContent-Length: {}",
+            ctx.auth(),
             body.len()
         ),
         body.as_bytes(),
@@ -107,8 +151,11 @@ fn git_answer(cwd: &Path, args: &[&str]) -> Answer {
     // "403" or "404".
     let status = if out.status.success() {
         200
-    } else if stderr.contains("returned error: 403") || stderr.contains("push is disabled") {
+    } else if stderr.contains("returned error: 403") {
         403
+    } else if stderr.contains("could not read Username") || stderr.contains("Authentication failed")
+    {
+        401
     } else if stderr.contains("not found") || stderr.contains("returned error: 404") {
         404
     } else {
@@ -135,7 +182,7 @@ fn surfaces() -> Vec<Surface> {
             ask: |c, r| {
                 let target = c.dir.join(format!("clone-{}", r.replace('/', "-")));
                 let _ = std::fs::remove_dir_all(&target);
-                let url = format!("http://{}/{r}.git", c.addr);
+                let url = c.git_url(r);
                 git_answer(
                     &c.dir,
                     &["clone", "-q", "--bare", &url, target.to_str().unwrap()],
@@ -145,7 +192,7 @@ fn surfaces() -> Vec<Surface> {
         Surface {
             name: "receive-pack (push) and pre-receive",
             ask: |c, r| {
-                let url = format!("http://{}/{r}.git", c.addr);
+                let url = c.git_url(r);
                 let branch = format!("{}:refs/heads/table-{}", c.commit, r.replace('/', "-"));
                 git_answer(&c.work, &["push", "-q", &url, &branch])
             },
@@ -213,11 +260,13 @@ fn surfaces() -> Vec<Surface> {
         Surface {
             name: "api: issue edit (write)",
             ask: |c, r| {
+                let issue = current(c, &format!("/api/v1/repos/{r}/issues/1"));
+                let body = serde_json::json!({"version": issue["version"].as_u64().unwrap_or(1), "title": "t2"});
                 send_json(
                     c,
                     "PATCH",
                     &format!("/api/v1/repos/{r}/issues/1"),
-                    r#"{"version":1,"title":"t2"}"#,
+                    &body.to_string(),
                 )
             },
         },
@@ -234,23 +283,35 @@ fn surfaces() -> Vec<Surface> {
         Surface {
             name: "api: acl (write)",
             ask: |c, r| {
-                // Each repo's ACL as it stands, put again.
-                let body = if r == "alice/private" {
-                    r#"{"version":1,"visibility":"private"}"#
-                } else {
-                    r#"{"visibility":"public"}"#
-                };
-                send_json(c, "PUT", &format!("/api/v1/repos/{r}/acl"), body)
+                // The repo's ACL as it stands, put again (at its current
+                // version, as read by the server's admin).
+                let acl = current(c, &format!("/api/v1/repos/{r}/acl"));
+                let body = serde_json::json!({
+                    "version": acl["version"].as_u64().unwrap_or(0),
+                    "visibility": acl["visibility"].as_str().unwrap_or("public"),
+                    "members": acl["members"].as_array().cloned().unwrap_or_default(),
+                });
+                send_json(
+                    c,
+                    "PUT",
+                    &format!("/api/v1/repos/{r}/acl"),
+                    &body.to_string(),
+                )
             },
         },
         Surface {
             name: "api: settings (write)",
             ask: |c, r| {
+                let settings = current(c, &format!("/api/v1/repos/{r}/settings"));
+                let body = serde_json::json!({
+                    "version": settings["version"].as_u64().unwrap_or(0),
+                    "default_branch": "main",
+                });
                 send_json(
                     c,
                     "PUT",
                     &format!("/api/v1/repos/{r}/settings"),
-                    r#"{"default_branch":"main"}"#,
+                    &body.to_string(),
                 )
             },
         },
@@ -276,11 +337,13 @@ fn surfaces() -> Vec<Surface> {
         Surface {
             name: "api: change edit (write)",
             ask: |c, r| {
+                let change = current(c, &format!("/api/v1/repos/{r}/changes/2"));
+                let body = serde_json::json!({"version": change["version"].as_u64().unwrap_or(1), "title": "c2"});
                 send_json(
                     c,
                     "PATCH",
                     &format!("/api/v1/repos/{r}/changes/2"),
-                    r#"{"version":1,"title":"c2"}"#,
+                    &body.to_string(),
                 )
             },
         },
@@ -349,25 +412,109 @@ fn surfaces() -> Vec<Surface> {
     ]
 }
 
-/// The expected answer of each surface: (public, private), with the push
-/// switch off and on.
-fn expected(surface: &str, anonymous_push: bool) -> (Expect, Expect) {
-    use Expect::*;
-    let switch = if anonymous_push { Allowed } else { Forbidden };
+/// Who asks, in the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Who {
+    Anonymous,
+    /// Signed in, no role in the repos.
+    Outsider,
+    Reader,
+    Writer,
+    /// A member with the admin role.
+    RepoAdmin,
+    /// The repos' owner (`alice`).
+    Owner,
+    ServerAdmin,
+    /// The owner's token of scope read.
+    ReadToken,
+    /// The owner's admin token limited to another repo.
+    OtherRepoToken,
+}
+
+const EVERYONE: [Who; 9] = [
+    Who::Anonymous,
+    Who::Outsider,
+    Who::Reader,
+    Who::Writer,
+    Who::RepoAdmin,
+    Who::Owner,
+    Who::ServerAdmin,
+    Who::ReadToken,
+    Who::OtherRepoToken,
+];
+
+/// What a surface does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Git or the API reading.
+    Read,
+    /// A web page or a site: a hidden repo is its plain 404.
+    Page,
+    Push,
+    /// Issues, change requests, comments.
+    WriteMeta,
+    /// The ACL and the settings.
+    Administer,
+}
+
+fn kind_of(surface: &str) -> Kind {
     match surface {
-        "info/refs (receive-pack)"
-        | "receive-pack (push) and pre-receive"
-        | "api: issue (write)"
-        | "api: issue edit (write)"
-        | "api: comment (write)"
-        | "api: acl (write)"
-        | "api: settings (write)"
-        | "api: change (write)"
-        | "api: change edit (write)"
-        | "api: change comment (write)" => (switch, switch),
-        // The ACL applies to sites only, until accounts exist.
-        "site by path" | "site by domain" | "site root redirect" => (Allowed, NotFound),
-        _ => (Allowed, Allowed),
+        "info/refs (receive-pack)" | "receive-pack (push) and pre-receive" => Kind::Push,
+        "api: acl (write)" | "api: settings (write)" => Kind::Administer,
+        s if s.starts_with("api: ") && s.ends_with("(write)") => Kind::WriteMeta,
+        s if s.starts_with("web: ") || s.starts_with("site ") => Kind::Page,
+        _ => Kind::Read,
+    }
+}
+
+/// The expected answer of a surface to `who`: (public, private).
+fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
+    use Expect::*;
+    let kind = kind_of(surface);
+    // 1 read, 2 write, 3 admin.
+    let role = match who {
+        Who::Anonymous | Who::Outsider | Who::OtherRepoToken => 0,
+        Who::Reader => 1,
+        Who::Writer => 2,
+        Who::RepoAdmin | Who::Owner | Who::ServerAdmin | Who::ReadToken => 3,
+    };
+    let scope = if who == Who::ReadToken { 1 } else { 3 };
+    let limited = who == Who::OtherRepoToken;
+    let anonymous = who == Who::Anonymous;
+    let cell = |public: bool| {
+        if !public && role == 0 {
+            return if anonymous && kind != Kind::Page {
+                Unauthenticated
+            } else {
+                NotFound
+            };
+        }
+        let needs = |need_role: u8, need_scope: u8| {
+            if anonymous {
+                Unauthenticated
+            } else if limited || role < need_role || scope < need_scope {
+                Forbidden
+            } else {
+                Allowed
+            }
+        };
+        match kind {
+            Kind::Read | Kind::Page => Allowed,
+            Kind::Push | Kind::WriteMeta if anonymous && anonymous_push => Allowed,
+            Kind::Push => needs(2, 2),
+            Kind::WriteMeta => needs(0, 2),
+            Kind::Administer => needs(3, 3),
+        }
+    };
+    (cell(true), cell(false))
+}
+
+/// How a hidden or missing repo reads to `who` on `surface`.
+fn hidden(surface: &str, who: Who) -> Expect {
+    if who == Who::Anonymous && kind_of(surface) != Kind::Page {
+        Expect::Unauthenticated
+    } else {
+        Expect::NotFound
     }
 }
 
@@ -383,10 +530,11 @@ fn publish(dir: &Path, server: &TestServer, repo: &str) {
     git_ok(&work, &["push", "-q", &url, "pages"]);
 }
 
-fn run_table(ctx: &Ctx, anonymous_push: bool) -> Vec<String> {
+fn run_table(ctx: &Ctx, who: Who, anonymous_push: bool) -> Vec<String> {
     let mut wrong = Vec::new();
     for surface in surfaces() {
-        let (want_public, want_private) = expected(surface.name, anonymous_push);
+        let (want_public, want_private) = expected(surface.name, who, anonymous_push);
+        let want_missing = hidden(surface.name, who);
         let public = (surface.ask)(ctx, "alice/public");
         let private = (surface.ask)(ctx, "alice/private");
         let missing = (surface.ask)(ctx, "alice/missing");
@@ -399,7 +547,7 @@ fn run_table(ctx: &Ctx, anonymous_push: bool) -> Vec<String> {
         ) != (missing.status, missing.body.clone())
         {
             wrong.push(format!(
-                "{}: a symlink leading out of the repos dir must read as a missing repo, got {} {}",
+                "{} / {who:?}: a symlink leading out of the repos dir must read as a missing repo, got {} {}",
                 surface.name,
                 escape.status,
                 escape.body.trim()
@@ -408,10 +556,11 @@ fn run_table(ctx: &Ctx, anonymous_push: bool) -> Vec<String> {
         for (which, answer, want) in [
             ("public", &public, want_public),
             ("private", &private, want_private),
+            ("missing", &missing, want_missing),
         ] {
             if answer.expect() != want {
                 wrong.push(format!(
-                    "{} / {which} / anonymous / push switch {}: expected {want:?}, got {} {}",
+                    "{} / {which} / {who:?} / anonymous push {}: expected {want:?}, got {} {}",
                     surface.name,
                     if anonymous_push { "on" } else { "off" },
                     answer.status,
@@ -421,45 +570,97 @@ fn run_table(ctx: &Ctx, anonymous_push: bool) -> Vec<String> {
         }
         // Whatever a surface answers a missing repo, it answers a hidden
         // one the same way, word for word but the name.
-        assert_eq!(
-            missing.expect(),
-            Expect::NotFound,
-            "{}: a missing repo must be a 404: {missing:?}",
-            surface.name
-        );
-        if want_private == Expect::NotFound {
+        if want_private == want_missing && want_missing != Expect::Allowed {
             // Asked again: the second answer may come from the site's warm
             // layer, and must still read as a missing repo.
             let again = (surface.ask)(ctx, "alice/private");
-            assert_eq!(
-                (
-                    again.status,
-                    again.body.replace("alice/private", "alice/missing")
-                ),
-                (missing.status, missing.body.clone()),
-                "{}: a hidden repo asked again must read as a missing one",
-                surface.name
-            );
-            assert_eq!(
-                private.body.replace("alice/private", "alice/missing"),
-                missing.body,
-                "{}: a hidden repo must read exactly as a missing one",
-                surface.name
-            );
-            assert_eq!(private.status, missing.status, "{}", surface.name);
+            for (what, answer) in [("first", &private), ("second", &again)] {
+                if (
+                    answer.status,
+                    answer.body.replace("alice/private", "alice/missing"),
+                ) != (missing.status, missing.body.clone())
+                {
+                    wrong.push(format!(
+                        "{} / {who:?}: a hidden repo asked a {what} time must read exactly as a missing one: {} {:?} vs {} {:?}",
+                        surface.name,
+                        answer.status,
+                        answer.body,
+                        missing.status,
+                        missing.body
+                    ));
+                }
+            }
         }
     }
-    // The server's own surface: its counters name no repo and are open to
-    // the anonymous principal (accounts will keep them for admins).
+    // The server's own surface: its counters say how many repos there
+    // are, private ones too: a server admin's.
     let stats = get(ctx, "/api/v1/stats");
-    if stats.expect() != Expect::Allowed || !stats.body.contains("\"site_cache\"") {
+    let want = match who {
+        Who::ServerAdmin => Expect::Allowed,
+        Who::Anonymous => Expect::Unauthenticated,
+        _ => Expect::NotFound,
+    };
+    if stats.expect() != want || (want == Expect::Allowed && !stats.body.contains("\"site_cache\""))
+    {
         wrong.push(format!(
-            "stats / server / anonymous: expected Allowed, got {} {}",
+            "stats / {who:?}: expected {want:?}, got {} {}",
             stats.status,
             stats.body.trim()
         ));
     }
     wrong
+}
+
+/// The document at `path` as the server's admin reads it (`Null` when
+/// there is none).
+fn current(ctx: &Ctx, path: &str) -> serde_json::Value {
+    let admin = Ctx {
+        who: Some(ctx.admin.clone()),
+        ..ctx.clone_for(None)
+    };
+    let answer = get(&admin, path);
+    serde_json::from_str(&answer.body).unwrap_or(serde_json::Value::Null)
+}
+
+/// Users and tokens of the table, made before the server starts.
+struct People {
+    by_who: Vec<(Who, Credential)>,
+    admin: Credential,
+}
+
+fn people(data: &Path) -> People {
+    let token = |user: &str, admin: bool, scope: &str, extra: &[&str]| Credential {
+        user: user.to_string(),
+        token: user_token(data, user, admin, scope, extra),
+    };
+    let admin = token("root", true, "admin", &[]);
+    let by_who = vec![
+        (Who::Outsider, token("oscar", false, "admin", &[])),
+        (Who::Reader, token("ann", false, "admin", &[])),
+        (Who::Writer, token("will", false, "admin", &[])),
+        (Who::RepoAdmin, token("ada", false, "admin", &[])),
+        (Who::Owner, token("alice", false, "admin", &[])),
+        (Who::ServerAdmin, admin.clone()),
+        (Who::ReadToken, token("alice", false, "read", &[])),
+        (
+            Who::OtherRepoToken,
+            token("alice", false, "admin", &["--repo", "alice/other"]),
+        ),
+    ];
+    People { by_who, admin }
+}
+
+impl Ctx {
+    fn clone_for(&self, who: Option<Credential>) -> Ctx {
+        Ctx {
+            addr: self.addr,
+            dir: self.dir.clone(),
+            work: self.work.clone(),
+            commit: self.commit.clone(),
+            who,
+            admin: self.admin.clone(),
+        }
+    }
 }
 
 #[test]
@@ -469,6 +670,7 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     for repo in ["alice/public", "alice/private"] {
         assert!(run_vole(&data, &["repo", "create", repo]).status.success());
     }
+    let people = people(&data);
     let domains = [
         "--site-domain",
         "public.example.org=alice/public",
@@ -499,35 +701,45 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
         ],
     );
     std::os::unix::fs::symlink(&outside, data.join("repos/alice/escape.git")).unwrap();
-    let acl = r#"{"visibility":"private"}"#;
-    let put = http(
-        server.addr,
-        &format!(
-            "PUT /api/v1/repos/alice/private/acl HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
-            acl.len()
-        ),
-        acl.as_bytes(),
-    );
-    assert_eq!(put.status, 200, "{}", put.text());
     let commit = git_ok(
         &dir.path().join("work-alice-public"),
         &["rev-parse", "main"],
     )
     .trim()
     .to_string();
-
     let work = dir.path().join("work-alice-public");
     let ctx = Ctx {
         addr: server.addr,
         dir: dir.path().to_path_buf(),
         work: work.clone(),
         commit: commit.clone(),
+        who: Some(people.admin.clone()),
+        admin: people.admin.clone(),
     };
+    // The members, on both repos; one of them private.
+    for (repo, visibility) in [("alice/public", "public"), ("alice/private", "private")] {
+        let acl = serde_json::json!({
+            "visibility": visibility,
+            "members": [
+                {"name": "ann", "role": "read"},
+                {"name": "will", "role": "write"},
+                {"name": "ada", "role": "admin"},
+            ],
+        });
+        let put = send_json(
+            &ctx,
+            "PUT",
+            &format!("/api/v1/repos/{repo}/acl"),
+            &acl.to_string(),
+        );
+        assert_eq!(put.status, 200, "{}", put.body);
+    }
     // Anti-vacuity: the site really is there for the public repo, and the
-    // table covers every surface.
+    // table covers every surface and every principal.
     assert!(get(&ctx, "/alice/public/-/site/").body.contains("site"));
     assert_eq!(surfaces().len(), 37);
-    let mut wrong = run_table(&ctx, true);
+    assert_eq!(people.by_who.len() + 1, EVERYONE.len());
+    let mut wrong = run_table(&ctx.clone_for(None), Who::Anonymous, true);
     server.stop();
 
     let mut builder = TestServer::builder().data(&data);
@@ -540,9 +752,23 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
         dir: dir.path().to_path_buf(),
         work,
         commit,
+        who: None,
+        admin: people.admin.clone(),
     };
-    wrong.extend(run_table(&ctx, false));
-    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    wrong.extend(run_table(&ctx, Who::Anonymous, false));
+    for (who, credential) in &people.by_who {
+        wrong.extend(run_table(
+            &ctx.clone_for(Some(credential.clone())),
+            *who,
+            false,
+        ));
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong cells:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
 
     // One error type, two renderings: a page for the web UI, plain text
     // for git and the API, with the same status and message.
@@ -561,7 +787,14 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
         page.text()
     );
     assert!(page.text().contains("<html"), "{}", page.text());
-    let api = http_get(server.addr, "/api/v1/repos/alice/missing/issues");
+    let api = http(
+        server.addr,
+        &format!(
+            "GET /api/v1/repos/alice/missing/issues HTTP/1.1\r\n{}",
+            basic(&people.admin.user, &people.admin.token)
+        ),
+        b"",
+    );
     assert_eq!(api.status, 404);
     assert_eq!(
         api.header("content-type"),

@@ -29,11 +29,29 @@ fn api(
     } else {
         format!("{method} {path} HTTP/1.1")
     };
+    let head = match token_for(addr) {
+        Some(token) => format!("{head}\r\nAuthorization: Bearer {token}"),
+        None => head,
+    };
     let response = http(addr, &head, payload.as_bytes());
     let value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     (response.status, value, response)
 }
 
+/// The token [`api`] sends to each server (the servers of one test run
+/// live on distinct ports).
+static TOKENS: Mutex<Vec<(SocketAddr, String)>> = Mutex::new(Vec::new());
+
+fn token_for(addr: SocketAddr) -> Option<String> {
+    let tokens = TOKENS.lock().unwrap();
+    tokens
+        .iter()
+        .find(|(a, _)| *a == addr)
+        .map(|(_, t)| t.clone())
+}
+
+/// A server with the repo `ann/demo`; [`api`] calls it as `ann`, its
+/// owner and a server admin (so the counters are hers to read).
 fn forge(flags: &[&str]) -> (tempfile::TempDir, TestServer) {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -42,11 +60,14 @@ fn forge(flags: &[&str]) -> (tempfile::TempDir, TestServer) {
             .status
             .success()
     );
+    let token = user_token(&data, "ann", true, "admin", &[]);
     let mut builder = TestServer::builder().data(&data);
     for flag in flags {
         builder = builder.arg(flag);
     }
-    (dir, builder.start())
+    let server = builder.start();
+    TOKENS.lock().unwrap().push((server.addr, token));
+    (dir, server)
 }
 
 const BASE: &str = "/api/v1/repos/ann/demo";
@@ -261,10 +282,11 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
             response.text()
         );
     }
+    let auth = format!("Authorization: Bearer {}", token_for(addr).unwrap());
     let raw = http(
         addr,
         &format!(
-            "POST {} HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 9",
+            "POST {} HTTP/1.1\r\n{auth}\r\nContent-Type: application/json\r\nContent-Length: 9",
             p("/issues")
         ),
         b"{\"title\":",
@@ -272,7 +294,10 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
     assert_eq!(raw.status, 400, "truncated JSON: {}", raw.text());
     let raw = http(
         addr,
-        &format!("POST {} HTTP/1.1\r\nContent-Length: 13", p("/issues")),
+        &format!(
+            "POST {} HTTP/1.1\r\n{auth}\r\nContent-Length: 13",
+            p("/issues")
+        ),
         b"{\"title\":\"x\"}",
     );
     assert_eq!(raw.status, 415, "no JSON content type: {}", raw.text());
@@ -285,19 +310,24 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
 }
 
 #[test]
-fn api_writes_are_refused_without_anonymous_push() {
+fn api_writes_are_refused_without_credentials() {
     let (_dir, server) = forge(&[]);
+    TOKENS.lock().unwrap().retain(|(a, _)| *a != server.addr);
     let (status, _, response) = api(
         server.addr,
         "POST",
         &format!("{BASE}/issues"),
         Some(&json!({"title": "x"})),
     );
-    assert_eq!(status, 403);
+    assert_eq!(status, 401);
     assert!(
-        response.text().contains("--anonymous-push"),
+        response.text().contains("Authorization: Bearer"),
         "{}",
         response.text()
+    );
+    assert_eq!(
+        response.header("www-authenticate"),
+        Some("Basic realm=\"vole\"")
     );
     let (status, list, _) = api(server.addr, "GET", &format!("{BASE}/issues"), None);
     assert_eq!((status, list), (200, json!([])));
@@ -491,6 +521,8 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
             .status
             .success()
     );
+    // The counters are an admin's; the writes themselves go anonymously.
+    let token = user_token(&data, "root", true, "admin", &[]);
     // A long fold interval keeps the burst's writes only in the log when
     // the kill lands.
     let server = TestServer::builder()
@@ -500,6 +532,7 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
         .arg("300ms")
         .start();
     let addr = server.addr;
+    TOKENS.lock().unwrap().push((addr, token.clone()));
     // Phase 1: writes folded before the kill (recovery must not fold them
     // again).
     let mut first: Vec<Value> = (0..40)
@@ -560,6 +593,7 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
         .arg("--anonymous-push")
         .start();
     let addr = server.addr;
+    TOKENS.lock().unwrap().push((addr, token));
     let mut by_id: HashMap<String, Value> = HashMap::new();
     for page in 1..=20 {
         let (_, items, _) = api(
@@ -629,7 +663,7 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
     let logged: BTreeSet<u64> = text(&run_vole(&data, &["log", "dump", "--json"]).stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["log"] == "meta")
+        .filter(|v| v["log"] == "meta" && v["repo"] == "ann/demo")
         .filter_map(|v| v["seq"].as_u64())
         .collect();
     assert_eq!(

@@ -153,7 +153,18 @@ async fn routes_that_need_no_git_answer_in_process() {
     let (status, kind, body) = get(&routed, "/alice/nope/-/tree/main").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(kind.starts_with("text/html") && body.contains("There is no repository alice/nope."));
+    // Asked anonymously, the API asks for credentials (a private repo
+    // answers the same); asked by a user, it is not found.
     let (status, kind, body) = get(&routed, "/api/v1/repos/alice/nope/issues").await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(kind, "text/plain; charset=utf-8");
+    assert!(body.starts_with("authentication required"), "{body}");
+    let (status, kind, body) = get_as(
+        &routed,
+        "/api/v1/repos/alice/nope/issues",
+        Some(&routed.admin_token),
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(kind, "text/plain; charset=utf-8");
     assert_eq!(body, "repository alice/nope not found\n");
@@ -168,7 +179,7 @@ async fn routes_that_need_no_git_answer_in_process() {
         "{body}"
     );
 
-    // Writes are off without --anonymous-push: a 403 that says how.
+    // Writes need credentials: a 401 that says how.
     let response = vole::server::router(routed.app.clone())
         .oneshot(
             Request::post("/api/v1/repos/alice/repo/issues")
@@ -178,9 +189,13 @@ async fn routes_that_need_no_git_answer_in_process() {
         )
         .await
         .unwrap();
-    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        response.headers()[header::WWW_AUTHENTICATE],
+        "Basic realm=\"vole\""
+    );
     let body = response.into_body().collect().await.unwrap().to_bytes();
-    assert!(String::from_utf8_lossy(&body).contains("--anonymous-push"));
+    assert!(String::from_utf8_lossy(&body).contains("Authorization: Bearer"));
 
     // Anything else is the router's plain 404.
     let (status, _, body) = get(&routed, "/a/b/c/d/e").await;

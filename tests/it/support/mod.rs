@@ -62,6 +62,57 @@ pub fn server_with_failing(data: &Path, path: &Path, syscalls: &str, error: &str
         .start()
 }
 
+/// Adds `user` (`--admin` when `admin`) through `vole user add`, unless it
+/// exists, and makes it a token with `vole token create NAME --user USER
+/// --scope SCOPE` plus `extra` (e.g. `--repo`, `--expires`); returns the
+/// token's text (the last line the command printed). Works with or without
+/// a server on `data`.
+pub fn user_token(data: &Path, user: &str, admin: bool, scope: &str, extra: &[&str]) -> String {
+    let email = format!("{user}@example.org");
+    let mut add = vec!["user", "add", user, "--email", &email];
+    if admin {
+        add.push("--admin");
+    }
+    let added = run_vole(data, &add);
+    assert!(
+        added.status.success() || text(&added.stderr).contains("is taken"),
+        "vole user add {user}: {}",
+        text(&added.stderr)
+    );
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let name = format!(
+        "{user}-{scope}-{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    let mut create = vec!["token", "create", &name, "--user", user, "--scope", scope];
+    create.extend_from_slice(extra);
+    let made = run_vole(data, &create);
+    assert!(
+        made.status.success(),
+        "vole token create: {}",
+        text(&made.stderr)
+    );
+    let token = text(&made.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        token.starts_with("vole_"),
+        "no token on the last line: {token:?}"
+    );
+    token
+}
+
+/// `Authorization: Basic` of `user` and `secret`.
+pub fn basic(user: &str, secret: &str) -> String {
+    use base64::Engine;
+    format!(
+        "Authorization: Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(format!("{user}:{secret}"))
+    )
+}
+
 /// Runs a vole CLI command to completion (30 s bound).
 pub fn run_vole(data: &Path, args: &[&str]) -> Output {
     let child = vole(data)
