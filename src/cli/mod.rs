@@ -677,6 +677,9 @@ fn call<T: serde::de::DeserializeOwned>(config: &Config, request: Request) -> an
                 let git = Git::locate(config.git.as_deref())?;
                 let app = App::open(config.clone(), git)?;
                 let reply = control::dispatch(&app.control, request);
+                // Folded into git before the lock goes: a copy of the data
+                // dir taken now holds the change in its repos too.
+                app.meta.close(Duration::from_secs(30));
                 drop(lock);
                 break reply;
             }

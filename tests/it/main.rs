@@ -5,6 +5,7 @@
 
 mod abuse;
 mod access;
+mod accounts;
 mod durability;
 mod hooks;
 mod layering;
