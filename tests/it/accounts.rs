@@ -520,8 +520,15 @@ fn failed_sign_ins_are_throttled_per_address_and_the_right_password_elsewhere_wo
     for i in 0..50 {
         statuses.push(attempt(1, &format!("wrong {i}")).status);
     }
-    assert_eq!(&statuses[..5], &[401; 5], "{statuses:?}");
-    assert!(statuses[5..].iter().all(|s| *s == 429), "{statuses:?}");
+    assert_eq!(
+        &statuses[..5],
+        &[401; 5],
+        "the first --auth-failures failures must be plain 401s: {statuses:?}"
+    );
+    assert!(
+        statuses[5..].iter().all(|s| *s == 429),
+        "failed sign-ins past --auth-failures were not throttled (429): {statuses:?}"
+    );
     let throttled = attempt(1, "wrong again");
     assert!(
         throttled
@@ -566,7 +573,11 @@ fn forwarded_for_counts_only_from_a_trusted_proxy() {
     // Through the trusted proxy (127.0.0.1): each forwarded client is its
     // own address.
     let from_a: Vec<u16> = (0..4).map(|_| attempt(1, "203.0.113.5", "nope")).collect();
-    assert_eq!(from_a, [401, 401, 401, 429]);
+    assert_eq!(
+        from_a,
+        [401, 401, 401, 429],
+        "a forwarded client past --auth-failures must be throttled"
+    );
     assert_eq!(
         attempt(1, "203.0.113.6", &forge.read),
         200,
@@ -578,8 +589,16 @@ fn forwarded_for_counts_only_from_a_trusted_proxy() {
     let from_b: Vec<u16> = (0..4)
         .map(|i| attempt(2, &format!("198.51.100.{i}"), "nope"))
         .collect();
-    assert_eq!(from_b, [401, 401, 401, 429]);
-    assert_eq!(attempt(2, "198.51.100.200", &forge.read), 429);
+    assert_eq!(
+        from_b,
+        [401, 401, 401, 429],
+        "X-Forwarded-For from an untrusted peer must not make each attempt a new client"
+    );
+    assert_eq!(
+        attempt(2, "198.51.100.200", &forge.read),
+        429,
+        "X-Forwarded-For from an untrusted peer escaped the throttle"
+    );
 }
 
 #[test]
@@ -856,4 +875,54 @@ fn a_hidden_repo_and_a_missing_one_take_the_same_time() {
             "{what}: median hidden {h:?} vs missing {m:?} (ratio {ratio:.2}): the time tells them apart"
         );
     }
+}
+
+#[test]
+fn a_hook_report_with_a_push_id_the_server_did_not_hand_out_is_refused() {
+    let forge = Forge::start(&[]);
+    let data = &forge.server.data;
+    let head = ref_value(&forge.bare("alice/public"), "refs/heads/main").unwrap();
+    let forged = |args: &[&str]| {
+        let mut hook = vole(data)
+            .args(args)
+            .env("VOLE_SOCKET", data.join("vole.sock"))
+            .env("VOLE_REPO", "alice/public")
+            .env("VOLE_PUSH_ID", "4242424242")
+            .env("VOLE_ACTOR", "alice")
+            .env("VOLE_CLIENT", "127.0.0.1")
+            .current_dir(forge.bare("alice/public"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Creating refs/heads/forged at main's commit.
+        let line = format!("{} {head} refs/heads/forged\n", "0".repeat(40));
+        hook.stdin
+            .take()
+            .unwrap()
+            .write_all(line.as_bytes())
+            .unwrap();
+        wait_output(hook, Duration::from_secs(30))
+    };
+    let pre = forged(&["hook", "pre-receive"]);
+    assert!(
+        !pre.status.success(),
+        "a forged pre-receive report was let through"
+    );
+    assert!(
+        text(&pre.stderr).contains("not started by this server"),
+        "{}",
+        text(&pre.stderr)
+    );
+    let prepared = forged(&["hook", "reference-transaction", "prepared"]);
+    assert!(
+        !prepared.status.success(),
+        "a forged ref move was recorded: {}",
+        text(&prepared.stderr)
+    );
+    assert!(
+        !forge.log_dump().contains("refs/heads/forged"),
+        "the forged move is in the log"
+    );
 }
