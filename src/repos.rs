@@ -38,7 +38,6 @@ pub const RESERVED_OWNERS: &[&str] = &[
     "pulls",
     "repo",
     "repos",
-    "root",
     "search",
     "signup",
     "site",

@@ -247,6 +247,19 @@ impl Accounts {
     // ---- users ----
 
     pub fn add_user(&self, new: NewUser, actor: &str) -> Result<UserView, AccountError> {
+        // A user owns the repos under their name: a name no owner may
+        // take is no user's either.
+        let lower = new.name.to_ascii_lowercase();
+        if crate::repos::RESERVED_OWNERS.contains(&lower.as_str())
+            || crate::repos::RESERVED_NAMES.contains(&lower.as_str())
+            || lower == "anonymous"
+            || lower == "cli"
+        {
+            return Err(AccountError::Invalid(format!(
+                "user name {:?} is reserved",
+                new.name
+            )));
+        }
         check_email(&new.email)?;
         let password = new.password.as_deref().map(hash_password).transpose()?;
         let user = self.meta.create_user(User {

@@ -138,6 +138,13 @@ pub enum RepoCommand {
         /// `owner/name`.
         name: String,
     },
+    /// Make a repository public or private (its owner and members stay).
+    Visibility {
+        /// `owner/name`.
+        name: String,
+        #[arg(value_enum)]
+        visibility: VisibilityArg,
+    },
     /// List repositories.
     List {
         /// Print JSON instead of one line per repository.
@@ -210,6 +217,13 @@ pub enum TokenCommand {
     },
     /// Revoke a token: refused from the next request on.
     Revoke { name: String },
+}
+
+/// `vole repo visibility`'s argument.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum VisibilityArg {
+    Public,
+    Private,
 }
 
 /// `--scope`.
@@ -343,6 +357,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Repo(RepoCommand::Delete { name }) => {
             let _: String = call(&config, Request::RepoDelete { repo: name.clone() })?;
             println!("deleted {name} (moved to the data dir's trash/)");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Repo(RepoCommand::Visibility { name, visibility }) => {
+            let private = visibility == VisibilityArg::Private;
+            let _: serde_json::Value = call(
+                &config,
+                Request::RepoVisibility {
+                    repo: name.clone(),
+                    private,
+                },
+            )?;
+            println!("{name} is {}", if private { "private" } else { "public" });
             Ok(ExitCode::SUCCESS)
         }
         Command::User(command) => user_command(&config, command),

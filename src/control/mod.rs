@@ -156,6 +156,45 @@ impl ControlState {
         Ok(info)
     }
 
+    /// Makes a repo public or private, keeping its owner and members;
+    /// audited.
+    pub fn set_visibility(
+        &self,
+        name: &RepoName,
+        private: bool,
+        actor: Actor<'_>,
+    ) -> Result<crate::meta::entity::Acl, LifecycleError> {
+        if !self.access.exists(name) {
+            return Err(RepoError::NotFound(name.clone()).into());
+        }
+        let current = self.meta.acl(name)?;
+        let acl = self.meta.put_acl(
+            name,
+            AclPut {
+                version: current.version,
+                visibility: if private {
+                    Visibility::Private
+                } else {
+                    Visibility::Public
+                },
+                owner: current.owner,
+                members: current.members,
+            },
+        )?;
+        self.accounts.audit(AuditEvent::new(
+            AuditKind::AclChanged,
+            actor.name,
+            &name.to_string(),
+            actor.client,
+            format!(
+                "visibility={} version={}",
+                if private { "private" } else { "public" },
+                acl.version
+            ),
+        ))?;
+        Ok(acl)
+    }
+
     /// Moves a repo to `data/trash` (an operator can move it back);
     /// audited.
     pub fn delete_repo(&self, name: &RepoName, actor: Actor<'_>) -> Result<(), LifecycleError> {
@@ -207,6 +246,10 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
         Request::RepoList => Reply::ok(app.repos.list()),
         Request::RepoDelete { repo } => match RepoName::parse(&repo) {
             Ok(name) => reply(app.delete_repo(&name, Actor::CLI).map(|()| &repo)),
+            Err(e) => Reply::error(e.to_string()),
+        },
+        Request::RepoVisibility { repo, private } => match RepoName::parse(&repo) {
+            Ok(name) => reply(app.set_visibility(&name, private, Actor::CLI)),
             Err(e) => Reply::error(e.to_string()),
         },
         Request::UserAdd {

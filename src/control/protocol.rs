@@ -30,6 +30,11 @@ pub enum Request {
     RepoDelete {
         repo: String,
     },
+    /// Make a repo public or private (its members stay).
+    RepoVisibility {
+        repo: String,
+        private: bool,
+    },
     UserAdd {
         name: String,
         email: String,
@@ -94,6 +99,7 @@ impl Request {
             Request::RepoCreate { .. } => "repo_create",
             Request::RepoList => "repo_list",
             Request::RepoDelete { .. } => "repo_delete",
+            Request::RepoVisibility { .. } => "repo_visibility",
             Request::UserAdd { .. } => "user_add",
             Request::UserList => "user_list",
             Request::UserPasswd { .. } => "user_passwd",

@@ -383,6 +383,14 @@ fn a_revoked_token_and_a_disabled_user_are_refused_on_the_next_request() {
         ],
     );
     assert!(!cloned.status.success());
+    let dump = forge.log_dump();
+    assert!(
+        dump.lines().any(|l| l.starts_with("audit ")
+            && l.contains("user_changed")
+            && l.contains("target=alice")
+            && l.contains("disabled")),
+        "the user change is not audited:\n{dump}"
+    );
     // An expired token: refused.
     let short = user_token(data, "bob", false, "read", &["--expires", "1s"]);
     assert_eq!(
@@ -925,4 +933,72 @@ fn a_hook_report_with_a_push_id_the_server_did_not_hand_out_is_refused() {
         !forge.log_dump().contains("refs/heads/forged"),
         "the forged move is in the log"
     );
+}
+
+#[test]
+fn api_calls_are_limited_per_token_and_names_follow_the_owner_rules() {
+    let forge = Forge::start(&["--api-rate", "5"]);
+    let data = &forge.server.data;
+    let path = "/api/v1/repos/alice/public/issues";
+    let call = |token: Option<&str>| {
+        let auth = token.map(|t| format!("Authorization: Bearer {t}"));
+        forge.get_as(path, auth.as_deref())
+    };
+    let statuses: Vec<u16> = (0..6).map(|_| call(Some(&forge.read)).status).collect();
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 200, 200, 429],
+        "past --api-rate a token must be slowed down"
+    );
+    let limited = call(Some(&forge.read));
+    assert!(
+        limited.header("retry-after").is_some(),
+        "{:?}",
+        limited.headers
+    );
+    // Per token: another token and the anonymous go on.
+    assert_eq!(call(Some(&forge.write)).status, 200);
+    assert_eq!(call(None).status, 200);
+
+    // User names: unique regardless of case, none an owner may not take.
+    let twin = run_vole(data, &["user", "add", "ALICE", "--email", "a@example.org"]);
+    assert!(!twin.status.success());
+    assert!(
+        text(&twin.stderr).contains("is taken"),
+        "{}",
+        text(&twin.stderr)
+    );
+    for reserved in ["admin", "api", "Settings"] {
+        let added = run_vole(data, &["user", "add", reserved, "--email", "r@example.org"]);
+        assert!(!added.status.success(), "{reserved} was added");
+        assert!(
+            text(&added.stderr).contains("reserved"),
+            "{}",
+            text(&added.stderr)
+        );
+    }
+    // Owner and repo names too, from the CLI.
+    let twin = run_vole(data, &["repo", "create", "Alice/Other"]);
+    assert!(!twin.status.success());
+    assert!(
+        text(&twin.stderr).contains("unique regardless of case"),
+        "{}",
+        text(&twin.stderr)
+    );
+    let twin = run_vole(data, &["repo", "create", "alice/PUBLIC"]);
+    assert!(!twin.status.success());
+
+    // Visibility, changed later: hidden at once, and back.
+    let ask = || {
+        forge
+            .get_as("/alice/public.git/info/refs?service=git-upload-pack", None)
+            .status
+    };
+    assert_eq!(ask(), 200);
+    let made = run_vole(data, &["repo", "visibility", "alice/public", "private"]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    assert_eq!(ask(), 401);
+    let made = run_vole(data, &["repo", "visibility", "alice/public", "public"]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    assert_eq!(ask(), 200);
 }
