@@ -45,9 +45,11 @@
 //! is cached per ref-move feed generation, which the recorder bumps before a
 //! push's `committed` hook returns: the first request after a push sees it.
 //! Blobs over the stream threshold are not cached: each request streams one
-//! from a `git cat-file` child, holding only a buffer. A private repo's
-//! site (its ACL's visibility) is answered 404, as a repo that does not
-//! exist: no request carries credentials until accounts exist.
+//! from a `git cat-file` child, holding only a buffer. A site the visitor
+//! may not read (a private repo's, to anyone without a role in it) is
+//! answered 404, as a repo that does not exist; on a site domain the
+//! answer does not name the repo. Only anonymous requests meet the warm
+//! map, and it remembers only what they may read.
 //!
 //! # Where each part lives
 //!
