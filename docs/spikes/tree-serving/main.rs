@@ -78,6 +78,11 @@ fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
 
 /// One GET on a fresh connection; the body, or None on failure.
 fn get(port: u16, path: &str) -> Option<Vec<u8>> {
+    get_with(port, path, "")
+}
+
+/// [`get`] with extra header lines (each ending in `\r\n`).
+fn get_with(port: u16, path: &str, headers: &str) -> Option<Vec<u8>> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
     stream.set_nodelay(true).ok()?;
     let mut conn = KeepAlive {
@@ -86,7 +91,7 @@ fn get(port: u16, path: &str) -> Option<Vec<u8>> {
     // One write: a request split over segments waits on the peer's
     // delayed ACK (~40 ms) under Nagle.
     stream
-        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{headers}\r\n").as_bytes())
         .ok()?;
     conn.read_response()
 }
@@ -226,6 +231,27 @@ fn main() {
     sh(Command::new(&vole)
         .args(["repo", "create", "alice/site", "--data"])
         .arg(&data));
+    // The counters are a server admin's.
+    sh(Command::new(&vole)
+        .args([
+            "user",
+            "add",
+            "root",
+            "--admin",
+            "--email",
+            "root@example.org",
+            "--data",
+        ])
+        .arg(&data));
+    let admin_token = sh(Command::new(&vole)
+        .args([
+            "token", "create", "stats", "--user", "root", "--scope", "admin", "--data",
+        ])
+        .arg(&data))
+    .lines()
+    .last()
+    .unwrap_or_default()
+    .to_string();
     let vole_port = free_port();
     let mut vole_child = start_vole(&vole, &data, vole_port);
     sh(git(&work).args([
@@ -334,7 +360,12 @@ fn main() {
         let n = pair.iter().find(|p| p.0 == "nginx").unwrap().1;
         ratios.push(v / n);
     }
-    let stats = get(vole_port, "/api/v1/stats").unwrap();
+    let stats = get_with(
+        vole_port,
+        "/api/v1/stats",
+        &format!("Authorization: Bearer {admin_token}\r\n"),
+    )
+    .unwrap();
     let stats: serde_json::Value = serde_json::from_slice(&stats).unwrap();
     let (bytes, limit) = (
         stats["site_cache"]["bytes"].as_u64().unwrap(),
