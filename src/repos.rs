@@ -12,6 +12,11 @@ use crate::datadir::{DataDir, bare_repo_dirs};
 use crate::durable;
 use crate::git::{Git, GitError};
 
+/// A file in a repo created private: it is private from the moment it
+/// appears in `data/repos`, before (and whether or not) its ACL is stored;
+/// a stored ACL decides from then on.
+pub const PRIVATE_MARKER: &str = "vole-private";
+
 /// Longest owner or repo name accepted.
 pub const MAX_NAME_LEN: usize = 100;
 
@@ -264,7 +269,12 @@ impl Repos {
         name: &RepoName,
         description: Option<&str>,
         default_branch: &str,
+        private: bool,
     ) -> Result<RepoInfo, RepoError> {
+        // One creation at a time: the case-twin check and the rename must
+        // not interleave with another's.
+        static CREATING: parking_lot::Mutex<()> = parking_lot::Mutex::new(());
+        let _creating = CREATING.lock();
         let target = self.path(name);
         if target.exists() {
             return Err(RepoError::AlreadyExists(name.clone()));
@@ -278,6 +288,9 @@ impl Repos {
         let description = description.unwrap_or("").trim().to_string();
         let staging = self.stage_bare(git, default_branch, &description)?;
         let staged = staging.path().join("repo.git");
+        if private {
+            write_synced(&staged, PRIVATE_MARKER, b"")?;
+        }
         let owner_dir = target.parent().expect("a repo path has an owner dir");
         // An owner spelled another way is the same owner: the repo goes
         // into the directory that exists.

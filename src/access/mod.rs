@@ -71,10 +71,11 @@ impl Principal {
         }
     }
 
-    /// A server admin, with a credential that carries admin power.
+    /// A server admin, with a credential that carries admin power over
+    /// the whole server (admin scope, limited to no repos).
     pub fn is_server_admin(&self) -> bool {
         self.identity()
-            .is_some_and(|id| id.admin && id.scope() == Scope::Admin)
+            .is_some_and(|id| id.admin && id.scope() == Scope::Admin && id.unlimited())
     }
 }
 
@@ -223,7 +224,7 @@ impl Access {
                 return Err(hidden(principal));
             }
         };
-        let public = acl.visibility == Visibility::Public;
+        let public = self.visibility_of(repo, &acl) == Visibility::Public;
         let identity = match principal {
             Principal::Anonymous => {
                 if !public {
@@ -309,6 +310,21 @@ impl Access {
         }
     }
 
+    /// The repo's visibility: its stored ACL's, else private when it was
+    /// created private ([`crate::repos::PRIVATE_MARKER`]), else public.
+    pub fn visibility_of(&self, repo: &RepoName, acl: &Acl) -> Visibility {
+        if acl.version == 0
+            && self
+                .repos
+                .path(repo)
+                .join(crate::repos::PRIVATE_MARKER)
+                .exists()
+        {
+            return Visibility::Private;
+        }
+        acl.visibility
+    }
+
     /// May `principal` see `repo` listed (in the repo list, the home
     /// page)? The same rule as reading it.
     pub fn may_list(&self, principal: &Principal, repo: &RepoName) -> bool {
@@ -325,6 +341,11 @@ impl Access {
             return Err(Denied::Forbidden(
                 "this token may only read; create repositories with a token made with --scope write"
                     .into(),
+            ));
+        }
+        if !identity.unlimited() {
+            return Err(Denied::Forbidden(
+                "this token is limited to some repositories and may not create others; use a token made without --repo".into(),
             ));
         }
         if identity.user.eq_ignore_ascii_case(repo.owner()) || principal.is_server_admin() {
@@ -345,6 +366,42 @@ impl Access {
             (Principal::Anonymous, ServerAction::ReadStats) => Err(Denied::Hidden),
             (principal, ServerAction::ReadStats) if principal.is_server_admin() => Ok(()),
             (Principal::User(_), ServerAction::ReadStats) => Err(Denied::Missing),
+        }
+    }
+
+    /// `principal` may administer `repo`: an admin of it, with a credential
+    /// of admin scope that reaches it.
+    pub fn administers(&self, principal: &Principal, repo: &RepoName) -> bool {
+        principal
+            .identity()
+            .is_some_and(|id| id.scope() == Scope::Admin)
+            && self.role(principal, repo) >= Some(Role::Admin)
+    }
+
+    /// May `principal` edit a document of `repo` written by `author` (an
+    /// issue, a change request)? Its author, or anyone who may push there;
+    /// with `--anonymous-push`, the anonymous too. (`WriteMeta` on the repo
+    /// is asked first.)
+    pub fn check_edit(
+        &self,
+        principal: &Principal,
+        repo: &RepoName,
+        author: &str,
+    ) -> Result<(), Denied> {
+        match principal {
+            Principal::Anonymous if self.anonymous_push => Ok(()),
+            Principal::Anonymous => Err(Denied::Unauthenticated(WRITES_NEED_CREDENTIALS.into())),
+            Principal::User(identity) => {
+                if identity.user.eq_ignore_ascii_case(author)
+                    || self.role(principal, repo) >= Some(Role::Write)
+                {
+                    Ok(())
+                } else {
+                    Err(Denied::Forbidden(format!(
+                        "only its author or someone who may push to {repo} may edit it"
+                    )))
+                }
+            }
         }
     }
 
@@ -404,7 +461,7 @@ impl Access {
             if !protected.iter().any(|p| p == branch) {
                 continue;
             }
-            if admins_only && self.role(principal, repo) < Some(Role::Admin) {
+            if admins_only && !self.administers(principal, repo) {
                 refused.push(refuse(format!(
                     "branch {branch} is protected: only admins of {repo} may push to it; push another branch and open a change request"
                 )));

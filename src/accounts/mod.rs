@@ -48,7 +48,9 @@ pub struct TokenGrant {
     pub id: String,
     pub name: String,
     pub scope: Scope,
-    /// The repos it is limited to (empty: none named, every repo).
+    /// Limited to `repos` (else it reaches every repo its user may).
+    pub limited: bool,
+    /// The repos it is limited to.
     pub repos: Vec<RepoName>,
 }
 
@@ -64,7 +66,13 @@ impl Identity {
     pub fn reaches(&self, repo: &RepoName) -> bool {
         self.token
             .as_ref()
-            .is_none_or(|t| t.repos.is_empty() || t.repos.contains(repo))
+            .is_none_or(|t| !t.limited || t.repos.contains(repo))
+    }
+
+    /// The credential is limited to no repos: it carries its user's power
+    /// over the server (creating repos, a server admin's counters).
+    pub fn unlimited(&self) -> bool {
+        self.token.as_ref().is_none_or(|t| !t.limited)
     }
 }
 
@@ -357,9 +365,15 @@ impl Accounts {
                 ));
             }
             Some(d) => {
-                let at = SystemTime::now().checked_add(d).ok_or_else(|| {
-                    AccountError::Invalid("--expires is too far in the future".into())
-                })?;
+                // RFC 3339 writes four-digit years.
+                let too_far = || AccountError::Invalid("--expires is too far in the future".into());
+                let at = SystemTime::now().checked_add(d).ok_or_else(too_far)?;
+                let secs = at
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                if secs > 253_402_300_799 {
+                    return Err(too_far());
+                }
                 Some(humantime::format_rfc3339_seconds(at).to_string())
             }
         };
@@ -460,6 +474,9 @@ impl Accounts {
         if user.disabled {
             return Err(AuthFailure::Disabled);
         }
+        // A stored name that no longer parses matches nothing; the token
+        // stays limited (never widened to every repo).
+        let limited = !stored.repos.is_empty();
         let repos = stored
             .repos
             .iter()
@@ -472,6 +489,7 @@ impl Accounts {
                 id: stored.id,
                 name: stored.name,
                 scope: stored.scope,
+                limited,
                 repos,
             }),
         })

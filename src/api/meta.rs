@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Extension, Path, Query, State};
+use axum::extract::{ConnectInfo, Extension, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -189,6 +189,10 @@ pub async fn edit_issue(
     let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
+    let author = app.meta.issue(&name, number)?.author;
+    app.access
+        .check_edit(&principal, &name, &author)
+        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
     let issue = blocking(&app, move |app| app.meta.edit_issue(&name, number, patch)).await?;
     Ok(Json(issue).into_response())
 }
@@ -255,6 +259,10 @@ pub async fn edit_change(
     let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
+    let author = app.meta.change(&name, number)?.author;
+    app.access
+        .check_edit(&principal, &name, &author)
+        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
     let change = blocking(&app, move |app| app.meta.edit_change(&name, number, patch)).await?;
     Ok(Json(change).into_response())
 }
@@ -376,26 +384,60 @@ pub async fn get_acl(
     Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
+    // Who the members are is the repo's admins' to know.
+    let name = repo_name(&app, &principal, &owner, &repo, Action::Administer)?;
     Ok(Json(app.meta.acl(&name)?).into_response())
 }
 
 pub async fn put_acl(
     State(app): State<Arc<ApiState>>,
     Extension(principal): Extension<Principal>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<AclPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &principal, &owner, &repo, Action::Administer)?;
     let put = body(payload)?;
+    // Ownership moves only by the owner's (or a server admin's) hand, and
+    // only to a user who exists: a member admin cannot take the repo over
+    // or orphan it.
+    if let Some(new_owner) = &put.owner {
+        let current = app.meta.acl(&name)?;
+        let owner_now = current.owner.as_deref().unwrap_or(name.owner());
+        if !new_owner.eq_ignore_ascii_case(owner_now) {
+            let is_owner = principal
+                .identity()
+                .is_some_and(|id| id.user.eq_ignore_ascii_case(owner_now));
+            if !is_owner && !principal.is_server_admin() {
+                return Err(AppError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "only {owner_now}, the owner, or a server admin may give {name} another owner"
+                    ),
+                ));
+            }
+            let known = app
+                .control
+                .accounts
+                .user(new_owner)
+                .map_err(|e| AppError::unavailable("cannot look a user up", &e))?;
+            if known.is_none() {
+                return Err(AppError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("no user named {new_owner:?}"),
+                ));
+            }
+        }
+    }
     let actor = principal.name().to_string();
+    let client = peer.ip().to_string();
     let acl = blocking(&app, move |app| {
         let acl = app.meta.put_acl(&name, put)?;
         let event = AuditEvent::new(
             AuditKind::AclChanged,
             &actor,
             &name.to_string(),
-            "api",
+            &client,
             format!(
                 "visibility={} members={} version={}",
                 serde_json::to_value(acl.visibility)
@@ -406,9 +448,12 @@ pub async fn put_acl(
                 acl.version
             ),
         );
-        if let Err(e) = app.control.accounts.audit(event) {
-            tracing::error!(error = %crate::error_chain::Chain(&e), "an ACL change could not be audited");
-        }
+        // The change is made; an audit log that cannot take its record
+        // has failed, and the caller hears so (503).
+        app.control
+            .accounts
+            .audit(event)
+            .map_err(|e| MetaError::Unavailable(crate::meta::Unavailable::Audit(Arc::new(e))))?;
         Ok(acl)
     })
     .await?;

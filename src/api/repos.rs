@@ -50,7 +50,7 @@ fn view(app: &ApiState, name: &RepoName) -> RepoView {
     let private = app
         .meta
         .acl(name)
-        .map(|acl| acl.visibility == Visibility::Private)
+        .map(|acl| app.access.visibility_of(name, &acl) == Visibility::Private)
         .unwrap_or(true);
     RepoView {
         name: name.name().to_string(),

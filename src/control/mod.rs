@@ -116,6 +116,7 @@ impl ControlState {
             &name,
             new.description.as_deref(),
             &self.config.default_branch,
+            new.private,
         )?;
         if new.private || new.owner.is_some() {
             let put = AclPut {
@@ -128,13 +129,9 @@ impl ControlState {
                 owner: new.owner.clone(),
                 members: Vec::new(),
             };
-            if let Err(e) = self.meta.put_acl(&name, put) {
-                // A repo meant to be private must not be left public.
-                let _ = self.repos.move_to_trash(&name);
-                self.meta
-                    .forget_repo(&name, std::time::Duration::from_secs(10));
-                return Err(e.into());
-            }
+            // Until (unless) this is stored, the repo's private marker
+            // keeps it private.
+            self.meta.put_acl(&name, put)?;
         } else {
             // Loaded now, so the first request's access decision opens no
             // git repository.
@@ -199,9 +196,13 @@ impl ControlState {
     /// audited.
     pub fn delete_repo(&self, name: &RepoName, actor: Actor<'_>) -> Result<(), LifecycleError> {
         // Its metadata folded first: the trashed copy is whole.
-        self.meta
-            .forget_repo(name, std::time::Duration::from_secs(10));
+        if !self.meta.flush(std::time::Duration::from_secs(10)) {
+            tracing::warn!(repo = %name, "metadata writes still pending as the repo moves to the trash; they stay in the log");
+        }
         let trashed = self.repos.move_to_trash(name)?;
+        // Gone from every route from here (the resolver finds no repo); the
+        // store and the caches forget it.
+        self.meta.forget_repo(name);
         self.accounts.audit(AuditEvent::new(
             AuditKind::RepoDeleted,
             actor.name,

@@ -16,7 +16,6 @@
 //!
 //! What does not live here: what a principal may do (`crate::access`).
 
-use std::collections::HashMap;
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
@@ -49,45 +48,83 @@ const HASH_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
 /// A keyed limiter that can say "throttled" without spending a cell:
 /// governor's check spends one, so only failures are checked, and a key
 /// whose check failed is remembered as blocked until its cell comes back.
+/// Both maps are bounded ([`MAX_KEYS`]): governor's forgets idle keys, the
+/// blocked map is an LRU (an attacker with more addresses than it holds
+/// could push the oldest throttles out; an IPv6 address counts by its
+/// /64, so that takes that many networks).
 struct FailureLimiter<K: Hash + Eq + Clone> {
     limiter: DefaultKeyedRateLimiter<K>,
-    blocked: Mutex<HashMap<K, Instant>>,
+    blocked: Mutex<lru::LruCache<K, Instant>>,
+    failures: std::sync::atomic::AtomicU64,
 }
 
 impl<K: Hash + Eq + Clone> FailureLimiter<K> {
     fn new(quota: Quota) -> Self {
         FailureLimiter {
             limiter: RateLimiter::keyed(quota),
-            blocked: Mutex::new(HashMap::new()),
+            blocked: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(MAX_KEYS).expect("MAX_KEYS is positive"),
+            )),
+            failures: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// How long `key` is still throttled, if it is.
     fn blocked_for(&self, key: &K) -> Option<Duration> {
         let blocked = self.blocked.lock();
-        let until = *blocked.get(key)?;
+        let until = *blocked.peek(key)?;
         until.checked_duration_since(Instant::now())
     }
 
     /// Counts a failure of `key`; returns how long it is now throttled
     /// for, if this failure was one past the allowance.
     fn fail(&self, key: &K) -> Option<Duration> {
-        if self.limiter.len() > MAX_KEYS {
+        // Idle keys are dropped every so often, not on every failure (a
+        // sweep is a walk of the whole map).
+        let n = self
+            .failures
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if n % 1024 == 0 && self.limiter.len() > MAX_KEYS {
             self.limiter.retain_recent();
             self.limiter.shrink_to_fit();
         }
         let not_until = self.limiter.check_key(key).err()?;
         let wait = not_until.wait_time_from(DefaultClock::default().now());
-        let mut blocked = self.blocked.lock();
-        if blocked.len() >= MAX_KEYS {
-            let now = Instant::now();
-            blocked.retain(|_, until| *until > now);
-        }
-        if blocked.len() < MAX_KEYS {
-            blocked.insert(key.clone(), Instant::now() + wait);
-        }
+        self.blocked.lock().put(key.clone(), Instant::now() + wait);
         Some(wait)
     }
+}
+
+/// What an address is counted as: itself, or for IPv6 its /64 (one
+/// client's network; an address inside it costs nothing to change).
+fn counted_as(client: IpAddr) -> IpAddr {
+    match client {
+        IpAddr::V4(_) => client,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut segments = v6.segments();
+                segments[4..].fill(0);
+                IpAddr::V6(segments.into())
+            }
+        },
+    }
+}
+
+/// The user name as it is counted and recorded: at most 64 characters
+/// (no user name is longer), control characters shown escaped, so a
+/// name cannot forge lines of `vole log dump`.
+fn recorded_name(user: &str) -> String {
+    user.chars()
+        .take(64)
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
 }
 
 /// The middleware's state.
@@ -154,14 +191,17 @@ impl Authn {
                 ));
             }
         };
-        let user_key = (user.to_ascii_lowercase(), client);
-        let throttled = self
-            .by_address
-            .blocked_for(&client)
-            .into_iter()
-            .chain(self.by_user.blocked_for(&user_key))
-            .max();
-        if let Some(wait) = throttled {
+        let client = counted_as(client);
+        let shown = recorded_name(&user);
+        let user_key = (shown.to_ascii_lowercase(), client);
+        let throttled = || {
+            self.by_address
+                .blocked_for(&client)
+                .into_iter()
+                .chain(self.by_user.blocked_for(&user_key))
+                .max()
+        };
+        if let Some(wait) = throttled() {
             return Err(throttled_error(wait));
         }
         let presented = if is_bearer {
@@ -172,8 +212,11 @@ impl Authn {
                 secret: &secret,
             }
         };
+        // Held until the outcome is counted, so the next attempt from the
+        // same address sees this one's failure.
+        let mut _slot = None;
         let result = if presented.is_password() {
-            let Ok(Ok(_slot)) =
+            let Ok(Ok(slot)) =
                 tokio::time::timeout(HASH_QUEUE_TIMEOUT, self.hashing.acquire()).await
             else {
                 return Err(AppError::busy(
@@ -181,6 +224,12 @@ impl Authn {
                     5,
                 ));
             };
+            _slot = Some(slot);
+            // Asked again with the slot held: attempts that queued behind
+            // the ones that just failed must not be checked past the limit.
+            if let Some(wait) = throttled() {
+                return Err(throttled_error(wait));
+            }
             let accounts = self.accounts.clone();
             let (user, secret) = (user.clone(), secret.clone());
             tokio::task::spawn_blocking(move || {
@@ -204,14 +253,14 @@ impl Authn {
                 let event = AuditEvent::new(
                     AuditKind::AuthFailed,
                     "anonymous",
-                    &user,
+                    &shown,
                     &client.to_string(),
                     failure.to_string(),
                 );
                 if let Err(e) = self.accounts.audit_log().commit_async(vec![event]).await {
                     tracing::error!(error = %crate::error_chain::Chain(&e), "cannot record a failed sign-in in the audit log");
                 }
-                tracing::info!(%client, user, reason = %failure, "sign-in refused");
+                tracing::info!(%client, user = shown, reason = %failure, "sign-in refused");
                 let over = self
                     .by_address
                     .fail(&client)

@@ -172,6 +172,9 @@ pub enum Unavailable {
     },
     #[error("cannot start the fold thread")]
     Thread(#[source] Arc<std::io::Error>),
+    /// A write was made but the audit log could not record it.
+    #[error("the audit log failed")]
+    Audit(#[source] Arc<dyn std::error::Error + Send + Sync>),
 }
 
 impl Unavailable {

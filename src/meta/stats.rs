@@ -36,14 +36,15 @@ impl MetaStore {
 
     // ---- maintenance ----
 
-    /// Folds what is pending (waiting at most `bound`) and drops the repo
-    /// from the store: for a repo moved out of `data/repos` (deleted). A
-    /// repo created under the name later starts afresh.
-    pub fn forget_repo(&self, repo: &RepoName, bound: Duration) {
-        if !self.flush(bound) {
-            tracing::warn!(repo = %repo, "metadata writes still pending while the repo is forgotten");
-        }
+    /// Drops the repo from the store, for a repo moved out of `data/repos`
+    /// (deleted; [`MetaStore::flush`] first, so its copy is whole): a repo
+    /// created under the name later starts afresh, and caches of what the
+    /// settings decide (the warm site map) are out of date.
+    pub fn forget_repo(&self, repo: &RepoName) {
         self.inner.repos.write().remove(&repo.to_string());
+        self.inner
+            .settings_generation
+            .fetch_add(1, Ordering::AcqRel);
     }
 
     /// Folds everything pending now and waits (at most `bound`) until it

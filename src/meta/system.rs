@@ -83,9 +83,17 @@ impl MetaStore {
                 .index
                 .user(&token.user)
                 .ok_or_else(|| MetaError::NotFound(format!("no user named {:?}", token.user)))?;
+            if user.disabled {
+                return Err(MetaError::Invalid(format!(
+                    "user {:?} is disabled; a token of theirs would be refused",
+                    user.name
+                )));
+            }
             if state.index.token_named(&token.name).is_some() {
+                // Revoked tokens keep their names: the audit log and the
+                // listing name each token once.
                 return Err(MetaError::Taken(format!(
-                    "a token named {:?} exists; pick another name or revoke it first",
+                    "a token named {:?} exists (revoked ones keep their names); pick another name",
                     token.name
                 )));
             }

@@ -60,9 +60,9 @@ impl SiteRequest<'_> {
             Arc::new(Plan::Hidden("not found".into()))
         };
         // Only what the anonymous may read is remembered (see
-        // `SiteRequest::principal`), and nothing of a repo that does not
-        // exist (the warm map holds what repos there are).
-        if self.principal == &Principal::Anonymous && exists {
+        // `SiteRequest::principal`): a hidden repo, like a missing one, is
+        // decided again on every request, on the same path.
+        if self.principal == &Principal::Anonymous && readable {
             app.sites.remember(
                 self.key,
                 Warm {

@@ -52,7 +52,16 @@ impl SiteRequest<'_> {
         headers.reserve(10);
         headers.insert(header::ETAG, file.etag.clone());
         headers.insert(header::CONTENT_TYPE, file.content_type.clone());
-        headers.insert(header::CACHE_CONTROL, app.sites.cache_control.clone());
+        // What a signed-in visitor reads may be a private repo's: no
+        // shared cache (a proxy, a CDN) may keep it for others.
+        if self.principal == &Principal::Anonymous {
+            headers.insert(header::CACHE_CONTROL, app.sites.cache_control.clone());
+        } else {
+            headers.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("private, no-cache"),
+            );
+        }
         headers.insert(
             header::X_CONTENT_TYPE_OPTIONS,
             HeaderValue::from_static("nosniff"),
@@ -64,9 +73,16 @@ impl SiteRequest<'_> {
                 HeaderValue::from_static(SANDBOX),
             );
         }
-        if file.compressible {
-            headers.insert(header::VARY, HeaderValue::from_static("Accept-Encoding"));
-        }
+        // The answer depends on who asks (the site of a private repo is
+        // not found to the anonymous).
+        headers.insert(
+            header::VARY,
+            HeaderValue::from_static(if file.compressible {
+                "Accept-Encoding, Authorization"
+            } else {
+                "Authorization"
+            }),
+        );
         let size = file.size;
         // The gzip coding is its own representation, with its own entity
         // tag (RFC 9110 §8.8.3): a validator of one never matches the

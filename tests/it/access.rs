@@ -80,6 +80,21 @@ impl Ctx {
 struct Answer {
     status: u16,
     body: String,
+    /// The response's headers but `date`, sorted (git answers: none).
+    headers: Vec<(String, String)>,
+}
+
+/// The headers of `response` that must match between a hidden and a
+/// missing repo: all but `date`.
+fn comparable_headers(response: &HttpResponse) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = response
+        .headers
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("date"))
+        .map(|(k, v)| (k.to_ascii_lowercase(), v.clone()))
+        .collect();
+    headers.sort();
+    headers
 }
 
 impl Answer {
@@ -104,6 +119,7 @@ fn get(ctx: &Ctx, path: &str) -> Answer {
     Answer {
         status: response.status,
         body: response.text(),
+        headers: comparable_headers(&response),
     }
 }
 
@@ -119,6 +135,7 @@ fn get_host(ctx: &Ctx, host: &str, path: &str) -> Answer {
     Answer {
         status: response.status,
         body: response.text(),
+        headers: comparable_headers(&response),
     }
 }
 
@@ -139,6 +156,7 @@ fn send_json(ctx: &Ctx, method: &str, path: &str, body: &str) -> Answer {
     Answer {
         status: response.status,
         body: response.text(),
+        headers: comparable_headers(&response),
     }
 }
 
@@ -164,6 +182,7 @@ fn git_answer(cwd: &Path, args: &[&str]) -> Answer {
     Answer {
         status,
         body: String::new(),
+        headers: Vec::new(),
     }
 }
 
@@ -387,6 +406,7 @@ fn surfaces() -> Vec<Surface> {
                 Answer {
                     status: if listed { 200 } else { 404 },
                     body: String::new(),
+                    headers: Vec::new(),
                 }
             },
         },
@@ -427,11 +447,13 @@ enum Who {
     ServerAdmin,
     /// The owner's token of scope read.
     ReadToken,
+    /// The owner's token of scope write.
+    WriteToken,
     /// The owner's admin token limited to another repo.
     OtherRepoToken,
 }
 
-const EVERYONE: [Who; 9] = [
+const EVERYONE: [Who; 10] = [
     Who::Anonymous,
     Who::Outsider,
     Who::Reader,
@@ -440,6 +462,7 @@ const EVERYONE: [Who; 9] = [
     Who::Owner,
     Who::ServerAdmin,
     Who::ReadToken,
+    Who::WriteToken,
     Who::OtherRepoToken,
 ];
 
@@ -453,6 +476,10 @@ enum Kind {
     Push,
     /// Issues, change requests, comments.
     WriteMeta,
+    /// Editing an issue or change request: its author or a writer. (In
+    /// the table's order, #1 and #2 of the public repo are the anonymous
+    /// pusher's, the private repo's are the reader's.)
+    Edit,
     /// The ACL and the settings.
     Administer,
 }
@@ -460,7 +487,8 @@ enum Kind {
 fn kind_of(surface: &str) -> Kind {
     match surface {
         "info/refs (receive-pack)" | "receive-pack (push) and pre-receive" => Kind::Push,
-        "api: acl (write)" | "api: settings (write)" => Kind::Administer,
+        "api: acl (write)" | "api: settings (write)" | "api: acl (read)" => Kind::Administer,
+        "api: issue edit (write)" | "api: change edit (write)" => Kind::Edit,
         s if s.starts_with("api: ") && s.ends_with("(write)") => Kind::WriteMeta,
         s if s.starts_with("web: ") || s.starts_with("site ") => Kind::Page,
         _ => Kind::Read,
@@ -476,9 +504,13 @@ fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
         Who::Anonymous | Who::Outsider | Who::OtherRepoToken => 0,
         Who::Reader => 1,
         Who::Writer => 2,
-        Who::RepoAdmin | Who::Owner | Who::ServerAdmin | Who::ReadToken => 3,
+        Who::RepoAdmin | Who::Owner | Who::ServerAdmin | Who::ReadToken | Who::WriteToken => 3,
     };
-    let scope = if who == Who::ReadToken { 1 } else { 3 };
+    let scope = match who {
+        Who::ReadToken => 1,
+        Who::WriteToken => 2,
+        _ => 3,
+    };
     let limited = who == Who::OtherRepoToken;
     let anonymous = who == Who::Anonymous;
     let cell = |public: bool| {
@@ -500,9 +532,14 @@ fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
         };
         match kind {
             Kind::Read | Kind::Page => Allowed,
-            Kind::Push | Kind::WriteMeta if anonymous && anonymous_push => Allowed,
+            Kind::Push | Kind::WriteMeta | Kind::Edit if anonymous && anonymous_push => Allowed,
             Kind::Push => needs(2, 2),
             Kind::WriteMeta => needs(0, 2),
+            Kind::Edit => match needs(0, 2) {
+                Allowed if role >= 2 || (who == Who::Reader && !public) => Allowed,
+                Allowed => Forbidden,
+                other => other,
+            },
             Kind::Administer => needs(3, 3),
         }
     };
@@ -578,15 +615,18 @@ fn run_table(ctx: &Ctx, who: Who, anonymous_push: bool) -> Vec<String> {
                 if (
                     answer.status,
                     answer.body.replace("alice/private", "alice/missing"),
-                ) != (missing.status, missing.body.clone())
+                    &answer.headers,
+                ) != (missing.status, missing.body.clone(), &missing.headers)
                 {
                     wrong.push(format!(
-                        "{} / {who:?}: a hidden repo asked a {what} time must read exactly as a missing one: {} {:?} vs {} {:?}",
+                        "{} / {who:?}: a hidden repo asked a {what} time must read exactly as a missing one: {} {:?} {:?} vs {} {:?} {:?}",
                         surface.name,
                         answer.status,
                         answer.body,
+                        answer.headers,
                         missing.status,
-                        missing.body
+                        missing.body,
+                        missing.headers
                     ));
                 }
             }
@@ -642,6 +682,7 @@ fn people(data: &Path) -> People {
         (Who::Owner, token("alice", false, "admin", &[])),
         (Who::ServerAdmin, admin.clone()),
         (Who::ReadToken, token("alice", false, "read", &[])),
+        (Who::WriteToken, token("alice", false, "write", &[])),
         (
             Who::OtherRepoToken,
             token("alice", false, "admin", &["--repo", "alice/other"]),

@@ -1002,3 +1002,241 @@ fn api_calls_are_limited_per_token_and_names_follow_the_owner_rules() {
     assert!(made.status.success(), "{}", text(&made.stderr));
     assert_eq!(ask(), 200);
 }
+
+#[test]
+fn limited_tokens_member_admins_and_hostile_credentials_stay_in_their_lane() {
+    let forge = Forge::start(&[]);
+    let data = &forge.server.data;
+    // A token limited to one repo creates none, and a server admin's
+    // limited token is no server admin.
+    let limited = user_token(data, "alice", false, "write", &["--repo", "alice/public"]);
+    let (status, body) = forge.api(
+        "POST",
+        "/api/v1/repos",
+        &limited,
+        Some(&json!({"name": "z"})),
+    );
+    assert_eq!(status, 403, "a repo-limited token created a repo: {body}");
+    let root_limited = user_token(data, "root", true, "admin", &["--repo", "alice/public"]);
+    let (status, _) = forge.api("GET", "/api/v1/stats", &root_limited, None);
+    assert_eq!(
+        status, 404,
+        "a repo-limited token read the server's counters"
+    );
+    let (status, _) = forge.api("GET", "/api/v1/stats", &forge.root, None);
+    assert_eq!(status, 200);
+
+    // A member admin may not take the repo over, nor give it to no one.
+    let ada = user_token(data, "ada", false, "admin", &[]);
+    let members = json!([{"name": "ada", "role": "admin"}]);
+    let (status, body) = forge.api(
+        "PUT",
+        "/api/v1/repos/alice/public/acl",
+        &forge.admin,
+        Some(&json!({"visibility": "public", "members": members})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = forge.api(
+        "PUT",
+        "/api/v1/repos/alice/public/acl",
+        &ada,
+        Some(&json!({"version": 1, "visibility": "public", "owner": "ada", "members": members})),
+    );
+    assert_eq!(status, 403, "a member admin took the repo over: {body}");
+    let (status, body) = forge.api(
+        "PUT",
+        "/api/v1/repos/alice/public/acl",
+        &forge.admin,
+        Some(&json!({"version": 1, "visibility": "public", "owner": "nobody", "members": members})),
+    );
+    assert_eq!(
+        status, 422,
+        "the repo was given to a user who does not exist: {body}"
+    );
+    // The owner gives it away; from then on the new owner is its admin.
+    let (status, body) = forge.api(
+        "PUT",
+        "/api/v1/repos/alice/public/acl",
+        &forge.admin,
+        Some(&json!({"version": 1, "visibility": "public", "owner": "bob", "members": []})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let bob_admin = user_token(data, "bob", false, "admin", &[]);
+    let (status, _) = forge.api("GET", "/api/v1/repos/alice/public/acl", &bob_admin, None);
+    assert_eq!(status, 200, "the new owner is not the repo's admin");
+    let (status, _) = forge.api("GET", "/api/v1/repos/alice/public/acl", &forge.admin, None);
+    assert_eq!(status, 403, "the old owner is still its admin");
+
+    // A member reading a private site: no shared cache may keep it.
+    let site = worktree(forge.dir.path(), "site");
+    git_ok(&site, &["checkout", "-q", "-b", "pages"]);
+    commit_file(&site, "index.html", b"<p>members only</p>\n");
+    git_ok(
+        &site,
+        &[
+            "push",
+            "-q",
+            &forge.url_as("alice", &forge.write, "alice/private"),
+            "pages",
+        ],
+    );
+    let page = forge.get_as(
+        "/alice/private/-/site/",
+        Some(&format!("Authorization: Bearer {}", forge.read)),
+    );
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert_eq!(page.header("cache-control"), Some("private, no-cache"));
+    assert!(
+        page.header("vary")
+            .is_some_and(|v| v.contains("Authorization")),
+        "{:?}",
+        page.headers
+    );
+    assert!(page.text().contains("members only"));
+    assert_eq!(forge.get_as("/alice/private/-/site/", None).status, 404);
+
+    // Hostile Authorization headers: a 4xx that says what is wrong.
+    for header in [
+        "Authorization: Digest username=\"x\"",
+        "Authorization: Basic !!!not-base64!!!",
+        "Authorization: Basic bm9jb2xvbg==",
+        "Authorization: Basic //79/g==",
+        "Authorization: Bearer",
+        "Authorization:",
+    ] {
+        let answer = forge.get_as("/api/v1/repos/alice/public/issues", Some(header));
+        assert!(
+            [400, 401].contains(&answer.status),
+            "{header}: {} {}",
+            answer.status,
+            answer.text()
+        );
+    }
+    // A user name with a line end cannot forge lines of the log dump.
+    let forged = basic(
+        "x\naudit seq=1 user_added actor=cli@local target=mallory",
+        "nope",
+    );
+    assert_eq!(
+        forge
+            .get_as("/api/v1/repos/alice/public", Some(&forged))
+            .status,
+        401
+    );
+    assert!(
+        !forge
+            .log_dump()
+            .lines()
+            .any(|l| l.contains("target=mallory") && !l.contains("auth_failed")),
+        "a user name forged a log line"
+    );
+    // An expiry no date can write is refused, not a crash.
+    let far = run_vole(
+        data,
+        &[
+            "token",
+            "create",
+            "far",
+            "--user",
+            "alice",
+            "--expires",
+            "20000years",
+        ],
+    );
+    assert!(!far.status.success());
+    assert!(
+        text(&far.stderr).contains("too far"),
+        "{}",
+        text(&far.stderr)
+    );
+}
+
+#[test]
+fn a_repo_created_private_is_private_before_its_acl_is_stored_and_a_deleted_one_is_forgotten() {
+    let forge = Forge::start(&[]);
+    let data = &forge.server.data;
+    // The marker alone (as a crash between the rename and the ACL write
+    // leaves it) keeps a repo private.
+    let made = run_vole(data, &["repo", "create", "alice/fresh"]);
+    assert!(made.status.success());
+    let ask = |repo: &str| {
+        forge
+            .get_as(
+                &format!("/{repo}.git/info/refs?service=git-upload-pack"),
+                None,
+            )
+            .status
+    };
+    assert_eq!(ask("alice/fresh"), 200);
+    std::fs::write(forge.bare("alice/fresh").join("vole-private"), b"").unwrap();
+    assert_eq!(
+        ask("alice/fresh"),
+        401,
+        "the private marker was not honoured"
+    );
+    // Deleted and created again: a new, public repo, without the old one's
+    // ACL or site.
+    let site = worktree(forge.dir.path(), "site");
+    git_ok(&site, &["checkout", "-q", "-b", "pages"]);
+    commit_file(&site, "index.html", b"<p>old</p>\n");
+    git_ok(
+        &site,
+        &[
+            "push",
+            "-q",
+            &forge.url_as("alice", &forge.write, "alice/public"),
+            "pages",
+        ],
+    );
+    for _ in 0..2 {
+        assert_eq!(forge.get_as("/alice/public/-/site/", None).status, 200);
+    }
+    let (status, _) = forge.api(
+        "PUT",
+        "/api/v1/repos/alice/public/acl",
+        &forge.admin,
+        Some(&json!({"visibility": "public", "members": [{"name": "bob", "role": "write"}]})),
+    );
+    assert_eq!(status, 200);
+    let (status, _) = forge.api("DELETE", "/api/v1/repos/alice/public", &forge.admin, None);
+    assert_eq!(status, 204);
+    let gone = forge.get_as("/alice/public/-/site/", None);
+    assert_eq!(
+        gone.status,
+        404,
+        "the warm site outlived its repo: {}",
+        gone.text()
+    );
+    let (status, _) = forge.api(
+        "POST",
+        "/api/v1/repos",
+        &forge.admin,
+        Some(&json!({"name": "public"})),
+    );
+    assert_eq!(status, 201);
+    let (status, acl) = forge.api("GET", "/api/v1/repos/alice/public/acl", &forge.admin, None);
+    assert_eq!(status, 200);
+    assert_eq!(
+        acl["members"],
+        json!([]),
+        "the new repo has the old one's members: {acl}"
+    );
+    // bob could push to the old repo (a member); not to the new one.
+    let pushed = git(
+        &forge.work,
+        &[
+            "push",
+            &forge.url_as("bob", &forge.bob, "alice/public"),
+            "HEAD:main",
+        ],
+    );
+    assert!(
+        !pushed.status.success(),
+        "the old repo's member pushed to the new one"
+    );
+    assert!(
+        text(&pushed.stderr).contains("may read alice/public but not push"),
+        "{}",
+        text(&pushed.stderr)
+    );
+}
