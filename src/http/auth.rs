@@ -84,7 +84,7 @@ impl<K: Hash + Eq + Clone> FailureLimiter<K> {
         let n = self
             .failures
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if n % 1024 == 0 && self.limiter.len() > MAX_KEYS {
+        if n.is_multiple_of(1024) && self.limiter.len() > MAX_KEYS {
             self.limiter.retain_recent();
             self.limiter.shrink_to_fit();
         }
