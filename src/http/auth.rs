@@ -333,3 +333,50 @@ pub async fn authenticate(
     request.extensions_mut().insert(principal);
     next.run(request).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_client_counts_by_its_64_and_a_mapped_v4_as_itself() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(counted_as(a), counted_as(b), "one /64, one client");
+        assert_ne!(counted_as(a), counted_as(other));
+        let mapped: IpAddr = "::ffff:203.0.113.5".parse().unwrap();
+        assert_eq!(counted_as(mapped), "203.0.113.5".parse::<IpAddr>().unwrap());
+        let v4: IpAddr = "198.51.100.7".parse().unwrap();
+        assert_eq!(counted_as(v4), v4);
+    }
+
+    #[test]
+    fn a_recorded_name_is_one_short_line() {
+        assert_eq!(recorded_name("ann"), "ann");
+        let forged = recorded_name("x\naudit seq=1 user_added\r\u{1b}[2J");
+        assert!(!forged.chars().any(char::is_control), "{forged:?}");
+        assert!(forged.starts_with("x\\naudit"), "{forged:?}");
+        assert_eq!(recorded_name(&"a".repeat(10_000)).len(), 64);
+    }
+
+    #[test]
+    fn a_key_is_throttled_past_its_allowance_and_only_then() {
+        let limiter = FailureLimiter::new(Quota::per_hour(NonZeroU32::new(3).unwrap()));
+        let key = IpAddr::from([127, 0, 0, 1]);
+        for _ in 0..3 {
+            assert_eq!(limiter.fail(&key), None);
+            assert_eq!(
+                limiter.blocked_for(&key),
+                None,
+                "blocked within the allowance"
+            );
+        }
+        let wait = limiter
+            .fail(&key)
+            .expect("the fourth failure is one too many");
+        assert!(wait > Duration::from_secs(60), "{wait:?}");
+        assert!(limiter.blocked_for(&key).is_some());
+        assert_eq!(limiter.blocked_for(&IpAddr::from([127, 0, 0, 2])), None);
+    }
+}
