@@ -1,0 +1,223 @@
+//! Benchmark harness: what a credential costs a request. The same API
+//! read (`GET /api/v1/repos/alice/demo/issues`, a private repo for the
+//! signed-in cases and a public twin for the anonymous baseline) asked
+//! anonymously, with a Bearer token, with a token in HTTP Basic, and with
+//! a password (argon2id), in interleaved rounds on one keep-alive
+//! connection each.
+//!
+//! `cargo run --release --example auth [-- --rounds 5 --requests 2000 --password-requests 40]`
+//!
+//! Builds the release `vole` first. Prints `credential=.. round=..
+//! p50_us=.. p99_us=.. rps=..` per run, then `ratio credential=..
+//! median=..` against the anonymous run of the same round. Every response
+//! is checked (status 200 and the repo's one issue) before its time
+//! counts (verification).
+
+#![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[path = "../common.rs"]
+mod common;
+use common::{arg, free_port, median, release_vole, sh};
+
+/// One keep-alive connection.
+struct Conn {
+    stream: TcpStream,
+    reader: BufReader<TcpStream>,
+}
+
+impl Conn {
+    fn open(port: u16) -> Conn {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Conn {
+            reader: BufReader::new(stream.try_clone().unwrap()),
+            stream,
+        }
+    }
+
+    /// One GET; returns the status and the body.
+    fn get(&mut self, path: &str, auth: &str) -> (u16, Vec<u8>) {
+        // One write: a request split over segments waits on the peer's
+        // delayed ACK under Nagle.
+        self.stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n").as_bytes())
+            .unwrap();
+        let mut status = String::new();
+        self.reader.read_line(&mut status).unwrap();
+        let code = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':')
+                && k.eq_ignore_ascii_case("content-length")
+            {
+                length = v.trim().parse().unwrap();
+            }
+        }
+        let mut body = vec![0; length];
+        self.reader.read_exact(&mut body).unwrap();
+        (code, body)
+    }
+}
+
+fn basic(user: &str, secret: &str) -> String {
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{secret}"));
+    format!("Authorization: Basic {encoded}\r\n")
+}
+
+fn main() {
+    let rounds = arg("--rounds", 5);
+    let requests = arg("--requests", 2000) as usize;
+    let password_requests = arg("--password-requests", 40) as usize;
+    let vole = release_vole();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let cli = |args: &[&str]| sh(Command::new(&vole).args(args).arg("--data").arg(&data));
+    cli(&["repo", "create", "alice/demo", "--private"]);
+    cli(&["repo", "create", "alice/open"]);
+    let mut add = Command::new(&vole)
+        .args([
+            "user",
+            "add",
+            "alice",
+            "--email",
+            "alice@example.org",
+            "--password-stdin",
+            "--data",
+        ])
+        .arg(&data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    add.stdin
+        .take()
+        .unwrap()
+        .write_all(b"correct horse battery staple\n")
+        .unwrap();
+    assert!(add.wait().unwrap().success());
+    let token = cli(&[
+        "token", "create", "bench", "--user", "alice", "--scope", "write",
+    ])
+    .lines()
+    .last()
+    .unwrap()
+    .to_string();
+    let port = free_port();
+    let mut server = Command::new(&vole)
+        .args([
+            "serve",
+            "--password-auth",
+            "--api-rate",
+            "100000000",
+            "--listen",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data")
+        .arg(&data)
+        .env("VOLE_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "vole did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // One issue in each repo, so every answer has a body to check.
+    for repo in ["demo", "open"] {
+        let body = r#"{"title":"bench"}"#;
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(
+            stream,
+            "POST /api/v1/repos/alice/{repo}/issues HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 201"), "{answer}");
+    }
+
+    let cases: [(&str, &str, String, usize); 4] = [
+        ("anonymous", "open", String::new(), requests),
+        (
+            "bearer_token",
+            "demo",
+            format!("Authorization: Bearer {token}\r\n"),
+            requests,
+        ),
+        ("basic_token", "demo", basic("alice", &token), requests),
+        (
+            "basic_password",
+            "demo",
+            basic("alice", "correct horse battery staple"),
+            password_requests,
+        ),
+    ];
+    let mut ratios: Vec<(&str, Vec<f64>)> = cases[1..].iter().map(|c| (c.0, Vec::new())).collect();
+    for round in 0..rounds {
+        let mut p50s = Vec::new();
+        // Interleaved: each round starts with the next case.
+        let start = round as usize % cases.len();
+        let order: Vec<usize> = (0..cases.len())
+            .map(|i| (start + i) % cases.len())
+            .collect();
+        for i in order {
+            let (name, repo, auth, n) = &cases[i];
+            let path = format!("/api/v1/repos/alice/{repo}/issues");
+            let mut conn = Conn::open(port);
+            let mut times = Vec::with_capacity(*n);
+            let started = Instant::now();
+            for _ in 0..*n {
+                let t = Instant::now();
+                let (status, body) = conn.get(&path, auth);
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+                assert_eq!(status, 200, "{name}: {}", String::from_utf8_lossy(&body));
+                assert!(
+                    String::from_utf8_lossy(&body).contains("\"title\":\"bench\""),
+                    "{name}: the answer is not the repo's issue list"
+                );
+            }
+            let rps = *n as f64 / started.elapsed().as_secs_f64();
+            times.sort_by(|a, b| a.partial_cmp(b).unwrap());
+            let p99 = times[(times.len() * 99 / 100).min(times.len() - 1)];
+            let p50 = median(times);
+            println!(
+                "credential={name} round={round} p50_us={p50:.1} p99_us={p99:.1} rps={rps:.0}"
+            );
+            p50s.push((*name, p50));
+        }
+        let base = p50s.iter().find(|p| p.0 == "anonymous").unwrap().1;
+        for (name, values) in &mut ratios {
+            let p = p50s.iter().find(|p| p.0 == *name).unwrap().1;
+            values.push(p / base);
+        }
+    }
+    for (name, values) in ratios {
+        println!(
+            "ratio credential={name} vs=anonymous median={:.3}",
+            median(values)
+        );
+    }
+    server.kill().unwrap();
+    let _ = server.wait();
+}
