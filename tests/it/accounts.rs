@@ -358,7 +358,12 @@ fn a_revoked_token_and_a_disabled_user_are_refused_on_the_next_request() {
     let revoked = run_vole(data, &["token", "revoke", &name]);
     assert!(revoked.status.success(), "{}", text(&revoked.stderr));
     let refused = forge.get_as(private, Some(&bearer(&forge.read)));
-    assert_eq!(refused.status, 401, "{}", refused.text());
+    assert_eq!(
+        refused.status,
+        401,
+        "a revoked token was accepted on the next request: {}",
+        refused.text()
+    );
     assert_eq!(
         refused.header("www-authenticate"),
         Some("Basic realm=\"vole\"")
