@@ -163,6 +163,17 @@ impl App {
             config.reads.slots,
             config.transport.queue_timeout,
         ));
+        // The pack cache runs pack-objects with the settings of every
+        // upload's git children.
+        let pack_cache = Arc::new(
+            crate::transport::pack_cache::PackCache::new(
+                data.pack_cache_dir(),
+                config.pack_cache.clone(),
+                git.clone(),
+                crate::transport::git_config(crate::transport::Service::UploadPack),
+            )
+            .map_err(|e| anyhow::anyhow!(e).context("cannot prepare the pack cache"))?,
+        );
         let control = Arc::new(ControlState {
             config: config.clone(),
             git: git.clone(),
@@ -171,6 +182,7 @@ impl App {
             meta: meta.clone(),
             access: access.clone(),
             accounts: accounts.clone(),
+            pack_cache,
         });
         Ok(App {
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),

@@ -44,6 +44,8 @@ pub mod defaults {
     pub const AUTH_FAILURES: u32 = 10;
     pub const AUTH_FAILURE_WINDOW: &str = "5m";
     pub const API_RATE: u32 = 600;
+    pub const PACK_CACHE_SIZE: &str = "1GiB";
+    pub const PACK_CACHE_MAX_AGE: &str = "5m";
 
     /// Concurrent read-side git children (log, show, archive, blob
     /// streams): 2 per core.
@@ -116,6 +118,16 @@ pub struct Settings {
     /// per minute; past it, 429 with Retry-After [default: 600].
     #[arg(long, env = "VOLE_API_RATE", value_name = "N")]
     pub api_rate: Option<u32>,
+
+    /// Bytes of packs kept on disk (`data/cache/packs`) for repeated
+    /// identical clones and fetches; 0 turns the pack cache off
+    /// [default: 1GiB].
+    #[arg(long, env = "VOLE_PACK_CACHE_SIZE", value_name = "SIZE")]
+    pub pack_cache_size: Option<String>,
+
+    /// A cached pack older than this is not served again [default: 5m].
+    #[arg(long, env = "VOLE_PACK_CACHE_MAX_AGE", value_name = "DURATION")]
+    pub pack_cache_max_age: Option<String>,
 
     /// Largest push body accepted, e.g. 512MiB; larger pushes get 413
     /// [default: 2GiB].
@@ -281,6 +293,8 @@ impl Settings {
             auth_failures: self.auth_failures.or(lower.auth_failures),
             auth_failure_window: self.auth_failure_window.or(lower.auth_failure_window),
             api_rate: self.api_rate.or(lower.api_rate),
+            pack_cache_size: self.pack_cache_size.or(lower.pack_cache_size),
+            pack_cache_max_age: self.pack_cache_max_age.or(lower.pack_cache_max_age),
             protected_branches: self.protected_branches.or(lower.protected_branches),
             meta_fold_interval: self.meta_fold_interval.or(lower.meta_fold_interval),
             meta_fold_batch: self.meta_fold_batch.or(lower.meta_fold_batch),
@@ -325,6 +339,7 @@ pub struct Config {
     pub quarantine_max_age: Duration,
     pub anonymous_push: bool,
     pub auth: AuthSettings,
+    pub pack_cache: PackCacheSettings,
     /// Branch names protected in every repo (until repo settings hold them).
     pub protected_branches: Vec<String>,
     pub meta_fold_interval: Duration,
@@ -338,6 +353,14 @@ pub struct Config {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// `scheme://host[:port]`, no trailing slash.
     pub public_url: Option<String>,
+}
+
+/// The pack cache's bounds.
+#[derive(Debug, Clone)]
+pub struct PackCacheSettings {
+    /// Bytes on disk; 0: no cache.
+    pub max_bytes: u64,
+    pub max_age: Duration,
 }
 
 /// How credentials are taken, and how often they may fail.
@@ -470,6 +493,18 @@ impl Config {
                     raw.api_rate.unwrap_or(defaults::API_RATE) as usize,
                 )?)
                 .unwrap_or(u32::MAX),
+            },
+            pack_cache: PackCacheSettings {
+                max_bytes: size(
+                    "pack-cache-size",
+                    raw.pack_cache_size.as_deref(),
+                    defaults::PACK_CACHE_SIZE,
+                )?,
+                max_age: duration(
+                    "pack-cache-max-age",
+                    raw.pack_cache_max_age.as_deref(),
+                    defaults::PACK_CACHE_MAX_AGE,
+                )?,
             },
             protected_branches,
             meta_fold_interval: duration(

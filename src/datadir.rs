@@ -7,6 +7,7 @@
 //! - `repos/<owner>/<name>.git`  bare repositories
 //! - `system.git` the server's own documents: users and tokens
 //! - `trash/<owner>/<name>.git.<unix-seconds>`  deleted repos, until an operator removes them
+//! - `cache/packs/` packs of recent clones and fetches, served again to identical ones; emptied at start
 //! - `log/`       the group-committed ref and metadata log ([`crate::log`])
 //! - `tmp/`       scratch (repos being created, spooled push bodies); emptied at start
 
@@ -55,6 +56,11 @@ impl DataDir {
     /// outside `repos/` so nothing that serves repos can reach it.
     pub fn system_repo(&self) -> PathBuf {
         self.root.join("system.git")
+    }
+    /// Packs kept for repeated clones (`transport::pack_cache`); emptied
+    /// at start.
+    pub fn pack_cache_dir(&self) -> PathBuf {
+        self.root.join("cache").join("packs")
     }
     /// Where deleted repos go, so an operator can restore one.
     pub fn trash_dir(&self) -> PathBuf {

@@ -284,3 +284,146 @@ fn stop_git() {
         let _ = rustix::process::kill_process(parent, rustix::process::Signal::KILL);
     }
 }
+
+/// `vole hook pack-objects git pack-objects ARGS...`: upload-pack's
+/// pack-objects, from the server's pack cache (`transport::pack_cache`):
+/// the request's stdin and arguments go to the server, which answers with
+/// a file to stream to stdout (complete, or being written by the one
+/// pack-objects for all identical requests) and says when it is complete.
+/// When the cache cannot serve (no server, a bypass, an error before the
+/// first byte), pack-objects runs here as it would have without the hook.
+pub fn pack_objects(command: &[String]) -> ExitCode {
+    let mut stdin = Vec::new();
+    if std::io::stdin().read_to_end(&mut stdin).is_err() {
+        eprintln!("vole: cannot read pack-objects' input");
+        return ExitCode::FAILURE;
+    }
+    match from_cache(command, &stdin) {
+        Ok(Served::Done) => ExitCode::SUCCESS,
+        Ok(Served::Bypass) => run_pack_objects(command, &stdin),
+        Err(message) => {
+            eprintln!("vole: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+enum Served {
+    Done,
+    /// Nothing was written: run pack-objects instead.
+    Bypass,
+}
+
+/// Streams the cached pack; `Bypass` when the cache cannot serve this
+/// request and nothing has been written yet.
+fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
+    use std::io::Write;
+    let (Ok(socket), Ok(repo)) = (std::env::var(env::SOCKET), std::env::var(env::REPO)) else {
+        return Ok(Served::Bypass);
+    };
+    let Some(args) = command
+        .iter()
+        .position(|a| a == "pack-objects")
+        .map(|i| command[i + 1..].to_vec())
+    else {
+        return Ok(Served::Bypass);
+    };
+    let Ok(stdin) = String::from_utf8(stdin.to_vec()) else {
+        return Ok(Served::Bypass);
+    };
+    let Ok(Some(mut client)) = Client::connect_with_timeout(Path::new(&socket), SERVER_TIMEOUT)
+    else {
+        return Ok(Served::Bypass);
+    };
+    let reply = match client.call(Request::PackObjects { repo, args, stdin }) {
+        Ok(reply) if reply.ok => reply.data.unwrap_or_default(),
+        _ => return Ok(Served::Bypass),
+    };
+    if reply.get("bypass").is_some() {
+        return Ok(Served::Bypass);
+    }
+    let path = |key: &str| reply[key].as_str().map(PathBuf::from);
+    let (Some(tmp), Some(pack)) = (path("tmp"), path("pack")) else {
+        return Ok(Served::Bypass);
+    };
+    // Renamed when complete: the one being written, else the complete one.
+    let Ok(mut file) = std::fs::File::open(&tmp).or_else(|_| std::fs::File::open(&pack)) else {
+        return Ok(Served::Bypass);
+    };
+    let mut done = reply["done"].as_u64();
+    let mut out = std::io::stdout().lock();
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut sent = 0u64;
+    let mut pending = String::new();
+    let deadline = std::time::Instant::now() + crate::transport::pack_cache::READ_DEADLINE;
+    loop {
+        let n = file
+            .read(&mut buf)
+            .map_err(|_| "cannot read the cached pack".to_string())?;
+        if n > 0 {
+            out.write_all(&buf[..n])
+                .map_err(|_| "the client went away".to_string())?;
+            sent += n as u64;
+            continue;
+        }
+        match done {
+            Some(size) if sent == size => break,
+            Some(size) if sent > size => return Err("the cached pack grew past its size".into()),
+            // Complete, and more of it is in the file than was read.
+            Some(_) => continue,
+            None => {}
+        }
+        if std::time::Instant::now() > deadline {
+            return Err("the pack took too long to make".into());
+        }
+        // At the end of what is written so far: has the server said more?
+        match client.next_reply(&mut pending, Duration::from_millis(5)) {
+            Ok(Some(reply)) if reply.ok => {
+                done = reply.data.and_then(|d| d["done"].as_u64());
+                if done.is_none() {
+                    return Err("the server's word on the pack is not understood".into());
+                }
+            }
+            Ok(Some(reply)) => {
+                return Err(reply
+                    .error
+                    .unwrap_or_else(|| "making the pack failed".into()));
+            }
+            Ok(None) => {}
+            Err(_) => return Err("the server went away while the pack was being made".into()),
+        }
+    }
+    out.flush()
+        .map_err(|_| "the client went away".to_string())?;
+    Ok(Served::Done)
+}
+
+/// What git would have run without the hook: `git pack-objects ARGS`,
+/// fed `stdin`, its stdout and stderr git's.
+fn run_pack_objects(command: &[String], stdin: &[u8]) -> ExitCode {
+    use std::io::Write;
+    let Some((program, args)) = command.split_first() else {
+        eprintln!("vole: no pack-objects command given");
+        return ExitCode::FAILURE;
+    };
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .spawn();
+    let mut child = match child {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("vole: cannot run {program}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let fed = child
+        .stdin
+        .take()
+        .map(|mut pipe| pipe.write_all(stdin))
+        .unwrap_or(Ok(()));
+    match (fed, child.wait()) {
+        (Ok(()), Ok(status)) if status.success() => ExitCode::SUCCESS,
+        _ => ExitCode::FAILURE,
+    }
+}

@@ -85,6 +85,13 @@ pub enum HookCommand {
         /// prepared, committed or aborted
         state: String,
     },
+    /// `uploadpack.packObjectsHook`: a pack from the server's pack cache
+    /// (or from pack-objects itself when the cache cannot serve it).
+    PackObjects {
+        /// The command git would have run: `git pack-objects ARGS...`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -283,6 +290,7 @@ pub fn main() -> ExitCode {
         return match hook {
             HookCommand::PreReceive => hook::pre_receive(),
             HookCommand::ReferenceTransaction { state } => hook::reference_transaction(state),
+            HookCommand::PackObjects { command } => hook::pack_objects(command),
         };
     }
     let log_writer = init_tracing();

@@ -58,6 +58,38 @@ impl Client {
         Ok(client)
     }
 
+    /// A further reply line the server sends on its own (a `pack_objects`
+    /// request's completion), waiting at most `wait`; `Ok(None)` when none
+    /// came in that time. A line cut by the timeout is kept for the next
+    /// call.
+    pub fn next_reply(
+        &mut self,
+        pending: &mut String,
+        wait: std::time::Duration,
+    ) -> Result<Option<Reply>, ClientError> {
+        self.writer.set_read_timeout(Some(wait))?;
+        let read = (&mut self.reader).take(MAX_LINE as u64).read_line(pending);
+        match read {
+            Ok(0) => Err(ClientError::Closed),
+            Ok(_) if pending.ends_with('\n') => {
+                let reply =
+                    serde_json::from_str(pending).map_err(|e| ClientError::BadReply(e.to_string()));
+                pending.clear();
+                reply.map(Some)
+            }
+            Ok(_) => Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Sends one request and waits for its reply.
     pub fn call(&mut self, request: Request) -> Result<Reply, ClientError> {
         let mut line = serde_json::to_string(&RequestFrame {

@@ -61,6 +61,7 @@ pub struct ControlState {
     pub meta: Arc<MetaStore>,
     pub access: Arc<Access>,
     pub accounts: Arc<Accounts>,
+    pub pack_cache: Arc<crate::transport::pack_cache::PackCache>,
 }
 
 /// A new repo, from the CLI or the API.
@@ -342,6 +343,8 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             hook_ref_outcome(app, push, moves, outcome)
         }
         Request::LogCompact { keep } => log_compact(app, keep),
+        // Served by the connection (`server.rs`), which must hold it.
+        Request::PackObjects { .. } => Reply::error("pack_objects is answered by its connection"),
     }
 }
 

@@ -88,6 +88,15 @@ pub enum Request {
     LogCompact {
         keep: u64,
     },
+    /// From `vole hook pack-objects`: a pack for this request, from the
+    /// pack cache. Answered by the connection itself (not a dispatch
+    /// thread): the reply, then one more line when the pack is complete;
+    /// the connection is the reader until it closes.
+    PackObjects {
+        repo: String,
+        args: Vec<String>,
+        stdin: String,
+    },
 }
 
 impl Request {
@@ -111,6 +120,7 @@ impl Request {
             Request::HookRefPrepared { .. } => "hook_ref_prepared",
             Request::HookRefOutcome { .. } => "hook_ref_outcome",
             Request::LogCompact { .. } => "log_compact",
+            Request::PackObjects { .. } => "pack_objects",
         }
     }
 }

@@ -27,6 +27,7 @@ type Job = (super::Request, tokio::sync::oneshot::Sender<Reply>);
 /// Threads that run [`super::dispatch`] and nothing else.
 pub struct Dispatcher {
     jobs: std::sync::mpsc::SyncSender<Job>,
+    app: Arc<ControlState>,
 }
 
 /// Requests waiting for a dispatch thread before new ones are refused.
@@ -61,7 +62,7 @@ impl Dispatcher {
                     }
                 })?;
         }
-        Ok(Arc::new(Dispatcher { jobs }))
+        Ok(Arc::new(Dispatcher { jobs, app }))
     }
 
     async fn run(&self, request: super::Request) -> Reply {
@@ -113,6 +114,11 @@ async fn handle_connection(stream: UnixStream, dispatcher: Arc<Dispatcher>) {
         } else {
             match Reply::parse_request(&line) {
                 Err(reply) => reply,
+                Ok(super::Request::PackObjects { repo, args, stdin }) => {
+                    // The connection is this pack's reader from here on.
+                    serve_pack(&dispatcher.app, repo, args, stdin, &mut reader, &mut write).await;
+                    return;
+                }
                 Ok(request) => dispatcher.run(request).await,
             }
         };
@@ -123,6 +129,89 @@ async fn handle_connection(stream: UnixStream, dispatcher: Arc<Dispatcher>) {
         }
         if read == MAX_LINE && !line.ends_with('\n') {
             return; // the rest of the oversized line would be misread as requests
+        }
+    }
+}
+
+async fn write_reply(write: &mut tokio::net::unix::OwnedWriteHalf, reply: &Reply) -> bool {
+    let mut out = serde_json::to_vec(reply).unwrap_or_else(|_| b"{}".to_vec());
+    out.push(b'\n');
+    write.write_all(&out).await.is_ok()
+}
+
+/// A `pack_objects` request: the reply (a file to stream, or "bypass"),
+/// then, once the pack is complete, `{"done": bytes}` (or an error line
+/// when making it failed). The connection holds the reader until the hook
+/// closes it (or dies with its client).
+async fn serve_pack(
+    app: &Arc<ControlState>,
+    repo: String,
+    args: Vec<String>,
+    stdin: String,
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) {
+    use crate::transport::pack_cache::{Open, PackRequest, State};
+    let Ok(name) = crate::repos::RepoName::parse(&repo) else {
+        let _ = write_reply(
+            write,
+            &Reply::error(format!("{repo:?} is not a repository name")),
+        )
+        .await;
+        return;
+    };
+    if !app.access.exists(&name) {
+        let _ = write_reply(write, &Reply::error(format!("repository {name} not found"))).await;
+        return;
+    }
+    let request = PackRequest {
+        repo_dir: app.repos.path(&name),
+        repo,
+        args,
+        stdin: stdin.into_bytes(),
+    };
+    let mut pack = match app.pack_cache.open(request, app.recorder.generation()) {
+        Open::Bypass(why) => {
+            let _ = write_reply(write, &Reply::ok(serde_json::json!({ "bypass": why }))).await;
+            return;
+        }
+        Open::Read(pack) => pack,
+    };
+    let done = match *pack.state.borrow() {
+        State::Done(size) => Some(size),
+        _ => None,
+    };
+    let reply = Reply::ok(serde_json::json!({
+        "tmp": pack.tmp.display().to_string(),
+        "pack": pack.pack.display().to_string(),
+        "done": done,
+    }));
+    if !write_reply(write, &reply).await {
+        return;
+    }
+    let mut told = done.is_some();
+    let mut line = String::new();
+    loop {
+        tokio::select! {
+            changed = pack.state.changed(), if !told => {
+                let state = *pack.state.borrow();
+                let reply = match (changed, state) {
+                    (Ok(()), State::Done(size)) => Reply::ok(serde_json::json!({ "done": size })),
+                    (Ok(()), State::Producing) => continue,
+                    _ => Reply::error("making the pack failed"),
+                };
+                told = true;
+                if !write_reply(write, &reply).await {
+                    return;
+                }
+            }
+            read = reader.read_line(&mut line) => {
+                // The hook is done (or gone): the reader drops here.
+                if matches!(read, Ok(0) | Err(_)) {
+                    return;
+                }
+                line.clear();
+            }
         }
     }
 }

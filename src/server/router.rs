@@ -161,6 +161,7 @@ async fn stats(
             "sendfile_bytes": crate::http::zero_copy::sent_bytes(),
         },
         "meta": app.meta.stats(),
+        "pack_cache": app.control.pack_cache.stats(),
         "reads": {
             "slots_in_use": app.web.reads.in_use(),
             "highlight_cache_bytes": app.web.highlighter.cached_bytes(),

@@ -35,6 +35,7 @@
 pub mod cgi;
 pub mod guard;
 pub mod limits;
+pub mod pack_cache;
 pub mod spool;
 
 use std::collections::HashMap;
@@ -98,6 +99,14 @@ pub struct Transport {
     socket: PathBuf,
     /// This binary, run as `vole cgi-guard` in front of every git child.
     guard_exe: PathBuf,
+    /// Uploads run pack-objects through the pack cache's hook.
+    pack_cache: bool,
+}
+
+/// `path` as one word of a POSIX shell command (git runs the pack-objects
+/// hook through the shell).
+fn shell_quote(path: &std::path::Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
 }
 
 impl Transport {
@@ -113,6 +122,7 @@ impl Transport {
             hooks_dir: data.root().join("hooks"),
             socket: data.socket_path(),
             guard_exe: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
+            pack_cache: config.pack_cache.max_bytes > 0,
         }
     }
 }
@@ -212,9 +222,26 @@ fn cgi_request(
                 "core.hooksPath".into(),
                 transport.hooks_dir.display().to_string(),
             ));
+            if service == Service::UploadPack && transport.pack_cache {
+                // git honours this from command-line config only; these
+                // settings reach git as GIT_CONFIG_COUNT, which counts as
+                // that (`transport::pack_cache`).
+                config.push((
+                    "uploadpack.packObjectsHook".into(),
+                    format!("{} hook pack-objects", shell_quote(&transport.guard_exe)),
+                ));
+            }
             config
         },
-        hook_env: Vec::new(),
+        hook_env: if service == Service::UploadPack {
+            use crate::hooks::env;
+            vec![
+                (env::SOCKET, transport.socket.display().to_string()),
+                (env::REPO, repo.to_string()),
+            ]
+        } else {
+            Vec::new()
+        },
         push: None,
         error_sideband: false,
         max_request_buffer: limits.max_request_size,

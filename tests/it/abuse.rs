@@ -640,22 +640,41 @@ fn connections_over_the_cap_get_a_503_with_retry_after() {
     let (_dir, _data, server) = forge(&["--max-connections", "8"]);
     // Anti-vacuity: under the cap, served.
     assert_eq!(http_get(server.addr, "/healthz").status, 200);
-    // Eight connections that send half a request and hold it.
-    let idle: Vec<std::net::TcpStream> = (0..8)
-        .map(|_| {
-            let mut s = std::net::TcpStream::connect(server.addr).unwrap();
-            s.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
-            s
-        })
-        .collect();
+    // Eight connections that send half a request and hold it. A served
+    // connection's slot is freed a moment after its client has read the
+    // answer, so one of these may be refused while the one above is still
+    // counted: each that was answered is opened again.
+    let mut idle: Vec<std::net::TcpStream> = Vec::new();
+    let started = std::time::Instant::now();
+    while idle.len() < 8 {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "eight idle connections never all stayed open"
+        );
+        let mut s = std::net::TcpStream::connect(server.addr).unwrap();
+        s.write_all(b"GET /healthz HTTP/1.1\r\n").unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+            .unwrap();
+        let mut byte = [0u8; 1];
+        match std::io::Read::read(&mut s, &mut byte) {
+            // Answered (refused) or closed: not holding a slot.
+            Ok(_) => continue,
+            Err(_) => idle.push(s),
+        }
+    }
+    // The ninth: refused (a slot freed late is waited out).
+    let mut refused = None;
     let over = eventually(std::time::Duration::from_secs(5), || {
-        http_get(server.addr, "/healthz").status == 503
+        let answer = http_get(server.addr, "/healthz");
+        let is_refused = answer.status == 503;
+        refused = Some(answer);
+        is_refused
     });
     assert!(
         over,
         "a ninth connection must be refused while eight are open"
     );
-    let refused = http_get(server.addr, "/healthz");
+    let refused = refused.unwrap();
     assert_eq!(refused.status, 503);
     assert_eq!(refused.header("retry-after"), Some("5"));
     assert!(

@@ -1,0 +1,604 @@
+//! The pack cache: what `git pack-objects` wrote for a clone or fetch,
+//! kept on disk (`data/cache/packs/`) and served again to identical
+//! requests, so a storm of CI clones of one commit costs one pack.
+//!
+//! git runs `vole hook pack-objects` (`uploadpack.packObjectsHook`, which
+//! git honours from command-line config only: vole passes it as
+//! `GIT_CONFIG_COUNT` settings, which count as such) instead of
+//! pack-objects. The hook asks the server over the control socket
+//! ([`PackCache::open`]) with the arguments and the request's stdin; the
+//! server answers with a file to stream and, on the same connection, when
+//! that file is complete.
+//!
+//! - **Key**: SHA-256 of the repo, the ref state (the ref-move feed's
+//!   generation: `--include-tag` makes a pack depend on the repo's tags),
+//!   the keyed arguments and stdin (wants, haves, shallow lines; a
+//!   `--shallow-file`'s content, not its path). [`KEYED`] lists the
+//!   arguments keyed; `--progress` and `-q` only change stderr, are not
+//!   keyed and not passed on; anything else makes the request bypass the
+//!   cache (the hook runs pack-objects itself).
+//! - **One pack per key at a time**: the first request starts a
+//!   pack-objects owned by the server (its own process group, not the
+//!   client's), writing `<key>.tmp`, renamed `<key>.pack` when complete;
+//!   concurrent identical requests follow the file as it grows. The
+//!   producer is stopped when no reader is left; when it fails, every
+//!   reader's request fails and the next one starts afresh.
+//! - **Bounded** by bytes on disk and by age, least recently used first;
+//!   an entry being read is never evicted. The directory is emptied at
+//!   start, so a partly written entry is never served after a crash.
+//!
+//! What does not live here: the hook's side (`cli/hook.rs`), the control
+//! connection that carries the reader (`control/server.rs`).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::watch;
+
+use crate::config::PackCacheSettings;
+use crate::git::Git;
+
+/// Arguments of `git pack-objects` that are keyed (each changes the
+/// pack). `--filter=` and `--shallow-file` take a value.
+pub const KEYED: &[&str] = &[
+    "--revs",
+    "--thin",
+    "--stdout",
+    "--delta-base-offset",
+    "--include-tag",
+    "--shallow-file",
+];
+
+/// Arguments that change only what pack-objects says on stderr: not
+/// keyed, not passed to the producer.
+pub const UNKEYED: &[&str] = &["--progress", "-q"];
+
+/// Largest stdin (wants and haves) a cached request may have; a larger
+/// one (an incremental fetch with a very long history of haves) bypasses.
+pub const MAX_STDIN: usize = 512 * 1024;
+
+/// Where an entry is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Producing,
+    /// Complete, this many bytes.
+    Done(u64),
+    Failed,
+}
+
+struct Entry {
+    state: watch::Receiver<State>,
+    /// Readers holding it (the hooks' control connections).
+    readers: Arc<AtomicUsize>,
+    /// Tells the producer no reader is left.
+    stop: Arc<tokio::sync::Notify>,
+    created: Instant,
+    last_used: Instant,
+    bytes: u64,
+}
+
+#[derive(Debug, Default, Serialize)]
+pub struct Counters {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub followers: AtomicU64,
+    pub bypasses: AtomicU64,
+    pub bytes_served: AtomicU64,
+    pub evictions: AtomicU64,
+    pub failures: AtomicU64,
+}
+
+/// The figures of `/api/v1/stats`.
+#[derive(Debug, Serialize)]
+pub struct PackCacheStats {
+    pub enabled: bool,
+    pub entries: usize,
+    pub bytes: u64,
+    pub limit: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub followers: u64,
+    pub bypasses: u64,
+    pub bytes_served: u64,
+    pub evictions: u64,
+    pub failures: u64,
+}
+
+/// A request's answer: stream `tmp` (or `pack`, once renamed) and wait
+/// for the state to be `Done`.
+pub struct Reader {
+    pub tmp: PathBuf,
+    pub pack: PathBuf,
+    pub state: watch::Receiver<State>,
+    readers: Arc<AtomicUsize>,
+    stop: Arc<tokio::sync::Notify>,
+    cache: Arc<PackCache>,
+    key: String,
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if self.readers.fetch_sub(1, Ordering::AcqRel) == 1 {
+            if *self.state.borrow() == State::Producing {
+                // No one is left to read what is being made.
+                self.stop.notify_one();
+            }
+            self.cache.evict(Some(&self.key));
+        }
+    }
+}
+
+/// What [`PackCache::open`] decided.
+pub enum Open {
+    /// Run pack-objects yourself (and why, for the log).
+    Bypass(&'static str),
+    Read(Reader),
+}
+
+/// A request for a pack, as the hook sends it.
+#[derive(Debug, Clone)]
+pub struct PackRequest {
+    /// The repo's directory.
+    pub repo_dir: PathBuf,
+    /// `owner/name`, keyed.
+    pub repo: String,
+    /// pack-objects' arguments after `pack-objects`.
+    pub args: Vec<String>,
+    pub stdin: Vec<u8>,
+}
+
+/// The cache of one server; see the module doc.
+pub struct PackCache {
+    dir: PathBuf,
+    settings: PackCacheSettings,
+    git: Git,
+    /// The settings every git child of an upload runs with.
+    child_config: Vec<(String, String)>,
+    entries: Mutex<HashMap<String, Entry>>,
+    bytes: AtomicU64,
+    pub counters: Counters,
+}
+
+impl std::fmt::Debug for PackCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PackCache")
+            .field("dir", &self.dir)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PackCache {
+    /// A cache in `dir`, emptied now (an entry a crash left half written
+    /// must never be served).
+    pub fn new(
+        dir: PathBuf,
+        settings: PackCacheSettings,
+        git: Git,
+        child_config: Vec<(String, String)>,
+    ) -> std::io::Result<PackCache> {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        if settings.max_bytes > 0 {
+            std::fs::create_dir_all(&dir)?;
+        }
+        Ok(PackCache {
+            dir,
+            settings,
+            git,
+            child_config,
+            entries: Mutex::new(HashMap::new()),
+            bytes: AtomicU64::new(0),
+            counters: Counters::default(),
+        })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.settings.max_bytes > 0
+    }
+
+    /// The key of a request, or why it bypasses the cache.
+    pub fn key(
+        request: &PackRequest,
+        generation: u64,
+    ) -> Result<(String, Vec<String>), &'static str> {
+        if request.stdin.len() > MAX_STDIN {
+            return Err("the request's wants and haves are too long to key");
+        }
+        let mut hash = Sha256::new();
+        hash.update(request.repo.as_bytes());
+        hash.update([0]);
+        hash.update(generation.to_le_bytes());
+        let mut producer_args = Vec::new();
+        let mut args = request.args.iter();
+        while let Some(arg) = args.next() {
+            if UNKEYED.contains(&arg.as_str()) {
+                continue;
+            }
+            if arg.starts_with("--filter=") || KEYED.contains(&arg.as_str()) {
+                hash.update(arg.as_bytes());
+                hash.update([0]);
+                producer_args.push(arg.clone());
+                if arg == "--shallow-file" {
+                    let Some(path) = args.next() else {
+                        return Err("--shallow-file without a value");
+                    };
+                    if !path.is_empty() {
+                        // The file is the request's; its content is keyed,
+                        // and the producer gets a copy (see `produce`).
+                        let content =
+                            std::fs::read(path).map_err(|_| "the --shallow-file cannot be read")?;
+                        hash.update(&content);
+                    }
+                    hash.update([0]);
+                    producer_args.push(path.clone());
+                }
+                continue;
+            }
+            return Err("pack-objects was asked for something the cache does not key");
+        }
+        hash.update([1]);
+        hash.update(&request.stdin);
+        Ok((hex::encode(hash.finalize()), producer_args))
+    }
+
+    /// Serves `request` from the cache: a complete entry (a hit), one
+    /// being written (a follower), or a new one started now (a miss).
+    pub fn open(self: &Arc<Self>, request: PackRequest, generation: u64) -> Open {
+        if !self.enabled() {
+            return Open::Bypass("the pack cache is off");
+        }
+        let (key, producer_args) = match Self::key(&request, generation) {
+            Ok(key) => key,
+            Err(why) => {
+                self.counters.bypasses.fetch_add(1, Ordering::Relaxed);
+                return Open::Bypass(why);
+            }
+        };
+        let tmp = self.dir.join(format!("{key}.tmp"));
+        let pack = self.dir.join(format!("{key}.pack"));
+        let mut entries = self.entries.lock();
+        let now = Instant::now();
+        if let Some(entry) = entries.get_mut(&key) {
+            let state = *entry.state.borrow();
+            let fresh = now.duration_since(entry.created) < self.settings.max_age;
+            let usable = match state {
+                State::Done(_) => fresh && pack.is_file(),
+                State::Producing => true,
+                State::Failed => false,
+            };
+            if usable {
+                entry.last_used = now;
+                entry.readers.fetch_add(1, Ordering::AcqRel);
+                match state {
+                    State::Done(size) => {
+                        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                        self.counters
+                            .bytes_served
+                            .fetch_add(size, Ordering::Relaxed);
+                    }
+                    _ => {
+                        self.counters.followers.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                return Open::Read(Reader {
+                    tmp,
+                    pack,
+                    state: entry.state.clone(),
+                    readers: entry.readers.clone(),
+                    stop: entry.stop.clone(),
+                    cache: self.clone(),
+                    key,
+                });
+            }
+            // Stale, failed or gone: dropped, and made again below.
+            if entry.readers.load(Ordering::Acquire) == 0 {
+                let old = entries.remove(&key).expect("just found");
+                self.forget_bytes(&old, &pack);
+            } else {
+                // Someone still reads the old file: this request goes
+                // its own way.
+                self.counters.bypasses.fetch_add(1, Ordering::Relaxed);
+                return Open::Bypass("an older copy of this pack is still being read");
+            }
+        }
+        // Made before the answer goes out: the reader opens it by name.
+        let out = match std::fs::File::create(&tmp) {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::warn!(error = %e, "the pack cache cannot write; serving without it");
+                self.counters.bypasses.fetch_add(1, Ordering::Relaxed);
+                return Open::Bypass("the pack cache cannot write");
+            }
+        };
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        let (state_tx, state_rx) = watch::channel(State::Producing);
+        let readers = Arc::new(AtomicUsize::new(1));
+        let stop = Arc::new(tokio::sync::Notify::new());
+        entries.insert(
+            key.clone(),
+            Entry {
+                state: state_rx.clone(),
+                readers: readers.clone(),
+                stop: stop.clone(),
+                created: now,
+                last_used: now,
+                bytes: 0,
+            },
+        );
+        drop(entries);
+        let cache = self.clone();
+        let (tmp2, pack2, key2, stop2) = (tmp.clone(), pack.clone(), key.clone(), stop.clone());
+        tokio::spawn(async move {
+            let outcome = cache
+                .produce(&request, &producer_args, out, &tmp2, &pack2, &stop2)
+                .await;
+            let state = match outcome {
+                Ok(size) => {
+                    cache.bytes.fetch_add(size, Ordering::AcqRel);
+                    if let Some(entry) = cache.entries.lock().get_mut(&key2) {
+                        entry.bytes = size;
+                    }
+                    State::Done(size)
+                }
+                Err(e) => {
+                    cache.counters.failures.fetch_add(1, Ordering::Relaxed);
+                    tracing::info!(repo = request.repo, error = %e, "a cached pack could not be made; its readers fail");
+                    let _ = std::fs::remove_file(&tmp2);
+                    State::Failed
+                }
+            };
+            let _ = state_tx.send(state);
+            cache.evict(None);
+        });
+        Open::Read(Reader {
+            tmp,
+            pack,
+            state: state_rx,
+            readers,
+            stop,
+            cache: self.clone(),
+            key,
+        })
+    }
+
+    /// Runs pack-objects for an entry: its stdout to `tmp`, renamed `pack`
+    /// when pack-objects succeeded. Stops (and fails) when `stop` is
+    /// notified.
+    async fn produce(
+        &self,
+        request: &PackRequest,
+        args: &[String],
+        out: std::fs::File,
+        tmp: &Path,
+        pack: &Path,
+        stop: &tokio::sync::Notify,
+    ) -> std::io::Result<u64> {
+        // A shallow file is the request's, deleted when its upload-pack
+        // ends: the producer reads its own copy.
+        let mut args = args.to_vec();
+        let shallow_copy = tmp.with_extension("shallow");
+        if let Some(i) = args.iter().position(|a| a == "--shallow-file")
+            && let Some(path) = args.get(i + 1).filter(|p| !p.is_empty())
+        {
+            std::fs::copy(path, &shallow_copy)?;
+            args[i + 1] = shallow_copy.display().to_string();
+        }
+        let mut command = tokio::process::Command::new(self.git.path());
+        command
+            .envs(self.git.child_env())
+            .env("GIT_DIR", &request.repo_dir)
+            .env("GIT_CONFIG_COUNT", self.child_config.len().to_string());
+        for (i, (key, value)) in self.child_config.iter().enumerate() {
+            command.env(format!("GIT_CONFIG_KEY_{i}"), key);
+            command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
+        }
+        let mut child = command
+            .arg("pack-objects")
+            .args(&args)
+            .current_dir(&request.repo_dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .process_group(0)
+            .spawn()?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let input = request.stdin.clone();
+        let feed = tokio::spawn(async move {
+            let _ = stdin.write_all(&input).await;
+        });
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let mut out = tokio::fs::File::from_std(out);
+        let copied = tokio::select! {
+            copied = tokio::io::copy(&mut stdout, &mut out) => copied?,
+            () = stop.notified() => {
+                let _ = child.kill().await;
+                let _ = std::fs::remove_file(&shallow_copy);
+                return Err(std::io::Error::other("no reader is left"));
+            }
+        };
+        out.flush().await?;
+        let _ = feed.await;
+        let status = child.wait().await?;
+        let _ = std::fs::remove_file(&shallow_copy);
+        if !status.success() {
+            return Err(std::io::Error::other(format!("pack-objects {status}")));
+        }
+        std::fs::rename(tmp, pack)?;
+        Ok(copied)
+    }
+
+    fn forget_bytes(&self, entry: &Entry, pack: &Path) {
+        let _ = std::fs::remove_file(pack);
+        self.bytes.fetch_sub(entry.bytes, Ordering::AcqRel);
+    }
+
+    /// Drops entries past their age, failed ones, and the least recently
+    /// used complete ones while the bytes are over the bound; never one
+    /// being read.
+    fn evict(&self, _touched: Option<&str>) {
+        let mut entries = self.entries.lock();
+        let now = Instant::now();
+        let mut drop_keys: Vec<String> = entries
+            .iter()
+            .filter(|(_, e)| e.readers.load(Ordering::Acquire) == 0)
+            .filter(|(_, e)| match *e.state.borrow() {
+                State::Failed => true,
+                State::Done(_) => now.duration_since(e.created) >= self.settings.max_age,
+                State::Producing => false,
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut bytes = self.bytes.load(Ordering::Acquire);
+        let gone: u64 = drop_keys
+            .iter()
+            .filter_map(|k| entries.get(k))
+            .map(|e| e.bytes)
+            .sum();
+        bytes = bytes.saturating_sub(gone);
+        if bytes > self.settings.max_bytes {
+            let mut idle: Vec<(&String, &Entry)> = entries
+                .iter()
+                .filter(|(k, e)| {
+                    e.readers.load(Ordering::Acquire) == 0
+                        && matches!(*e.state.borrow(), State::Done(_))
+                        && !drop_keys.contains(k)
+                })
+                .collect();
+            idle.sort_by_key(|(_, e)| e.last_used);
+            for (key, entry) in idle {
+                if bytes <= self.settings.max_bytes {
+                    break;
+                }
+                bytes = bytes.saturating_sub(entry.bytes);
+                drop_keys.push(key.clone());
+            }
+        }
+        for key in drop_keys {
+            if let Some(entry) = entries.remove(&key) {
+                if matches!(*entry.state.borrow(), State::Done(_)) {
+                    self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+                self.forget_bytes(&entry, &self.dir.join(format!("{key}.pack")));
+            }
+        }
+    }
+
+    pub fn stats(&self) -> PackCacheStats {
+        let c = &self.counters;
+        PackCacheStats {
+            enabled: self.enabled(),
+            entries: self.entries.lock().len(),
+            bytes: self.bytes.load(Ordering::Acquire),
+            limit: self.settings.max_bytes,
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            followers: c.followers.load(Ordering::Relaxed),
+            bypasses: c.bypasses.load(Ordering::Relaxed),
+            bytes_served: c.bytes_served.load(Ordering::Relaxed),
+            evictions: c.evictions.load(Ordering::Relaxed),
+            failures: c.failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// How long a reader waits, at most, for a pack being made.
+pub const READ_DEADLINE: Duration = Duration::from_secs(600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(args: &[&str], stdin: &[u8]) -> PackRequest {
+        PackRequest {
+            repo_dir: PathBuf::from("/nonexistent"),
+            repo: "ann/demo".into(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            stdin: stdin.to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_key_follows_what_changes_the_pack_and_nothing_else() {
+        let base = [
+            "--revs",
+            "--thin",
+            "--stdout",
+            "--delta-base-offset",
+            "--include-tag",
+        ];
+        let key = |args: &[&str], stdin: &[u8], generation| {
+            PackCache::key(&request(args, stdin), generation).unwrap().0
+        };
+        let k = key(&base, b"abc\n--not\n\n", 1);
+        let mut with_progress = base.to_vec();
+        with_progress.push("--progress");
+        assert_eq!(
+            k,
+            key(&with_progress, b"abc\n--not\n\n", 1),
+            "progress is not keyed"
+        );
+        assert_ne!(k, key(&base, b"abd\n--not\n\n", 1), "wants are keyed");
+        assert_ne!(
+            k,
+            key(&base, b"abc\n--not\n\n", 2),
+            "the ref state is keyed"
+        );
+        assert_ne!(
+            k,
+            key(&base[..4], b"abc\n--not\n\n", 1),
+            "--include-tag is keyed"
+        );
+        let mut filtered = base.to_vec();
+        filtered.push("--filter=blob:none");
+        assert_ne!(k, key(&filtered, b"abc\n--not\n\n", 1), "filters are keyed");
+        let (_, producer) = PackCache::key(&request(&with_progress, b""), 1).unwrap();
+        assert!(
+            !producer.contains(&"--progress".to_string()),
+            "{producer:?}"
+        );
+        // Unknown arguments and huge stdin bypass.
+        assert!(PackCache::key(&request(&["--all"], b""), 1).is_err());
+        assert!(PackCache::key(&request(&base, &vec![b'a'; MAX_STDIN + 1]), 1).is_err());
+    }
+
+    #[test]
+    fn a_shallow_file_is_keyed_by_content_not_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, c) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("c"),
+        );
+        std::fs::write(&a, b"1111\n").unwrap();
+        std::fs::write(&b, b"1111\n").unwrap();
+        std::fs::write(&c, b"2222\n").unwrap();
+        let key = |path: &Path| {
+            PackCache::key(
+                &request(
+                    &[
+                        "--revs",
+                        "--stdout",
+                        "--shallow-file",
+                        path.to_str().unwrap(),
+                    ],
+                    b"x\n",
+                ),
+                1,
+            )
+            .unwrap()
+            .0
+        };
+        assert_eq!(key(&a), key(&b));
+        assert_ne!(key(&a), key(&c));
+    }
+}
