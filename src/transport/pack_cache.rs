@@ -53,6 +53,8 @@ pub const KEYED: &[&str] = &[
     "--stdout",
     "--delta-base-offset",
     "--include-tag",
+    // The shallow commits come on stdin (keyed with it).
+    "--shallow",
     "--shallow-file",
 ];
 
@@ -259,6 +261,7 @@ impl PackCache {
         let (key, producer_args) = match Self::key(&request, generation) {
             Ok(key) => key,
             Err(why) => {
+                tracing::debug!(repo = request.repo, args = ?request.args, why, "pack request bypasses the cache");
                 self.counters.bypasses.fetch_add(1, Ordering::Relaxed);
                 return Open::Bypass(why);
             }

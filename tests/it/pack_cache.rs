@@ -1,0 +1,337 @@
+//! The pack cache (`transport::pack_cache`) with real git clients: a hit
+//! serves exactly the bytes the miss made; identical requests at once run
+//! pack-objects once; a kill -9 mid-write leaves nothing a later request
+//! is served; the byte bound holds; shallow, partial and incremental
+//! fetches through it are correct.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+struct Forge {
+    dir: tempfile::TempDir,
+    server: TestServer,
+    admin: String,
+}
+
+impl Forge {
+    /// A server on `alice/repo` (and `alice/other`, `alice/third`) with
+    /// `flags`.
+    fn start(flags: &[&str]) -> Forge {
+        let dir = tempfile::tempdir().unwrap();
+        let data = data_with_repo(dir.path());
+        for repo in ["alice/other", "alice/third"] {
+            assert!(run_vole(&data, &["repo", "create", repo]).status.success());
+        }
+        let admin = user_token(&data, "root", true, "admin", &[]);
+        let mut builder = TestServer::builder().data(&data).arg("--anonymous-push");
+        for flag in flags {
+            builder = builder.arg(flag);
+        }
+        Forge {
+            server: builder.start(),
+            dir,
+            admin,
+        }
+    }
+
+    fn restart(self, flags: &[&str]) -> Forge {
+        let Forge { dir, server, admin } = self;
+        let data = server.data.clone();
+        drop(server);
+        let mut builder = TestServer::builder().data(&data).arg("--anonymous-push");
+        for flag in flags {
+            builder = builder.arg(flag);
+        }
+        Forge {
+            server: builder.start(),
+            dir,
+            admin,
+        }
+    }
+
+    fn url(&self, repo: &str) -> String {
+        self.server.url(&format!("/{repo}.git"))
+    }
+
+    fn stats(&self) -> Value {
+        let r = http(
+            self.server.addr,
+            &format!(
+                "GET /api/v1/stats HTTP/1.1\r\nAuthorization: Bearer {}",
+                self.admin
+            ),
+            b"",
+        );
+        assert_eq!(r.status, 200, "{}", r.text());
+        serde_json::from_slice::<Value>(&r.body).unwrap()["pack_cache"].clone()
+    }
+
+    fn counter(&self, name: &str) -> u64 {
+        self.stats()[name].as_u64().unwrap()
+    }
+
+    /// Pushes `files` (name, bytes) to `repo`'s main as one commit on top
+    /// of what `work` holds.
+    fn publish(&self, work: &Path, repo: &str, files: &[(String, Vec<u8>)]) {
+        for (name, bytes) in files {
+            std::fs::write(work.join(name), bytes).unwrap();
+        }
+        git_ok(work, &["add", "-A"]);
+        git_ok(work, &["commit", "-q", "-m", "files"]);
+        git_ok(work, &["push", "-q", &self.url(repo), "HEAD:main"]);
+    }
+
+    fn clone(&self, repo: &str, target: &str, extra: &[&str]) -> PathBuf {
+        let path = self.dir.path().join(target);
+        let mut args = vec!["clone", "-q"];
+        args.extend_from_slice(extra);
+        let url = self.url(repo);
+        args.push(&url);
+        args.push(path.to_str().unwrap());
+        let out = git(self.dir.path(), &args);
+        assert!(
+            out.status.success(),
+            "clone {target}: {}",
+            text(&out.stderr)
+        );
+        path
+    }
+}
+
+/// `count` files of `size` random bytes each.
+fn random_files(count: usize, size: usize, seed: u64) -> Vec<(String, Vec<u8>)> {
+    (0..count)
+        .map(|i| (format!("f{i}.bin"), random_bytes(size, seed + i as u64)))
+        .collect()
+}
+
+fn fsck(repo: &Path) {
+    let out = git(repo, &["fsck", "--strict"]);
+    assert!(out.status.success(), "fsck: {}", text(&out.stderr));
+}
+
+/// The one pack file of a fresh bare clone.
+fn pack_of(clone: &Path) -> Vec<u8> {
+    let packs: Vec<PathBuf> = files_in(&clone.join("objects/pack"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "pack"))
+        .collect();
+    assert_eq!(packs.len(), 1, "{packs:?}");
+    std::fs::read(&packs[0]).unwrap()
+}
+
+#[test]
+fn a_hit_serves_exactly_the_bytes_the_miss_made() {
+    let forge = Forge::start(&[]);
+    let work = worktree(forge.dir.path(), "work");
+    forge.publish(&work, "alice/repo", &random_files(20, 20_000, 1));
+    let first = forge.clone("alice/repo", "first", &["--bare"]);
+    // git honoured the hook from vole's GIT_CONFIG_COUNT settings: the
+    // clone went through the cache.
+    assert_eq!(
+        forge.counter("misses"),
+        1,
+        "the clone did not go through vole's pack-objects hook"
+    );
+    let second = forge.clone("alice/repo", "second", &["--bare"]);
+    assert_eq!(forge.counter("hits"), 1, "{}", forge.stats());
+    assert_eq!(forge.counter("misses"), 1, "pack-objects ran again");
+    assert!(
+        pack_of(&first) == pack_of(&second),
+        "the hit's pack is not the miss's"
+    );
+    assert!(forge.counter("bytes_served") > 100_000);
+    fsck(&second);
+    // A push moves the ref state: the next clone is a miss again.
+    forge.publish(&work, "alice/repo", &random_files(1, 1000, 99));
+    let third = forge.clone("alice/repo", "third", &["--bare"]);
+    fsck(&third);
+    assert_eq!(
+        forge.counter("misses"),
+        2,
+        "a pack from before the push was served"
+    );
+
+    // `--include-tag`: a fetch of main alone brings the annotated tags
+    // that point into it, through the cache too (that the ref state is
+    // keyed, so a tag pushed later changes the key of the same wants, is
+    // the key's unit test: git would fetch a missing tag in a second
+    // request anyway).
+    let fetch_main = |name: &str| {
+        let repo = forge.dir.path().join(name);
+        git_ok(
+            forge.dir.path(),
+            &["init", "-q", "--bare", repo.to_str().unwrap()],
+        );
+        git_ok(
+            &repo,
+            &["remote", "add", "origin", &forge.url("alice/repo")],
+        );
+        git_ok(&repo, &["fetch", "-q", "origin", "main:refs/heads/main"]);
+        repo
+    };
+    let before = fetch_main("before-tag");
+    assert_eq!(git_ok(&before, &["tag", "-l"]).trim(), "");
+    git_ok(&work, &["tag", "-a", "v1", "-m", "v1"]);
+    git_ok(&work, &["push", "-q", &forge.url("alice/repo"), "v1"]);
+    let after = fetch_main("after-tag");
+    assert_eq!(git_ok(&after, &["tag", "-l"]).trim(), "v1");
+    fsck(&after);
+
+    // Off: no hook, nothing cached.
+    let forge = forge.restart(&["--pack-cache-size", "0"]);
+    let off = forge.clone("alice/repo", "off", &["--bare"]);
+    fsck(&off);
+    let stats = forge.stats();
+    assert_eq!(stats["enabled"], false);
+    assert_eq!(stats["misses"], 0, "{stats}");
+}
+
+#[test]
+fn identical_requests_at_once_run_pack_objects_once() {
+    let forge = Forge::start(&[]);
+    let work = worktree(forge.dir.path(), "work");
+    // Big enough that the pack takes a while to make.
+    forge.publish(&work, "alice/repo", &random_files(24, 1 << 20, 7));
+    let clones: Vec<_> = (0..4)
+        .map(|i| {
+            let target = forge.dir.path().join(format!("c{i}"));
+            let url = forge.url("alice/repo");
+            let dir = forge.dir.path().to_path_buf();
+            std::thread::spawn(move || {
+                let out = git(
+                    &dir,
+                    &["clone", "-q", "--bare", &url, target.to_str().unwrap()],
+                );
+                assert!(out.status.success(), "{}", text(&out.stderr));
+                target
+            })
+        })
+        .collect();
+    let targets: Vec<PathBuf> = clones.into_iter().map(|c| c.join().unwrap()).collect();
+    let stats = forge.stats();
+    assert_eq!(
+        stats["misses"], 1,
+        "pack-objects ran more than once: {stats}"
+    );
+    assert_eq!(
+        stats["hits"].as_u64().unwrap() + stats["followers"].as_u64().unwrap(),
+        3,
+        "{stats}"
+    );
+    let first = pack_of(&targets[0]);
+    for target in &targets[1..] {
+        assert!(pack_of(target) == first, "two clones got different packs");
+    }
+    fsck(&targets[3]);
+}
+
+#[test]
+fn a_kill_9_mid_write_leaves_nothing_a_later_request_is_served() {
+    let forge = Forge::start(&[]);
+    let work = worktree(forge.dir.path(), "work");
+    forge.publish(&work, "alice/repo", &random_files(48, 1 << 20, 11));
+    let cache = forge.server.data.join("cache/packs");
+    let url = forge.url("alice/repo");
+    let target = forge.dir.path().join("cut");
+    let mut clone = git_command(forge.dir.path())
+        .args(["clone", "-q", "--bare", &url, target.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Caught while being written.
+    let caught = eventually(Duration::from_secs(30), || {
+        files_in(&cache)
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "tmp"))
+    });
+    assert!(caught, "the pack was never seen being written");
+    signal(forge.server.vole_pid(), 9);
+    let _ = clone.wait();
+    let forge = forge.restart(&[]);
+    assert!(
+        files_in(&cache).is_empty(),
+        "a partly written entry survived the restart: {:?}",
+        files_in(&cache)
+    );
+    let whole = forge.clone("alice/repo", "whole", &["--bare"]);
+    fsck(&whole);
+    let stats = forge.stats();
+    assert_eq!(
+        (stats["misses"].as_u64(), stats["hits"].as_u64()),
+        (Some(1), Some(0)),
+        "{stats}"
+    );
+}
+
+#[test]
+fn eviction_holds_the_byte_bound() {
+    let forge = Forge::start(&["--pack-cache-size", "700KiB"]);
+    for (i, repo) in ["alice/repo", "alice/other", "alice/third"]
+        .iter()
+        .enumerate()
+    {
+        let work = worktree(forge.dir.path(), &format!("w{i}"));
+        forge.publish(&work, repo, &random_files(6, 100_000, 100 + i as u64 * 10));
+        forge.clone(repo, &format!("c{i}"), &["--bare"]);
+    }
+    let stats = forge.stats();
+    let bytes = stats["bytes"].as_u64().unwrap();
+    assert!(bytes <= 700 * 1024, "{stats}");
+    assert!(stats["evictions"].as_u64().unwrap() >= 1, "{stats}");
+    let on_disk: u64 = files_in(&forge.server.data.join("cache/packs"))
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    assert!(on_disk <= 700 * 1024, "{on_disk} bytes on disk");
+    assert!(on_disk > 0, "nothing was cached at all");
+}
+
+#[test]
+fn shallow_partial_and_incremental_fetches_through_the_cache_are_correct() {
+    let forge = Forge::start(&[]);
+    let work = worktree(forge.dir.path(), "work");
+    for round in 0..3 {
+        forge.publish(
+            &work,
+            "alice/repo",
+            &random_files(4, 10_000, 1000 + round * 10),
+        );
+    }
+    // Shallow, twice: the second from the cache.
+    let shallow = forge.clone("alice/repo", "shallow", &["--depth", "1", "--no-local"]);
+    let again = forge.clone("alice/repo", "shallow2", &["--depth", "1"]);
+    for clone in [&shallow, &again] {
+        fsck(clone);
+        assert_eq!(git_ok(clone, &["rev-list", "--count", "HEAD"]).trim(), "1");
+    }
+    assert!(forge.counter("hits") >= 1, "{}", forge.stats());
+    // Partial: no blobs, then a lazy fetch of them at checkout.
+    let partial = forge.clone(
+        "alice/repo",
+        "partial",
+        &["--filter=blob:none", "--no-checkout"],
+    );
+    git_ok(&partial, &["checkout", "-q", "main"]);
+    fsck(&partial);
+    assert_eq!(
+        std::fs::read(partial.join("f0.bin")).unwrap(),
+        std::fs::read(work.join("f0.bin")).unwrap()
+    );
+    // Incremental: a fetch after a push brings only what is new.
+    let full = forge.clone("alice/repo", "full", &[]);
+    forge.publish(&work, "alice/repo", &random_files(2, 5_000, 5000));
+    git_ok(&full, &["fetch", "-q", "origin"]);
+    fsck(&full);
+    assert_eq!(
+        git_ok(&full, &["rev-parse", "origin/main"]).trim(),
+        git_ok(&work, &["rev-parse", "HEAD"]).trim()
+    );
+    let stats = forge.stats();
+    assert_eq!(stats["failures"], 0, "{stats}");
+}
