@@ -78,6 +78,11 @@ pub fn median(mut values: Vec<f64>) -> f64 {
 /// until it answers `/healthz` (the port is bound before the logs are
 /// replayed and the hooks written; the answer comes only after both).
 pub fn start_vole(vole: &Path, data: &Path, port: u16) -> Child {
+    start_vole_with(vole, data, port, &[])
+}
+
+/// [`start_vole`] with more flags.
+pub fn start_vole_with(vole: &Path, data: &Path, port: u16, extra: &[&str]) -> Child {
     let child = Command::new(vole)
         .args([
             "serve",
@@ -87,6 +92,7 @@ pub fn start_vole(vole: &Path, data: &Path, port: u16) -> Child {
             "--data",
         ])
         .arg(data)
+        .args(extra)
         .env("VOLE_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -114,4 +120,149 @@ fn healthy(port: u16) -> bool {
         .and_then(|()| stream.read_to_string(&mut answer))
         .is_ok()
         && answer.starts_with("HTTP/1.1 200")
+}
+
+/// Every process below `root`.
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        if let Some(ppid) = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            parent.push((pid, ppid));
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(p) = todo.pop() {
+        for (c, pp) in &parent {
+            if *pp == p {
+                out.push(*c);
+                todo.push(*c);
+            }
+        }
+    }
+    out
+}
+
+/// A server under test and the processes it is made of.
+pub struct Server {
+    pub name: &'static str,
+    pub base: String,
+    pub repos: PathBuf,
+    pub server_pids: Vec<u32>,
+    pub child_roots: Vec<u32>,
+    pub children: Vec<Child>,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Waits until something listens on `port`.
+pub fn wait_http(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "server on {port} did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Where Debian's git keeps `git-http-backend` (the one the baseline runs).
+pub const GIT_HTTP_BACKEND_DIR: &str = "/usr/local/libexec/git-core";
+
+/// `git http-backend` behind nginx + fcgiwrap, with vole's git settings
+/// for its children (less `DURABLE_WRITES` unless `baseline_sync`).
+pub fn start_nginx(dir: &Path, baseline_sync: bool) -> Server {
+    let port = free_port();
+    let root = dir.join("nginx");
+    let repos = root.join("repos");
+    std::fs::create_dir_all(&repos).unwrap();
+    let socket = root.join("fcgi.sock");
+    let _ = std::fs::remove_file(&socket);
+    let fcgi = Command::new("fcgiwrap")
+        .args(["-c", "4", "-s"])
+        .arg(format!("unix:{}", socket.display()))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut params = String::new();
+    // Same git settings as vole gives its children (receive-pack's
+    // superset), less the syncs unless asked for (see the module doc).
+    let config: Vec<(String, String)> =
+        vole::transport::git_config(vole::transport::Service::ReceivePack)
+            .into_iter()
+            .filter(|(key, _)| {
+                baseline_sync || !vole::git::DURABLE_WRITES.iter().any(|(k, _)| k == key)
+            })
+            .collect();
+    params.push_str(&format!(
+        "fastcgi_param GIT_CONFIG_COUNT {};\n",
+        config.len()
+    ));
+    for (i, (k, v)) in config.iter().enumerate() {
+        params.push_str(&format!(
+            "fastcgi_param GIT_CONFIG_KEY_{i} {k};\nfastcgi_param GIT_CONFIG_VALUE_{i} {v};\n"
+        ));
+    }
+    let r = root.display();
+    let conf = format!(
+        "worker_processes 1;\nuser root;\ndaemon off;\nerror_log {r}/error.log;\npid {r}/nginx.pid;\n\
+         events {{ worker_connections 256; }}\n\
+         http {{\n access_log off;\n client_body_temp_path {r}/body;\n fastcgi_temp_path {r}/fcgi;\n\
+         proxy_temp_path {r}/proxy;\n uwsgi_temp_path {r}/uwsgi;\n scgi_temp_path {r}/scgi;\n\
+         client_max_body_size 0;\n\
+         server {{\n  listen 127.0.0.1:{port};\n  location / {{\n\
+         fastcgi_pass unix:{sock};\n fastcgi_read_timeout 600s;\n fastcgi_send_timeout 600s;\n\
+         fastcgi_param SCRIPT_FILENAME {GIT_HTTP_BACKEND_DIR}/git-http-backend;\n\
+         fastcgi_param GIT_PROJECT_ROOT {repos};\n fastcgi_param GIT_HTTP_EXPORT_ALL 1;\n\
+         fastcgi_param GIT_CONFIG_NOSYSTEM 1;\n fastcgi_param GIT_CONFIG_GLOBAL /dev/null;\n\
+         fastcgi_param PATH_INFO $uri;\n fastcgi_param QUERY_STRING $query_string;\n\
+         fastcgi_param REQUEST_METHOD $request_method;\n fastcgi_param CONTENT_TYPE $content_type;\n\
+         fastcgi_param CONTENT_LENGTH $content_length;\n fastcgi_param HTTP_CONTENT_ENCODING $http_content_encoding;\n\
+         fastcgi_param GIT_PROTOCOL $http_git_protocol;\n fastcgi_param REMOTE_ADDR $remote_addr;\n{params}  }}\n }}\n}}\n",
+        sock = socket.display(),
+        repos = repos.display(),
+    );
+    let conf_path = root.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let nginx = Command::new("nginx")
+        .arg("-c")
+        .arg(&conf_path)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_http(port);
+    let master = nginx.id();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut server_pids = vec![master];
+    server_pids.extend(descendants(master));
+    server_pids.push(fcgi.id());
+    Server {
+        name: "nginx",
+        base: format!("http://127.0.0.1:{port}"),
+        repos,
+        server_pids,
+        child_roots: vec![fcgi.id()],
+        children: vec![nginx, fcgi],
+    }
 }

@@ -352,18 +352,16 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
     };
     let mut done = reply["done"].as_u64();
     let mut out = std::io::stdout().lock();
-    let mut buf = vec![0u8; 256 * 1024];
     let mut sent = 0u64;
     let mut pending = String::new();
     let deadline = std::time::Instant::now() + crate::transport::pack_cache::READ_DEADLINE;
     loop {
-        let n = file
-            .read(&mut buf)
-            .map_err(|_| "cannot read the cached pack".to_string())?;
+        // What is written so far, file to pipe in the kernel (std's copy
+        // splices a file into a pipe).
+        let n = std::io::copy(&mut (&mut file).take(u64::MAX), &mut out)
+            .map_err(|_| "cannot send the cached pack (the client went away?)".to_string())?;
         if n > 0 {
-            out.write_all(&buf[..n])
-                .map_err(|_| "the client went away".to_string())?;
-            sent += n as u64;
+            sent += n;
             continue;
         }
         match done {
@@ -383,6 +381,12 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
                 if done.is_none() {
                     return Err("the server's word on the pack is not understood".into());
                 }
+            }
+            // Nothing sent yet: pack-objects runs here instead, so a cache
+            // that could not make the pack (a full disk) fails no clone.
+            Ok(Some(reply)) if sent == 0 => {
+                drop(reply);
+                return Ok(Served::Bypass);
             }
             Ok(Some(reply)) => {
                 return Err(reply

@@ -24,20 +24,15 @@
 #![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use vole::git::DURABLE_WRITES;
-use vole::transport::{Service, git_config};
-
 #[path = "../common.rs"]
 mod common;
-use common::{arg_text, free_port, git, release_vole, sh};
-
-const GIT_HTTP_BACKEND_DIR: &str = "/usr/local/libexec/git-core";
+use common::{Server, arg_text, descendants, free_port, git, release_vole, sh, start_nginx};
 
 /// A repo made by fast-import: `files` blobs of `size` bytes each, either
 /// incompressible or text-like (compresses ~4x).
@@ -100,39 +95,6 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-fn descendants(root: u32) -> Vec<u32> {
-    let mut parent = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        if let Some(ppid) = rest
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok())
-        {
-            parent.push((pid, ppid));
-        }
-    }
-    let mut out = Vec::new();
-    let mut todo = vec![root];
-    while let Some(p) = todo.pop() {
-        for (c, pp) in &parent {
-            if *pp == p {
-                out.push(*c);
-                todo.push(*c);
-            }
-        }
-    }
-    out
-}
-
 /// Samples RSS every 10 ms: peak of the server processes' sum, and peak of
 /// the sum of the git children under `child_roots`.
 struct Sampler {
@@ -176,35 +138,6 @@ impl Sampler {
     }
 }
 
-struct Server {
-    name: &'static str,
-    base: String,
-    repos: PathBuf,
-    server_pids: Vec<u32>,
-    child_roots: Vec<u32>,
-    children: Vec<Child>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn wait_http(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "server on {port} did not come up"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn start_vole(dir: &Path, vole: &Path, name: &'static str) -> Server {
     let port = free_port();
     let data = dir.join(format!("{name}-data"));
@@ -218,78 +151,6 @@ fn start_vole(dir: &Path, vole: &Path, name: &'static str) -> Server {
         server_pids: vec![pid],
         child_roots: vec![pid],
         children: vec![child],
-    }
-}
-
-fn start_nginx(dir: &Path, baseline_sync: bool) -> Server {
-    let port = free_port();
-    let root = dir.join("nginx");
-    let repos = root.join("repos");
-    std::fs::create_dir_all(&repos).unwrap();
-    let socket = root.join("fcgi.sock");
-    let _ = std::fs::remove_file(&socket);
-    let fcgi = Command::new("fcgiwrap")
-        .args(["-c", "4", "-s"])
-        .arg(format!("unix:{}", socket.display()))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut params = String::new();
-    // Same git settings as vole gives its children (receive-pack's
-    // superset), less the syncs unless asked for (see the module doc).
-    let config: Vec<(String, String)> = git_config(Service::ReceivePack)
-        .into_iter()
-        .filter(|(key, _)| baseline_sync || !DURABLE_WRITES.iter().any(|(k, _)| k == key))
-        .collect();
-    params.push_str(&format!(
-        "fastcgi_param GIT_CONFIG_COUNT {};\n",
-        config.len()
-    ));
-    for (i, (k, v)) in config.iter().enumerate() {
-        params.push_str(&format!(
-            "fastcgi_param GIT_CONFIG_KEY_{i} {k};\nfastcgi_param GIT_CONFIG_VALUE_{i} {v};\n"
-        ));
-    }
-    let r = root.display();
-    let conf = format!(
-        "worker_processes 1;\nuser root;\ndaemon off;\nerror_log {r}/error.log;\npid {r}/nginx.pid;\n\
-         events {{ worker_connections 256; }}\n\
-         http {{\n access_log off;\n client_body_temp_path {r}/body;\n fastcgi_temp_path {r}/fcgi;\n\
-         proxy_temp_path {r}/proxy;\n uwsgi_temp_path {r}/uwsgi;\n scgi_temp_path {r}/scgi;\n\
-         client_max_body_size 0;\n\
-         server {{\n  listen 127.0.0.1:{port};\n  location / {{\n\
-         fastcgi_pass unix:{sock};\n fastcgi_read_timeout 600s;\n fastcgi_send_timeout 600s;\n\
-         fastcgi_param SCRIPT_FILENAME {GIT_HTTP_BACKEND_DIR}/git-http-backend;\n\
-         fastcgi_param GIT_PROJECT_ROOT {repos};\n fastcgi_param GIT_HTTP_EXPORT_ALL 1;\n\
-         fastcgi_param GIT_CONFIG_NOSYSTEM 1;\n fastcgi_param GIT_CONFIG_GLOBAL /dev/null;\n\
-         fastcgi_param PATH_INFO $uri;\n fastcgi_param QUERY_STRING $query_string;\n\
-         fastcgi_param REQUEST_METHOD $request_method;\n fastcgi_param CONTENT_TYPE $content_type;\n\
-         fastcgi_param CONTENT_LENGTH $content_length;\n fastcgi_param HTTP_CONTENT_ENCODING $http_content_encoding;\n\
-         fastcgi_param GIT_PROTOCOL $http_git_protocol;\n fastcgi_param REMOTE_ADDR $remote_addr;\n{params}  }}\n }}\n}}\n",
-        sock = socket.display(),
-        repos = repos.display(),
-    );
-    let conf_path = root.join("nginx.conf");
-    std::fs::write(&conf_path, conf).unwrap();
-    let nginx = Command::new("nginx")
-        .arg("-c")
-        .arg(&conf_path)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_http(port);
-    let master = nginx.id();
-    std::thread::sleep(Duration::from_millis(200));
-    let mut server_pids = vec![master];
-    server_pids.extend(descendants(master));
-    server_pids.push(fcgi.id());
-    Server {
-        name: "nginx",
-        base: format!("http://127.0.0.1:{port}"),
-        repos,
-        server_pids,
-        child_roots: vec![fcgi.id()],
-        children: vec![nginx, fcgi],
     }
 }
 
