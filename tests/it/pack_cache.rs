@@ -138,7 +138,12 @@ fn a_hit_serves_exactly_the_bytes_the_miss_made() {
         "the clone did not go through vole's pack-objects hook"
     );
     let second = forge.clone("alice/repo", "second", &["--bare"]);
-    assert_eq!(forge.counter("hits"), 1, "{}", forge.stats());
+    assert_eq!(
+        forge.counter("hits"),
+        1,
+        "the second identical clone was not served from the cache: {}",
+        forge.stats()
+    );
     assert_eq!(forge.counter("misses"), 1, "pack-objects ran again");
     assert!(
         pack_of(&first) == pack_of(&second),
