@@ -321,11 +321,9 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
     let (Ok(socket), Ok(repo)) = (std::env::var(env::SOCKET), std::env::var(env::REPO)) else {
         return Ok(Served::Bypass);
     };
-    let Some(args) = command
-        .iter()
-        .position(|a| a == "pack-objects")
-        .map(|i| command[i + 1..].to_vec())
-    else {
+    // Everything after `git`: git's own options, `pack-objects`, its
+    // arguments (the server decides what it keys).
+    let Some(args) = command.get(1..).map(<[String]>::to_vec) else {
         return Ok(Served::Bypass);
     };
     let Ok(stdin) = String::from_utf8(stdin.to_vec()) else {
@@ -366,9 +364,8 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
         }
         match done {
             Some(size) if sent == size => break,
-            Some(size) if sent > size => return Err("the cached pack grew past its size".into()),
-            // Complete, and more of it is in the file than was read.
-            Some(_) => continue,
+            // Whole and read to its end, yet not its size: not served on.
+            Some(_) => return Err("the cached pack is not the size it was made".into()),
             None => {}
         }
         if std::time::Instant::now() > deadline {
@@ -377,16 +374,19 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
         // At the end of what is written so far: has the server said more?
         match client.next_reply(&mut pending, Duration::from_millis(5)) {
             Ok(Some(reply)) if reply.ok => {
-                done = reply.data.and_then(|d| d["done"].as_u64());
+                let data = reply.data.unwrap_or_default();
+                if data.get("failed").is_some() {
+                    // The cache could not keep the pack (a full disk): with
+                    // nothing sent yet, pack-objects runs here instead.
+                    if sent == 0 {
+                        return Ok(Served::Bypass);
+                    }
+                    return Err("the pack cache failed while this pack was being sent".into());
+                }
+                done = data["done"].as_u64();
                 if done.is_none() {
                     return Err("the server's word on the pack is not understood".into());
                 }
-            }
-            // Nothing sent yet: pack-objects runs here instead, so a cache
-            // that could not make the pack (a full disk) fails no clone.
-            Ok(Some(reply)) if sent == 0 => {
-                drop(reply);
-                return Ok(Served::Bypass);
             }
             Ok(Some(reply)) => {
                 return Err(reply

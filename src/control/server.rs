@@ -170,7 +170,21 @@ async fn serve_pack(
         args,
         stdin: stdin.into_bytes(),
     };
-    let mut pack = match app.pack_cache.open(request, app.recorder.generation()) {
+    // The repo's ref state: its last recorded ref move.
+    let generation = app
+        .recorder
+        .activity(&name.to_string(), crate::page::Pagination::first(1))
+        .0
+        .first()
+        .map_or(0, |entry| entry.seq);
+    // Opening creates files and reads a shallow file: off the async workers.
+    let cache = app.pack_cache.clone();
+    let opened = tokio::task::spawn_blocking(move || cache.open(request, generation)).await;
+    let Ok(opened) = opened else {
+        let _ = write_reply(write, &Reply::error("the pack cache failed")).await;
+        return;
+    };
+    let mut pack = match opened {
         Open::Bypass(why) => {
             let _ = write_reply(write, &Reply::ok(serde_json::json!({ "bypass": why }))).await;
             return;
@@ -198,7 +212,14 @@ async fn serve_pack(
                 let reply = match (changed, state) {
                     (Ok(()), State::Done(size)) => Reply::ok(serde_json::json!({ "done": size })),
                     (Ok(()), State::Producing) => continue,
-                    _ => Reply::error("making the pack failed"),
+                    // pack-objects itself failed: the request fails as it
+                    // would have without the cache.
+                    (Ok(()), State::Failed { cache: false }) => {
+                        Reply::error("pack-objects failed")
+                    }
+                    // The cache failed (or its producer is gone): a reader
+                    // that has sent nothing runs pack-objects itself.
+                    _ => Reply::ok(serde_json::json!({ "failed": "cache" })),
                 };
                 told = true;
                 if !write_reply(write, &reply).await {

@@ -33,8 +33,10 @@ const MAX_STDERR_LINES_KEPT: usize = 8;
 /// Largest CGI header block accepted from http-backend.
 const MAX_CGI_HEADERS: usize = 64 << 10;
 
-/// The room of the pipe git's output comes through.
-const PIPE_SIZE: usize = 1 << 20;
+/// The room of the pipe git's output comes through (the kernel's default
+/// is 64 KiB; every pipe past the user's soft budget, 64 MiB by default,
+/// gets one page, so this stays modest).
+const PIPE_SIZE: usize = 256 << 10;
 
 /// The most the pump reads (and sends as one chunk) at a time.
 const READ_CHUNK: usize = 256 << 10;
@@ -105,15 +107,37 @@ impl Drop for ChildGroup {
     }
 }
 
-/// Runs http-backend and returns the response whose body streams its
-/// output. `permit` is held until the child has exited.
-pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Response, AppError> {
-    let mut command = Command::new(&request.guard);
+/// `git` under `vole cgi-guard`, in a process group of its own that dies
+/// with the server (the guard is told by SIGTERM when the server goes,
+/// even by kill -9, and kills its group). Add git's arguments.
+pub fn guarded(guard: &std::path::Path, git: &std::path::Path) -> Command {
+    let mut command = Command::new(guard);
     command
         .arg("cgi-guard")
         .arg(std::process::id().to_string())
         .arg("--")
-        .arg(&request.git)
+        .arg(git);
+    // SAFETY: the closure runs in the forked child before exec and calls
+    // only prctl(2), which is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            // The guard learns of the server's death by SIGTERM and kills
+            // its group. (Tied to the spawning thread: spawns happen on
+            // runtime workers, which live as long as the server.)
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
+/// Runs http-backend and returns the response whose body streams its
+/// output. `permit` is held until the child has exited.
+pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Response, AppError> {
+    let mut command = guarded(&request.guard, &request.git);
+    command
         .arg("http-backend")
         .env_clear()
         .envs(request.base_env.iter().map(|(k, v)| (*k, v)))
@@ -152,29 +176,15 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     if let Some(body) = &request.body {
         command.env("CONTENT_LENGTH", body.len.to_string());
     }
-    // SAFETY: the closure runs in the forked child before exec and calls
-    // only prctl(2), which is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            // The guard learns of the server's death by SIGTERM and kills
-            // its group. (Tied to the spawning thread: spawns happen on
-            // runtime workers, which live as long as the server.)
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     let mut child = command
         .spawn()
         .map_err(|e| AppError::internal("cannot start git http-backend", e))?;
     let pgid = child.id().map(|pid| pid as i32);
     let stdin = child.stdin.take();
     let stdout = child.stdout.take().expect("stdout is piped");
-    // A clone's pack comes through this pipe: 1 MiB of room instead of
-    // the default 64 KiB lets git write ahead and the pump read more at a
-    // time (fewer wake-ups for both). Best effort: the kernel's
-    // pipe-max-size may refuse it.
+    // A clone's pack comes through this pipe: more room than the default
+    // 64 KiB lets git write ahead and the pump read more at a time (fewer
+    // wake-ups for both). Best effort: the kernel may refuse it.
     let _ = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE_SIZE);
     let stderr = child.stderr.take().expect("stderr is piped");
     let mut group = ChildGroup { child, pgid };
@@ -379,8 +389,9 @@ async fn pump(
         return;
     }
     // Read straight into the chunk that is sent (no copy), at most
-    // READ_CHUNK at a time: the channel holds 8, so a request buffers at
-    // most 8 x READ_CHUNK.
+    // READ_CHUNK at a time. A chunk keeps its READ_CHUNK allocation until
+    // it is sent: a request holds at most the channel's 8 of them, plus
+    // what hyper is writing.
     let mut buf = bytes::BytesMut::new();
     loop {
         buf.reserve(READ_CHUNK);

@@ -46,7 +46,9 @@ use crate::config::PackCacheSettings;
 use crate::git::Git;
 
 /// Arguments of `git pack-objects` that are keyed (each changes the
-/// pack). `--filter=` and `--shallow-file` take a value.
+/// pack), besides `--filter=<spec>`. Any argument not here nor in
+/// [`UNKEYED`] (`--uri-protocol`, `--all`, ...), and any git option but
+/// `--shallow-file`, makes the request bypass the cache.
 pub const KEYED: &[&str] = &[
     "--revs",
     "--thin",
@@ -55,7 +57,6 @@ pub const KEYED: &[&str] = &[
     "--include-tag",
     // The shallow commits come on stdin (keyed with it).
     "--shallow",
-    "--shallow-file",
 ];
 
 /// Arguments that change only what pack-objects says on stderr: not
@@ -72,7 +73,13 @@ pub enum State {
     Producing,
     /// Complete, this many bytes.
     Done(u64),
-    Failed,
+    /// pack-objects failed (`cache: false`: the request fails as it would
+    /// without the cache), or the cache could not keep its output
+    /// (`cache: true`: a reader that has sent nothing runs pack-objects
+    /// itself).
+    Failed {
+        cache: bool,
+    },
 }
 
 struct Entry {
@@ -113,6 +120,21 @@ pub struct PackCacheStats {
     pub failures: u64,
 }
 
+/// Why a pack was not made, and whose fault it was (see [`State`]).
+struct Failure {
+    cache: bool,
+    why: String,
+}
+
+/// A scratch file removed however its scope ends.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// A request's answer: stream `tmp` (or `pack`, once renamed) and wait
 /// for the state to be `Done`.
 pub struct Reader {
@@ -127,11 +149,18 @@ pub struct Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        if self.readers.fetch_sub(1, Ordering::AcqRel) == 1 {
-            if *self.state.borrow() == State::Producing {
+        // Under the entries' lock, as `open` joins: no request can join a
+        // pack whose producer this stops.
+        let last = {
+            let _entries = self.cache.entries.lock();
+            let last = self.readers.fetch_sub(1, Ordering::AcqRel) == 1;
+            if last && *self.state.borrow() == State::Producing {
                 // No one is left to read what is being made.
                 self.stop.notify_one();
             }
+            last
+        };
+        if last {
             self.cache.evict(Some(&self.key));
         }
     }
@@ -161,6 +190,8 @@ pub struct PackCache {
     dir: PathBuf,
     settings: PackCacheSettings,
     git: Git,
+    /// This binary, run as `vole cgi-guard` in front of each producer.
+    guard: PathBuf,
     /// The settings every git child of an upload runs with.
     child_config: Vec<(String, String)>,
     entries: Mutex<HashMap<String, Entry>>,
@@ -196,6 +227,7 @@ impl PackCache {
             dir,
             settings,
             git,
+            guard: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
             child_config,
             entries: Mutex::new(HashMap::new()),
             bytes: AtomicU64::new(0),
@@ -207,7 +239,13 @@ impl PackCache {
         self.settings.max_bytes > 0
     }
 
-    /// The key of a request, or why it bypasses the cache.
+    /// The key of a request, or why it bypasses the cache; with the
+    /// arguments the producer runs git with (`git ARGS`).
+    ///
+    /// `request.args` is the command git would have run, after `git`:
+    /// git's own options (only `--shallow-file FILE`, the file's content
+    /// keyed), then `pack-objects` and its arguments ([`KEYED`] keyed and
+    /// passed on, [`UNKEYED`] dropped, anything else a bypass).
     pub fn key(
         request: &PackRequest,
         generation: u64,
@@ -221,7 +259,33 @@ impl PackCache {
         hash.update(generation.to_le_bytes());
         let mut producer_args = Vec::new();
         let mut args = request.args.iter();
-        while let Some(arg) = args.next() {
+        // git's own options, up to the subcommand.
+        loop {
+            match args.next().map(String::as_str) {
+                Some("pack-objects") => break,
+                Some("--shallow-file") => {
+                    let Some(path) = args.next() else {
+                        return Err("--shallow-file without a value");
+                    };
+                    hash.update(b"--shallow-file\0");
+                    if !path.is_empty() {
+                        // The file is the request's (deleted when its
+                        // upload-pack ends): its content is keyed, and the
+                        // producer gets a copy (see `produce`).
+                        let content =
+                            std::fs::read(path).map_err(|_| "the --shallow-file cannot be read")?;
+                        hash.update(&content);
+                    }
+                    hash.update([0]);
+                    producer_args.push("--shallow-file".to_string());
+                    producer_args.push(path.clone());
+                }
+                Some(_) => return Err("git was given an option the cache does not key"),
+                None => return Err("the command is not git pack-objects"),
+            }
+        }
+        producer_args.push("pack-objects".to_string());
+        for arg in args {
             if UNKEYED.contains(&arg.as_str()) {
                 continue;
             }
@@ -229,20 +293,6 @@ impl PackCache {
                 hash.update(arg.as_bytes());
                 hash.update([0]);
                 producer_args.push(arg.clone());
-                if arg == "--shallow-file" {
-                    let Some(path) = args.next() else {
-                        return Err("--shallow-file without a value");
-                    };
-                    if !path.is_empty() {
-                        // The file is the request's; its content is keyed,
-                        // and the producer gets a copy (see `produce`).
-                        let content =
-                            std::fs::read(path).map_err(|_| "the --shallow-file cannot be read")?;
-                        hash.update(&content);
-                    }
-                    hash.update([0]);
-                    producer_args.push(path.clone());
-                }
                 continue;
             }
             return Err("pack-objects was asked for something the cache does not key");
@@ -275,8 +325,12 @@ impl PackCache {
             let fresh = now.duration_since(entry.created) < self.settings.max_age;
             let usable = match state {
                 State::Done(_) => fresh && pack.is_file(),
-                State::Producing => true,
-                State::Failed => false,
+                // Joined only while someone reads it (with no reader left it
+                // is being stopped) and while its producer lives.
+                State::Producing => {
+                    entry.readers.load(Ordering::Acquire) > 0 && entry.state.has_changed().is_ok()
+                }
+                State::Failed { .. } => false,
             };
             if usable {
                 entry.last_used = now;
@@ -349,14 +403,18 @@ impl PackCache {
                     cache.bytes.fetch_add(size, Ordering::AcqRel);
                     if let Some(entry) = cache.entries.lock().get_mut(&key2) {
                         entry.bytes = size;
+                        // Its age counts from when it is whole.
+                        entry.created = Instant::now();
                     }
                     State::Done(size)
                 }
-                Err(e) => {
+                Err(failure) => {
                     cache.counters.failures.fetch_add(1, Ordering::Relaxed);
-                    tracing::info!(repo = request.repo, error = %e, "a cached pack could not be made; its readers fail");
+                    tracing::info!(repo = request.repo, error = %failure.why, cache = failure.cache, "a pack for the cache was not made");
                     let _ = std::fs::remove_file(&tmp2);
-                    State::Failed
+                    State::Failed {
+                        cache: failure.cache,
+                    }
                 }
             };
             let _ = state_tx.send(state);
@@ -373,9 +431,10 @@ impl PackCache {
         })
     }
 
-    /// Runs pack-objects for an entry: its stdout to `tmp`, renamed `pack`
-    /// when pack-objects succeeded. Stops (and fails) when `stop` is
-    /// notified.
+    /// Runs git (`args`: `[--shallow-file F] pack-objects ...`) for an
+    /// entry under `vole cgi-guard` (its own process group, which dies with
+    /// the server): its stdout to `tmp`, renamed `pack` when pack-objects
+    /// succeeded. Stops when `stop` is notified (no reader is left).
     async fn produce(
         &self,
         request: &PackRequest,
@@ -384,19 +443,25 @@ impl PackCache {
         tmp: &Path,
         pack: &Path,
         stop: &tokio::sync::Notify,
-    ) -> std::io::Result<u64> {
+    ) -> Result<u64, Failure> {
+        let cache_failed = |why: std::io::Error| Failure {
+            cache: true,
+            why: why.to_string(),
+        };
         // A shallow file is the request's, deleted when its upload-pack
         // ends: the producer reads its own copy.
         let mut args = args.to_vec();
         let shallow_copy = tmp.with_extension("shallow");
+        let _shallow = RemoveOnDrop(shallow_copy.clone());
         if let Some(i) = args.iter().position(|a| a == "--shallow-file")
             && let Some(path) = args.get(i + 1).filter(|p| !p.is_empty())
         {
-            std::fs::copy(path, &shallow_copy)?;
+            std::fs::copy(path, &shallow_copy).map_err(cache_failed)?;
             args[i + 1] = shallow_copy.display().to_string();
         }
-        let mut command = tokio::process::Command::new(self.git.path());
+        let mut command = super::cgi::guarded(&self.guard, self.git.path());
         command
+            .env_clear()
             .envs(self.git.child_env())
             .env("GIT_DIR", &request.repo_dir)
             .env("GIT_CONFIG_COUNT", self.child_config.len().to_string());
@@ -405,7 +470,6 @@ impl PackCache {
             command.env(format!("GIT_CONFIG_VALUE_{i}"), value);
         }
         let mut child = command
-            .arg("pack-objects")
             .args(&args)
             .current_dir(&request.repo_dir)
             .stdin(std::process::Stdio::piped())
@@ -413,7 +477,8 @@ impl PackCache {
             .stderr(std::process::Stdio::null())
             .kill_on_drop(true)
             .process_group(0)
-            .spawn()?;
+            .spawn()
+            .map_err(cache_failed)?;
         let mut stdin = child.stdin.take().expect("stdin is piped");
         let input = request.stdin.clone();
         let feed = tokio::spawn(async move {
@@ -421,22 +486,25 @@ impl PackCache {
         });
         let mut stdout = child.stdout.take().expect("stdout is piped");
         let mut out = tokio::fs::File::from_std(out);
+        // The copy wins a tie with a stop: a pack that is whole is kept.
         let copied = tokio::select! {
-            copied = tokio::io::copy(&mut stdout, &mut out) => copied?,
+            biased;
+            copied = tokio::io::copy(&mut stdout, &mut out) => copied.map_err(cache_failed)?,
             () = stop.notified() => {
                 let _ = child.kill().await;
-                let _ = std::fs::remove_file(&shallow_copy);
-                return Err(std::io::Error::other("no reader is left"));
+                return Err(Failure { cache: true, why: "no reader is left".into() });
             }
         };
-        out.flush().await?;
+        out.flush().await.map_err(cache_failed)?;
         let _ = feed.await;
-        let status = child.wait().await?;
-        let _ = std::fs::remove_file(&shallow_copy);
+        let status = child.wait().await.map_err(cache_failed)?;
         if !status.success() {
-            return Err(std::io::Error::other(format!("pack-objects {status}")));
+            return Err(Failure {
+                cache: false,
+                why: format!("pack-objects {status}"),
+            });
         }
-        std::fs::rename(tmp, pack)?;
+        std::fs::rename(tmp, pack).map_err(cache_failed)?;
         Ok(copied)
     }
 
@@ -455,9 +523,10 @@ impl PackCache {
             .iter()
             .filter(|(_, e)| e.readers.load(Ordering::Acquire) == 0)
             .filter(|(_, e)| match *e.state.borrow() {
-                State::Failed => true,
+                State::Failed { .. } => true,
                 State::Done(_) => now.duration_since(e.created) >= self.settings.max_age,
-                State::Producing => false,
+                // A producer that is gone without a word.
+                State::Producing => e.state.has_changed().is_err(),
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -486,13 +555,20 @@ impl PackCache {
                 drop_keys.push(key.clone());
             }
         }
+        let mut unlink = Vec::new();
         for key in drop_keys {
             if let Some(entry) = entries.remove(&key) {
                 if matches!(*entry.state.borrow(), State::Done(_)) {
                     self.counters.evictions.fetch_add(1, Ordering::Relaxed);
                 }
-                self.forget_bytes(&entry, &self.dir.join(format!("{key}.pack")));
+                self.bytes.fetch_sub(entry.bytes, Ordering::AcqRel);
+                unlink.push(self.dir.join(format!("{key}.pack")));
             }
+        }
+        drop(entries);
+        // Outside the lock: a big file's unlink takes a while.
+        for path in unlink {
+            let _ = std::fs::remove_file(path);
         }
     }
 
@@ -521,11 +597,15 @@ pub const READ_DEADLINE: Duration = Duration::from_secs(600);
 mod tests {
     use super::*;
 
+    /// A request as git makes it: `pack-objects ARGS` (after `git`).
     fn request(args: &[&str], stdin: &[u8]) -> PackRequest {
         PackRequest {
             repo_dir: PathBuf::from("/nonexistent"),
             repo: "ann/demo".into(),
-            args: args.iter().map(|a| a.to_string()).collect(),
+            args: std::iter::once("pack-objects")
+                .chain(args.iter().copied())
+                .map(str::to_string)
+                .collect(),
             stdin: stdin.to_vec(),
         }
     }
@@ -571,6 +651,7 @@ mod tests {
         );
         // Unknown arguments and huge stdin bypass.
         assert!(PackCache::key(&request(&["--all"], b""), 1).is_err());
+        assert!(PackCache::key(&request(&["--uri-protocol=https"], b""), 1).is_err());
         assert!(PackCache::key(&request(&base, &vec![b'a'; MAX_STDIN + 1]), 1).is_err());
     }
 
@@ -585,23 +666,27 @@ mod tests {
         std::fs::write(&a, b"1111\n").unwrap();
         std::fs::write(&b, b"1111\n").unwrap();
         std::fs::write(&c, b"2222\n").unwrap();
+        // As git runs it: `git --shallow-file FILE pack-objects ...`.
+        let shallow = |path: &str| {
+            let mut request = request(&["--revs", "--stdout"], b"x\n");
+            request
+                .args
+                .splice(0..0, ["--shallow-file".to_string(), path.to_string()]);
+            request
+        };
         let key = |path: &Path| {
-            PackCache::key(
-                &request(
-                    &[
-                        "--revs",
-                        "--stdout",
-                        "--shallow-file",
-                        path.to_str().unwrap(),
-                    ],
-                    b"x\n",
-                ),
-                1,
-            )
-            .unwrap()
-            .0
+            PackCache::key(&shallow(path.to_str().unwrap()), 1)
+                .unwrap()
+                .0
         };
         assert_eq!(key(&a), key(&b));
         assert_ne!(key(&a), key(&c));
+        let (empty, producer) = PackCache::key(&shallow(""), 1).unwrap();
+        assert_ne!(empty, key(&a));
+        assert_eq!(&producer[..3], ["--shallow-file", "", "pack-objects"]);
+        // Any other git option bypasses.
+        let mut other = request(&["--revs"], b"");
+        other.args.insert(0, "--git-dir=/elsewhere".into());
+        assert!(PackCache::key(&other, 1).is_err());
     }
 }
