@@ -33,10 +33,14 @@ const MAX_STDERR_LINES_KEPT: usize = 8;
 /// Largest CGI header block accepted from http-backend.
 const MAX_CGI_HEADERS: usize = 64 << 10;
 
-/// The room of the pipe git's output comes through (the kernel's default
-/// is 64 KiB; every pipe past the user's soft budget, 64 MiB by default,
-/// gets one page, so this stays modest).
-const PIPE_SIZE: usize = 256 << 10;
+/// The room of the pipe git's output comes through when `children` git
+/// requests may run at once: up to 1 MiB (the kernel's default is 64 KiB),
+/// so git writes ahead and the pump reads more at a time, but all of them
+/// together within half the user's default pipe budget (64 MiB; past it,
+/// every new pipe of the user gets one page).
+pub fn pipe_size(children: usize) -> usize {
+    ((32 << 20) / children.max(1)).clamp(64 << 10, 1 << 20)
+}
 
 /// The most the pump reads (and sends as one chunk) at a time.
 const READ_CHUNK: usize = 256 << 10;
@@ -73,6 +77,8 @@ pub struct CgiRequest {
     /// The slowest a client may take the response (see `RateFloor`).
     pub min_rate: u64,
     pub rate_window: Duration,
+    /// The room of the pipe git's output comes through ([`pipe_size`]).
+    pub pipe_size: usize,
 }
 
 /// The child and its process group: the group is killed when this is
@@ -185,7 +191,7 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     // A clone's pack comes through this pipe: more room than the default
     // 64 KiB lets git write ahead and the pump read more at a time (fewer
     // wake-ups for both). Best effort: the kernel may refuse it.
-    let _ = rustix::pipe::fcntl_setpipe_size(&stdout, PIPE_SIZE);
+    let _ = rustix::pipe::fcntl_setpipe_size(&stdout, request.pipe_size);
     let stderr = child.stderr.take().expect("stderr is piped");
     let mut group = ChildGroup { child, pgid };
 
@@ -512,6 +518,20 @@ pub fn parse_cgi_headers(block: &[u8]) -> std::io::Result<CgiHead> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn git_pipes_together_stay_within_half_the_users_pipe_budget() {
+        assert_eq!(pipe_size(6), 1 << 20, "a small machine gets 1 MiB");
+        assert_eq!(pipe_size(0), 1 << 20);
+        for children in [6, 48, 96, 400, 10_000] {
+            let size = pipe_size(children);
+            assert!(size >= 64 << 10, "never below the kernel's default");
+            assert!(
+                size * children <= (32 << 20) || size == 64 << 10,
+                "{children} children x {size} bytes"
+            );
+        }
+    }
 
     #[test]
     fn cgi_headers_with_status_and_either_line_ending() {

@@ -249,6 +249,7 @@ fn cgi_request(
         repo: repo.to_string(),
         idle_timeout: limits.body_idle_timeout,
         min_rate: transport.reads.min_rate,
+        pipe_size: cgi::pipe_size(limits.upload_pack_limit + limits.receive_pack_limit),
         rate_window: transport.reads.rate_window,
     })
 }
