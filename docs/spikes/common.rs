@@ -266,3 +266,36 @@ pub fn start_nginx(dir: &Path, baseline_sync: bool) -> Server {
         children: vec![nginx, fcgi],
     }
 }
+
+/// The machine's CPU ticks since boot by kind (`/proc/stat`'s first line):
+/// user, nice, system, idle, iowait, irq, softirq, steal. The guest fields
+/// after them are already inside user.
+pub fn cpu_fields() -> Vec<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    stat.lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|f| f.parse().ok())
+        .collect()
+}
+
+/// `vole serve` (with `extra` flags) on a data dir `<dir>/<name>-data`, as
+/// a [`Server`].
+pub fn vole_server(dir: &Path, vole: &Path, name: &'static str, extra: &[&str]) -> Server {
+    let port = free_port();
+    let data = dir.join(format!("{name}-data"));
+    std::fs::create_dir_all(data.join("repos")).unwrap();
+    let child = start_vole_with(vole, &data, port, extra);
+    let pid = child.id();
+    Server {
+        name,
+        base: format!("http://127.0.0.1:{port}"),
+        repos: data.join("repos"),
+        server_pids: vec![pid],
+        child_roots: vec![pid],
+        children: vec![child],
+    }
+}

@@ -27,12 +27,8 @@ impl Forge {
             assert!(run_vole(&data, &["repo", "create", repo]).status.success());
         }
         let admin = user_token(&data, "root", true, "admin", &[]);
-        let mut builder = TestServer::builder().data(&data).arg("--anonymous-push");
-        for flag in flags {
-            builder = builder.arg(flag);
-        }
         Forge {
-            server: builder.start(),
+            server: serve(&data, flags),
             dir,
             admin,
         }
@@ -42,12 +38,8 @@ impl Forge {
         let Forge { dir, server, admin } = self;
         let data = server.data.clone();
         drop(server);
-        let mut builder = TestServer::builder().data(&data).arg("--anonymous-push");
-        for flag in flags {
-            builder = builder.arg(flag);
-        }
         Forge {
-            server: builder.start(),
+            server: serve(&data, flags),
             dir,
             admin,
         }
@@ -100,6 +92,15 @@ impl Forge {
         );
         path
     }
+}
+
+/// `vole serve --anonymous-push FLAGS` on `data`.
+fn serve(data: &Path, flags: &[&str]) -> TestServer {
+    let mut builder = TestServer::builder().data(data).arg("--anonymous-push");
+    for flag in flags {
+        builder = builder.arg(flag);
+    }
+    builder.start()
 }
 
 /// `count` files of `size` random bytes each.

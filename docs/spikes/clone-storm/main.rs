@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../common.rs"]
 mod common;
-use common::{Server, arg, arg_text, free_port, git, median, release_vole, sh, start_nginx};
+use common::{Server, arg, arg_text, git, median, release_vole, sh, start_nginx};
 
 /// A repo by fast-import, `files` files of `file_bytes`; returns main's
 /// commit.
@@ -158,17 +158,9 @@ fn clone_once(port: u16, body: &[u8]) -> (u16, u64) {
 
 /// Busy and total jiffies of the whole machine.
 fn machine_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap();
-    let cpu: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .skip(1)
-        .map(|v| v.parse().unwrap())
-        .collect();
+    let cpu = common::cpu_fields();
     let idle = cpu[3] + cpu.get(4).copied().unwrap_or(0);
-    let total: u64 = cpu.iter().take(8).sum();
+    let total: u64 = cpu.iter().sum();
     (total - idle, total)
 }
 
@@ -214,22 +206,6 @@ fn storm(port: u16, body: &[u8], n: usize, expect: &mut Option<u64>) -> (f64, f6
 /// Per arm: the storms' MiB/s and server CPU seconds per clone.
 type Samples = (Vec<f64>, Vec<f64>);
 
-fn start_vole(dir: &Path, vole: &Path, name: &'static str, extra: &[&str]) -> Server {
-    let port = free_port();
-    let data = dir.join(format!("{name}-data"));
-    std::fs::create_dir_all(data.join("repos")).unwrap();
-    let child = common::start_vole_with(vole, &data, port, extra);
-    let pid = child.id();
-    Server {
-        name,
-        base: format!("http://127.0.0.1:{port}"),
-        repos: data.join("repos"),
-        server_pids: vec![pid],
-        child_roots: vec![pid],
-        children: vec![child],
-    }
-}
-
 fn port_of(server: &Server) -> u16 {
     server.base.rsplit(':').next().unwrap().parse().unwrap()
 }
@@ -261,8 +237,8 @@ fn main() {
         pack as f64 / (1 << 20) as f64
     );
 
-    let cached = start_vole(dir, &vole, "vole-cache", &[]);
-    let uncached = start_vole(dir, &vole, "vole-nocache", &["--pack-cache-size", "0"]);
+    let cached = common::vole_server(dir, &vole, "vole-cache", &[]);
+    let uncached = common::vole_server(dir, &vole, "vole-nocache", &["--pack-cache-size", "0"]);
     let nginx = start_nginx(dir, false);
     for server in [&cached, &uncached] {
         sh(std::process::Command::new(&vole)

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../common.rs"]
 mod common;
-use common::{Server, arg_text, descendants, free_port, git, release_vole, sh, start_nginx};
+use common::{Server, arg_text, descendants, git, release_vole, sh, start_nginx};
 
 /// A repo made by fast-import: `files` blobs of `size` bytes each, either
 /// incompressible or text-like (compresses ~4x).
@@ -139,19 +139,7 @@ impl Sampler {
 }
 
 fn start_vole(dir: &Path, vole: &Path, name: &'static str) -> Server {
-    let port = free_port();
-    let data = dir.join(format!("{name}-data"));
-    std::fs::create_dir_all(data.join("repos")).unwrap();
-    let child = common::start_vole(vole, &data, port);
-    let pid = child.id();
-    Server {
-        name,
-        base: format!("http://127.0.0.1:{port}"),
-        repos: data.join("repos"),
-        server_pids: vec![pid],
-        child_roots: vec![pid],
-        children: vec![child],
-    }
+    common::vole_server(dir, vole, name, &[])
 }
 
 struct Measure {

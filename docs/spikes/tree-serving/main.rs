@@ -132,16 +132,7 @@ impl KeepAlive {
 /// busy host. Only the first eight fields (user .. steal) count: the guest
 /// fields are already inside user.
 fn machine_ticks() -> (u64, u64) {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let fields: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .take(8)
-        .filter_map(|f| f.parse().ok())
-        .collect();
+    let fields = common::cpu_fields();
     (fields.iter().sum(), fields.get(7).copied().unwrap_or(0))
 }
 
