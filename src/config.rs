@@ -369,10 +369,10 @@ pub struct AuthSettings {
     /// HTTP Basic may carry a password, not only a token.
     pub password_auth: bool,
     /// Failures per address (and per user and address) per `failure_window`.
-    pub failures: u32,
+    pub failures: std::num::NonZeroU32,
     pub failure_window: Duration,
     /// API requests per token per minute.
-    pub api_rate: u32,
+    pub api_rate: std::num::NonZeroU32,
 }
 
 /// The bounds of read-side work: git children of the web UI and sites,
@@ -478,21 +478,16 @@ impl Config {
             anonymous_push: raw.anonymous_push.unwrap_or(false),
             auth: AuthSettings {
                 password_auth: raw.password_auth.unwrap_or(false),
-                failures: u32::try_from(positive(
+                failures: positive_u32(
                     "auth-failures",
-                    raw.auth_failures.unwrap_or(defaults::AUTH_FAILURES) as usize,
-                )?)
-                .unwrap_or(u32::MAX),
+                    raw.auth_failures.unwrap_or(defaults::AUTH_FAILURES),
+                )?,
                 failure_window: duration(
                     "auth-failure-window",
                     raw.auth_failure_window.as_deref(),
                     defaults::AUTH_FAILURE_WINDOW,
                 )?,
-                api_rate: u32::try_from(positive(
-                    "api-rate",
-                    raw.api_rate.unwrap_or(defaults::API_RATE) as usize,
-                )?)
-                .unwrap_or(u32::MAX),
+                api_rate: positive_u32("api-rate", raw.api_rate.unwrap_or(defaults::API_RATE))?,
             },
             pack_cache: PackCacheSettings {
                 max_bytes: size(
@@ -695,6 +690,15 @@ fn site_domain(entry: &str) -> Result<(String, crate::repos::RepoName), ConfigEr
         .ok_or_else(|| invalid("write HOST=owner/repo, e.g. docs.example.org=alice/docs".into()))?;
     let repo = crate::repos::RepoName::parse(repo.trim()).map_err(|e| invalid(e.to_string()))?;
     Ok((host.trim().to_ascii_lowercase(), repo))
+}
+
+/// [`positive`] for the counts governor takes.
+fn positive_u32(setting: &'static str, value: u32) -> Result<std::num::NonZeroU32, ConfigError> {
+    std::num::NonZeroU32::new(value).ok_or(ConfigError::Invalid {
+        setting,
+        value: "0".into(),
+        reason: "must be at least 1".into(),
+    })
 }
 
 fn positive(setting: &'static str, value: usize) -> Result<usize, ConfigError> {

@@ -24,7 +24,6 @@ use crate::meta::{
     SettingsPut,
 };
 use crate::page::Pagination;
-use crate::repos::RepoName;
 
 impl From<MetaError> for AppError {
     fn from(e: MetaError) -> AppError {
@@ -59,18 +58,6 @@ pub(super) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppE
         };
         AppError::new(status, message)
     })
-}
-
-/// The repo of a request, resolved through [`crate::access`]: one the
-/// client may not see is answered as a missing one.
-fn repo_name(
-    app: &ApiState,
-    principal: &Principal,
-    owner: &str,
-    repo: &str,
-    action: Action,
-) -> Result<RepoName, AppError> {
-    super::resolve(app, principal, owner, repo, action)
 }
 
 fn thread_number(text: &str) -> Result<u64, AppError> {
@@ -141,7 +128,7 @@ pub async fn list_issues(
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let filter = Filter {
         state: parse_state::<IssueState>(&query, "open, closed")?,
         label: query.get("label").cloned(),
@@ -163,7 +150,7 @@ pub async fn create_issue(
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<NewIssue>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
     let issue = blocking(&app, move |app| app.meta.create_issue(&name, new, &author)).await?;
@@ -175,7 +162,7 @@ pub async fn get_issue(
     Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.issue(&name, number)?).into_response())
 }
@@ -186,7 +173,7 @@ pub async fn edit_issue(
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<IssuePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
     let author = app.meta.issue(&name, number)?.author;
@@ -206,7 +193,7 @@ pub async fn list_changes(
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     if query.contains_key("label") {
         return Err(AppError::bad_request(
             "change requests have no labels; filter by state or author",
@@ -233,7 +220,7 @@ pub async fn create_change(
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<NewChange>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
     let change = blocking(&app, move |app| app.meta.create_change(&name, new, &author)).await?;
@@ -245,7 +232,7 @@ pub async fn get_change(
     Extension(principal): Extension<Principal>,
     Path((owner, repo, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.change(&name, number)?).into_response())
 }
@@ -256,7 +243,7 @@ pub async fn edit_change(
     Path((owner, repo, number)): Path<(String, String, String)>,
     payload: Result<Json<ChangePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
     let author = app.meta.change(&name, number)?.author;
@@ -278,7 +265,7 @@ async fn list_comments(
     number: String,
     page: Pagination,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     let found = app.meta.comments(&name, kind, number, page)?;
     let noun = match kind {
@@ -303,7 +290,7 @@ async fn add_comment(
     number: String,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     let number = thread_number(&number)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
@@ -385,7 +372,7 @@ pub async fn get_acl(
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
     // Who the members are is the repo's admins' to know.
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Administer)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     Ok(Json(app.meta.acl(&name)?).into_response())
 }
 
@@ -396,7 +383,7 @@ pub async fn put_acl(
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<AclPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Administer)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     let put = body(payload)?;
     // Ownership moves only by the owner's (or a server admin's) hand, and
     // only to a user who exists: a member admin cannot take the repo over
@@ -465,7 +452,7 @@ pub async fn get_settings(
     Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Read)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     Ok(Json(app.meta.settings(&name)?).into_response())
 }
 
@@ -475,7 +462,7 @@ pub async fn put_settings(
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<SettingsPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo, Action::Administer)?;
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     let put = body(payload)?;
     let settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
     Ok(Json(settings).into_response())

@@ -18,7 +18,6 @@
 
 use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
-use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -146,17 +145,16 @@ impl std::fmt::Debug for Authn {
 
 impl Authn {
     pub fn new(accounts: Arc<Accounts>, settings: &AuthSettings) -> Authn {
-        let failures = NonZeroU32::new(settings.failures).unwrap_or(NonZeroU32::MIN);
+        let failures = settings.failures;
         let refill = settings.failure_window / failures.get();
         let failure_quota = Quota::with_period(refill.max(Duration::from_millis(1)))
             .expect("a positive period")
             .allow_burst(failures);
-        let api_rate = NonZeroU32::new(settings.api_rate).unwrap_or(NonZeroU32::MIN);
         Authn {
             accounts,
             by_address: FailureLimiter::new(failure_quota),
             by_user: FailureLimiter::new(failure_quota),
-            api: RateLimiter::keyed(Quota::per_minute(api_rate)),
+            api: RateLimiter::keyed(Quota::per_minute(settings.api_rate)),
             hashing: Semaphore::new(crate::config::defaults::cores()),
         }
     }
@@ -362,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_key_is_throttled_past_its_allowance_and_only_then() {
-        let limiter = FailureLimiter::new(Quota::per_hour(NonZeroU32::new(3).unwrap()));
+        let limiter = FailureLimiter::new(Quota::per_hour(std::num::NonZeroU32::new(3).unwrap()));
         let key = IpAddr::from([127, 0, 0, 1]);
         for _ in 0..3 {
             assert_eq!(limiter.fail(&key), None);

@@ -193,6 +193,7 @@ enum Call {
 
 fn cgi_request(
     transport: &Transport,
+    principal: &Principal,
     repo: &RepoName,
     service: Service,
     call: Call,
@@ -215,7 +216,7 @@ fn cgi_request(
         content_type: header_text(headers, header::CONTENT_TYPE),
         git_protocol: git_protocol(headers)?,
         remote_addr: peer.ip().to_string(),
-        remote_user: None,
+        remote_user: principal.identity().map(|id| id.user.clone()),
         config: {
             let mut config = git_config(service);
             config.push((
@@ -358,8 +359,15 @@ pub async fn info_refs(
     let service = Service::parse(service)
         .ok_or_else(|| AppError::bad_request(format!("unknown service {service:?}")))?;
     let repo = resolve(&transport, &principal, &owner, &repo, service)?;
-    let mut request = cgi_request(&transport, &repo, service, Call::InfoRefs, &headers, peer)?;
-    request.remote_user = principal.identity().map(|id| id.user.clone());
+    let request = cgi_request(
+        &transport,
+        &principal,
+        &repo,
+        service,
+        Call::InfoRefs,
+        &headers,
+        peer,
+    )?;
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }
@@ -445,8 +453,15 @@ async fn service_rpc(
             format!("Content-Encoding {encoding:?} is not supported (only gzip)"),
         ));
     }
-    let mut request = cgi_request(&transport, &repo, service, Call::Rpc, &headers, peer)?;
-    request.remote_user = principal.identity().map(|id| id.user.clone());
+    let mut request = cgi_request(
+        &transport,
+        &principal,
+        &repo,
+        service,
+        Call::Rpc,
+        &headers,
+        peer,
+    )?;
     if service == Service::ReceivePack {
         // What the hooks need to report this push (see crate::hooks): its
         // id is registered here, with who pushes; the hooks' reports are

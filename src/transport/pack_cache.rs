@@ -144,7 +144,6 @@ pub struct Reader {
     readers: Arc<AtomicUsize>,
     stop: Arc<tokio::sync::Notify>,
     cache: Arc<PackCache>,
-    key: String,
 }
 
 impl Drop for Reader {
@@ -161,7 +160,7 @@ impl Drop for Reader {
             last
         };
         if last {
-            self.cache.evict(Some(&self.key));
+            self.cache.evict();
         }
     }
 }
@@ -353,7 +352,6 @@ impl PackCache {
                     readers: entry.readers.clone(),
                     stop: entry.stop.clone(),
                     cache: self.clone(),
-                    key,
                 });
             }
             // Stale, failed or gone: dropped, and made again below.
@@ -418,7 +416,7 @@ impl PackCache {
                 }
             };
             let _ = state_tx.send(state);
-            cache.evict(None);
+            cache.evict();
         });
         Open::Read(Reader {
             tmp,
@@ -427,7 +425,6 @@ impl PackCache {
             readers,
             stop,
             cache: self.clone(),
-            key,
         })
     }
 
@@ -516,7 +513,7 @@ impl PackCache {
     /// Drops entries past their age, failed ones, and the least recently
     /// used complete ones while the bytes are over the bound; never one
     /// being read.
-    fn evict(&self, _touched: Option<&str>) {
+    fn evict(&self) {
         let mut entries = self.entries.lock();
         let now = Instant::now();
         let mut drop_keys: Vec<String> = entries

@@ -36,13 +36,9 @@ pub async fn home(
         .list()
         .into_iter()
         // `list` yields only real directories inside `data/repos` (never a
-        // symlink), so asking `check` is the resolver's whole rule here,
+        // symlink), so the listing rule is the resolver's whole rule here,
         // without a realpath per listed repo.
-        .filter(|info| {
-            app.access
-                .check(&principal, Action::Read, &info.name)
-                .is_ok()
-        })
+        .filter(|info| app.access.may_list(&principal, &info.name))
         .filter(|info| info.name.to_string().to_lowercase().contains(&needle))
         .collect();
     let total = matching.len();
