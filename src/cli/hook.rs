@@ -285,7 +285,8 @@ fn stop_git() {
     }
 }
 
-/// `vole hook pack-objects git pack-objects ARGS...`: upload-pack's
+/// `vole hook pack-objects git pack-objects ARGS...` (or the same
+/// arguments to the `vole-pack-objects` link): upload-pack's
 /// pack-objects, from the server's pack cache (`transport::pack_cache`):
 /// the request's stdin and arguments go to the server, which answers with
 /// a file to stream to stdout (complete, or being written by the one
@@ -354,9 +355,8 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
     let mut pending = String::new();
     let deadline = std::time::Instant::now() + crate::transport::pack_cache::READ_DEADLINE;
     loop {
-        // What is written so far, file to pipe in the kernel (std's copy
-        // splices a file into a pipe).
-        let n = std::io::copy(&mut (&mut file).take(u64::MAX), &mut out)
+        // What is written so far, file to pipe in the kernel.
+        let n = send_written(&mut file, &mut out)
             .map_err(|_| "cannot send the cached pack (the client went away?)".to_string())?;
         if n > 0 {
             sent += n;
@@ -400,6 +400,33 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
     out.flush()
         .map_err(|_| "the client went away".to_string())?;
     Ok(Served::Done)
+}
+
+/// Sends `file` from its position to what is written so far: spliced into
+/// stdout when that is a pipe (upload-pack's, always), copied otherwise.
+/// Returns the bytes sent.
+fn send_written(file: &mut std::fs::File, out: &mut std::io::StdoutLock) -> std::io::Result<u64> {
+    use std::os::fd::AsFd;
+    let mut sent = 0u64;
+    loop {
+        match rustix::pipe::splice(
+            file.as_fd(),
+            None,
+            out.as_fd(),
+            None,
+            1 << 20,
+            rustix::pipe::SpliceFlags::MOVE,
+        ) {
+            Ok(0) => return Ok(sent),
+            Ok(n) => sent += n as u64,
+            Err(rustix::io::Errno::INTR) => {}
+            // stdout is no pipe: the plain copy (nothing was spliced).
+            Err(rustix::io::Errno::INVAL) if sent == 0 => {
+                return std::io::copy(file, out);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
 }
 
 /// What git would have run without the hook: `git pack-objects ARGS`,

@@ -277,6 +277,18 @@ struct EnvOnly {
 
 /// Entry point of the binary: one line on error, never a backtrace.
 pub fn main() -> ExitCode {
+    // Run by git as `uploadpack.packObjectsHook` through its link
+    // (`hooks::scripts::PACK_OBJECTS_LINK`): `git [OPTIONS] pack-objects ...`.
+    let mut args = std::env::args_os();
+    if args
+        .next()
+        .as_deref()
+        .and_then(|argv0| std::path::Path::new(argv0).file_name())
+        .is_some_and(|name| name == crate::hooks::scripts::PACK_OBJECTS_LINK)
+    {
+        let command: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
+        return hook::pack_objects(&command);
+    }
     let cli = Cli::parse();
     if let Command::CgiGuard {
         server_pid,

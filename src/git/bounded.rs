@@ -244,13 +244,15 @@ mod tests {
     use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;
 
-    /// A "git" that answers `--version` and otherwise hangs (in a child
-    /// of its own, so only killing the process group stops it).
+    /// A "git" that answers `--version` and `--exec-path` and otherwise
+    /// hangs (in a child of its own, so only killing the process group
+    /// stops it).
     fn hanging_git(dir: &Path) -> Git {
         let script = dir.join("git");
         std::fs::write(
             &script,
-            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\nsleep 30\n",
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\n\
+             if [ \"$1\" = --exec-path ]; then echo /nonexistent; exit 0; fi\nsleep 30\n",
         )
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();

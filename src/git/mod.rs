@@ -62,6 +62,10 @@ pub struct Git {
     version: String,
     /// `PATH` handed to children, so git finds its own helpers.
     search_path: OsString,
+    /// `git-http-backend` in git's exec path, run without the `git`
+    /// wrapper in front (one exec fewer per request); `None` when it is not
+    /// there, and `git http-backend` runs instead.
+    http_backend: Option<PathBuf>,
 }
 
 impl Git {
@@ -114,10 +118,23 @@ impl Git {
                 });
             }
         }
+        let http_backend = Command::new(&path)
+            .arg("--exec-path")
+            .env_clear()
+            .env("PATH", &search_path)
+            .output()
+            .ok()
+            .filter(|output| output.status.success())
+            .map(|output| {
+                PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+                    .join("git-http-backend")
+            })
+            .filter(|backend| is_executable(backend));
         Ok(Git {
             path,
             version,
             search_path,
+            http_backend,
         })
     }
 
@@ -128,6 +145,15 @@ impl Git {
     /// What `git --version` printed, e.g. `git version 2.47.3`.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// The command that runs `git http-backend`: its program and its
+    /// arguments.
+    pub fn http_backend(&self) -> (&Path, &'static [&'static str]) {
+        match &self.http_backend {
+            Some(backend) => (backend, &[]),
+            None => (&self.path, &["http-backend"]),
+        }
     }
 
     /// `PATH` as children should see it.
@@ -158,6 +184,11 @@ impl Git {
             ("GIT_CONFIG_NOSYSTEM", "1".into()),
             ("GIT_CONFIG_GLOBAL", "/dev/null".into()),
             ("LC_ALL", "C".into()),
+            // vole's own short-lived helpers run below git (the hooks, the
+            // pack cache's reader): without transparent huge pages their
+            // allocator does not have the kernel zero a 2 MiB page at the
+            // first allocation of every run.
+            ("MIMALLOC_ALLOW_THP", "0".into()),
         ]
     }
 

@@ -49,7 +49,8 @@ const READ_CHUNK: usize = 256 << 10;
 pub struct CgiRequest {
     /// The vole binary, run as `vole cgi-guard` (see [`super::guard`]).
     pub guard: std::path::PathBuf,
-    pub git: std::path::PathBuf,
+    /// `git http-backend`: its program and arguments ([`crate::git::Git::http_backend`]).
+    pub backend: (std::path::PathBuf, &'static [&'static str]),
     /// The allowlisted base environment (PATH, config isolation, locale).
     pub base_env: Vec<(&'static str, std::ffi::OsString)>,
     pub project_root: std::path::PathBuf,
@@ -114,8 +115,14 @@ impl Drop for ChildGroup {
 }
 
 /// `git` under `vole cgi-guard`, in a process group of its own that dies
-/// with the server (the guard is told by SIGTERM when the server goes,
-/// even by kill -9, and kills its group). Add git's arguments.
+/// with the server (the guard asks for SIGTERM when the server goes, even
+/// by kill -9, and kills its group). Add git's arguments.
+///
+/// No `pre_exec`: the guard sets its parent-death signal itself, then
+/// checks the server is still its parent, so the child can be started by
+/// `posix_spawn` without copying the server's page tables. (The signal is
+/// tied to the spawning thread: spawns happen on runtime workers, which
+/// live as long as the server.)
 pub fn guarded(guard: &std::path::Path, git: &std::path::Path) -> Command {
     let mut command = Command::new(guard);
     command
@@ -123,28 +130,15 @@ pub fn guarded(guard: &std::path::Path, git: &std::path::Path) -> Command {
         .arg(std::process::id().to_string())
         .arg("--")
         .arg(git);
-    // SAFETY: the closure runs in the forked child before exec and calls
-    // only prctl(2), which is async-signal-safe.
-    unsafe {
-        command.pre_exec(|| {
-            // The guard learns of the server's death by SIGTERM and kills
-            // its group. (Tied to the spawning thread: spawns happen on
-            // runtime workers, which live as long as the server.)
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
     command
 }
 
 /// Runs http-backend and returns the response whose body streams its
 /// output. `permit` is held until the child has exited.
 pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Response, AppError> {
-    let mut command = guarded(&request.guard, &request.git);
+    let mut command = guarded(&request.guard, &request.backend.0);
     command
-        .arg("http-backend")
+        .args(request.backend.1)
         .env_clear()
         .envs(request.base_env.iter().map(|(k, v)| (*k, v)))
         .env("GIT_PROJECT_ROOT", &request.project_root)

@@ -3,9 +3,10 @@
 //! so git's own children (upload-pack, receive-pack, hooks) would outlive a
 //! killed server; the guard turns the signal into a kill of its whole group.
 //!
-//! The server starts `vole cgi-guard <server-pid> -- <git> http-backend` in a
-//! new process group with `PR_SET_PDEATHSIG=SIGTERM`; the guard runs git in
-//! the same group with stdin/stdout/stderr inherited (no copying), exits with
+//! The server starts `vole cgi-guard <server-pid> -- git-http-backend` in a
+//! new process group; the guard sets `PR_SET_PDEATHSIG=SIGTERM` on itself
+//! (then checks the server is still its parent, closing the window before
+//! the signal was set), runs git in the same group with stdin/stdout/stderr inherited (no copying), exits with
 //! git's status, and on SIGTERM (the server died) kills the group. No crate
 //! offers this; it is twenty lines of libc.
 

@@ -103,12 +103,6 @@ pub struct Transport {
     pack_cache: bool,
 }
 
-/// `path` as one word of a POSIX shell command (git runs the pack-objects
-/// hook through the shell).
-fn shell_quote(path: &std::path::Path) -> String {
-    format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
-}
-
 impl Transport {
     pub fn new(config: &Config, data: &DataDir, git: Git, access: Arc<Access>) -> Transport {
         Transport {
@@ -207,7 +201,10 @@ fn cgi_request(
     };
     Ok(cgi::CgiRequest {
         guard: transport.guard_exe.clone(),
-        git: transport.git.path().to_path_buf(),
+        backend: {
+            let (program, args) = transport.git.http_backend();
+            (program.to_path_buf(), args)
+        },
         base_env: transport.git.child_env(),
         project_root: transport.repos_root.clone(),
         path_info: format!("/{}/{}.git/{path_suffix}", repo.owner(), repo.name()),
@@ -229,7 +226,10 @@ fn cgi_request(
                 // that (`transport::pack_cache`).
                 config.push((
                     "uploadpack.packObjectsHook".into(),
-                    format!("{} hook pack-objects", shell_quote(&transport.guard_exe)),
+                    crate::hooks::scripts::pack_objects_hook(
+                        &transport.hooks_dir,
+                        &transport.guard_exe,
+                    ),
                 ));
             }
             config
