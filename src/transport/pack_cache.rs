@@ -2,10 +2,11 @@
 //! kept on disk (`data/cache/packs/`) and served again to identical
 //! requests, so a storm of CI clones of one commit costs one pack.
 //!
-//! git runs `vole hook pack-objects` (`uploadpack.packObjectsHook`, which
-//! git honours from command-line config only: vole passes it as
-//! `GIT_CONFIG_COUNT` settings, which count as such) instead of
-//! pack-objects. The hook asks the server over the control socket
+//! git runs vole's pack-objects hook (`cli::hook::pack_objects`, through
+//! the link `hooks::scripts::pack_objects_hook` names) instead of
+//! pack-objects: `uploadpack.packObjectsHook`, which git honours from
+//! command-line config only (vole passes it as `GIT_CONFIG_COUNT`
+//! settings, which count as such). The hook asks the server over the control socket
 //! ([`PackCache::open`]) with the arguments and the request's stdin; the
 //! server answers with a file to stream and, on the same connection, when
 //! that file is complete.
@@ -323,7 +324,11 @@ impl PackCache {
             let state = *entry.state.borrow();
             let fresh = now.duration_since(entry.created) < self.settings.max_age;
             let usable = match state {
-                State::Done(_) => fresh && pack.is_file(),
+                // Whole on disk: an entry cut short (a failing disk, a
+                // hand in the directory) is made again, never served.
+                State::Done(size) => {
+                    fresh && std::fs::metadata(&pack).is_ok_and(|m| m.is_file() && m.len() == size)
+                }
                 // Joined only while someone reads it (with no reader left it
                 // is being stopped) and while its producer lives.
                 State::Producing => {

@@ -1,8 +1,10 @@
 //! The pack cache (`transport::pack_cache`) with real git clients: a hit
 //! serves exactly the bytes the miss made; identical requests at once run
 //! pack-objects once; a kill -9 mid-write leaves nothing a later request
-//! is served; the byte bound holds; shallow, partial and incremental
-//! fetches through it are correct.
+//! is served; the byte bound holds; shallow (and deepened), partial and
+//! incremental fetches through it are correct; the first client going
+//! away does not fail a follower; an entry cut short or a directory that
+//! cannot be written never fails a clone.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -317,6 +319,13 @@ fn shallow_partial_and_incremental_fetches_through_the_cache_are_correct() {
         assert_eq!(git_ok(clone, &["rev-list", "--count", "HEAD"]).trim(), "1");
     }
     assert!(forge.counter("hits") >= 1, "{}", forge.stats());
+    // Deepened, twice: the request carries the client's shallow lines
+    // (upload-pack's --shallow-file), keyed by content.
+    for clone in [&shallow, &again] {
+        git_ok(clone, &["fetch", "-q", "--deepen", "1", "origin"]);
+        fsck(clone);
+        assert_eq!(git_ok(clone, &["rev-list", "--count", "HEAD"]).trim(), "2");
+    }
     // Partial: no blobs, then a lazy fetch of them at checkout.
     let partial = forge.clone(
         "alice/repo",
@@ -340,4 +349,98 @@ fn shallow_partial_and_incremental_fetches_through_the_cache_are_correct() {
     );
     let stats = forge.stats();
     assert_eq!(stats["failures"], 0, "{stats}");
+}
+
+#[test]
+fn the_first_client_going_away_does_not_fail_a_follower() {
+    let forge = Forge::start(&[]);
+    let work = worktree(forge.dir.path(), "work");
+    forge.publish(&work, "alice/repo", &random_files(64, 1 << 20, 21));
+    let cache = forge.server.data.join("cache/packs");
+    let url = forge.url("alice/repo");
+    let clone_of = |name: &str| {
+        git_command(forge.dir.path())
+            .args(["clone", "-q", "--bare", &url])
+            .arg(forge.dir.path().join(name))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let being_written = || {
+        files_in(&cache)
+            .iter()
+            .any(|p| p.extension().is_some_and(|e| e == "tmp"))
+    };
+    let mut first = clone_of("first");
+    assert!(
+        eventually(Duration::from_secs(30), being_written),
+        "the pack was never seen being written"
+    );
+    let follower = clone_of("follower");
+    assert!(
+        eventually(Duration::from_secs(30), || forge.counter("followers") == 1),
+        "the second clone never followed the first: {}",
+        forge.stats()
+    );
+    first.kill().unwrap();
+    let _ = first.wait();
+    // Anti-vacuity: the first reader left while the pack was still being
+    // made, so the producer had to go on for the follower alone.
+    assert!(
+        being_written(),
+        "the pack was complete before the first client went away"
+    );
+    let out = follower.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the follower failed when the first client went away: {}",
+        text(&out.stderr)
+    );
+    fsck(&forge.dir.path().join("follower"));
+    let stats = forge.stats();
+    assert_eq!(
+        (stats["misses"].as_u64(), stats["failures"].as_u64()),
+        (Some(1), Some(0)),
+        "{stats}"
+    );
+}
+
+#[test]
+fn a_cache_that_cannot_be_used_never_fails_a_clone() {
+    let forge = Forge::start(&[]);
+    let work = worktree(forge.dir.path(), "work");
+    forge.publish(&work, "alice/repo", &random_files(4, 50_000, 31));
+    let cache = forge.server.data.join("cache/packs");
+    // An entry cut short on disk (a failing disk, a hand in the
+    // directory): not served, made again.
+    forge.clone("alice/repo", "first", &["--bare"]);
+    let entries = files_in(&cache);
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&entries[0])
+        .unwrap();
+    file.set_len(1000).unwrap();
+    let second = forge.clone("alice/repo", "second", &["--bare"]);
+    fsck(&second);
+    assert_eq!(
+        (forge.counter("hits"), forge.counter("misses")),
+        (0, 2),
+        "a cut entry was served: {}",
+        forge.stats()
+    );
+    // A cache directory that cannot be written: pack-objects runs as
+    // without the cache.
+    std::fs::remove_dir_all(&cache).unwrap();
+    std::fs::write(&cache, b"not a directory").unwrap();
+    forge.publish(&work, "alice/repo", &random_files(1, 10_000, 41));
+    let third = forge.clone("alice/repo", "third", &["--bare"]);
+    fsck(&third);
+    assert_eq!(
+        git_ok(&third, &["rev-parse", "main"]).trim(),
+        git_ok(&work, &["rev-parse", "HEAD"]).trim()
+    );
+    assert!(forge.counter("bypasses") >= 1, "{}", forge.stats());
+    assert_eq!(forge.counter("misses"), 2, "{}", forge.stats());
 }
