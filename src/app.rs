@@ -91,6 +91,8 @@ pub struct App {
     pub web: Arc<WebState>,
     pub api: Arc<ApiState>,
     pub control: Arc<ControlState>,
+    /// Requests by route and status, and their latency (`GET /metrics`).
+    pub http_metrics: Arc<crate::metrics::HttpMetrics>,
 }
 
 impl App {
@@ -185,6 +187,7 @@ impl App {
             pack_cache,
         });
         Ok(App {
+            http_metrics: Arc::new(crate::metrics::HttpMetrics::new()),
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
             sites: Arc::new(SitesState {
                 sites: Sites::new(&config),

@@ -16,6 +16,7 @@ use serde::Deserialize;
 pub mod defaults {
     pub const DATA_DIR: &str = "./data";
     pub const LISTEN: &str = "127.0.0.1:8080";
+    pub const METRICS_LISTEN: &str = "127.0.0.1:9090";
     pub const DEFAULT_BRANCH: &str = "main";
     pub const SHUTDOWN_GRACE: &str = "30s";
     pub const QUARANTINE_MAX_AGE: &str = "1h";
@@ -78,6 +79,12 @@ pub struct Settings {
     /// Address the HTTP server listens on [default: 127.0.0.1:8080].
     #[arg(long, env = "VOLE_LISTEN", value_name = "ADDR")]
     pub listen: Option<String>,
+
+    /// Address of the metrics listener (`GET /metrics`, no sign-in: keep it
+    /// on loopback or a private network), or `off`; server admins can also
+    /// read `/metrics` on the main address [default: 127.0.0.1:9090].
+    #[arg(long, env = "VOLE_METRICS_LISTEN", value_name = "ADDR")]
+    pub metrics_listen: Option<String>,
 
     /// Branch HEAD points at in a newly created repository [default: main].
     #[arg(long, env = "VOLE_DEFAULT_BRANCH", value_name = "NAME")]
@@ -285,6 +292,7 @@ impl Settings {
     fn or(self, lower: Settings) -> Settings {
         Settings {
             listen: self.listen.or(lower.listen),
+            metrics_listen: self.metrics_listen.or(lower.metrics_listen),
             default_branch: self.default_branch.or(lower.default_branch),
             shutdown_grace: self.shutdown_grace.or(lower.shutdown_grace),
             quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
@@ -332,6 +340,8 @@ impl Settings {
 pub struct Config {
     pub data_dir: PathBuf,
     pub listen: SocketAddr,
+    /// `None`: no metrics listener (`off`).
+    pub metrics_listen: Option<SocketAddr>,
     /// `None`: the first `git` on `PATH`.
     pub git: Option<PathBuf>,
     pub default_branch: String,
@@ -451,6 +461,18 @@ impl Config {
             value: listen_text.to_string(),
             reason: "expected IP:PORT, e.g. 127.0.0.1:8080".into(),
         })?;
+        let metrics_text = raw
+            .metrics_listen
+            .as_deref()
+            .unwrap_or(defaults::METRICS_LISTEN);
+        let metrics_listen = match metrics_text {
+            "off" => None,
+            text => Some(text.parse().map_err(|_| ConfigError::Invalid {
+                setting: "metrics-listen",
+                value: text.to_string(),
+                reason: "expected IP:PORT, e.g. 127.0.0.1:9090, or off".into(),
+            })?),
+        };
         let default_branch = raw
             .default_branch
             .unwrap_or_else(|| defaults::DEFAULT_BRANCH.to_string());
@@ -463,6 +485,7 @@ impl Config {
         Ok(Config {
             data_dir: raw.data.unwrap_or_else(|| defaults::DATA_DIR.into()),
             listen,
+            metrics_listen,
             git: raw.git,
             default_branch,
             shutdown_grace: duration(

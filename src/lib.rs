@@ -23,6 +23,7 @@ pub mod hooks;
 pub mod http;
 pub mod log;
 pub mod meta;
+pub mod metrics;
 pub mod page;
 pub mod repos;
 pub mod server;

@@ -1,12 +1,13 @@
 //! Run-time counters of a log: frames, bytes, syncs, sync time, writer-lock
-//! wait, group sizes. Lock-free; read with [`Counters::snapshot`].
+//! wait, group sizes, and the histograms of sync time and group size the
+//! metrics show. Lock-free; read with [`Counters::snapshot`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Serialize;
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Counters {
     pub frames: AtomicU64,
     pub bytes: AtomicU64,
@@ -16,6 +17,26 @@ pub struct Counters {
     /// Frames made durable by syncs (sum of group sizes).
     pub synced_frames: AtomicU64,
     pub max_group: AtomicU64,
+    /// Each sync's time, for the metrics.
+    pub sync_seconds: prometheus_client::metrics::histogram::Histogram,
+    /// Each sync's group (frames it made durable), for the metrics.
+    pub group_frames: prometheus_client::metrics::histogram::Histogram,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            frames: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            sync_nanos: AtomicU64::new(0),
+            lock_wait_nanos: AtomicU64::new(0),
+            synced_frames: AtomicU64::new(0),
+            max_group: AtomicU64::new(0),
+            sync_seconds: crate::metrics::latency_histogram(),
+            group_frames: crate::metrics::size_histogram(),
+        }
+    }
 }
 
 /// A point-in-time copy of [`Counters`].
@@ -44,6 +65,8 @@ impl Counters {
             .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         self.synced_frames.fetch_add(group, Ordering::Relaxed);
         self.max_group.fetch_max(group, Ordering::Relaxed);
+        self.sync_seconds.observe(took.as_secs_f64());
+        self.group_frames.observe(group as f64);
     }
 
     pub fn snapshot(&self) -> CounterSnapshot {

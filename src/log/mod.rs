@@ -330,6 +330,11 @@ impl<K: RecordKind> Log<K> {
         self.counters.snapshot()
     }
 
+    /// The live counters, histograms included (for the metrics).
+    pub fn live_counters(&self) -> &Counters {
+        &self.counters
+    }
+
     /// The gate, for tests and benchmarks that hold it.
     pub fn gate(&self) -> &SyncGate {
         &self.gate

@@ -199,6 +199,7 @@ pub(super) fn settle_fold(
                 .fetch_add(report.objects as u64, Ordering::Relaxed);
             c.folded_writes
                 .fetch_add(report.writes as u64, Ordering::Relaxed);
+            c.fold_batch.0.observe(report.writes as f64);
             c.foreign_moves
                 .fetch_add(report.foreign_moves as u64, Ordering::Relaxed);
             for (counter, took) in [

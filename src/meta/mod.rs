@@ -285,6 +285,18 @@ struct Counters {
     pack_nanos: AtomicU64,
     refs_nanos: AtomicU64,
     sync_nanos: AtomicU64,
+    /// Writes folded per cycle, for the metrics.
+    fold_batch: FoldBatch,
+}
+
+/// The histogram of writes per fold cycle.
+#[derive(Debug, Clone)]
+pub struct FoldBatch(pub prometheus_client::metrics::histogram::Histogram);
+
+impl Default for FoldBatch {
+    fn default() -> FoldBatch {
+        FoldBatch(crate::metrics::size_histogram())
+    }
 }
 
 struct Inner {

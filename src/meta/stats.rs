@@ -92,6 +92,11 @@ impl MetaStore {
         self.inner.log.compact(drop_through, &[])
     }
 
+    /// Writes folded per cycle (a histogram, for the metrics).
+    pub fn fold_batches(&self) -> FoldBatch {
+        self.inner.counters.fold_batch.clone()
+    }
+
     pub fn stats(&self) -> MetaStats {
         let repos = self.inner.repos.read();
         let entities = repos.values().map(|r| r.state.lock().index.len()).sum();

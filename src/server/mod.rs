@@ -3,6 +3,7 @@
 //!
 //! Routes live in [`router`]; the per-request log line in [`request_log`].
 
+pub mod metrics;
 pub mod request_log;
 pub mod router;
 
@@ -78,6 +79,25 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     )
     .context("cannot start the control socket's threads")?;
     let control_task = tokio::spawn(control::server::serve(control_listener, dispatcher));
+    // A metrics address that is taken (another server, Prometheus itself)
+    // does not stop the forge: it is said, and admins still read /metrics
+    // on the main address.
+    let metrics_task = match app.config.metrics_listen {
+        Some(addr) => match TcpListener::bind(addr).await {
+            Ok(metrics_listener) => {
+                tracing::info!(
+                    "metrics on http://{}/metrics",
+                    metrics_listener.local_addr()?
+                );
+                Some(tokio::spawn(metrics::serve(metrics_listener, app.clone())))
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "cannot listen for metrics; serving without the metrics listener");
+                None
+            }
+        },
+        None => None,
+    };
 
     if app.config.anonymous_push {
         tracing::warn!(
@@ -97,6 +117,9 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .await;
 
     control_task.abort();
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
     let _ = std::fs::remove_file(data.socket_path());
     drop(lock);
     tracing::info!("vole stopped");

@@ -1,11 +1,13 @@
 //! One log line per HTTP request: method, path (never the query, which may
 //! carry tokens), status, bytes sent and duration. The line is written when
 //! the response body is finished or dropped, so streamed responses are
-//! counted whole and aborted ones still get their line.
+//! counted whole and aborted ones still get their line; the request is
+//! counted in the metrics then too, by its route's template.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Instant;
 
@@ -15,22 +17,30 @@ use axum::http::{Method, Uri};
 use axum::response::Response;
 use http_body::Frame;
 
+use crate::metrics::{HttpMetrics, Route};
+
 /// The layer that logs every request (a hand-written tower layer rather than
 /// `from_fn`: no boxed future and no service clone per request).
-#[derive(Debug, Clone, Copy)]
-pub struct RequestLogLayer;
+#[derive(Debug, Clone)]
+pub struct RequestLogLayer {
+    pub metrics: Arc<HttpMetrics>,
+}
 
 impl<S> tower::Layer<S> for RequestLogLayer {
     type Service = RequestLog<S>;
 
     fn layer(&self, inner: S) -> RequestLog<S> {
-        RequestLog { inner }
+        RequestLog {
+            inner,
+            metrics: self.metrics.clone(),
+        }
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct RequestLog<S> {
     inner: S,
+    metrics: Arc<HttpMetrics>,
 }
 
 impl<S> tower::Service<Request> for RequestLog<S>
@@ -53,6 +63,7 @@ where
         LoggedResponse {
             inner: self.inner.call(request),
             line: Some((method, uri, started)),
+            metrics: self.metrics.clone(),
         }
     }
 }
@@ -63,6 +74,7 @@ pin_project_lite::pin_project! {
         #[pin]
         inner: F,
         line: Option<(Method, Uri, Instant)>,
+        metrics: Arc<HttpMetrics>,
     }
 }
 
@@ -74,6 +86,11 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse
         let Ok(response) = ready!(this.inner.poll(cx));
         let (method, uri, started) = this.line.take().expect("polled after completion");
         let status = response.status().as_u16();
+        let route = response
+            .extensions()
+            .get::<Route>()
+            .map(|route| route.0.clone());
+        let metrics = this.metrics.clone();
         Poll::Ready(Ok(response.map(|body| {
             let complete = http_body::Body::is_end_stream(&body);
             Body::new(LoggedBody {
@@ -85,6 +102,8 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse
                     bytes: 0,
                     complete,
                     started,
+                    route,
+                    metrics,
                 },
             })
         })))
@@ -98,10 +117,14 @@ struct RequestLine {
     bytes: u64,
     complete: bool,
     started: Instant,
+    route: Option<Arc<str>>,
+    metrics: Arc<HttpMetrics>,
 }
 
 impl Drop for RequestLine {
     fn drop(&mut self) {
+        self.metrics
+            .observe(self.route.as_deref(), self.status, self.started.elapsed());
         tracing::info!(
             method = %self.method,
             path = %self.uri.path(),

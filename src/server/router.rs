@@ -115,6 +115,12 @@ pub fn router(app: Arc<App>) -> Router {
         .merge(git_routes)
         .route("/healthz", get(healthz))
         .route("/api/v1/stats", get(stats).with_state(app.clone()))
+        .route(
+            "/metrics",
+            get(super::metrics::admin_metrics).with_state(app.clone()),
+        )
+        // Every matched route names its template for the metrics.
+        .route_layer(axum::middleware::from_fn(route_template))
         .fallback(not_found);
     // Only a server with site domains looks at every request's host.
     let routes = if app.sites.sites.has_domains() {
@@ -137,7 +143,22 @@ pub fn router(app: Arc<App>) -> Router {
             app.authn.clone(),
             crate::http::auth::authenticate,
         ))
-        .layer(super::request_log::RequestLogLayer)
+        .layer(super::request_log::RequestLogLayer {
+            metrics: app.http_metrics.clone(),
+        })
+}
+
+/// Puts the matched route's template in the response's extensions, where
+/// the request log finds it ([`crate::metrics::Route`]).
+async fn route_template(
+    matched: axum::extract::MatchedPath,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let route = crate::metrics::Route(matched.as_str().into());
+    let mut response = next.run(request).await;
+    response.extensions_mut().insert(route);
+    response
 }
 
 /// `GET /api/v1/stats`: run-time counters of the logs, the site cache and

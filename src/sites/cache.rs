@@ -7,7 +7,7 @@
 use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::Bytes;
 use gix::ObjectId;
@@ -44,6 +44,8 @@ pub struct ClockCache<K, V> {
     ring: VecDeque<K>,
     cost: usize,
     limit: usize,
+    /// Entries evicted so far.
+    evicted: u64,
 }
 
 impl<K: Hash + Eq + Clone, V> ClockCache<K, V> {
@@ -53,6 +55,7 @@ impl<K: Hash + Eq + Clone, V> ClockCache<K, V> {
             ring: VecDeque::new(),
             cost: 0,
             limit,
+            evicted: 0,
         }
     }
 
@@ -95,6 +98,7 @@ impl<K: Hash + Eq + Clone, V> ClockCache<K, V> {
             } else {
                 self.cost -= cost;
                 self.entries.remove(&key);
+                self.evicted += 1;
             }
         }
     }
@@ -107,23 +111,65 @@ impl<K: Hash + Eq + Clone, V> ClockCache<K, V> {
     pub fn limit(&self) -> usize {
         self.limit
     }
+
+    /// Entries evicted since it was made.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
 }
 
 /// Blob contents bounded in bytes (counted by the memory they hold: whole
 /// pages for a sealed buffer).
 pub struct SiteCache {
     entries: ClockCache<(ObjectId, Variant), CachedBytes>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+/// What [`SiteCache::counts`] reports (for the stats and the metrics).
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct SiteCacheCounts {
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub bytes: usize,
+    pub limit: usize,
 }
 
 impl SiteCache {
     pub fn new(limit: usize) -> SiteCache {
         SiteCache {
             entries: ClockCache::new(limit),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
         }
     }
 
     pub fn get(&self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
+        let found = self.entries.get(&(id, variant)).cloned();
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found
+    }
+
+    /// [`SiteCache::get`] without counting a hit or miss: for a second
+    /// look within the same request.
+    pub fn peek(&self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
         self.entries.get(&(id, variant)).cloned()
+    }
+
+    pub fn counts(&self) -> SiteCacheCounts {
+        SiteCacheCounts {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: self.entries.evicted(),
+            bytes: self.bytes(),
+            limit: self.limit(),
+        }
     }
 
     /// Stores `data` unless it alone exceeds the bound; evicts until the

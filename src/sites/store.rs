@@ -106,7 +106,8 @@ impl SiteStore {
         }
     }
 
-    /// Cached bytes of a blob, without touching git.
+    /// Cached bytes of a blob, without touching git (a request's look,
+    /// counted as a hit or a miss).
     pub fn cached_blob(&self, id: ObjectId, variant: Variant) -> Option<CachedBytes> {
         self.cache.read().get(id, variant)
     }
@@ -123,7 +124,8 @@ impl SiteStore {
 
     /// A blob's bytes, through the cache.
     pub fn blob(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
-        if let Some(hit) = self.cache.read().get(id, Variant::Identity) {
+        // Counted once, by the request's own look (`cached_blob`).
+        if let Some(hit) = self.cache.read().peek(id, Variant::Identity) {
             return Ok(hit);
         }
         let repo = self.repo(path)?;
@@ -134,7 +136,7 @@ impl SiteStore {
 
     /// A blob gzip-compressed, compressed once and cached.
     pub fn gzipped(&self, path: &Path, id: ObjectId) -> Result<CachedBytes, SiteError> {
-        if let Some(hit) = self.cache.read().get(id, Variant::Gzip) {
+        if let Some(hit) = self.cache.read().peek(id, Variant::Gzip) {
             return Ok(hit);
         }
         let plain = self.blob(path, id)?;
@@ -153,6 +155,10 @@ impl SiteStore {
     pub fn cache_bytes(&self) -> (usize, usize) {
         let cache = self.cache.read();
         (cache.bytes(), cache.limit())
+    }
+
+    pub fn cache_counts(&self) -> super::cache::SiteCacheCounts {
+        self.cache.read().counts()
     }
 }
 

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The route the metrics count a warm site answer under.
+pub const WARM_ROUTE: &str = "site (warm)";
+
 /// Answers warm requests for UI-origin sites before routing: a raw path
 /// found in the warm map was routed to [`site_path`] when it was
 /// remembered, and routes do not change, so the router (and its parameter
@@ -66,10 +69,15 @@ where
                 sandbox: true,
                 principal: &Principal::Anonymous,
             };
-            Ok(site_request
+            let mut response = site_request
                 .answer(&app, &hit.plan, &hit.repo_path)
                 .await
-                .unwrap_or_else(IntoResponse::into_response))
+                .unwrap_or_else(IntoResponse::into_response);
+            // Answered before routing: named for the metrics here.
+            response
+                .extensions_mut()
+                .insert(crate::metrics::Route(WARM_ROUTE.into()));
+            Ok(response)
         })
     }
 }

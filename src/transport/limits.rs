@@ -18,8 +18,31 @@ use crate::http::AppError;
 pub struct Limits {
     upload_pack: Arc<Semaphore>,
     receive_pack: Arc<Semaphore>,
+    upload_pack_limit: usize,
+    receive_pack_limit: usize,
+    /// Requests waiting for a slot, per service (upload, receive).
+    waiting: [AtomicU64; 2],
+    /// Bytes of push bodies taken in (for the metrics).
+    pub push_bytes: AtomicU64,
     queue_timeout: Duration,
     spool_budget: Arc<SpoolBudget>,
+}
+
+/// A service's git children now: running, waiting for a slot, the limit.
+#[derive(Debug, Clone, Copy)]
+pub struct Children {
+    pub running: usize,
+    pub waiting: u64,
+    pub limit: usize,
+}
+
+/// Counts a waiter for as long as it lives.
+struct Waiting<'a>(&'a AtomicU64);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Limits {
@@ -27,6 +50,10 @@ impl Limits {
         Limits {
             upload_pack: Arc::new(Semaphore::new(config.upload_pack_limit)),
             receive_pack: Arc::new(Semaphore::new(config.receive_pack_limit)),
+            upload_pack_limit: config.upload_pack_limit,
+            receive_pack_limit: config.receive_pack_limit,
+            waiting: [AtomicU64::new(0), AtomicU64::new(0)],
+            push_bytes: AtomicU64::new(0),
             queue_timeout: config.queue_timeout,
             spool_budget: Arc::new(SpoolBudget::new(config.max_spool_total)),
         }
@@ -34,11 +61,16 @@ impl Limits {
 
     /// A process slot for `service`, or 503 once the queue timeout passes.
     pub async fn acquire(&self, service: Service) -> Result<OwnedSemaphorePermit, AppError> {
-        let semaphore = match service {
-            Service::UploadPack => &self.upload_pack,
-            Service::ReceivePack => &self.receive_pack,
+        let (semaphore, waiting) = match service {
+            Service::UploadPack => (&self.upload_pack, &self.waiting[0]),
+            Service::ReceivePack => (&self.receive_pack, &self.waiting[1]),
         };
-        match tokio::time::timeout(self.queue_timeout, semaphore.clone().acquire_owned()).await {
+        waiting.fetch_add(1, Ordering::Relaxed);
+        let waited = Waiting(waiting);
+        let acquired =
+            tokio::time::timeout(self.queue_timeout, semaphore.clone().acquire_owned()).await;
+        drop(waited);
+        match acquired {
             Ok(Ok(permit)) => Ok(permit),
             Ok(Err(_closed)) => Err(AppError::busy("the server is shutting down", 5)),
             Err(_elapsed) => {
@@ -55,6 +87,23 @@ impl Limits {
                     self.queue_timeout.as_secs().max(1),
                 ))
             }
+        }
+    }
+
+    /// `service`'s git children now.
+    pub fn children(&self, service: Service) -> Children {
+        let (semaphore, waiting, limit) = match service {
+            Service::UploadPack => (&self.upload_pack, &self.waiting[0], self.upload_pack_limit),
+            Service::ReceivePack => (
+                &self.receive_pack,
+                &self.waiting[1],
+                self.receive_pack_limit,
+            ),
+        };
+        Children {
+            running: limit.saturating_sub(semaphore.available_permits()),
+            waiting: waiting.load(Ordering::Relaxed),
+            limit,
         }
     }
 

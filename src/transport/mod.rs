@@ -510,6 +510,12 @@ async fn service_rpc(
         None => spooled,
     };
     request.error_sideband = service == Service::ReceivePack && wants_sideband(&spooled);
+    if service == Service::ReceivePack {
+        transport
+            .limits
+            .push_bytes
+            .fetch_add(spooled.len, std::sync::atomic::Ordering::Relaxed);
+    }
     request.body = Some(spooled);
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await

@@ -17,7 +17,14 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "storage",
-        &["log", "durable", "time", "error_chain", "byte_lru"],
+        &[
+            "log",
+            "durable",
+            "time",
+            "error_chain",
+            "byte_lru",
+            "metrics",
+        ],
     ),
     ("platform", &["git", "datadir"]),
     ("names", &["repos", "page", "tree_path"]),

@@ -11,6 +11,7 @@ mod hooks;
 mod layering;
 mod log_dump;
 mod meta;
+mod metrics;
 mod pack_cache;
 mod pagination;
 mod router;

@@ -361,6 +361,9 @@ impl TestServerBuilder {
             .arg("serve")
             .arg("--listen")
             .arg("127.0.0.1:0")
+            // Servers run side by side: none takes the default metrics
+            // port unless a test asks (`--metrics-listen`).
+            .env("VOLE_METRICS_LISTEN", "off")
             .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
