@@ -64,6 +64,11 @@ pub enum Command {
     /// Read the ref, metadata and audit logs.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Check the data dir (read only, safe beside a running server): git
+    /// fsck of every repo, every log frame, the metadata shard refs against
+    /// the meta log, every ref against its last move in the ref log. Prints
+    /// each problem on a line; exits 1 if there is any.
+    Check,
     /// Run by git as a hook under vole serve (see `data/hooks/`).
     #[command(subcommand)]
     Hook(HookCommand),
@@ -408,6 +413,31 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 meta["bytes_before"], meta["bytes_after"], meta["base_seq"]
             );
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Check => {
+            let git = Git::locate(config.git.as_deref())?;
+            let report = crate::control::check::check(&DataDir::new(config.data_dir.clone()), &git);
+            for problem in &report.problems {
+                println!("{problem}");
+            }
+            for note in &report.notes {
+                println!("note: {note}");
+            }
+            println!(
+                "checked {} repos and {} log frames: {}",
+                report.repos,
+                report.log_frames,
+                match report.problems.len() {
+                    0 => "no problems".to_string(),
+                    1 => "1 problem".to_string(),
+                    n => format!("{n} problems"),
+                }
+            );
+            Ok(if report.problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
         }
         Command::Log(LogCommand::Dump { follow, json }) => {
             dump_logs(&config, follow, json)?;

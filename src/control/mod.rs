@@ -33,6 +33,7 @@
 //! When no server runs, the CLI takes the data dir lock itself and calls
 //! [`dispatch`] in-process: one code path for both.
 
+pub mod check;
 pub mod client;
 pub mod protocol;
 pub mod server;

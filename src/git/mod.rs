@@ -32,6 +32,27 @@ pub const DURABLE_WRITES: [(&str, &str); 2] = [
     ("core.fsyncMethod", "fsync"),
 ];
 
+/// fsck message ids neither a push (`transport`) nor `vole check` fails
+/// for: malformed author, tagger or date lines, zero-padded modes and the
+/// like, which histories written by old or odd tools carry (git.git's and
+/// the kernel's among them) and which harm no reader. The checks that protect a reader (paths in trees,
+/// `.gitmodules`, object links, date overflow) stay errors.
+pub const FSCK_IGNORED: &[&str] = &[
+    "badDate",
+    "badEmail",
+    "badFilemode",
+    "badTagName",
+    "badTimezone",
+    "missingEmail",
+    "missingNameBeforeEmail",
+    "missingSpaceBeforeDate",
+    "missingSpaceBeforeEmail",
+    "missingTaggerEntry",
+    "nulInCommit",
+    "zeroPaddedDate",
+    "zeroPaddedFilemode",
+];
+
 /// Why the configured git cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum GitError {

@@ -66,6 +66,18 @@ pub struct RefState {
 }
 
 impl RefState {
+    /// repo -> ref -> object id, as the log's last committed (or
+    /// reconciled, restored, checkpoint) records left them.
+    pub fn known(&self) -> &HashMap<String, HashMap<String, String>> {
+        &self.known
+    }
+
+    /// Moves prepared but without an outcome yet (a push in flight, or one
+    /// a crash interrupted, which the next start settles).
+    pub fn pending_moves(&self) -> impl Iterator<Item = &RefMove> {
+        self.pending.values().map(|(_, row)| row)
+    }
+
     /// Folds one replayed log entry in.
     pub fn apply(&mut self, entry: Entry<RefMove>) {
         match entry {

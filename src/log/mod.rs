@@ -355,6 +355,32 @@ impl<K: RecordKind> Log<K> {
     pub fn applied(&self) -> u64 {
         self.applied.load(Ordering::SeqCst)
     }
+
+    /// Writes the applied sequence beside the log (`<file>.applied`), for
+    /// readers outside the server (`vole check`). Not synced: after a power
+    /// cut it may be older than the truth or missing, and a reader then
+    /// under-reports what was applied, never over-reports it (the value
+    /// only grows, and the file is replaced whole by a rename).
+    pub fn persist_applied(&self) -> std::io::Result<()> {
+        let path = applied_path(&self.path);
+        let tmp = path.with_extension("applied.tmp");
+        std::fs::write(&tmp, format!("{}\n", self.applied()))?;
+        std::fs::rename(&tmp, &path)
+    }
+}
+
+/// Where [`Log::persist_applied`] writes for the log file at `log_file`.
+pub fn applied_path(log_file: &Path) -> PathBuf {
+    log_file.with_extension("applied")
+}
+
+/// The applied sequence last persisted beside `log_file`; 0 when there is
+/// none or it does not parse (nothing is claimed applied).
+pub fn read_applied(log_file: &Path) -> u64 {
+    std::fs::read_to_string(applied_path(log_file))
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 thread_local! {

@@ -239,6 +239,9 @@ pub(super) fn settle_fold(
                 .pending_total
                 .fetch_sub(report.writes, Ordering::SeqCst);
             inner.log.mark_applied(applied);
+            if let Err(e) = inner.log.persist_applied() {
+                tracing::warn!(error = %e, "cannot write the meta log's applied sequence");
+            }
             if meta
                 .packs_since_check
                 .fetch_add(report.packs, Ordering::Relaxed)

@@ -73,6 +73,9 @@ impl MetaStore {
             map.insert(name, Arc::new(meta));
         }
         log.mark_applied(unfolded.applied());
+        if let Err(e) = log.persist_applied() {
+            tracing::warn!(error = %e, "cannot write the meta log's applied sequence");
+        }
         let index_rebuild_ms = started.elapsed().as_secs_f64() * 1e3;
         tracing::info!(
             repos = map.len(),

@@ -313,34 +313,13 @@ pub fn git_config(service: Service) -> Vec<(String, String)> {
         .collect();
     if service == Service::ReceivePack {
         config.extend(
-            FSCK_IGNORED
+            crate::git::FSCK_IGNORED
                 .iter()
                 .map(|id| (format!("receive.fsck.{id}"), "ignore".to_string())),
         );
     }
     config
 }
-
-/// fsck message ids a push is not refused for: malformed author, tagger or
-/// date lines, zero-padded modes and the like, which histories written by
-/// old or odd tools carry (git.git's and the kernel's among them) and which
-/// harm no reader. The checks that protect a reader (paths in trees,
-/// `.gitmodules`, object links, date overflow) stay errors.
-pub const FSCK_IGNORED: &[&str] = &[
-    "badDate",
-    "badEmail",
-    "badFilemode",
-    "badTagName",
-    "badTimezone",
-    "missingEmail",
-    "missingNameBeforeEmail",
-    "missingSpaceBeforeDate",
-    "missingSpaceBeforeEmail",
-    "missingTaggerEntry",
-    "nulInCommit",
-    "zeroPaddedDate",
-    "zeroPaddedFilemode",
-];
 
 /// `GET /{owner}/{repo}/info/refs?service=...`
 pub async fn info_refs(
