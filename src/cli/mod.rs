@@ -64,6 +64,19 @@ pub enum Command {
     /// Read the ref, metadata and audit logs.
     #[command(subcommand)]
     Log(LogCommand),
+    /// Copy the whole data dir into DEST (a new or empty directory),
+    /// consistently, while the server runs and takes writes; a manifest
+    /// lists every file with its SHA-256.
+    Backup {
+        /// Where the copy goes.
+        dest: PathBuf,
+    },
+    /// Restore a backup into the data dir, which must be empty (or not
+    /// exist); every file is checked against the backup's manifest.
+    Restore {
+        /// The backup's directory.
+        src: PathBuf,
+    },
     /// Check the data dir (read only, safe beside a running server): git
     /// fsck of every repo, every log frame, the metadata shard refs against
     /// the meta log, every ref against its last move in the ref log. Prints
@@ -411,6 +424,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             println!(
                 "meta log compacted: {} -> {} bytes, first kept sequence {} (records not yet folded into git are kept)",
                 meta["bytes_before"], meta["bytes_after"], meta["base_seq"]
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Backup { dest } => backup(&config, &dest),
+        Command::Restore { src } => {
+            let data = DataDir::new(config.data_dir.clone());
+            let mut bar = Progress::new("restoring");
+            let manifest = crate::control::backup::restore(&src, &data, &mut |done, total| {
+                bar.set(done, total)
+            })?;
+            bar.finish();
+            println!(
+                "restored {} files ({} repos) into {}; start the server on it, and `vole check` it",
+                manifest.files.len(),
+                manifest.repos.len(),
+                data.root().display()
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -766,6 +795,95 @@ fn call<T: serde::de::DeserializeOwned>(config: &Config, request: Request) -> an
         }
     };
     decode(reply)
+}
+
+/// `vole backup DEST`: by the running server (which holds the cut), or
+/// here under the data dir lock when none runs.
+fn backup(config: &Config, dest: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let dest =
+        std::path::absolute(dest).with_context(|| format!("cannot resolve {}", dest.display()))?;
+    let data = DataDir::new(config.data_dir.clone());
+    let mut bar = Progress::new("backing up");
+    let summary = if let Some(mut client) = Client::connect(&data.socket_path())? {
+        let mut reply = client.call(Request::Backup {
+            dest: dest.display().to_string(),
+        })?;
+        let mut pending = String::new();
+        loop {
+            let progress = reply.data.as_ref().and_then(|d| d.get("progress")).cloned();
+            match progress {
+                Some(p) if reply.ok => {
+                    bar.set(
+                        p["done"].as_u64().unwrap_or(0),
+                        p["total"].as_u64().unwrap_or(0),
+                    );
+                }
+                _ => break,
+            }
+            reply = loop {
+                if let Some(next) = client.next_reply(&mut pending, Duration::from_secs(600))? {
+                    break next;
+                }
+            };
+        }
+        decode::<serde_json::Value>(reply)?
+    } else {
+        let _lock = data.lock("vole backup")?;
+        let cut = crate::control::backup::cut_offline(&data)?;
+        let manifest = crate::control::backup::write(&data, cut, &dest, &mut |done, total| {
+            bar.set(done, total)
+        })?;
+        crate::control::backup::summary(&manifest)
+    };
+    bar.finish();
+    println!(
+        "backed up {} files, {} bytes, {} repos into {}",
+        summary["files"],
+        summary["bytes"],
+        summary["repos"],
+        dest.display()
+    );
+    for log in summary["logs"].as_array().into_iter().flatten() {
+        println!(
+            "  {} through sequence {}",
+            log["file"].as_str().unwrap_or("?"),
+            log["seq"]
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A progress bar in bytes on a terminal (indicatif), nothing otherwise.
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new(what: &'static str) -> Progress {
+        use std::io::IsTerminal;
+        if !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        let bar = indicatif::ProgressBar::new(0);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.set_message(what);
+        Progress(Some(bar))
+    }
+
+    fn set(&mut self, done: u64, total: u64) {
+        if let Some(bar) = &self.0 {
+            bar.set_length(total);
+            bar.set_position(done);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(bar) = self.0.take() {
+            bar.finish_and_clear();
+        }
+    }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(reply: Reply) -> anyhow::Result<T> {

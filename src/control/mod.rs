@@ -26,6 +26,7 @@
 //! | `hook_ref_prepared` | `push`, `moves` [{ref, old, new}] | `{"seq":n}` once durable |
 //! | `hook_ref_outcome` | `push`, `moves`, `outcome` (`committed`/`aborted`) | `{"seq":n}` once durable and published |
 //! | `log_compact` | `keep` | `{"bytes_before","bytes_after","base_seq","meta":{..same..}}` |
+//! | `backup` | `dest` | `{"progress":{"done","total"}}` lines, then the summary of [`backup::Manifest`] |
 //!
 //! A new operation is added as a new `op` (old clients keep working); a
 //! change to an existing one bumps `v`.
@@ -33,6 +34,7 @@
 //! When no server runs, the CLI takes the data dir lock itself and calls
 //! [`dispatch`] in-process: one code path for both.
 
+pub mod backup;
 pub mod check;
 pub mod client;
 pub mod protocol;
@@ -346,6 +348,7 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
         Request::LogCompact { keep } => log_compact(app, keep),
         // Served by the connection (`server.rs`), which must hold it.
         Request::PackObjects { .. } => Reply::error("pack_objects is answered by its connection"),
+        Request::Backup { .. } => Reply::error("backup is answered by its connection"),
     }
 }
 
@@ -404,6 +407,9 @@ fn hook_ref_outcome(
 }
 
 fn log_compact(app: &ControlState, keep: u64) -> Reply {
+    if app.meta.maintenance_held() {
+        return Reply::error("a backup is under way; compact the logs once it is done");
+    }
     match (app.recorder.compact(keep), app.meta.compact_log(keep)) {
         (Ok(refs), Ok(meta)) => Reply::ok(serde_json::json!({
             "bytes_before": refs.bytes_before,

@@ -97,6 +97,12 @@ pub enum Request {
         args: Vec<String>,
         stdin: String,
     },
+    /// `vole backup`: a consistent copy of the data dir into `dest` (an
+    /// absolute path the server may write). Answered by the connection:
+    /// `{"progress":{"done","total"}}` lines, then the manifest's summary.
+    Backup {
+        dest: String,
+    },
 }
 
 impl Request {
@@ -121,6 +127,7 @@ impl Request {
             Request::HookRefOutcome { .. } => "hook_ref_outcome",
             Request::LogCompact { .. } => "log_compact",
             Request::PackObjects { .. } => "pack_objects",
+            Request::Backup { .. } => "backup",
         }
     }
 }

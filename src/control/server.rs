@@ -119,6 +119,10 @@ async fn handle_connection(stream: UnixStream, dispatcher: Arc<Dispatcher>) {
                     serve_pack(&dispatcher.app, repo, args, stdin, &mut reader, &mut write).await;
                     return;
                 }
+                Ok(super::Request::Backup { dest }) => {
+                    serve_backup(&dispatcher.app, dest, &mut write).await;
+                    return;
+                }
                 Ok(request) => dispatcher.run(request).await,
             }
         };
@@ -131,6 +135,49 @@ async fn handle_connection(stream: UnixStream, dispatcher: Arc<Dispatcher>) {
             return; // the rest of the oversized line would be misread as requests
         }
     }
+}
+
+/// A `backup` request: the copy runs on a blocking thread; its progress
+/// goes out as lines (at most every 100 ms), then the summary or the error.
+async fn serve_backup(
+    app: &Arc<ControlState>,
+    dest: String,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) {
+    use super::backup;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, u64)>(4);
+    let state = app.clone();
+    let job = tokio::task::spawn_blocking(move || {
+        let data = crate::datadir::DataDir::new(state.config.data_dir.clone());
+        // Nothing rewrites what is being copied until it is done.
+        let _hold = state.meta.hold_maintenance();
+        let cut = backup::cut_live(&state, &data)?;
+        let mut last = std::time::Instant::now() - std::time::Duration::from_secs(1);
+        let mut progress = |done: u64, total: u64| {
+            if done == total || last.elapsed() >= std::time::Duration::from_millis(100) {
+                last = std::time::Instant::now();
+                let _ = tx.blocking_send((done, total));
+            }
+        };
+        backup::write(&data, cut, std::path::Path::new(&dest), &mut progress)
+    });
+    let mut job = std::pin::pin!(job);
+    let outcome = loop {
+        tokio::select! {
+            Some((done, total)) = rx.recv() => {
+                let line = Reply::ok(serde_json::json!({ "progress": { "done": done, "total": total } }));
+                // A CLI gone away does not stop the backup: it finishes.
+                let _ = write_reply(write, &line).await;
+            }
+            outcome = &mut job => break outcome,
+        }
+    };
+    let reply = match outcome {
+        Ok(Ok(manifest)) => Reply::ok(backup::summary(&manifest)),
+        Ok(Err(e)) => Reply::error(format!("backup failed: {e}")),
+        Err(e) => Reply::error(format!("backup failed: {e}")),
+    };
+    let _ = write_reply(write, &reply).await;
 }
 
 async fn write_reply(write: &mut tokio::net::unix::OwnedWriteHalf, reply: &Reply) -> bool {

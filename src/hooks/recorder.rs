@@ -171,6 +171,9 @@ pub struct RefRecorder {
     /// Bumped (before subscribers hear of it) on every published move:
     /// caches keyed by it see a push the moment its hook returns.
     generation: std::sync::atomic::AtomicU64,
+    /// Read by every prepared record; written by a backup's cut, which so
+    /// sees no push begin to move refs while it reads them.
+    cut: parking_lot::RwLock<()>,
 }
 
 impl std::fmt::Debug for RefRecorder {
@@ -209,6 +212,7 @@ impl RefRecorder {
             state: Mutex::new(state),
             feed: broadcast::channel(FEED_CAPACITY).0,
             generation: std::sync::atomic::AtomicU64::new(0),
+            cut: parking_lot::RwLock::new(()),
         }
     }
 
@@ -231,6 +235,13 @@ impl RefRecorder {
 
     /// reference-transaction `prepared`: the push's objects and the moves
     /// durable before git may move the refs. Blocking (waits for syncs).
+    /// Waits for prepared records under way and keeps new ones from being
+    /// taken while the guard lives (a backup's cut): a ref a push is about
+    /// to move has its prepared record in the log already.
+    pub fn hold_moves(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.cut.write()
+    }
+
     pub fn prepared(&self, push: &PushContext, moves: &[RefUpdate]) -> Result<u64, RecordError> {
         let git_dir = self.git_dir(push)?;
         durable::sync_object_dirs(&git_dir).map_err(|source| RecordError::Sync {
@@ -238,6 +249,7 @@ impl RefRecorder {
             source,
         })?;
         let rows = rows(push, moves, Phase::Prepared);
+        let _cut = self.cut.read();
         let seq = self.log.commit(&rows)?;
         self.state().apply_txn(seq, &rows);
         Ok(seq)

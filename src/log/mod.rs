@@ -73,7 +73,7 @@ pub use counters::{CounterSnapshot, Counters};
 pub use gate::{Failure, SyncGate};
 pub use record::RecordKind;
 use replay::{AcceptError, accept_frame};
-pub use replay::{Entry, Replay, TornTail, replay};
+pub use replay::{Entry, Replay, TornTail, length_through, replay, replay_with_ends};
 pub use storage::{FileStorage, LogStorage, StorageOpener};
 pub use tail::Tail;
 

@@ -49,6 +49,41 @@ pub fn replay<K: RecordKind, R: std::io::Read>(
     reader: R,
     mut visit: impl FnMut(Entry<K>),
 ) -> Result<Replay, LogError> {
+    replay_with_ends(path, reader, |entry, _| visit(entry))
+}
+
+/// The length of the log at `path` through transaction `seq`: whole frames
+/// (the schema and any checkpoint included), what a copy of the log as of
+/// `seq` holds. `None` when `seq` is not in it (0 asks for the schema and
+/// checkpoint alone).
+pub fn length_through<K: RecordKind, R: std::io::Read>(
+    path: &Path,
+    reader: R,
+    seq: u64,
+) -> Result<Option<u64>, LogError> {
+    let mut through = None;
+    let mut first_txn_start = None;
+    let replay = replay_with_ends::<K, R>(path, reader, |entry, (start, end)| match entry {
+        Entry::Txn { seq: s, .. } => {
+            first_txn_start.get_or_insert(start);
+            if s == seq {
+                through = Some(end);
+            }
+        }
+        Entry::Checkpoint(_) => {}
+    })?;
+    if seq == 0 || seq < replay.base_seq {
+        return Ok(Some(first_txn_start.unwrap_or(replay.valid_len)));
+    }
+    Ok(through)
+}
+
+/// [`replay`], telling `visit` each entry's frame's start and end too.
+pub fn replay_with_ends<K: RecordKind, R: std::io::Read>(
+    path: &Path,
+    reader: R,
+    mut visit: impl FnMut(Entry<K>, (u64, u64)),
+) -> Result<Replay, LogError> {
     let mut frames = FrameReader::new(reader);
     let mut decoder = FrameDecoder::default();
     let mut replay = Replay {
@@ -85,13 +120,17 @@ pub fn replay<K: RecordKind, R: std::io::Read>(
                             return Err(e);
                         }
                     };
+                    let span = (frame.offset, frame.end());
                     if batches_seen < replay.checkpoint_frames {
-                        visit(Entry::Checkpoint(rows));
+                        visit(Entry::Checkpoint(rows), span);
                     } else {
-                        visit(Entry::Txn {
-                            seq: replay.base_seq + replay.txns,
-                            rows,
-                        });
+                        visit(
+                            Entry::Txn {
+                                seq: replay.base_seq + replay.txns,
+                                rows,
+                            },
+                            span,
+                        );
                         replay.txns += 1;
                     }
                     batches_seen += 1;

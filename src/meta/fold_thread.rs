@@ -127,6 +127,9 @@ pub(super) fn fold_repo(
     if batch.is_empty() {
         return;
     }
+    // Through settling: a backup's cut sees every shard ref before or
+    // after this fold, never between.
+    let _gate = inner.fold_gate.lock();
     let repo = match handles.entry(meta.name.clone()) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::hash_map::Entry::Vacant(e) => match fold::open_repo(&meta.git_dir) {

@@ -321,6 +321,23 @@ struct Inner {
     /// Bumped after every settings or ACL write (once the index has it),
     /// so caches of what they decide can tell they are out of date.
     settings_generation: AtomicU64,
+    /// Held by each repo's fold (from building its commits to marking them
+    /// applied) and by a backup's cut, which so sees no shard ref move.
+    fold_gate: Mutex<()>,
+    /// Backups under way: while any is, nothing rewrites what they copy
+    /// (no repack of shard packs, no log compaction).
+    maintenance_holds: Arc<AtomicUsize>,
+}
+
+/// Holds off repacks and log compaction while it lives
+/// ([`MetaStore::hold_maintenance`]).
+#[derive(Debug)]
+pub struct MaintenanceHold(Arc<AtomicUsize>);
+
+impl Drop for MaintenanceHold {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 fn now_text() -> String {

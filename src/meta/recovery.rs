@@ -106,6 +106,8 @@ impl MetaStore {
             counters: Counters::default(),
             index_rebuild_ms,
             settings_generation: AtomicU64::new(0),
+            fold_gate: Mutex::new(()),
+            maintenance_holds: Arc::new(AtomicUsize::new(0)),
         });
         let folder_inner = inner.clone();
         let folder = std::thread::Builder::new()

@@ -18,6 +18,10 @@ pub(super) fn maybe_repack(inner: &Inner, meta: &RepoMeta) {
     };
     let pack_dir = meta.git_dir.join("objects").join("pack");
     let max_packs = inner.options.max_packs;
+    // A backup is copying the packs: not now.
+    if inner.maintenance_holds.load(Ordering::SeqCst) > 0 {
+        return;
+    }
     let packs = count_packs(&pack_dir);
     if packs <= max_packs || meta.repacking.swap(true, Ordering::SeqCst) {
         return;

@@ -92,6 +92,28 @@ impl MetaStore {
         self.inner.log.compact(drop_through, &[])
     }
 
+    /// Waits for the fold under way (if any) to finish and keeps any other
+    /// from starting while the guard lives: no shard ref moves meanwhile.
+    pub fn hold_folds(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.inner.fold_gate.lock()
+    }
+
+    /// Holds off repacks and log compaction (a backup copying files).
+    pub fn hold_maintenance(&self) -> MaintenanceHold {
+        self.inner.maintenance_holds.fetch_add(1, Ordering::SeqCst);
+        MaintenanceHold(self.inner.maintenance_holds.clone())
+    }
+
+    /// The meta log.
+    pub fn log(&self) -> &Arc<crate::log::Log<MetaWrite>> {
+        &self.inner.log
+    }
+
+    /// Whether a [`MaintenanceHold`] lives.
+    pub fn maintenance_held(&self) -> bool {
+        self.inner.maintenance_holds.load(Ordering::SeqCst) > 0
+    }
+
     /// Writes folded per cycle (a histogram, for the metrics).
     pub fn fold_batches(&self) -> FoldBatch {
         self.inner.counters.fold_batch.clone()

@@ -6,6 +6,7 @@
 mod abuse;
 mod access;
 mod accounts;
+mod backup;
 mod check;
 mod durability;
 mod hooks;

@@ -1,0 +1,565 @@
+//! `vole backup DEST` and `vole restore SRC`: a consistent copy of a data
+//! dir taken while the server runs and takes writes, and its way back.
+//!
+//! **The cut.** With the server running, the backup briefly holds new
+//! pushes' prepared ref records (`RefRecorder::hold_moves`) and metadata
+//! folds (`MetaStore::hold_folds`), then records every repo's refs and
+//! `HEAD`, each log's durable sequence and the meta log's applied one, and
+//! opens the log files; then lets go. Repacks and log compaction wait for
+//! the whole backup (`MetaStore::hold_maintenance`). The copy then holds
+//! the refs of the cut (as `packed-refs`), the objects (immutable; ones
+//! written later are only unreferenced), and each log through its cut
+//! sequence, so it never holds a shard tip above its meta log (a fold
+//! writes its log records durably first), nor a ref older than its ref log
+//! (a committed move's ref moved before its record). A push prepared but
+//! not committed at the cut leaves its ref either way, which the next
+//! start settles, as after a crash.
+//!
+//! Without a server, the CLI holds the data dir lock and the cut is simply
+//! what is on disk.
+//!
+//! **The manifest** (`manifest.json`, written last: a backup without one
+//! is incomplete) lists every file with its size and SHA-256, and the
+//! cut's sequences. `vole restore` checks each file against it while
+//! copying into an empty data dir.
+//!
+//! What does not live here: the progress bar (`cli`), the connection that
+//! carries a running server's backup (`server.rs`).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::accounts::audit::AuditEvent;
+use crate::datadir::DataDir;
+use crate::hooks::RefMove;
+use crate::log::RecordKind;
+use crate::meta::MetaWrite;
+
+/// What a finished backup says: files, bytes, the cut's sequences.
+pub fn summary(manifest: &Manifest) -> serde_json::Value {
+    serde_json::json!({
+        "files": manifest.files.len(),
+        "bytes": manifest.files.iter().map(|f| f.bytes).sum::<u64>(),
+        "repos": manifest.repos.len(),
+        "logs": manifest.logs,
+        "meta_applied": manifest.meta_applied,
+    })
+}
+
+/// The manifest's file name in a backup.
+pub const MANIFEST: &str = "manifest.json";
+
+/// Why a backup or restore stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum BackupError {
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Log(#[from] crate::log::LogError),
+    #[error("{path} in the backup does not match its manifest ({why}); the backup is damaged")]
+    Damaged { path: String, why: String },
+}
+
+fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BackupError {
+    let path = path.to_path_buf();
+    move |source| BackupError::Io { what, path, source }
+}
+
+/// One repo as the cut saw it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RepoCut {
+    /// `owner/name`, or `@system`.
+    pub name: String,
+    /// Relative to the data dir.
+    pub dir: String,
+    /// `HEAD` as it was (`ref: refs/heads/main`, or an object id).
+    pub head: String,
+    /// Every ref but symbolic ones: (name, object id), sorted.
+    pub refs: Vec<(String, String)>,
+}
+
+/// One log as the cut saw it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LogCut {
+    /// The file's name in `log/`.
+    pub file: String,
+    /// The last durable transaction the copy holds.
+    pub seq: u64,
+}
+
+/// What a backup holds: the cut and every file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Manifest {
+    pub vole_version: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+    pub logs: Vec<LogCut>,
+    /// The meta log's applied sequence at the cut.
+    pub meta_applied: u64,
+    pub repos: Vec<RepoCut>,
+    pub files: Vec<FileEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Relative to the data dir, `/`-separated.
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+/// The cut: the manifest's head, and the log files opened at it (copied
+/// through their sequence even if a file is replaced afterwards).
+pub struct Cut {
+    logs: Vec<(LogCut, File)>,
+    meta_applied: u64,
+    repos: Vec<RepoCut>,
+}
+
+/// The logs a backup copies: (file name, its durable sequence now).
+type LogSeqs = [(&'static str, u64); 3];
+
+/// Takes the cut of a running server's data dir (see the module doc).
+pub fn cut_live(app: &super::ControlState, data: &DataDir) -> Result<Cut, BackupError> {
+    let moves = app.recorder.hold_moves();
+    let folds = app.meta.hold_folds();
+    let seqs: LogSeqs = [
+        (RefMove::FILE_NAME, app.recorder.log().watermarks().1),
+        (MetaWrite::FILE_NAME, app.meta.log().watermarks().1),
+        (
+            AuditEvent::FILE_NAME,
+            app.accounts.audit_log().watermarks().1,
+        ),
+    ];
+    let applied = app.meta.log().applied();
+    let cut = read_cut(data, seqs, applied);
+    drop(folds);
+    drop(moves);
+    cut
+}
+
+/// The cut of a data dir no server writes to (its lock held): what is on
+/// disk, each log through its last whole transaction.
+pub fn cut_offline(data: &DataDir) -> Result<Cut, BackupError> {
+    let dir = data.log_dir();
+    fn last<K: RecordKind>(dir: &Path) -> Result<u64, BackupError> {
+        let path = dir.join(K::FILE_NAME);
+        match File::open(&path) {
+            Ok(file) => {
+                Ok(
+                    crate::log::replay::<K, _>(&path, std::io::BufReader::new(file), |_| {})?
+                        .last_seq(),
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(io("cannot read", &path)(e)),
+        }
+    }
+    let seqs: LogSeqs = [
+        (RefMove::FILE_NAME, last::<RefMove>(&dir)?),
+        (MetaWrite::FILE_NAME, last::<MetaWrite>(&dir)?),
+        (AuditEvent::FILE_NAME, last::<AuditEvent>(&dir)?),
+    ];
+    let applied = crate::log::read_applied(&dir.join(MetaWrite::FILE_NAME));
+    read_cut(data, seqs, applied)
+}
+
+fn read_cut(data: &DataDir, seqs: LogSeqs, meta_applied: u64) -> Result<Cut, BackupError> {
+    let log_dir = data.log_dir();
+    let mut logs = Vec::new();
+    for (file, seq) in seqs {
+        let path = log_dir.join(file);
+        match File::open(&path) {
+            Ok(opened) => logs.push((
+                LogCut {
+                    file: file.to_string(),
+                    seq,
+                },
+                opened,
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io("cannot open", &path)(e)),
+        }
+    }
+    let mut repos = Vec::new();
+    let mut dirs = Vec::new();
+    if data.system_repo().is_dir() {
+        dirs.push((crate::meta::SYSTEM.to_string(), data.system_repo()));
+    }
+    for dir in crate::datadir::bare_repo_dirs(&data.repos_dir()) {
+        let relative = dir.strip_prefix(data.repos_dir()).unwrap_or(&dir);
+        let name = relative.to_string_lossy();
+        let name = name.strip_suffix(".git").unwrap_or(&name).to_string();
+        dirs.push((name, dir));
+    }
+    for (name, dir) in dirs {
+        repos.push(repo_cut(data, &name, &dir)?);
+    }
+    Ok(Cut {
+        logs,
+        meta_applied,
+        repos,
+    })
+}
+
+fn repo_cut(data: &DataDir, name: &str, dir: &Path) -> Result<RepoCut, BackupError> {
+    let head = std::fs::read_to_string(dir.join("HEAD"))
+        .map_err(io("cannot read", &dir.join("HEAD")))?
+        .trim()
+        .to_string();
+    let repo = crate::git::open_gix(dir)
+        .map_err(|e| BackupError::Refused(format!("cannot open {name}: {e}")))?;
+    let mut refs = Vec::new();
+    let platform = repo
+        .references()
+        .map_err(|e| BackupError::Refused(format!("cannot list the refs of {name}: {e}")))?;
+    let all = platform
+        .all()
+        .map_err(|e| BackupError::Refused(format!("cannot list the refs of {name}: {e}")))?;
+    for reference in all {
+        let reference = reference
+            .map_err(|e| BackupError::Refused(format!("cannot read a ref of {name}: {e}")))?;
+        if let Some(id) = reference.target().try_id() {
+            refs.push((reference.name().as_bstr().to_string(), id.to_string()));
+        }
+    }
+    refs.sort();
+    Ok(RepoCut {
+        name: name.to_string(),
+        dir: relative(data.root(), dir),
+        head,
+        refs,
+    })
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
+/// A file to copy: from where, to where (relative), how many bytes.
+struct Planned {
+    from: PathBuf,
+    to: String,
+    bytes: u64,
+}
+
+/// Whether a file in a repo is copied as it is: not the refs (the cut's
+/// are written instead), not git's scratch files.
+fn copied_as_is(relative_in_repo: &Path) -> bool {
+    let text = relative_in_repo.to_string_lossy();
+    let name = relative_in_repo
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    !(text.starts_with("refs/")
+        || text == "packed-refs"
+        || text == "HEAD"
+        || text.starts_with("objects/incoming-")
+        || text.starts_with("objects/tmp_objdir")
+        || name.starts_with("tmp_")
+        || name.starts_with(".tmp-")
+        || name.ends_with(".lock"))
+}
+
+fn walk(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        let path = entry.path();
+        if kind.is_dir() {
+            walk(&path, base, out)?;
+        } else if kind.is_file() {
+            out.push(path.strip_prefix(base).unwrap_or(&path).to_path_buf());
+        }
+    }
+    Ok(())
+}
+
+/// Writes the backup of `cut` into `dest` (which must not exist or be
+/// empty), calling `progress(done, total)` in bytes. Returns the manifest.
+pub fn write(
+    data: &DataDir,
+    cut: Cut,
+    dest: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Manifest, BackupError> {
+    refuse_unless_empty(dest, "backup destination")?;
+    std::fs::create_dir_all(dest).map_err(io("cannot create", dest))?;
+    let mut plan = Vec::new();
+    for repo in &cut.repos {
+        let dir = data.root().join(&repo.dir);
+        let mut files = Vec::new();
+        walk(&dir, &dir, &mut files).map_err(io("cannot list", &dir))?;
+        for file in files.into_iter().filter(|f| copied_as_is(f)) {
+            let from = dir.join(&file);
+            let bytes = std::fs::metadata(&from).map(|m| m.len()).unwrap_or(0);
+            plan.push(Planned {
+                to: format!("{}/{}", repo.dir, file.to_string_lossy()),
+                from,
+                bytes,
+            });
+        }
+    }
+    let log_lengths: Vec<u64> = cut
+        .logs
+        .iter()
+        .map(|(log, file)| log_length(data, log, file))
+        .collect::<Result<_, _>>()?;
+    let total = plan.iter().map(|p| p.bytes).sum::<u64>() + log_lengths.iter().sum::<u64>();
+    let mut done = 0u64;
+    let mut files = Vec::new();
+    progress(done, total);
+    let log_cuts: Vec<LogCut> = cut.logs.iter().map(|(log, _)| log.clone()).collect();
+    for ((log, mut file), length) in cut.logs.into_iter().zip(log_lengths) {
+        use std::io::Seek;
+        let path = data.log_dir().join(&log.file);
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(io("cannot read", &path))?;
+        let to = format!("log/{}", log.file);
+        files.push(copy_hashed(
+            &mut file.take(length),
+            &dest.join(&to),
+            &to,
+            length,
+        )?);
+        done += length;
+        progress(done, total);
+    }
+    let applied_to = format!(
+        "log/{}",
+        crate::log::applied_path(Path::new(MetaWrite::FILE_NAME)).display()
+    );
+    let applied_text = format!("{}\n", cut.meta_applied);
+    files.push(copy_hashed(
+        &mut applied_text.as_bytes(),
+        &dest.join(&applied_to),
+        &applied_to,
+        applied_text.len() as u64,
+    )?);
+    for planned in plan {
+        let mut from = File::open(&planned.from).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                BackupError::Refused(format!(
+                    "{} went away during the backup (a repo deleted meanwhile?); run the backup again",
+                    planned.from.display()
+                ))
+            } else {
+                io("cannot read", &planned.from)(e)
+            }
+        })?;
+        let bytes = planned.bytes;
+        // Read to the size listed: a file only ever grows here (a log
+        // git appends to, say); objects never change.
+        files.push(copy_hashed(
+            &mut (&mut from).take(bytes),
+            &dest.join(&planned.to),
+            &planned.to,
+            bytes,
+        )?);
+        done += bytes;
+        progress(done, total);
+    }
+    for repo in &cut.repos {
+        let head = format!("{}/HEAD", repo.dir);
+        let text = format!("{}\n", repo.head);
+        files.push(copy_hashed(
+            &mut text.as_bytes(),
+            &dest.join(&head),
+            &head,
+            text.len() as u64,
+        )?);
+        let packed = format!("{}/packed-refs", repo.dir);
+        let mut text = String::from("# pack-refs with: sorted \n");
+        for (name, id) in &repo.refs {
+            text.push_str(&format!("{id} {name}\n"));
+        }
+        files.push(copy_hashed(
+            &mut text.as_bytes(),
+            &dest.join(&packed),
+            &packed,
+            text.len() as u64,
+        )?);
+        for dir in ["refs/heads", "refs/tags"] {
+            let path = dest.join(&repo.dir).join(dir);
+            std::fs::create_dir_all(&path).map_err(io("cannot create", &path))?;
+        }
+    }
+    let manifest = Manifest {
+        vole_version: env!("CARGO_PKG_VERSION").to_string(),
+        created: crate::time::now_millis(),
+        logs: log_cuts,
+        meta_applied: cut.meta_applied,
+        repos: cut.repos,
+        files,
+    };
+    write_manifest(dest, &manifest)?;
+    Ok(manifest)
+}
+
+fn log_length(data: &DataDir, log: &LogCut, file: &File) -> Result<u64, BackupError> {
+    let path = data.log_dir().join(&log.file);
+    let reader = std::io::BufReader::new(file.try_clone().map_err(io("cannot read", &path))?);
+    let length = match log.file.as_str() {
+        f if f == RefMove::FILE_NAME => {
+            crate::log::length_through::<RefMove, _>(&path, reader, log.seq)?
+        }
+        f if f == MetaWrite::FILE_NAME => {
+            crate::log::length_through::<MetaWrite, _>(&path, reader, log.seq)?
+        }
+        _ => crate::log::length_through::<AuditEvent, _>(&path, reader, log.seq)?,
+    };
+    length.ok_or_else(|| {
+        BackupError::Refused(format!(
+            "log {} does not hold its cut sequence {}",
+            path.display(),
+            log.seq
+        ))
+    })
+}
+
+fn write_manifest(dest: &Path, manifest: &Manifest) -> Result<(), BackupError> {
+    let path = dest.join(MANIFEST);
+    let tmp = dest.join(format!("{MANIFEST}.tmp"));
+    let text = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| BackupError::Refused(format!("cannot write the manifest: {e}")))?;
+    let mut file = File::create(&tmp).map_err(io("cannot create", &tmp))?;
+    file.write_all(&text).map_err(io("cannot write", &tmp))?;
+    file.sync_all().map_err(io("cannot sync", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io("cannot rename", &tmp))?;
+    crate::durable::sync_dir(dest).map_err(io("cannot sync", dest))
+}
+
+/// Copies `bytes` from `from` into a new file `to` (its parents made),
+/// synced, and returns its manifest entry.
+fn copy_hashed(
+    from: &mut dyn Read,
+    to: &Path,
+    name: &str,
+    bytes: u64,
+) -> Result<FileEntry, BackupError> {
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
+    }
+    let mut out = File::create(to).map_err(io("cannot create", to))?;
+    let mut hash = Sha256::new();
+    let mut buf = vec![0u8; 256 << 10];
+    let mut copied = 0u64;
+    loop {
+        let n = from.read(&mut buf).map_err(io("cannot read for", to))?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+        out.write_all(&buf[..n]).map_err(io("cannot write", to))?;
+        copied += n as u64;
+    }
+    if copied != bytes {
+        return Err(BackupError::Refused(format!(
+            "{name} was {copied} bytes where {bytes} were expected (cut short while copying?)"
+        )));
+    }
+    out.sync_all().map_err(io("cannot sync", to))?;
+    Ok(FileEntry {
+        path: name.to_string(),
+        bytes,
+        sha256: hex::encode(hash.finalize()),
+    })
+}
+
+fn refuse_unless_empty(dir: &Path, what: &str) -> Result<(), BackupError> {
+    match std::fs::read_dir(dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(BackupError::Refused(format!(
+                    "the {what} {} is not empty",
+                    dir.display()
+                )));
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io("cannot read", dir)(e)),
+    }
+}
+
+/// Restores the backup at `src` into the empty data dir `data`, checking
+/// every file against the manifest. Returns the manifest.
+pub fn restore(
+    src: &Path,
+    data: &DataDir,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Manifest, BackupError> {
+    let manifest_path = src.join(MANIFEST);
+    let text = std::fs::read(&manifest_path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            BackupError::Refused(format!(
+                "{} has no {MANIFEST}: not a vole backup, or one that did not finish",
+                src.display()
+            ))
+        } else {
+            io("cannot read", &manifest_path)(e)
+        }
+    })?;
+    let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| {
+        BackupError::Refused(format!("{} does not parse: {e}", manifest_path.display()))
+    })?;
+    refuse_unless_empty(data.root(), "data dir")?;
+    let total = manifest.files.iter().map(|f| f.bytes).sum();
+    let mut done = 0;
+    progress(done, total);
+    for entry in &manifest.files {
+        if entry
+            .path
+            .split('/')
+            .any(|part| part == ".." || part.is_empty())
+        {
+            return Err(BackupError::Damaged {
+                path: entry.path.clone(),
+                why: "a path outside the data dir".into(),
+            });
+        }
+        let from_path = src.join(&entry.path);
+        let mut from = File::open(&from_path).map_err(|e| BackupError::Damaged {
+            path: entry.path.clone(),
+            why: e.to_string(),
+        })?;
+        let copied = copy_hashed(
+            &mut from,
+            &data.root().join(&entry.path),
+            &entry.path,
+            entry.bytes,
+        )
+        .map_err(|e| BackupError::Damaged {
+            path: entry.path.clone(),
+            why: e.to_string(),
+        })?;
+        if copied.sha256 != entry.sha256 {
+            return Err(BackupError::Damaged {
+                path: entry.path.clone(),
+                why: "its SHA-256 differs".into(),
+            });
+        }
+        done += entry.bytes;
+        progress(done, total);
+    }
+    for repo in &manifest.repos {
+        for dir in ["refs/heads", "refs/tags", "objects/info"] {
+            let path = data.root().join(&repo.dir).join(dir);
+            std::fs::create_dir_all(&path).map_err(io("cannot create", &path))?;
+        }
+    }
+    Ok(manifest)
+}
