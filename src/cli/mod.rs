@@ -44,8 +44,21 @@ pub struct Cli {
     #[arg(long, global = true, env = "VOLE_CONFIG", value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Log lines for people (`text`) or one JSON object a line (`json`);
+    /// which lines, by a `RUST_LOG`-style filter in VOLE_LOG (or RUST_LOG),
+    /// e.g. `info,vole::transport=debug` [default: text].
+    #[arg(long, global = true, env = "VOLE_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<LogFormat>,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -323,7 +336,7 @@ pub fn main() -> ExitCode {
             HookCommand::PackObjects { command } => hook::pack_objects(command),
         };
     }
-    let log_writer = init_tracing();
+    let log_writer = init_tracing(cli.log_format.unwrap_or(LogFormat::Text));
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -342,18 +355,26 @@ pub fn main() -> ExitCode {
 /// background thread (one `write` per batch instead of one per line on the
 /// request path). It is not lossy: a full queue makes the logger wait.
 /// Dropping the guard flushes.
-fn init_tracing() -> tracing_appender::non_blocking::WorkerGuard {
+fn init_tracing(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VOLE_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
         .thread_name("vole-log")
         .finish(std::io::stderr());
-    tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+        .with_writer(writer);
+    match format {
+        // A request's lines carry its span (`request{id=...}`) either way.
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
+    }
     guard
 }
 

@@ -3,6 +3,11 @@
 //! the response body is finished or dropped, so streamed responses are
 //! counted whole and aborted ones still get their line; the request is
 //! counted in the metrics then too, by its route's template.
+//!
+//! Every request runs in a `request` span with its id (a proxy's
+//! `X-Request-Id` when it is a plain token, else a new ULID), so every
+//! line logged while it is handled names it; the id is sent back as
+//! `X-Request-Id`.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -17,7 +22,33 @@ use axum::http::{Method, Uri};
 use axum::response::Response;
 use http_body::Frame;
 
+use axum::http::{HeaderMap, HeaderValue};
+use tracing::Instrument;
+
 use crate::metrics::{HttpMetrics, Route};
+
+const REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
+
+/// The request's id: the one a proxy sent when it is a plain token (at
+/// most 64 letters, digits, `-`, `_`, `.`: nothing that could forge a log
+/// line), else a new ULID.
+fn request_id(headers: &HeaderMap) -> HeaderValue {
+    headers
+        .get(&REQUEST_ID)
+        .filter(|value| {
+            let bytes = value.as_bytes();
+            !bytes.is_empty()
+                && bytes.len() <= 64
+                && bytes
+                    .iter()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        })
+        .cloned()
+        .unwrap_or_else(|| {
+            HeaderValue::from_str(&ulid::Ulid::new().to_string())
+                .expect("a ULID is a valid header value")
+        })
+}
 
 /// The layer that logs every request (a hand-written tower layer rather than
 /// `from_fn`: no boxed future and no service clone per request).
@@ -60,10 +91,19 @@ where
         let method = request.method().clone();
         // A `Uri` clone shares its bytes; only the path is logged.
         let uri = request.uri().clone();
+        let id = request_id(request.headers());
+        // Only visible ASCII (checked, or a ULID).
+        let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
+        let inner = {
+            let _entered = span.enter();
+            self.inner.call(request)
+        };
         LoggedResponse {
-            inner: self.inner.call(request),
+            inner: inner.instrument(span.clone()),
             line: Some((method, uri, started)),
             metrics: self.metrics.clone(),
+            id,
+            span,
         }
     }
 }
@@ -72,9 +112,11 @@ pin_project_lite::pin_project! {
     /// The inner response, its body wrapped to write the line at its end.
     pub struct LoggedResponse<F> {
         #[pin]
-        inner: F,
+        inner: tracing::instrument::Instrumented<F>,
         line: Option<(Method, Uri, Instant)>,
         metrics: Arc<HttpMetrics>,
+        id: HeaderValue,
+        span: tracing::Span,
     }
 }
 
@@ -83,7 +125,8 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let Ok(response) = ready!(this.inner.poll(cx));
+        let Ok(mut response) = ready!(this.inner.poll(cx));
+        response.headers_mut().insert(REQUEST_ID, this.id.clone());
         let (method, uri, started) = this.line.take().expect("polled after completion");
         let status = response.status().as_u16();
         let route = response
@@ -104,6 +147,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse
                     started,
                     route,
                     metrics,
+                    span: this.span.clone(),
                 },
             })
         })))
@@ -119,10 +163,12 @@ struct RequestLine {
     started: Instant,
     route: Option<Arc<str>>,
     metrics: Arc<HttpMetrics>,
+    span: tracing::Span,
 }
 
 impl Drop for RequestLine {
     fn drop(&mut self) {
+        let _entered = self.span.enter();
         self.metrics
             .observe(self.route.as_deref(), self.status, self.started.elapsed());
         tracing::info!(

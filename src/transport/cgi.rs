@@ -22,6 +22,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdout, Command};
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 use tokio_stream::StreamExt;
+use tracing::Instrument;
 
 use super::spool::{Spooled, SpooledContent};
 use crate::http::AppError;
@@ -192,39 +193,45 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     let push = request.push;
     // Feed stdin concurrently with reading stdout.
     let body = request.body;
-    tokio::spawn(async move {
-        let Some(mut stdin) = stdin else { return };
-        let fed = match body.map(|b| b.content) {
-            None => Ok(()),
-            Some(SpooledContent::Memory(bytes)) => stdin.write_all(&bytes).await,
-            // A spooled file is copied by a blocking thread with std's copy
-            // (which splices file to pipe in the kernel): tokio's file reads
-            // go through the blocking pool in small chunks and cost ~0.1 s
-            // on a 16 MiB push.
-            Some(SpooledContent::File(file)) => match stdin.into_owned_fd() {
-                Ok(fd) => tokio::task::spawn_blocking(move || copy_to_pipe(file.path(), fd))
-                    .await
-                    .unwrap_or_else(|e| Err(std::io::Error::other(e))),
-                Err(e) => Err(e),
-            },
-        };
-        if let Err(e) = fed {
-            tracing::debug!(error = %e, "feeding http-backend stopped");
-        }
-        // Dropping stdin closes it: http-backend sees the end of the body.
-    });
-    let repo = request.repo.clone();
-    let stderr_task = tokio::spawn(async move {
-        let mut kept = Vec::new();
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::warn!(repo, "git http-backend: {line}");
-            if kept.len() < MAX_STDERR_LINES_KEPT {
-                kept.push(line);
+    tokio::spawn(
+        async move {
+            let Some(mut stdin) = stdin else { return };
+            let fed = match body.map(|b| b.content) {
+                None => Ok(()),
+                Some(SpooledContent::Memory(bytes)) => stdin.write_all(&bytes).await,
+                // A spooled file is copied by a blocking thread with std's copy
+                // (which splices file to pipe in the kernel): tokio's file reads
+                // go through the blocking pool in small chunks and cost ~0.1 s
+                // on a 16 MiB push.
+                Some(SpooledContent::File(file)) => match stdin.into_owned_fd() {
+                    Ok(fd) => tokio::task::spawn_blocking(move || copy_to_pipe(file.path(), fd))
+                        .await
+                        .unwrap_or_else(|e| Err(std::io::Error::other(e))),
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = fed {
+                tracing::debug!(error = %e, "feeding http-backend stopped");
             }
+            // Dropping stdin closes it: http-backend sees the end of the body.
         }
-        kept
-    });
+        .in_current_span(),
+    );
+    let repo = request.repo.clone();
+    let stderr_task = tokio::spawn(
+        async move {
+            let mut kept = Vec::new();
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::warn!(repo, "git http-backend: {line}");
+                if kept.len() < MAX_STDERR_LINES_KEPT {
+                    kept.push(line);
+                }
+            }
+            kept
+        }
+        .in_current_span(),
+    );
 
     let mut stdout = stdout;
     let (head, rest) =
@@ -316,24 +323,29 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     let idle = request.idle_timeout;
     let floor = RateFloor::new(request.min_rate, request.rate_window);
     let repo = request.repo;
-    tokio::spawn(async move {
-        // The slot and the push's registration are held until the child
-        // has exited.
-        let _held = (permit, push);
-        pump(&mut group, stdout, rest, tx, idle, floor, &repo).await;
-        match tokio::time::timeout(Duration::from_secs(30), group.wait()).await {
-            Ok(Ok(status)) if status.success() => {}
-            Ok(Ok(status)) => tracing::warn!(repo, %status, "git http-backend failed"),
-            Ok(Err(e)) => tracing::warn!(repo, error = %e, "waiting for git http-backend failed"),
-            Err(_) => {
-                group.kill();
-                tracing::warn!(
-                    repo,
-                    "git http-backend did not exit; killed its process group"
-                );
+    tokio::spawn(
+        async move {
+            // The slot and the push's registration are held until the child
+            // has exited.
+            let _held = (permit, push);
+            pump(&mut group, stdout, rest, tx, idle, floor, &repo).await;
+            match tokio::time::timeout(Duration::from_secs(30), group.wait()).await {
+                Ok(Ok(status)) if status.success() => {}
+                Ok(Ok(status)) => tracing::warn!(repo, %status, "git http-backend failed"),
+                Ok(Err(e)) => {
+                    tracing::warn!(repo, error = %e, "waiting for git http-backend failed")
+                }
+                Err(_) => {
+                    group.kill();
+                    tracing::warn!(
+                        repo,
+                        "git http-backend did not exit; killed its process group"
+                    );
+                }
             }
         }
-    });
+        .in_current_span(),
+    );
     response
         .body(Body::from_stream(
             tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, Infallible>),

@@ -12,6 +12,7 @@ mod durability;
 mod hooks;
 mod layering;
 mod log_dump;
+mod logging;
 mod meta;
 mod metrics;
 mod pack_cache;

@@ -397,10 +397,15 @@ impl TestServerBuilder {
             let _ = child.kill();
             panic!("vole serve did not start; its log:\n{}", log.all());
         };
+        // The address ends where an address's characters do (a text line
+        // goes on with a space, a JSON one with a quote).
         let addr = line
             .split("http://")
             .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|rest| {
+                rest.split(|c: char| !(c.is_ascii_hexdigit() || ".:[]".contains(c)))
+                    .next()
+            })
             .and_then(|addr| addr.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
         TestServer {
