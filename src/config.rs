@@ -23,6 +23,8 @@ pub mod defaults {
     pub const CONFIG_FILE: &str = "vole.toml";
     pub const META_FOLD_INTERVAL: &str = "1s";
     pub const META_FOLD_BATCH: usize = 64;
+    pub const META_LOG_COMPACT_SIZE: &str = "64MiB";
+    pub const REF_LOG_COMPACT_SIZE: &str = "0";
     pub const API_BODY_LIMIT: &str = "1MiB";
     pub const MAX_PUSH_SIZE: &str = "2GiB";
     /// GitHub's hard limit for one file.
@@ -249,6 +251,18 @@ pub struct Settings {
     #[arg(long, env = "VOLE_META_FOLD_BATCH", value_name = "N")]
     pub meta_fold_batch: Option<usize>,
 
+    /// Past this size the server compacts the meta log in the background
+    /// (dropping the writes already folded into git), so start-up replays
+    /// only the rest; 0: only `vole log compact` does [default: 64MiB].
+    #[arg(long, env = "VOLE_META_LOG_COMPACT_SIZE", value_name = "SIZE")]
+    pub meta_log_compact_size: Option<String>,
+
+    /// Past this size the server compacts the ref log (a checkpoint of
+    /// every ref, then the last 10,000 transactions); the ref log is the
+    /// audit trail, so 0, the default, keeps it whole [default: 0].
+    #[arg(long, env = "VOLE_REF_LOG_COMPACT_SIZE", value_name = "SIZE")]
+    pub ref_log_compact_size: Option<String>,
+
     /// Largest JSON request body the API accepts [default: 1MiB].
     #[arg(long, env = "VOLE_API_BODY_LIMIT", value_name = "SIZE")]
     pub api_body_limit: Option<String>,
@@ -306,6 +320,8 @@ impl Settings {
             protected_branches: self.protected_branches.or(lower.protected_branches),
             meta_fold_interval: self.meta_fold_interval.or(lower.meta_fold_interval),
             meta_fold_batch: self.meta_fold_batch.or(lower.meta_fold_batch),
+            meta_log_compact_size: self.meta_log_compact_size.or(lower.meta_log_compact_size),
+            ref_log_compact_size: self.ref_log_compact_size.or(lower.ref_log_compact_size),
             api_body_limit: self.api_body_limit.or(lower.api_body_limit),
             site_cache_size: self.site_cache_size.or(lower.site_cache_size),
             site_stream_threshold: self.site_stream_threshold.or(lower.site_stream_threshold),
@@ -354,6 +370,9 @@ pub struct Config {
     pub protected_branches: Vec<String>,
     pub meta_fold_interval: Duration,
     pub meta_fold_batch: usize,
+    /// Log size past which the server compacts it by itself; 0: never.
+    pub meta_log_compact_size: u64,
+    pub ref_log_compact_size: u64,
     pub api_body_limit: u64,
     pub transport: TransportLimits,
     pub sites: SiteSettings,
@@ -533,6 +552,16 @@ impl Config {
             meta_fold_batch: positive(
                 "meta-fold-batch",
                 raw.meta_fold_batch.unwrap_or(defaults::META_FOLD_BATCH),
+            )?,
+            meta_log_compact_size: size(
+                "meta-log-compact-size",
+                raw.meta_log_compact_size.as_deref(),
+                defaults::META_LOG_COMPACT_SIZE,
+            )?,
+            ref_log_compact_size: size(
+                "ref-log-compact-size",
+                raw.ref_log_compact_size.as_deref(),
+                defaults::REF_LOG_COMPACT_SIZE,
             )?,
             api_body_limit: size(
                 "api-body-limit",

@@ -135,6 +135,11 @@ pub struct Log<K: RecordKind> {
     gate: SyncGate,
     counters: Arc<Counters>,
     applied: AtomicU64,
+    /// Held by a compaction throughout (see `compact`).
+    compacting: Mutex<()>,
+    /// Run by a compaction between its two phases (tests only).
+    #[cfg(test)]
+    pub(crate) between_phases: Mutex<Option<Box<dyn FnMut() + Send>>>,
     _kind: PhantomData<fn() -> K>,
 }
 
@@ -212,6 +217,9 @@ impl<K: RecordKind> Log<K> {
             }),
             counters,
             applied: AtomicU64::new(replay.base_seq.saturating_sub(1)),
+            compacting: Mutex::new(()),
+            #[cfg(test)]
+            between_phases: Mutex::new(None),
             path,
             opener,
             _kind: PhantomData,

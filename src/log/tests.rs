@@ -867,3 +867,52 @@ for b in batches:
         "pyarrow read other rows from the meta log than were committed"
     );
 }
+
+#[test]
+fn appends_go_on_while_a_compaction_copies_and_none_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
+    let log = Arc::new(log);
+    for i in 0..100 {
+        log.commit(&[ref_move(i)]).unwrap();
+    }
+    log.mark_applied(100);
+    // Between the copy and the swap, five appends from another thread:
+    // they finish only if the copy held no lock they need.
+    let finished = Arc::new(AtomicU64::new(0));
+    let seen_in_pause = Arc::new(AtomicU64::new(0));
+    {
+        let (log2, finished, seen) = (log.clone(), finished.clone(), seen_in_pause.clone());
+        *log.between_phases.lock() = Some(Box::new(move || {
+            let (log3, counted) = (log2.clone(), finished.clone());
+            let appender = std::thread::spawn(move || {
+                for i in 100..105 {
+                    log3.commit(&[ref_move(i)]).unwrap();
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while finished.load(Ordering::SeqCst) < 5 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            seen.store(finished.load(Ordering::SeqCst), Ordering::SeqCst);
+            drop(appender);
+        }));
+    }
+    let report = log.compact(100, &[]).unwrap();
+    assert_eq!(
+        seen_in_pause.load(Ordering::SeqCst),
+        5,
+        "appends waited for the compaction's copy (it held the writer)"
+    );
+    assert_eq!(report.base_seq, 101);
+    log.commit(&[ref_move(105)]).unwrap();
+    *log.between_phases.lock() = None;
+    drop(log);
+    let seqs: Vec<u64> = txns(dir.path()).into_iter().map(|(seq, _)| seq).collect();
+    assert_eq!(
+        seqs,
+        (101..=106).collect::<Vec<_>>(),
+        "a record appended during the compaction was lost"
+    );
+}

@@ -3,6 +3,7 @@
 //!
 //! Routes live in [`router`]; the per-request log line in [`request_log`].
 
+pub mod maintenance;
 pub mod metrics;
 pub mod request_log;
 pub mod router;
@@ -99,6 +100,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         None => None,
     };
 
+    let maintenance_task = tokio::spawn(maintenance::run(app.clone()));
     if app.config.anonymous_push {
         tracing::warn!(
             "anonymous push is ON: anyone who can reach this server can push (development only)"
@@ -117,6 +119,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
             .await;
 
     control_task.abort();
+    maintenance_task.abort();
     if let Some(task) = metrics_task {
         task.abort();
     }

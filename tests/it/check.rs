@@ -212,3 +212,55 @@ fn a_missing_object_is_named() {
         "{said}"
     );
 }
+
+#[test]
+fn the_server_compacts_the_folded_meta_log_by_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, token, _work) = forge(
+        dir.path(),
+        &[
+            "--meta-fold-interval",
+            "10ms",
+            "--meta-log-compact-size",
+            "16KiB",
+        ],
+    );
+    let log = server.data.join("log/meta.arrow");
+    let mut numbers = Vec::new();
+    for i in 0..60 {
+        let issue = post(
+            &server,
+            &token,
+            "issues",
+            json!({ "title": format!("issue {i}") }),
+        );
+        numbers.push(issue["number"].as_u64().unwrap());
+    }
+    let grown = std::fs::metadata(&log).unwrap().len();
+    assert!(
+        grown > 16 * 1024,
+        "the meta log did not pass its limit: {grown} bytes"
+    );
+    assert!(
+        eventually(std::time::Duration::from_secs(30), || {
+            std::fs::metadata(&log).map_or(u64::MAX, |m| m.len()) < 16 * 1024
+        }),
+        "the meta log was never compacted ({grown} bytes, limit 16 KiB)"
+    );
+    let data = server.data.clone();
+    server.stop();
+    let (ok, said) = check(&data);
+    assert!(ok, "{said}");
+    // Every issue is still there after a restart.
+    let again = TestServer::builder().data(&data).start();
+    for number in numbers {
+        let r = http(
+            again.addr,
+            &format!(
+                "GET /api/v1/repos/{REPO}/issues/{number} HTTP/1.1\r\nAuthorization: Bearer {token}"
+            ),
+            b"",
+        );
+        assert_eq!(r.status, 200, "issue #{number} was lost to the compaction");
+    }
+}
