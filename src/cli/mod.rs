@@ -917,3 +917,76 @@ fn decode<T: serde::de::DeserializeOwned>(reply: Reply) -> anyhow::Result<T> {
     serde_json::from_value(reply.data.unwrap_or_default())
         .context("the server's reply did not have the expected shape")
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// One row of `docs/configuration.md` per setting, from clap's own
+    /// definitions: flag, environment variable, config file key, default,
+    /// what it does.
+    fn rows() -> Vec<String> {
+        let cli = super::Cli::command();
+        let serve = cli
+            .find_subcommand("serve")
+            .expect("the serve command")
+            .clone();
+        // The global flags first (the file keys `data` and `git` are theirs).
+        let mut args: Vec<clap::Arg> = cli.get_arguments().cloned().collect();
+        args.extend(serve.get_arguments().cloned());
+        let mut rows = Vec::new();
+        for arg in args {
+            let Some(long) = arg.get_long() else { continue };
+            if matches!(long, "help" | "version") {
+                continue;
+            }
+            let env = arg
+                .get_env()
+                .map(|e| format!("`{}`", e.to_string_lossy()))
+                .unwrap_or_default();
+            let help = arg.get_help().map(ToString::to_string).unwrap_or_default();
+            let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+            let (what, default) = match help.rsplit_once(" [default: ") {
+                Some((what, default)) => {
+                    (what.to_string(), default.trim_end_matches(']').to_string())
+                }
+                None => (help.clone(), String::new()),
+            };
+            // Every serve setting is also a file key (its field's name in
+            // kebab-case, as `config::Settings` reads it); of the global
+            // ones, `data` and `git` are.
+            let key = if serve.get_arguments().any(|a| a.get_long() == Some(long))
+                || matches!(long, "data" | "git")
+            {
+                format!("`{}`", arg.get_id().as_str().replace('_', "-"))
+            } else {
+                String::new()
+            };
+            rows.push(format!(
+                "| `--{long}` | {env} | {key} | {default} | {what} |"
+            ));
+        }
+        rows
+    }
+
+    #[test]
+    fn the_configuration_doc_lists_every_setting_as_defined() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/configuration.md");
+        let doc = std::fs::read_to_string(path).unwrap_or_default();
+        let rows = rows();
+        assert!(rows.len() > 30, "only {} settings found", rows.len());
+        let missing: Vec<&String> = rows
+            .iter()
+            .filter(|row| !doc.contains(row.as_str()))
+            .collect();
+        let documented = doc.lines().filter(|line| line.starts_with("| `--")).count();
+        assert!(
+            missing.is_empty() && documented == rows.len(),
+            "docs/configuration.md is out of date with the settings ({} rows there, {} settings); \
+             its table should be:\n| Flag | Environment | File key | Default | What it sets |\n|---|---|---|---|---|\n{}",
+            documented,
+            rows.len(),
+            rows.join("\n")
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! Benchmark harness: how long `vole serve` takes to start on a data dir
+//! holding `--issues` issues, against the same start on an empty data dir
+//! (the baseline, interleaved), and where the time goes (log replay, index
+//! rebuild).
+//!
+//! `cargo run --release --example startup [-- --issues 1000000 --writers 32 --starts 3]`
+//!
+//! - Fill: `--writers` keep-alive connections create the issues through the
+//!   API (one repo, one token; `--api-rate` lifted), each acknowledged
+//!   with its 201; the server runs with its defaults otherwise, so the meta
+//!   log is compacted in the background past 64 MiB as it would be.
+//! - Verification: after the fill, the server is stopped (SIGTERM: the
+//!   fold flushes) and started again; the last issue of every writer and a
+//!   sample of 1,000 others are read back by number.
+//! - Starts: `--starts` rounds, each an empty data dir's start then the full
+//!   one's, timed from spawn to the "listening" line; the log's own
+//!   `replay_ms` and `index_rebuild_ms` are reported too.
+//! - Output: `fill_per_s=`, `meta_log_bytes=`, per start `start= ms=`,
+//!   then the medians and `ratio full/empty`.
+
+#![allow(clippy::unwrap_used)] // benchmark code: a failed unwrap is a failed run
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+#[path = "../common.rs"]
+mod common;
+use common::{arg, free_port, median, release_vole, sh};
+
+/// A started server: its child, address, and the start's figures.
+struct Started {
+    child: Child,
+    port: u16,
+    ms: f64,
+    replay_ms: f64,
+    index_rebuild_ms: f64,
+}
+
+fn start(vole: &Path, data: &Path) -> Started {
+    let port = free_port();
+    let began = Instant::now();
+    let mut child = Command::new(vole)
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--api-rate",
+            "100000000",
+            "--listen",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--data")
+        .arg(data)
+        .env("VOLE_LOG", "info")
+        .env("VOLE_METRICS_LISTEN", "off")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let (mut replay_ms, mut index_rebuild_ms) = (0.0, 0.0);
+    loop {
+        let line = lines
+            .next()
+            .expect("the server stopped before listening")
+            .unwrap();
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        let fields = &value["fields"];
+        if fields["log"] == "meta.arrow" {
+            replay_ms = fields["replay_ms"].as_f64().unwrap_or(0.0);
+        }
+        if let Some(ms) = fields["index_rebuild_ms"].as_f64() {
+            index_rebuild_ms = ms;
+        }
+        if fields["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("vole listening"))
+        {
+            break;
+        }
+    }
+    let ms = began.elapsed().as_secs_f64() * 1e3;
+    // Keep draining its log so it never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    Started {
+        child,
+        port,
+        ms,
+        replay_ms,
+        index_rebuild_ms,
+    }
+}
+
+fn stop(mut started: Started) {
+    sh(Command::new("kill").arg(started.child.id().to_string()));
+    started.child.wait().unwrap();
+}
+
+/// One keep-alive connection's request; the status and body.
+fn request(stream: &mut BufReader<TcpStream>, head: &str, body: &[u8]) -> (u16, Vec<u8>) {
+    // One write (no Nagle wait between a head and its body).
+    let mut message = format!(
+        "{head}\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    message.extend_from_slice(body);
+    stream.get_mut().write_all(&message).unwrap();
+    let mut status_line = String::new();
+    stream.read_line(&mut status_line).unwrap();
+    let status = status_line
+        .split(' ')
+        .nth(1)
+        .unwrap_or("0")
+        .parse()
+        .unwrap_or(0);
+    let mut length = 0usize;
+    loop {
+        let mut header = String::new();
+        stream.read_line(&mut header).unwrap();
+        if header == "\r\n" || header.is_empty() {
+            break;
+        }
+        if let Some(value) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = value.trim().parse().unwrap();
+        }
+    }
+    let mut body = vec![0; length];
+    stream.read_exact(&mut body).unwrap();
+    (status, body)
+}
+
+fn connect(port: u16) -> BufReader<TcpStream> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.set_nodelay(true).unwrap();
+    BufReader::new(stream)
+}
+
+fn main() {
+    let issues = arg("--issues", 1_000_000);
+    let writers = arg("--writers", 32);
+    let starts = arg("--starts", 3) as usize;
+    let vole = release_vole();
+    let dir = tempfile::tempdir().unwrap();
+    let full: PathBuf = dir.path().join("full");
+    let empty: PathBuf = dir.path().join("empty");
+    for data in [&full, &empty] {
+        sh(Command::new(&vole)
+            .args(["repo", "create", "bench/issues", "--data"])
+            .arg(data));
+    }
+    sh(Command::new(&vole)
+        .args(["user", "add", "bench", "--email", "b@example.org", "--data"])
+        .arg(&full));
+    let token = sh(Command::new(&vole)
+        .args([
+            "token", "create", "fill", "--user", "bench", "--scope", "write", "--data",
+        ])
+        .arg(&full))
+    .lines()
+    .last()
+    .unwrap()
+    .to_string();
+
+    // Fill.
+    let server = start(&vole, &full);
+    let began = Instant::now();
+    let per_writer = issues / writers;
+    let lasts: Vec<(u64, String)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..writers)
+            .map(|w| {
+                let token = token.clone();
+                let port = server.port;
+                scope.spawn(move || {
+                    let mut stream = connect(port);
+                    let mut last = (0, String::new());
+                    for i in 0..per_writer {
+                        let title = format!("writer {w} issue {i}");
+                        let body = serde_json::json!({ "title": title }).to_string();
+                        let (status, answer) = request(
+                            &mut stream,
+                            &format!(
+                                "POST /api/v1/repos/bench/issues/issues HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json"
+                            ),
+                            body.as_bytes(),
+                        );
+                        assert_eq!(status, 201, "{}", String::from_utf8_lossy(&answer));
+                        let value: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+                        last = (value["number"].as_u64().unwrap(), title);
+                    }
+                    last
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let took = began.elapsed().as_secs_f64();
+    let filled = per_writer * writers;
+    println!(
+        "issues={filled} writers={writers} fill_s={took:.1} fill_per_s={:.0}",
+        filled as f64 / took
+    );
+    stop(server);
+    let meta_log = std::fs::metadata(full.join("log/meta.arrow"))
+        .unwrap()
+        .len();
+    println!("meta_log_bytes={meta_log}");
+
+    // Verification: read back each writer's last issue and a sample.
+    let server = start(&vole, &full);
+    let mut stream = connect(server.port);
+    let mut checked = 0;
+    let mut check = |number: u64, title: Option<&str>| {
+        let (status, body) = request(
+            &mut stream,
+            &format!(
+                "GET /api/v1/repos/bench/issues/issues/{number} HTTP/1.1\r\nAuthorization: Bearer {token}"
+            ),
+            b"",
+        );
+        assert_eq!(status, 200, "verification: issue #{number} is gone");
+        if let Some(title) = title {
+            let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            assert_eq!(value["title"], title, "verification: issue #{number}");
+        }
+        checked += 1;
+    };
+    for (number, title) in &lasts {
+        check(*number, Some(title));
+    }
+    for k in 0..1000u64 {
+        check(1 + (k * 7919) % filled, None);
+    }
+    println!("verified={checked}");
+    stop(server);
+
+    // Starts, interleaved: empty, then full.
+    let (mut empty_ms, mut full_ms) = (Vec::new(), Vec::new());
+    for round in 0..starts {
+        for (name, data) in [("empty", &empty), ("full", &full)] {
+            let started = start(&vole, data);
+            println!(
+                "start={name} round={round} ms={:.0} replay_ms={:.0} index_rebuild_ms={:.0}",
+                started.ms, started.replay_ms, started.index_rebuild_ms
+            );
+            if name == "empty" {
+                empty_ms.push(started.ms);
+            } else {
+                full_ms.push(started.ms);
+            }
+            stop(started);
+        }
+    }
+    let (e, f) = (median(empty_ms), median(full_ms));
+    println!("median empty_ms={e:.0} full_ms={f:.0}");
+    println!("ratio full/empty={:.1}", f / e);
+}
