@@ -74,7 +74,7 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&ApiState) -> Result<T, MetaError> + Send + 'static,
 ) -> Result<T, AppError> {
     let app = app.clone();
-    tokio::task::spawn_blocking(move || f(&app))
+    crate::http::spawn_blocking(move || f(&app))
         .await
         .map_err(|e| AppError::internal("metadata write task failed", e))?
         .map_err(AppError::from)

@@ -86,7 +86,7 @@ pub async fn list(
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
     let app2 = app.clone();
-    let visible = tokio::task::spawn_blocking(move || {
+    let visible = crate::http::spawn_blocking(move || {
         app2.repos
             .list()
             .into_iter()
@@ -141,7 +141,7 @@ pub async fn create(
         private: create.private,
         owner: owning_user,
     };
-    tokio::task::spawn_blocking(move || {
+    crate::http::spawn_blocking(move || {
         app2.control.create_repo(
             new,
             Actor {
@@ -177,7 +177,7 @@ pub async fn delete(
     let actor = principal.name().to_string();
     let client = peer.ip().to_string();
     let app2 = app.clone();
-    tokio::task::spawn_blocking(move || {
+    crate::http::spawn_blocking(move || {
         app2.control.delete_repo(
             &name,
             Actor {

@@ -975,6 +975,12 @@ mod tests {
         let doc = std::fs::read_to_string(path).unwrap_or_default();
         let rows = rows();
         assert!(rows.len() > 30, "only {} settings found", rows.len());
+        let header =
+            "| Flag | Environment | File key | Default | What it sets |\n|---|---|---|---|---|\n";
+        assert!(
+            doc.contains(header),
+            "docs/configuration.md has no table header"
+        );
         let missing: Vec<&String> = rows
             .iter()
             .filter(|row| !doc.contains(row.as_str()))

@@ -297,7 +297,42 @@ pub fn write(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Manifest, BackupError> {
     refuse_unless_empty(dest, "backup destination")?;
-    std::fs::create_dir_all(dest).map_err(io("cannot create", dest))?;
+    create_private_dir(dest)?;
+    // A backup that fails leaves nothing behind (DEST was empty): it can
+    // be run again as it was.
+    write_into(data, cut, dest, progress).inspect_err(|_| {
+        let _ = empty_dir(dest);
+    })
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), BackupError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io("cannot create", dir))
+}
+
+/// Removes what is inside `dir`, leaving it.
+fn empty_dir(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path)?;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(())
+}
+
+fn write_into(
+    data: &DataDir,
+    cut: Cut,
+    dest: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Manifest, BackupError> {
     let mut plan = Vec::new();
     for repo in &cut.repos {
         let dir = data.root().join(&repo.dir);
@@ -333,7 +368,7 @@ pub fn write(
             &mut file.take(length),
             &dest.join(&to),
             &to,
-            length,
+            Some(length),
         )?);
         done += length;
         progress(done, total);
@@ -347,7 +382,7 @@ pub fn write(
         &mut applied_text.as_bytes(),
         &dest.join(&applied_to),
         &applied_to,
-        applied_text.len() as u64,
+        None,
     )?);
     for planned in plan {
         let mut from = File::open(&planned.from).map_err(|e| {
@@ -360,17 +395,17 @@ pub fn write(
                 io("cannot read", &planned.from)(e)
             }
         })?;
-        let bytes = planned.bytes;
-        // Read to the size listed: a file only ever grows here (a log
-        // git appends to, say); objects never change.
+        // Whole, as it is once opened (objects never change; a file git
+        // replaces by a rename meanwhile is read as one version or the
+        // other, never cut): the size planned is for the progress only.
         files.push(copy_hashed(
-            &mut (&mut from).take(bytes),
+            &mut from,
             &dest.join(&planned.to),
             &planned.to,
-            bytes,
+            None,
         )?);
-        done += bytes;
-        progress(done, total);
+        done += planned.bytes;
+        progress(done.min(total), total);
     }
     for repo in &cut.repos {
         let head = format!("{}/HEAD", repo.dir);
@@ -379,7 +414,7 @@ pub fn write(
             &mut text.as_bytes(),
             &dest.join(&head),
             &head,
-            text.len() as u64,
+            None,
         )?);
         let packed = format!("{}/packed-refs", repo.dir);
         let mut text = String::from("# pack-refs with: sorted \n");
@@ -390,11 +425,10 @@ pub fn write(
             &mut text.as_bytes(),
             &dest.join(&packed),
             &packed,
-            text.len() as u64,
+            None,
         )?);
         for dir in ["refs/heads", "refs/tags"] {
-            let path = dest.join(&repo.dir).join(dir);
-            std::fs::create_dir_all(&path).map_err(io("cannot create", &path))?;
+            create_private_dir(&dest.join(&repo.dir).join(dir))?;
         }
     }
     let manifest = Manifest {
@@ -435,25 +469,42 @@ fn write_manifest(dest: &Path, manifest: &Manifest) -> Result<(), BackupError> {
     let tmp = dest.join(format!("{MANIFEST}.tmp"));
     let text = serde_json::to_vec_pretty(manifest)
         .map_err(|e| BackupError::Refused(format!("cannot write the manifest: {e}")))?;
-    let mut file = File::create(&tmp).map_err(io("cannot create", &tmp))?;
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(io("cannot create", &tmp))?
+    };
     file.write_all(&text).map_err(io("cannot write", &tmp))?;
     file.sync_all().map_err(io("cannot sync", &tmp))?;
     std::fs::rename(&tmp, &path).map_err(io("cannot rename", &tmp))?;
     crate::durable::sync_dir(dest).map_err(io("cannot sync", dest))
 }
 
-/// Copies `bytes` from `from` into a new file `to` (its parents made),
-/// synced, and returns its manifest entry.
+/// Copies `from` to its end into a new file `to` (its parents made; owner
+/// only, as the data dir is: the system repo holds password and token
+/// hashes), synced, and returns its manifest entry. `expected`: the bytes
+/// it must be.
 fn copy_hashed(
     from: &mut dyn Read,
     to: &Path,
     name: &str,
-    bytes: u64,
+    expected: Option<u64>,
 ) -> Result<FileEntry, BackupError> {
+    use std::os::unix::fs::OpenOptionsExt;
     if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent).map_err(io("cannot create", parent))?;
+        create_private_dir(parent)?;
     }
-    let mut out = File::create(to).map_err(io("cannot create", to))?;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(to)
+        .map_err(io("cannot create", to))?;
     let mut hash = Sha256::new();
     let mut buf = vec![0u8; 256 << 10];
     let mut copied = 0u64;
@@ -466,7 +517,9 @@ fn copy_hashed(
         out.write_all(&buf[..n]).map_err(io("cannot write", to))?;
         copied += n as u64;
     }
-    if copied != bytes {
+    if let Some(bytes) = expected
+        && copied != bytes
+    {
         return Err(BackupError::Refused(format!(
             "{name} was {copied} bytes where {bytes} were expected (cut short while copying?)"
         )));
@@ -474,7 +527,7 @@ fn copy_hashed(
     out.sync_all().map_err(io("cannot sync", to))?;
     Ok(FileEntry {
         path: name.to_string(),
-        bytes,
+        bytes: copied,
         sha256: hex::encode(hash.finalize()),
     })
 }
@@ -517,6 +570,43 @@ pub fn restore(
         BackupError::Refused(format!("{} does not parse: {e}", manifest_path.display()))
     })?;
     refuse_unless_empty(data.root(), "data dir")?;
+    // Into a sibling first, renamed into place once every file checked
+    // out: a damaged backup leaves the data dir as it was.
+    let root = data.root();
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "data".into());
+    let staging = root.with_file_name(format!(".{name}.restoring"));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(io("cannot remove", &staging))?;
+    }
+    create_private_dir(&staging)?;
+    match restore_into(&manifest, src, &staging, progress) {
+        Ok(()) => {
+            if root.exists() {
+                // Empty (checked above): replaced by the rename.
+                std::fs::remove_dir(root).map_err(io("cannot replace", root))?;
+            }
+            std::fs::rename(&staging, root).map_err(io("cannot move into place", root))?;
+            if let Some(parent) = root.parent() {
+                crate::durable::sync_dir(parent).map_err(io("cannot sync", parent))?;
+            }
+            Ok(manifest)
+        }
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            Err(e)
+        }
+    }
+}
+
+fn restore_into(
+    manifest: &Manifest,
+    src: &Path,
+    staging: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<(), BackupError> {
     let total = manifest.files.iter().map(|f| f.bytes).sum();
     let mut done = 0;
     progress(done, total);
@@ -538,9 +628,9 @@ pub fn restore(
         })?;
         let copied = copy_hashed(
             &mut from,
-            &data.root().join(&entry.path),
+            &staging.join(&entry.path),
             &entry.path,
-            entry.bytes,
+            Some(entry.bytes),
         )
         .map_err(|e| BackupError::Damaged {
             path: entry.path.clone(),
@@ -557,9 +647,8 @@ pub fn restore(
     }
     for repo in &manifest.repos {
         for dir in ["refs/heads", "refs/tags", "objects/info"] {
-            let path = data.root().join(&repo.dir).join(dir);
-            std::fs::create_dir_all(&path).map_err(io("cannot create", &path))?;
+            create_private_dir(&staging.join(&repo.dir).join(dir))?;
         }
     }
-    Ok(manifest)
+    Ok(())
 }

@@ -151,12 +151,15 @@ async fn serve_backup(
         let data = crate::datadir::DataDir::new(state.config.data_dir.clone());
         // Nothing rewrites what is being copied until it is done.
         let _hold = state.meta.hold_maintenance();
+        state.recorder.log().wait_compaction();
         let cut = backup::cut_live(&state, &data)?;
         let mut last = std::time::Instant::now() - std::time::Duration::from_secs(1);
         let mut progress = |done: u64, total: u64| {
             if done == total || last.elapsed() >= std::time::Duration::from_millis(100) {
                 last = std::time::Instant::now();
-                let _ = tx.blocking_send((done, total));
+                // A reader that stops reading loses progress lines, and
+                // never stalls the copy (which holds maintenance off).
+                let _ = tx.try_send((done, total));
             }
         };
         backup::write(&data, cut, std::path::Path::new(&dest), &mut progress)

@@ -233,8 +233,6 @@ impl RefRecorder {
         Ok(self.repos.path(&RepoName::parse(&push.repo)?))
     }
 
-    /// reference-transaction `prepared`: the push's objects and the moves
-    /// durable before git may move the refs. Blocking (waits for syncs).
     /// Waits for prepared records under way and keeps new ones from being
     /// taken while the guard lives (a backup's cut): a ref a push is about
     /// to move has its prepared record in the log already.
@@ -242,6 +240,8 @@ impl RefRecorder {
         self.cut.write()
     }
 
+    /// reference-transaction `prepared`: the push's objects and the moves
+    /// durable before git may move the refs. Blocking (waits for syncs).
     pub fn prepared(&self, push: &PushContext, moves: &[RefUpdate]) -> Result<u64, RecordError> {
         let git_dir = self.git_dir(push)?;
         durable::sync_object_dirs(&git_dir).map_err(|source| RecordError::Sync {

@@ -230,7 +230,7 @@ impl Authn {
             }
             let accounts = self.accounts.clone();
             let (user, secret) = (user.clone(), secret.clone());
-            tokio::task::spawn_blocking(move || {
+            crate::http::spawn_blocking(move || {
                 accounts.authenticate(Presented::Basic {
                     user: &user,
                     secret: &secret,

@@ -13,3 +13,14 @@ pub mod stream;
 pub mod zero_copy;
 
 pub use error::AppError;
+
+/// `tokio::task::spawn_blocking`, in the caller's tracing span: what the
+/// blocking work logs names the request it does it for.
+pub fn spawn_blocking<F, R>(f: F) -> tokio::task::JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    let span = tracing::Span::current();
+    tokio::task::spawn_blocking(move || span.in_scope(f))
+}

@@ -227,6 +227,11 @@ impl<K: RecordKind> Log<K> {
         Ok((log, replay))
     }
 
+    /// Waits for a compaction under way, if any, to finish.
+    pub fn wait_compaction(&self) {
+        drop(self.compacting.lock());
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

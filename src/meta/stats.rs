@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The longest a maintenance hold waits for a repack under way.
+pub const REPACK_WAIT: Duration = Duration::from_secs(120);
+
 /// Run-time figures of the store.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MetaStats {
@@ -98,10 +101,25 @@ impl MetaStore {
         self.inner.fold_gate.lock()
     }
 
-    /// Holds off repacks and log compaction (a backup copying files).
+    /// Holds off repacks and log compaction (a backup copying files): none
+    /// starts while the hold lives, and one under way is waited for (a
+    /// repack at most [`REPACK_WAIT`]) before this returns.
     pub fn hold_maintenance(&self) -> MaintenanceHold {
         self.inner.maintenance_holds.fetch_add(1, Ordering::SeqCst);
-        MaintenanceHold(self.inner.maintenance_holds.clone())
+        let hold = MaintenanceHold(self.inner.maintenance_holds.clone());
+        self.inner.log.wait_compaction();
+        let deadline = Instant::now() + REPACK_WAIT;
+        while Instant::now() < deadline
+            && self
+                .inner
+                .repos
+                .read()
+                .values()
+                .any(|repo| repo.repacking.load(Ordering::SeqCst))
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        hold
     }
 
     /// The meta log.

@@ -120,7 +120,7 @@ impl SiteRequest<'_> {
         let base_owned = base.to_string();
         let ref_name = source.ref_name.clone();
         let lookup_path = repo_path.clone();
-        let resolved = tokio::task::spawn_blocking(move || {
+        let resolved = crate::http::spawn_blocking(move || {
             let source = (ref_name.as_str(), dir.as_slice());
             plan(
                 &store,

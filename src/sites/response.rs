@@ -148,7 +148,7 @@ impl SiteRequest<'_> {
             Some(bytes) => bytes,
             None => {
                 let (store, repo_path, id) = (store.clone(), repo_path.clone(), file.id);
-                tokio::task::spawn_blocking(move || {
+                crate::http::spawn_blocking(move || {
                     if wants_gzip {
                         store.gzipped(&repo_path, id)
                     } else {

@@ -204,7 +204,7 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
                 // go through the blocking pool in small chunks and cost ~0.1 s
                 // on a 16 MiB push.
                 Some(SpooledContent::File(file)) => match stdin.into_owned_fd() {
-                    Ok(fd) => tokio::task::spawn_blocking(move || copy_to_pipe(file.path(), fd))
+                    Ok(fd) => crate::http::spawn_blocking(move || copy_to_pipe(file.path(), fd))
                         .await
                         .unwrap_or_else(|e| Err(std::io::Error::other(e))),
                     Err(e) => Err(e),

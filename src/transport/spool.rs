@@ -233,7 +233,7 @@ async fn write_off_pool(
     mut sink: Sink,
     mut batch: Vec<u8>,
 ) -> Result<(Sink, Vec<u8>, Result<(), Refused>), AppError> {
-    tokio::task::spawn_blocking(move || {
+    crate::http::spawn_blocking(move || {
         let taken = sink.take(&batch);
         batch.clear();
         (sink, batch, taken)
@@ -266,7 +266,7 @@ pub async fn inflate(
 ) -> Result<Spooled, AppError> {
     // On the blocking pool (its threads are reused), not `block_in_place`.
     let (cap, dir, budget) = (cap.clone(), dir.to_path_buf(), budget.clone());
-    tokio::task::spawn_blocking(move || {
+    crate::http::spawn_blocking(move || {
         let reader: Box<dyn std::io::Read + '_> = match &spooled.content {
             SpooledContent::Memory(bytes) => Box::new(&bytes[..]),
             SpooledContent::File(file) => {

@@ -275,7 +275,7 @@ pub async fn repo_home(
                 Some((file, bytes)) => {
                     let (repo, rev) = (name.to_string(), resolved.view.rev.clone());
                     Some(
-                        tokio::task::spawn_blocking(move || {
+                        crate::http::spawn_blocking(move || {
                             render_readme(&repo, &rev, &file, &bytes)
                         })
                         .await

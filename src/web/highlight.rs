@@ -126,7 +126,7 @@ impl Highlighter {
             .get_or_init(|| async {
                 match tokio::time::timeout(JOB_WAIT, jobs.acquire_owned()).await {
                     Ok(Ok(permit)) => {
-                        let rendered = tokio::task::spawn_blocking(move || {
+                        let rendered = crate::http::spawn_blocking(move || {
                             let _permit = permit;
                             render(&name, &text, TIME_BUDGET)
                         })

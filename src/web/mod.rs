@@ -82,7 +82,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
     // which kills whatever bounded git child the closure is running.
     let cancel = crate::git::Cancel::default();
     let guard = cancel.guard();
-    let done = tokio::task::spawn_blocking(move || cancel.scope(f)).await;
+    let done = crate::http::spawn_blocking(move || cancel.scope(f)).await;
     guard.disarm();
     done.map_err(|e| AppError::internal("git read task failed", e))?
         .map_err(|e| match e {

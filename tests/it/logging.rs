@@ -19,6 +19,7 @@ fn request_id(line: &Value) -> Option<&str> {
 fn json_lines_carry_the_request_id_on_every_line_of_a_request() {
     let dir = tempfile::tempdir().unwrap();
     let data = data_with_repo(dir.path());
+    let token = user_token(&data, "alice", false, "write", &[]);
     let server = TestServer::builder()
         .data(&data)
         .args(["--log-format", "json", "--anonymous-push"])
@@ -43,6 +44,17 @@ fn json_lines_carry_the_request_id_on_every_line_of_a_request() {
     let fresh = forged.header("x-request-id").unwrap().to_string();
     assert_ne!(fresh, "a\"b}");
     assert_eq!(fresh.len(), 26, "not a ULID: {fresh}");
+    // Work done on a blocking thread logs in its request's span too.
+    let body = br#"{"name":"made"}"#;
+    let made = http(
+        server.addr,
+        &format!(
+            "POST /api/v1/repos HTTP/1.1\r\nX-Request-Id: make-9\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}",
+            body.len()
+        ),
+        body,
+    );
+    assert_eq!(made.status, 201, "{}", made.text());
     // A clone: its requests each get their own id.
     let clone = dir.path().join("clone");
     git_ok(
@@ -94,6 +106,13 @@ fn json_lines_carry_the_request_id_on_every_line_of_a_request() {
         server.log.all()
     );
     assert!(by_id.contains_key(fresh.as_str()));
+    let make = by_id.get("make-9").expect("no line of the repo creation");
+    assert!(
+        make.iter().any(|l| l["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("created"))),
+        "the repo creation's own line does not carry its request id: {make:?}"
+    );
     // Every request line is inside its request's span.
     for line in &lines {
         if line["fields"]["message"] == "request" {

@@ -64,7 +64,13 @@ fn each_family_moves_by_what_was_done_and_no_label_names_a_repo() {
     let admin = user_token(&data, "rootadmin7", true, "admin", &[]);
     let server = TestServer::builder()
         .data(&data)
-        .args(["--anonymous-push", "--metrics-listen", "127.0.0.1:0"])
+        .args([
+            "--anonymous-push",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--max-push-size",
+            "1MiB",
+        ])
         .start();
     let line = server
         .log
@@ -86,6 +92,15 @@ fn each_family_moves_by_what_was_done_and_no_label_names_a_repo() {
     git_ok(&work, &["checkout", "-q", "-b", "pages"]);
     commit_file(&work, "page.html", b"<h1>site</h1>\n");
     git_ok(&work, &["push", "-q", &url, "pages"]);
+    // A push over the size limit: 413, before any git runs.
+    let r = http(
+        server.addr,
+        &format!(
+            "POST /{REPO}.git/git-receive-pack HTTP/1.1\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 2000000"
+        ),
+        b"",
+    );
+    assert_eq!(r.status, 413, "{}", r.text());
     // Two clones of the same commit: the second from the pack cache.
     for target in ["c1", "c2"] {
         git_ok(
@@ -138,6 +153,10 @@ fn each_family_moves_by_what_was_done_and_no_label_names_a_repo() {
     expect(
         &format!("vole_http_requests_total{{{RECEIVE},status=\"200\"}}"),
         2.0,
+    );
+    expect(
+        &format!("vole_http_requests_total{{{RECEIVE},status=\"413\"}}"),
+        1.0,
     );
     expect(
         &format!("vole_http_request_duration_seconds_count{{{UPLOAD}}}"),
