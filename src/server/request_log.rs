@@ -4,10 +4,10 @@
 //! counted whole and aborted ones still get their line; the request is
 //! counted in the metrics then too, by its route's template.
 //!
-//! Every request runs in a `request` span with its id (a proxy's
-//! `X-Request-Id` when it is a plain token, else a new ULID), so every
-//! line logged while it is handled names it; the id is sent back as
-//! `X-Request-Id`.
+//! Every request runs in a `request` span with its id (its own
+//! `X-Request-Id`, from a proxy say, when that is a plain token, and then
+//! sent back; else a new ULID, not sent, so that the same request gets the
+//! same bytes), so every line logged while it is handled names it.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -29,25 +29,27 @@ use crate::metrics::{HttpMetrics, Route};
 
 const REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
 
-/// The request's id: the one a proxy sent when it is a plain token (at
-/// most 64 letters, digits, `-`, `_`, `.`: nothing that could forge a log
-/// line), else a new ULID.
-fn request_id(headers: &HeaderMap) -> HeaderValue {
-    headers
-        .get(&REQUEST_ID)
-        .filter(|value| {
-            let bytes = value.as_bytes();
-            !bytes.is_empty()
-                && bytes.len() <= 64
-                && bytes
-                    .iter()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-        })
-        .cloned()
-        .unwrap_or_else(|| {
+/// The request's id, and whether it came with the request: the one it
+/// sent (from a proxy, say) when that is a plain token (at most 64 letters,
+/// digits, `-`, `_`, `.`: nothing that could forge a log line), else a new
+/// ULID.
+fn request_id(headers: &HeaderMap) -> (HeaderValue, bool) {
+    let sent = headers.get(&REQUEST_ID).filter(|value| {
+        let bytes = value.as_bytes();
+        !bytes.is_empty()
+            && bytes.len() <= 64
+            && bytes
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    });
+    match sent {
+        Some(value) => (value.clone(), true),
+        None => (
             HeaderValue::from_str(&ulid::Ulid::new().to_string())
-                .expect("a ULID is a valid header value")
-        })
+                .expect("a ULID is a valid header value"),
+            false,
+        ),
+    }
 }
 
 /// The layer that logs every request (a hand-written tower layer rather than
@@ -91,7 +93,7 @@ where
         let method = request.method().clone();
         // A `Uri` clone shares its bytes; only the path is logged.
         let uri = request.uri().clone();
-        let id = request_id(request.headers());
+        let (id, sent) = request_id(request.headers());
         // Only visible ASCII (checked, or a ULID).
         let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
         let inner = {
@@ -102,7 +104,7 @@ where
             inner: inner.instrument(span.clone()),
             line: Some((method, uri, started)),
             metrics: self.metrics.clone(),
-            id,
+            echo: sent.then(|| id.clone()),
             span,
         }
     }
@@ -115,7 +117,10 @@ pin_project_lite::pin_project! {
         inner: tracing::instrument::Instrumented<F>,
         line: Option<(Method, Uri, Instant)>,
         metrics: Arc<HttpMetrics>,
-        id: HeaderValue,
+        // Sent back only when the request brought it: a response that is
+        // otherwise the same stays byte for byte the same (a hidden repo
+        // answers exactly as a missing one).
+        echo: Option<HeaderValue>,
         span: tracing::Span,
     }
 }
@@ -126,7 +131,9 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         let Ok(mut response) = ready!(this.inner.poll(cx));
-        response.headers_mut().insert(REQUEST_ID, this.id.clone());
+        if let Some(id) = this.echo.take() {
+            response.headers_mut().insert(REQUEST_ID, id);
+        }
         let (method, uri, started) = this.line.take().expect("polled after completion");
         let status = response.status().as_u16();
         let route = response
