@@ -166,9 +166,7 @@ pub(super) fn fold_repo(
         &mut expected,
         options.fold_hook.as_ref(),
     );
-    if settle_fold(inner, meta, &batch, result, now) {
-        inner.counters.fold_cycles.fetch_add(1, Ordering::Relaxed);
-    } else {
+    if !settle_fold(inner, meta, &batch, result, now) {
         // Reopen next time.
         handles.remove(&meta.name);
     }
@@ -196,6 +194,9 @@ pub(super) fn settle_fold(
                 }
             }
             let c = &inner.counters;
+            // Counted before its writes leave `pending`: whoever waits for
+            // them (a flush) sees the cycle counted.
+            c.fold_cycles.fetch_add(1, Ordering::Relaxed);
             c.fold_commits
                 .fetch_add(report.commits as u64, Ordering::Relaxed);
             c.fold_objects

@@ -119,6 +119,15 @@ fn a_backup_during_a_burst_restores_every_write_acknowledged_before_it() {
     let restored = dir.path().join("restored");
     let out = run_vole(&restored, &["restore", backup.to_str().unwrap()]);
     assert!(out.status.success(), "vole restore: {}", text(&out.stderr));
+    // Owner only, as a data dir is (the system repo holds credential
+    // hashes).
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&restored.join("system.git")), 0o700);
+        assert_eq!(mode(&restored.join("log/meta.arrow")), 0o600);
+        assert_eq!(mode(&backup.join("manifest.json")), 0o600);
+    }
     let (ok, checked) = {
         let out = run_vole(&restored, &["check"]);
         (out.status.success(), text(&out.stdout))
@@ -185,6 +194,12 @@ fn a_backup_during_a_burst_restores_every_write_acknowledged_before_it() {
         "{}",
         text(&out.stderr)
     );
+    // A restore that failed leaves nothing behind: it can be run again.
+    assert!(
+        !elsewhere.exists() || std::fs::read_dir(&elsewhere).unwrap().next().is_none(),
+        "a failed restore left files in the data dir"
+    );
+    assert!(!dir.path().join(".elsewhere.restoring").exists());
 }
 
 /// Flips one byte of a pack in the backup.
