@@ -46,6 +46,9 @@ pub fn pipe_size(children: usize) -> usize {
 /// The most the pump reads (and sends as one chunk) at a time.
 const READ_CHUNK: usize = 256 << 10;
 
+/// The least room a read is given before the pump takes a new chunk.
+const READ_MIN: usize = 64 << 10;
+
 /// Everything one http-backend run needs.
 pub struct CgiRequest {
     /// The vole binary, run as `vole cgi-guard` (see [`super::guard`]).
@@ -401,13 +404,18 @@ async fn pump(
         return;
     }
     // Read straight into the chunk that is sent (no copy), at most
-    // READ_CHUNK at a time. A chunk keeps its READ_CHUNK allocation until
-    // it is sent: a request holds at most the channel's 8 of them, plus
-    // what hyper is writing.
+    // READ_CHUNK at a time. Small reads (git writes 8 KiB at a time) share
+    // one READ_CHUNK allocation until less than READ_MIN of it is left,
+    // rather than taking a fresh one each: an allocation lives until every
+    // chunk cut from it is sent, so a request holds at most the channel's
+    // 8 of them, plus what hyper is writing, plus the one being filled.
     let mut buf = bytes::BytesMut::new();
     loop {
-        buf.reserve(READ_CHUNK);
-        let mut limited = (&mut stdout).take(READ_CHUNK as u64);
+        if buf.capacity() - buf.len() < READ_MIN {
+            buf = bytes::BytesMut::with_capacity(READ_CHUNK);
+        }
+        let room = (buf.capacity() - buf.len()) as u64;
+        let mut limited = (&mut stdout).take(room);
         tokio::select! {
             _ = tx.closed() => {
                 tracing::info!(repo, "client went away; killing the git process group");
