@@ -19,6 +19,9 @@ pub struct RegisteredPush {
     pub principal: Principal,
     /// The client's address.
     pub client: String,
+    /// The push's HTTP request span: the hooks' reports are handled in it,
+    /// so their log lines carry that request's id.
+    pub span: tracing::Span,
 }
 
 impl RegisteredPush {
@@ -94,6 +97,7 @@ mod tests {
             repo: repo.clone(),
             principal: Principal::Anonymous,
             client: "127.0.0.1".into(),
+            span: tracing::Span::none(),
         });
         let id = ticket.id();
         assert!(pushes.get(id, "ann/site").is_some());

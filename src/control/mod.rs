@@ -316,6 +316,7 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
                     .collect();
                 return Reply::ok(serde_json::json!({ "refused": refused }));
             };
+            let _request = registered.span.enter();
             let refused =
                 app.access
                     .check_ref_updates(&registered.principal, &registered.repo, &updates);
@@ -330,9 +331,10 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             Reply::ok(serde_json::json!({ "refused": refused }))
         }
         Request::HookRefPrepared { push, moves } => {
-            let Some(push) = registered(app, push) else {
+            let Some((push, span)) = registered(app, push) else {
                 return Reply::error("this push was not started by this server");
             };
+            let _request = span.enter();
             hook_ref_prepared(app, push, moves)
         }
         Request::HookRefOutcome {
@@ -340,9 +342,10 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             moves,
             outcome,
         } => {
-            let Some(push) = registered(app, push) else {
+            let Some((push, span)) = registered(app, push) else {
                 return Reply::error("this push was not started by this server");
             };
+            let _request = span.enter();
             hook_ref_outcome(app, push, moves, outcome)
         }
         Request::LogCompact { keep } => log_compact(app, keep),
@@ -353,17 +356,21 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
 }
 
 /// The hook's push context with the actor and client the server
-/// registered for its id; `None` when no such push is under way.
+/// registered for its id, and the push's request span; `None` when no
+/// such push is under way.
 fn registered(
     app: &ControlState,
     push: crate::hooks::PushContext,
-) -> Option<crate::hooks::PushContext> {
+) -> Option<(crate::hooks::PushContext, tracing::Span)> {
     let registered = app.access.pushes().get(push.push_id, &push.repo)?;
-    Some(crate::hooks::PushContext {
-        actor: registered.actor(),
-        client: registered.client,
-        ..push
-    })
+    Some((
+        crate::hooks::PushContext {
+            actor: registered.actor(),
+            client: registered.client,
+            ..push
+        },
+        registered.span,
+    ))
 }
 
 fn hook_ref_prepared(

@@ -454,6 +454,7 @@ async fn service_rpc(
                 repo: repo.clone(),
                 principal: principal.clone(),
                 client: request.remote_addr.clone(),
+                span: tracing::Span::current(),
             });
         request.hook_env = vec![
             (env::SOCKET, transport.socket.display().to_string()),

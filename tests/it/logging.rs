@@ -21,7 +21,13 @@ fn json_lines_carry_the_request_id_on_every_line_of_a_request() {
     let token = user_token(&data, "alice", false, "write", &[]);
     let server = TestServer::builder()
         .data(&data)
-        .args(["--log-format", "json", "--anonymous-push"])
+        .args([
+            "--log-format",
+            "json",
+            "--anonymous-push",
+            "--protected-branch",
+            "main",
+        ])
         .start();
     // A request whose git child complains on stderr: two lines, one id.
     let garbage = b"0014command=nonsense\n0000";
@@ -53,6 +59,16 @@ fn json_lines_carry_the_request_id_on_every_line_of_a_request() {
         body,
     );
     assert_eq!(made.status, 201, "{}", made.text());
+    // A push's hook reports are handled over the control socket, in the
+    // push request's span: a refused delete of a protected branch.
+    let work = worktree(dir.path(), "work");
+    let url = server.url("/alice/repo.git");
+    git_ok(&work, &["push", "-q", &url, "main"]);
+    let refused = git(&work, &["push", "-q", &url, ":main"]);
+    assert!(
+        !refused.status.success(),
+        "deleting a protected branch was allowed"
+    );
     // A clone: its requests each get their own id.
     let clone = dir.path().join("clone");
     git_ok(
@@ -116,6 +132,19 @@ fn json_lines_carry_the_request_id_on_every_line_of_a_request() {
             .as_str()
             .is_some_and(|m| m.contains("created"))),
         "the repo creation's own line does not carry its request id: {make:?}"
+    );
+    let refusal = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "push refused by pre-receive checks")
+        .expect("no refusal line");
+    let push_id = request_id(refusal).expect("the refusal line carries no request id");
+    assert!(
+        by_id[push_id]
+            .iter()
+            .any(|l| l["fields"]["message"] == "request"
+                && l["fields"]["path"] == "/alice/repo.git/git-receive-pack"),
+        "the refusal's id is not its push request's: {:?}",
+        by_id[push_id]
     );
     // Every request line is inside its request's span.
     for line in &lines {
