@@ -16,9 +16,11 @@
 //! landing between its reading of the logs and of the refs can show as a
 //! problem: run it again before acting on one (a restored backup or a
 //! stopped server has no such race). Once the meta log is compacted, a
-//! shard ref behind a write already dropped from it cannot be told; frames
-//! carry no checksum, so a changed value inside a well-formed frame is not
-//! seen either.
+//! shard ref behind a write already dropped from it cannot be told. Frames
+//! carry no checksum: a well-formed frame is also checked record by record
+//! (object ids, repo and ref names, JSON documents), so garbage is found,
+//! but a change that leaves a valid record (one hex digit for another) is
+//! not.
 //!
 //! What does not live here: the CLI's printing (`cli`), repairs (the
 //! server reconciles refs and re-folds metadata at start).
@@ -63,11 +65,13 @@ pub fn check(data: &DataDir, git: &Git) -> CheckReport {
 
     // The logs, read back whole.
     let mut ref_state = RefState::default();
-    let refs_read = read_log::<RefMove>(&log_dir, &mut report, |entry| ref_state.apply(entry));
+    let refs_read = read_log::<RefMove>(&log_dir, &mut report, valid_ref_move, |entry| {
+        ref_state.apply(entry)
+    });
     let meta_file = log_dir.join(MetaWrite::FILE_NAME);
     let applied = crate::log::read_applied(&meta_file);
     let mut writes: HashMap<(String, u8), ShardWrites> = HashMap::new();
-    let meta_last = read_log::<MetaWrite>(&log_dir, &mut report, |entry| {
+    let meta_last = read_log::<MetaWrite>(&log_dir, &mut report, valid_meta_write, |entry| {
         if let Entry::Txn { seq, rows } = entry {
             for row in rows {
                 let shard = writes.entry((row.repo, row.shard)).or_default();
@@ -78,7 +82,7 @@ pub fn check(data: &DataDir, git: &Git) -> CheckReport {
             }
         }
     });
-    read_log::<AuditEvent>(&log_dir, &mut report, |_| {});
+    read_log::<AuditEvent>(&log_dir, &mut report, valid_audit_event, |_| {});
 
     let mut unfolded = 0u64;
     for (name, dir) in &repos {
@@ -130,7 +134,8 @@ fn repos_on_disk(data: &DataDir) -> Vec<(String, std::path::PathBuf)> {
 fn read_log<K: RecordKind>(
     dir: &Path,
     report: &mut CheckReport,
-    visit: impl FnMut(Entry<K>),
+    valid: fn(&K) -> Result<(), String>,
+    mut visit: impl FnMut(Entry<K>),
 ) -> Option<u64> {
     let path = dir.join(K::FILE_NAME);
     let file = match std::fs::File::open(&path) {
@@ -143,7 +148,37 @@ fn read_log<K: RecordKind>(
             return None;
         }
     };
-    match crate::log::replay::<K, _>(&path, std::io::BufReader::new(file), visit) {
+    // A frame can be well formed and still hold garbage (frames carry no
+    // checksum): every row is also checked for what its kind must be.
+    let mut bad_rows = Vec::new();
+    let replayed = crate::log::replay_with_ends::<K, _>(
+        &path,
+        std::io::BufReader::new(file),
+        |entry, (offset, _)| {
+            let rows = match &entry {
+                Entry::Checkpoint(rows) | Entry::Txn { rows, .. } => rows,
+            };
+            if let Some(why) = rows.iter().find_map(|row| valid(row).err()) {
+                bad_rows.push((offset, why));
+            }
+            visit(entry);
+        },
+    );
+    let shown = bad_rows.len().min(MAX_BAD_ROWS_SHOWN);
+    for (offset, why) in &bad_rows[..shown] {
+        report.problems.push(format!(
+            "log {} is corrupt at byte offset {offset}: a record {why}",
+            path.display()
+        ));
+    }
+    if bad_rows.len() > shown {
+        report.problems.push(format!(
+            "log {}: {} more corrupt records",
+            path.display(),
+            bad_rows.len() - shown
+        ));
+    }
+    match replayed {
         Ok(replay) => {
             report.log_frames += replay.checkpoint_frames + replay.txns;
             if let Some(torn) = &replay.torn {
@@ -162,6 +197,50 @@ fn read_log<K: RecordKind>(
             None
         }
     }
+}
+
+/// Corrupt records named one by one, per log; the rest are counted.
+const MAX_BAD_ROWS_SHOWN: usize = 10;
+
+fn object_id(value: &Option<String>) -> bool {
+    value.as_ref().is_none_or(|id| {
+        (id.len() == 40 || id.len() == 64) && id.bytes().all(|b| b.is_ascii_hexdigit())
+    })
+}
+
+fn valid_ref_move(row: &RefMove) -> Result<(), String> {
+    crate::repos::RepoName::parse(&row.repo)
+        .map_err(|_| format!("names no repository ({:?})", row.repo))?;
+    if !(row.ref_name.starts_with("refs/") || row.ref_name == "HEAD") {
+        return Err(format!("names no ref ({:?})", row.ref_name));
+    }
+    if !object_id(&row.old) || !object_id(&row.new) {
+        return Err(format!("of {} holds no object id", row.ref_name));
+    }
+    if row.time_ns <= 0 || row.actor.is_empty() {
+        return Err("has no time or actor".into());
+    }
+    Ok(())
+}
+
+fn valid_meta_write(row: &MetaWrite) -> Result<(), String> {
+    if row.repo != crate::meta::SYSTEM && crate::repos::RepoName::parse(&row.repo).is_err() {
+        return Err(format!("names no repository ({:?})", row.repo));
+    }
+    if row.entity_id.is_empty() || row.kind.is_empty() {
+        return Err("has no entity id or kind".into());
+    }
+    match serde_json::from_str::<serde_json::Value>(&row.body) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        _ => Err(format!("of {} holds no JSON document", row.entity_id)),
+    }
+}
+
+fn valid_audit_event(row: &AuditEvent) -> Result<(), String> {
+    if row.time_ns <= 0 || row.event.is_empty() || !row.event.is_ascii() {
+        return Err("has no time or event".into());
+    }
+    Ok(())
 }
 
 fn fsck(git: &Git, name: &str, dir: &Path, report: &mut CheckReport) {

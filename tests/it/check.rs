@@ -264,3 +264,28 @@ fn the_server_compacts_the_folded_meta_log_by_itself() {
         assert_eq!(r.status, 200, "issue #{number} was lost to the compaction");
     }
 }
+
+#[test]
+fn garbage_inside_a_well_formed_frame_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _token, _work) = forge(dir.path(), &[]);
+    let data = server.data.clone();
+    server.stop();
+    // The pushed branch's name, as the ref log holds it, overwritten in
+    // place with bytes of the same length: every frame still parses.
+    let name = b"refs/heads/main";
+    let log = data.join("log/refs.arrow");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = bytes
+        .windows(name.len())
+        .position(|w| w == name)
+        .expect("the branch name is in the ref log");
+    bytes[at..at + name.len()].copy_from_slice(b"junk/junk/junk!");
+    std::fs::write(&log, &bytes).unwrap();
+    let (ok, said) = check(&data);
+    assert!(!ok, "vole check passed garbage in the ref log:\n{said}");
+    assert!(
+        said.contains("refs.arrow is corrupt at byte offset") && said.contains("names no ref"),
+        "{said}"
+    );
+}
