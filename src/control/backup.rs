@@ -121,24 +121,28 @@ pub struct FileEntry {
 /// The cut: the manifest's head, and the log files opened at it (copied
 /// through their sequence even if a file is replaced afterwards).
 pub struct Cut {
-    logs: Vec<(LogCut, File)>,
+    /// Each log, its file, and its length through the cut when already
+    /// known (a cut without a server reads it off its one pass).
+    logs: Vec<(LogCut, File, Option<u64>)>,
     meta_applied: u64,
     repos: Vec<RepoCut>,
 }
 
-/// The logs a backup copies: (file name, its durable sequence now).
-type LogSeqs = [(&'static str, u64); 3];
+/// The logs a backup copies: (file name, its durable sequence now, its
+/// length through that sequence when known).
+type LogSeqs = [(&'static str, u64, Option<u64>); 3];
 
 /// Takes the cut of a running server's data dir (see the module doc).
 pub fn cut_live(app: &super::ControlState, data: &DataDir) -> Result<Cut, BackupError> {
     let moves = app.recorder.hold_moves();
     let folds = app.meta.hold_folds();
     let seqs: LogSeqs = [
-        (RefMove::FILE_NAME, app.recorder.log().watermarks().1),
-        (MetaWrite::FILE_NAME, app.meta.log().watermarks().1),
+        (RefMove::FILE_NAME, app.recorder.log().watermarks().1, None),
+        (MetaWrite::FILE_NAME, app.meta.log().watermarks().1, None),
         (
             AuditEvent::FILE_NAME,
             app.accounts.audit_log().watermarks().1,
+            None,
         ),
     ];
     let applied = app.meta.log().applied();
@@ -152,23 +156,24 @@ pub fn cut_live(app: &super::ControlState, data: &DataDir) -> Result<Cut, Backup
 /// disk, each log through its last whole transaction.
 pub fn cut_offline(data: &DataDir) -> Result<Cut, BackupError> {
     let dir = data.log_dir();
-    fn last<K: RecordKind>(dir: &Path) -> Result<u64, BackupError> {
+    // Its last whole transaction, and the bytes through it (the whole
+    // frames: a torn tail is left out).
+    fn last<K: RecordKind>(dir: &Path) -> Result<(&'static str, u64, Option<u64>), BackupError> {
         let path = dir.join(K::FILE_NAME);
         match File::open(&path) {
             Ok(file) => {
-                Ok(
-                    crate::log::replay::<K, _>(&path, std::io::BufReader::new(file), |_| {})?
-                        .last_seq(),
-                )
+                let replay =
+                    crate::log::replay::<K, _>(&path, std::io::BufReader::new(file), |_| {})?;
+                Ok((K::FILE_NAME, replay.last_seq(), Some(replay.valid_len)))
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((K::FILE_NAME, 0, None)),
             Err(e) => Err(io("cannot read", &path)(e)),
         }
     }
     let seqs: LogSeqs = [
-        (RefMove::FILE_NAME, last::<RefMove>(&dir)?),
-        (MetaWrite::FILE_NAME, last::<MetaWrite>(&dir)?),
-        (AuditEvent::FILE_NAME, last::<AuditEvent>(&dir)?),
+        last::<RefMove>(&dir)?,
+        last::<MetaWrite>(&dir)?,
+        last::<AuditEvent>(&dir)?,
     ];
     let applied = crate::log::read_applied(&dir.join(MetaWrite::FILE_NAME));
     read_cut(data, seqs, applied)
@@ -177,7 +182,7 @@ pub fn cut_offline(data: &DataDir) -> Result<Cut, BackupError> {
 fn read_cut(data: &DataDir, seqs: LogSeqs, meta_applied: u64) -> Result<Cut, BackupError> {
     let log_dir = data.log_dir();
     let mut logs = Vec::new();
-    for (file, seq) in seqs {
+    for (file, seq, length) in seqs {
         let path = log_dir.join(file);
         match File::open(&path) {
             Ok(opened) => logs.push((
@@ -186,23 +191,14 @@ fn read_cut(data: &DataDir, seqs: LogSeqs, meta_applied: u64) -> Result<Cut, Bac
                     seq,
                 },
                 opened,
+                length,
             )),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(io("cannot open", &path)(e)),
         }
     }
     let mut repos = Vec::new();
-    let mut dirs = Vec::new();
-    if data.system_repo().is_dir() {
-        dirs.push((crate::meta::SYSTEM.to_string(), data.system_repo()));
-    }
-    for dir in crate::datadir::bare_repo_dirs(&data.repos_dir()) {
-        let relative = dir.strip_prefix(data.repos_dir()).unwrap_or(&dir);
-        let name = relative.to_string_lossy();
-        let name = name.strip_suffix(".git").unwrap_or(&name).to_string();
-        dirs.push((name, dir));
-    }
-    for (name, dir) in dirs {
+    for (name, dir) in super::repos_on_disk(data) {
         repos.push(repo_cut(data, &name, &dir)?);
     }
     Ok(Cut {
@@ -351,14 +347,14 @@ fn write_into(
     let log_lengths: Vec<u64> = cut
         .logs
         .iter()
-        .map(|(log, file)| log_length(data, log, file))
+        .map(|(log, file, length)| length.map_or_else(|| log_length(data, log, file), Ok))
         .collect::<Result<_, _>>()?;
     let total = plan.iter().map(|p| p.bytes).sum::<u64>() + log_lengths.iter().sum::<u64>();
     let mut done = 0u64;
     let mut files = Vec::new();
     progress(done, total);
-    let log_cuts: Vec<LogCut> = cut.logs.iter().map(|(log, _)| log.clone()).collect();
-    for ((log, mut file), length) in cut.logs.into_iter().zip(log_lengths) {
+    let log_cuts: Vec<LogCut> = cut.logs.iter().map(|(log, _, _)| log.clone()).collect();
+    for ((log, mut file, _), length) in cut.logs.into_iter().zip(log_lengths) {
         use std::io::Seek;
         let path = data.log_dir().join(&log.file);
         file.seek(std::io::SeekFrom::Start(0))
@@ -651,4 +647,87 @@ fn restore_into(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hooks::Phase;
+    use crate::log::Log;
+
+    fn moved(n: u64) -> RefMove {
+        RefMove {
+            time_ns: n as i64,
+            repo: "alice/repo".into(),
+            ref_name: "refs/heads/main".into(),
+            old: None,
+            new: Some(format!("{n:040x}")),
+            actor: "alice".into(),
+            client: "127.0.0.1".into(),
+            push_id: n,
+            phase: Phase::Committed,
+        }
+    }
+
+    fn transactions(path: &Path) -> Vec<u64> {
+        let mut seqs = Vec::new();
+        let file = File::open(path).unwrap();
+        crate::log::replay::<RefMove, _>(path, file, |entry| {
+            if let crate::log::Entry::Txn { seq, .. } = entry {
+                seqs.push(seq);
+            }
+        })
+        .unwrap();
+        seqs
+    }
+
+    #[test]
+    fn a_log_is_copied_through_the_cut_not_what_came_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = DataDir::new(dir.path().join("data"));
+        std::fs::create_dir_all(data.log_dir()).unwrap();
+        let (log, _) = Log::<RefMove>::open(&data.log_dir(), |_| {}).unwrap();
+        for n in 1..=3 {
+            log.commit(&[moved(n)]).unwrap();
+        }
+        let cut = cut_offline(&data).unwrap();
+        // Written after the cut, before the copy.
+        for n in 4..=6 {
+            log.commit(&[moved(n)]).unwrap();
+        }
+        let dest = dir.path().join("backup");
+        let manifest = write(&data, cut, &dest, &mut |_, _| {}).unwrap();
+        let copied = transactions(&dest.join("log").join(RefMove::FILE_NAME));
+        assert_eq!(
+            copied,
+            vec![1, 2, 3],
+            "the copy holds what came after its cut"
+        );
+        assert_eq!(manifest.logs[0].seq, 3);
+        // And the live log still holds everything.
+        assert_eq!(
+            transactions(&data.log_dir().join(RefMove::FILE_NAME)).len(),
+            6
+        );
+        // A running server's cut knows only the sequence: the length is
+        // found by reading the log through it.
+        let cut = read_cut(
+            &data,
+            [
+                (RefMove::FILE_NAME, 3, None),
+                (MetaWrite::FILE_NAME, 0, None),
+                (AuditEvent::FILE_NAME, 0, None),
+            ],
+            0,
+        )
+        .unwrap();
+        let dest = dir.path().join("live-backup");
+        write(&data, cut, &dest, &mut |_, _| {}).unwrap();
+        let copied = transactions(&dest.join("log").join(RefMove::FILE_NAME));
+        assert_eq!(
+            copied,
+            vec![1, 2, 3],
+            "a live cut's copy holds what came after it"
+        );
+    }
 }

@@ -60,7 +60,7 @@ struct ShardWrites {
 pub fn check(data: &DataDir, git: &Git) -> CheckReport {
     let mut report = CheckReport::default();
     let log_dir = data.log_dir();
-    let repos = repos_on_disk(data);
+    let repos = super::repos_on_disk(data);
     report.repos = repos.len();
 
     // The logs, read back whole.
@@ -109,24 +109,6 @@ pub fn check(data: &DataDir, git: &Git) -> CheckReport {
     report
 }
 
-/// Every repo's name and directory, the system repo (as `@system`) first.
-fn repos_on_disk(data: &DataDir) -> Vec<(String, std::path::PathBuf)> {
-    let mut repos = Vec::new();
-    if data.system_repo().is_dir() {
-        repos.push((crate::meta::SYSTEM.to_string(), data.system_repo()));
-    }
-    let root = data.repos_dir();
-    for dir in crate::datadir::bare_repo_dirs(&root) {
-        let Ok(relative) = dir.strip_prefix(&root) else {
-            continue;
-        };
-        let name = relative.to_string_lossy();
-        let name = name.strip_suffix(".git").unwrap_or(&name).to_string();
-        repos.push((name, dir));
-    }
-    repos
-}
-
 /// Reads every frame of `K`'s log; a corrupt frame is a problem, a torn
 /// tail a note. Returns the last transaction's sequence; `None` when the
 /// log could not be read through (what it would be compared with is then
@@ -150,7 +132,9 @@ fn read_log<K: RecordKind>(
     };
     // A frame can be well formed and still hold garbage (frames carry no
     // checksum): every row is also checked for what its kind must be.
+    // The first few, and a count: a log of garbage holds no more in memory.
     let mut bad_rows = Vec::new();
+    let mut more_bad = 0usize;
     let replayed = crate::log::replay_with_ends::<K, _>(
         &path,
         std::io::BufReader::new(file),
@@ -159,23 +143,25 @@ fn read_log<K: RecordKind>(
                 Entry::Checkpoint(rows) | Entry::Txn { rows, .. } => rows,
             };
             if let Some(why) = rows.iter().find_map(|row| valid(row).err()) {
-                bad_rows.push((offset, why));
+                if bad_rows.len() < MAX_BAD_ROWS_SHOWN {
+                    bad_rows.push((offset, why));
+                } else {
+                    more_bad += 1;
+                }
             }
             visit(entry);
         },
     );
-    let shown = bad_rows.len().min(MAX_BAD_ROWS_SHOWN);
-    for (offset, why) in &bad_rows[..shown] {
+    for (offset, why) in &bad_rows {
         report.problems.push(format!(
             "log {} is corrupt at byte offset {offset}: a record {why}",
             path.display()
         ));
     }
-    if bad_rows.len() > shown {
+    if more_bad > 0 {
         report.problems.push(format!(
-            "log {}: {} more corrupt records",
-            path.display(),
-            bad_rows.len() - shown
+            "log {}: {more_bad} more corrupt records",
+            path.display()
         ));
     }
     match replayed {

@@ -67,6 +67,26 @@ pub struct ControlState {
     pub pack_cache: Arc<crate::transport::pack_cache::PackCache>,
 }
 
+/// Every repo directory on disk with its name, the system repo (as
+/// `@system`) first: what `vole check` and a backup go through (the
+/// directories themselves, not the names the server knows).
+pub fn repos_on_disk(data: &crate::datadir::DataDir) -> Vec<(String, std::path::PathBuf)> {
+    let mut repos = Vec::new();
+    if data.system_repo().is_dir() {
+        repos.push((crate::meta::SYSTEM.to_string(), data.system_repo()));
+    }
+    let root = data.repos_dir();
+    for dir in crate::datadir::bare_repo_dirs(&root) {
+        let Ok(relative) = dir.strip_prefix(&root) else {
+            continue;
+        };
+        let name = relative.to_string_lossy();
+        let name = name.strip_suffix(".git").unwrap_or(&name).to_string();
+        repos.push((name, dir));
+    }
+    repos
+}
+
 /// A new repo, from the CLI or the API.
 #[derive(Debug, Clone, Default)]
 pub struct NewRepo {

@@ -61,10 +61,7 @@ impl Limits {
 
     /// A process slot for `service`, or 503 once the queue timeout passes.
     pub async fn acquire(&self, service: Service) -> Result<OwnedSemaphorePermit, AppError> {
-        let (semaphore, waiting) = match service {
-            Service::UploadPack => (&self.upload_pack, &self.waiting[0]),
-            Service::ReceivePack => (&self.receive_pack, &self.waiting[1]),
-        };
+        let (semaphore, waiting, _) = self.slots(service);
         waiting.fetch_add(1, Ordering::Relaxed);
         let waited = Waiting(waiting);
         let acquired =
@@ -90,16 +87,21 @@ impl Limits {
         }
     }
 
-    /// `service`'s git children now.
-    pub fn children(&self, service: Service) -> Children {
-        let (semaphore, waiting, limit) = match service {
+    /// `service`'s slots, waiter count and limit.
+    fn slots(&self, service: Service) -> (&Arc<Semaphore>, &AtomicU64, usize) {
+        match service {
             Service::UploadPack => (&self.upload_pack, &self.waiting[0], self.upload_pack_limit),
             Service::ReceivePack => (
                 &self.receive_pack,
                 &self.waiting[1],
                 self.receive_pack_limit,
             ),
-        };
+        }
+    }
+
+    /// `service`'s git children now.
+    pub fn children(&self, service: Service) -> Children {
+        let (semaphore, waiting, limit) = self.slots(service);
         Children {
             running: limit.saturating_sub(semaphore.available_permits()),
             waiting: waiting.load(Ordering::Relaxed),
