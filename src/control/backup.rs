@@ -373,13 +373,10 @@ fn write_into(
         "log/{}",
         crate::log::applied_path(Path::new(MetaWrite::FILE_NAME)).display()
     );
-    let applied_text = format!("{}\n", cut.meta_applied);
-    files.push(copy_hashed(
-        &mut applied_text.as_bytes(),
-        &dest.join(&applied_to),
-        &applied_to,
-        None,
-    )?);
+    // A file the backup writes itself, not copied.
+    let written =
+        |name: &str, text: &str| copy_hashed(&mut text.as_bytes(), &dest.join(name), name, None);
+    files.push(written(&applied_to, &format!("{}\n", cut.meta_applied))?);
     for planned in plan {
         let mut from = File::open(&planned.from).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -404,25 +401,15 @@ fn write_into(
         progress(done.min(total), total);
     }
     for repo in &cut.repos {
-        let head = format!("{}/HEAD", repo.dir);
-        let text = format!("{}\n", repo.head);
-        files.push(copy_hashed(
-            &mut text.as_bytes(),
-            &dest.join(&head),
-            &head,
-            None,
+        files.push(written(
+            &format!("{}/HEAD", repo.dir),
+            &format!("{}\n", repo.head),
         )?);
-        let packed = format!("{}/packed-refs", repo.dir);
-        let mut text = String::from("# pack-refs with: sorted \n");
+        let mut packed = String::from("# pack-refs with: sorted \n");
         for (name, id) in &repo.refs {
-            text.push_str(&format!("{id} {name}\n"));
+            packed.push_str(&format!("{id} {name}\n"));
         }
-        files.push(copy_hashed(
-            &mut text.as_bytes(),
-            &dest.join(&packed),
-            &packed,
-            None,
-        )?);
+        files.push(written(&format!("{}/packed-refs", repo.dir), &packed)?);
         for dir in ["refs/heads", "refs/tags"] {
             create_private_dir(&dest.join(&repo.dir).join(dir))?;
         }
