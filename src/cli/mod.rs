@@ -98,13 +98,9 @@ pub enum Command {
     /// Run by git as a hook under vole serve (see `data/hooks/`).
     #[command(subcommand)]
     Hook(HookCommand),
-    /// Internal: run a git child so that it dies with the server.
+    /// Internal: kills the git processes a dead server left behind.
     #[command(hide = true)]
-    CgiGuard {
-        server_pid: u32,
-        #[arg(last = true, required = true)]
-        command: Vec<std::ffi::OsString>,
-    },
+    Sentinel { mark: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -321,12 +317,8 @@ pub fn main() -> ExitCode {
         return hook::pack_objects(&command);
     }
     let cli = Cli::parse();
-    if let Command::CgiGuard {
-        server_pid,
-        command,
-    } = &cli.command
-    {
-        return crate::transport::guard::run(*server_pid, command);
+    if let Command::Sentinel { mark } = &cli.command {
+        return crate::transport::sentinel::run(mark);
     }
     // Hooks run inside git, under the server: no config, no tracing set-up.
     if let Command::Hook(hook) = &cli.command {
@@ -432,7 +424,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::User(command) => user_command(&config, command),
         Command::Token(command) => token_command(&config, command),
-        Command::CgiGuard { .. } | Command::Hook(_) => {
+        Command::Sentinel { .. } | Command::Hook(_) => {
             unreachable!("handled in main before any set-up")
         }
         Command::Log(LogCommand::Compact { keep }) => {

@@ -89,6 +89,16 @@ pub struct Git {
     http_backend: Option<PathBuf>,
 }
 
+/// This process's mark on its git children, once set (see
+/// [`crate::transport::sentinel`]).
+static CHILD_MARK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Marks every git child started from now on with `mark`, so the sentinel
+/// finds them should this process die. Set once, by the server.
+pub fn mark_children(mark: String) {
+    let _ = CHILD_MARK.set(mark);
+}
+
 impl Git {
     /// Finds git: `explicit` when given (a path, or a bare name looked up on
     /// `PATH`), else the first `git` on `PATH`. Runs `git --version` once.
@@ -198,9 +208,10 @@ impl Git {
     }
 
     /// The allowlisted environment of every git child, for callers that build
-    /// their own process (tokio's `Command`).
+    /// their own process (tokio's `Command`). In a server it carries the
+    /// server's mark ([`mark_children`]).
     pub fn child_env(&self) -> Vec<(&'static str, OsString)> {
-        vec![
+        let mut env = vec![
             ("PATH", self.search_path.clone()),
             ("GIT_CONFIG_NOSYSTEM", "1".into()),
             ("GIT_CONFIG_GLOBAL", "/dev/null".into()),
@@ -210,7 +221,11 @@ impl Git {
             // allocator does not have the kernel zero a 2 MiB page at the
             // first allocation of every run.
             ("MIMALLOC_ALLOW_THP", "0".into()),
-        ]
+        ];
+        if let Some(mark) = CHILD_MARK.get() {
+            env.push((crate::transport::sentinel::MARK_VAR, mark.into()));
+        }
+        env
     }
 
     /// `git --git-dir <git_dir> args..` with stdout piped for reading as it

@@ -38,6 +38,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let lock = data.lock("vole serve")?;
     let cleanup = data.clean_leftovers(&lock, config.quarantine_max_age);
     tracing::info!(removed = cleanup.removed.len(), "start-up cleanup done");
+    // Before any git child starts: each one carries the mark.
+    let mark = crate::transport::sentinel::new_mark();
+    let exe = std::env::current_exe().context("cannot find the vole binary")?;
+    let _sentinel = crate::transport::sentinel::start(&exe, &mark)
+        .context("cannot start the sentinel that outlives the server")?;
+    crate::git::mark_children(mark);
 
     // Registered before the server announces itself: a SIGTERM that
     // arrives once "listening" is logged must drain, never kill.
@@ -55,7 +61,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let shutdown_grace = config.shutdown_grace;
     let app = Arc::new(App::open(config, git)?);
-    crate::hooks::scripts::install(app.transport.hooks_dir(), app.transport.guard_exe())
+    crate::hooks::scripts::install(app.transport.hooks_dir(), app.transport.vole_exe())
         .context("cannot write the git hooks")?;
     let repos: Vec<(String, std::path::PathBuf)> = app
         .repos

@@ -51,8 +51,6 @@ const READ_MIN: usize = 64 << 10;
 
 /// Everything one http-backend run needs.
 pub struct CgiRequest {
-    /// The vole binary, run as `vole cgi-guard` (see [`super::guard`]).
-    pub guard: std::path::PathBuf,
     /// `git http-backend`: its program and arguments ([`crate::git::Git::http_backend`]).
     pub backend: (std::path::PathBuf, &'static [&'static str]),
     /// The allowlisted base environment (PATH, config isolation, locale).
@@ -118,29 +116,22 @@ impl Drop for ChildGroup {
     }
 }
 
-/// `git` under `vole cgi-guard`, in a process group of its own that dies
-/// with the server (the guard asks for SIGTERM when the server goes, even
-/// by kill -9, and kills its group). Add git's arguments.
-///
-/// No `pre_exec`: the guard sets its parent-death signal itself, then
-/// checks the server is still its parent, so the child can be started by
-/// `posix_spawn` without copying the server's page tables. (The signal is
-/// tied to the spawning thread: spawns happen on runtime workers, which
-/// live as long as the server.)
-pub fn guarded(guard: &std::path::Path, git: &std::path::Path) -> Command {
-    let mut command = Command::new(guard);
-    command
-        .arg("cgi-guard")
-        .arg(std::process::id().to_string())
-        .arg("--")
-        .arg(git);
+/// `program` in a process group of its own, which [`ChildGroup`] kills
+/// when the request ends early. Should the server die, the sentinel kills
+/// what is left ([`super::sentinel`]: the caller gives the child
+/// [`crate::git::Git::child_env`], which carries the server's mark). No
+/// `pre_exec`, so the child starts by `posix_spawn` without copying the
+/// server's page tables.
+pub fn grouped(program: &std::path::Path) -> Command {
+    let mut command = Command::new(program);
+    command.process_group(0);
     command
 }
 
 /// Runs http-backend and returns the response whose body streams its
 /// output. `permit` is held until the child has exited.
 pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Response, AppError> {
-    let mut command = guarded(&request.guard, &request.backend.0);
+    let mut command = grouped(&request.backend.0);
     command
         .args(request.backend.1)
         .env_clear()
@@ -159,8 +150,7 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
+        .kill_on_drop(true);
     for (i, (key, value)) in request.config.iter().enumerate() {
         command.env(format!("GIT_CONFIG_KEY_{i}"), key);
         command.env(format!("GIT_CONFIG_VALUE_{i}"), value);

@@ -33,9 +33,9 @@
 //!   ([`crate::hooks::recorder`]), before git reports to the pusher.
 
 pub mod cgi;
-pub mod guard;
 pub mod limits;
 pub mod pack_cache;
+pub mod sentinel;
 pub mod spool;
 
 use std::collections::HashMap;
@@ -97,8 +97,8 @@ pub struct Transport {
     /// `core.hooksPath` of every child: vole's own hooks.
     hooks_dir: PathBuf,
     socket: PathBuf,
-    /// This binary, run as `vole cgi-guard` in front of every git child.
-    guard_exe: PathBuf,
+    /// This binary: the pack cache's hook is a link to it.
+    vole_exe: PathBuf,
     /// Uploads run pack-objects through the pack cache's hook.
     pack_cache: bool,
 }
@@ -115,7 +115,7 @@ impl Transport {
             repos_root: data.repos_dir(),
             hooks_dir: data.root().join("hooks"),
             socket: data.socket_path(),
-            guard_exe: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
+            vole_exe: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
             pack_cache: config.pack_cache.max_bytes > 0,
         }
     }
@@ -126,8 +126,8 @@ impl Transport {
         &self.hooks_dir
     }
 
-    pub fn guard_exe(&self) -> &std::path::Path {
-        &self.guard_exe
+    pub fn vole_exe(&self) -> &std::path::Path {
+        &self.vole_exe
     }
 }
 
@@ -200,7 +200,6 @@ fn cgi_request(
         Call::Rpc => ("POST", service.as_str(), String::new()),
     };
     Ok(cgi::CgiRequest {
-        guard: transport.guard_exe.clone(),
         backend: {
             let (program, args) = transport.git.http_backend();
             (program.to_path_buf(), args)
@@ -228,7 +227,7 @@ fn cgi_request(
                     "uploadpack.packObjectsHook".into(),
                     crate::hooks::scripts::pack_objects_hook(
                         &transport.hooks_dir,
-                        &transport.guard_exe,
+                        &transport.vole_exe,
                     ),
                 ));
             }

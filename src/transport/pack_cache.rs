@@ -190,8 +190,6 @@ pub struct PackCache {
     dir: PathBuf,
     settings: PackCacheSettings,
     git: Git,
-    /// This binary, run as `vole cgi-guard` in front of each producer.
-    guard: PathBuf,
     /// The settings every git child of an upload runs with.
     child_config: Vec<(String, String)>,
     entries: Mutex<HashMap<String, Entry>>,
@@ -227,7 +225,6 @@ impl PackCache {
             dir,
             settings,
             git,
-            guard: std::env::current_exe().unwrap_or_else(|_| "vole".into()),
             child_config,
             entries: Mutex::new(HashMap::new()),
             bytes: AtomicU64::new(0),
@@ -434,8 +431,8 @@ impl PackCache {
     }
 
     /// Runs git (`args`: `[--shallow-file F] pack-objects ...`) for an
-    /// entry under `vole cgi-guard` (its own process group, which dies with
-    /// the server): its stdout to `tmp`, renamed `pack` when pack-objects
+    /// entry in its own process group (which the sentinel kills should the
+    /// server die): its stdout to `tmp`, renamed `pack` when pack-objects
     /// succeeded. Stops when `stop` is notified (no reader is left).
     async fn produce(
         &self,
@@ -461,7 +458,7 @@ impl PackCache {
             std::fs::copy(path, &shallow_copy).map_err(cache_failed)?;
             args[i + 1] = shallow_copy.display().to_string();
         }
-        let mut command = super::cgi::guarded(&self.guard, self.git.path());
+        let mut command = super::cgi::grouped(self.git.path());
         command
             .env_clear()
             .envs(self.git.child_env())

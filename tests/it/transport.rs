@@ -603,7 +603,7 @@ fn a_killed_server_leaves_no_git_process_behind() {
     };
     assert!(
         eventually(Duration::from_secs(10), || alive() == 0),
-        "{} git processes outlived the killed server",
+        "{} git processes outlived the killed server (the sentinel kills every process carrying its mark)",
         alive()
     );
     std::fs::write(state.join("release"), "").unwrap();
