@@ -14,6 +14,13 @@ pub mod zero_copy;
 
 pub use error::AppError;
 
+/// The raw descriptor of the socket a request came on (a request
+/// extension, set by the server): open while the request's handler runs,
+/// since the connection waits for its response. Whoever needs the socket
+/// longer duplicates it then.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionFd(pub std::os::fd::RawFd);
+
 /// `tokio::task::spawn_blocking`, in the caller's tracing span: what the
 /// blocking work logs names the request it does it for.
 pub fn spawn_blocking<F, R>(f: F) -> tokio::task::JoinHandle<R>

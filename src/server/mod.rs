@@ -217,6 +217,7 @@ async fn serve_until_signal(
                 if let Err(e) = stream.set_nodelay(true) {
                     tracing::debug!(%peer, error = %e, "cannot set TCP_NODELAY");
                 }
+                let socket_fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
                 let router = router.clone();
                 let trusted = trusted_proxies.clone();
                 let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
@@ -224,6 +225,7 @@ async fn serve_until_signal(
                     // proxy's X-Forwarded-For when the peer is trusted.
                     let client = crate::access::client::client_ip(peer.ip(), request.headers(), &trusted);
                     request.extensions_mut().insert(axum::extract::ConnectInfo(std::net::SocketAddr::new(client, peer.port())));
+                    request.extensions_mut().insert(crate::http::ConnectionFd(socket_fd));
                     router.clone().oneshot(request.map(axum::body::Body::new))
                 });
                 let connection = graceful.watch(http.serve_connection(TokioIo::new(crate::http::zero_copy::Connection::new(stream)), service));

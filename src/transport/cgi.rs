@@ -82,6 +82,36 @@ pub struct CgiRequest {
     pub rate_window: Duration,
     /// The room of the pipe git's output comes through ([`pipe_size`]).
     pub pipe_size: usize,
+    /// The client's socket, corked while git's output streams ([`Cork`]).
+    pub connection: Option<crate::http::ConnectionFd>,
+}
+
+/// The client's socket with `TCP_CORK` set while git's output streams:
+/// git writes its pack 16 KiB at a time, and each piece sent on its own
+/// wakes the client once; corked, the kernel sends full segments (64 KiB
+/// on loopback). Dropping it uncorks, which sends what is held at once;
+/// it is dropped as soon as git's output ends, and the kernel itself sends
+/// a partial segment held longer than 200 ms (git's progress messages
+/// while it counts objects wait at most that). The socket is a duplicate,
+/// so a connection gone meanwhile is never confused with a new one.
+struct Cork(std::os::fd::OwnedFd);
+
+impl Cork {
+    fn new(connection: crate::http::ConnectionFd) -> Option<Cork> {
+        // SAFETY: the descriptor is the socket of the request being
+        // handled, open while its handler runs (`ConnectionFd`); it is only
+        // borrowed here to duplicate it.
+        let socket = unsafe { std::os::fd::BorrowedFd::borrow_raw(connection.0) };
+        let socket = socket.try_clone_to_owned().ok()?;
+        rustix::net::sockopt::set_tcp_cork(&socket, true).ok()?;
+        Some(Cork(socket))
+    }
+}
+
+impl Drop for Cork {
+    fn drop(&mut self) {
+        let _ = rustix::net::sockopt::set_tcp_cork(&self.0, false);
+    }
 }
 
 /// The child and its process group: the group is killed when this is
@@ -316,12 +346,14 @@ pub async fn run(request: CgiRequest, permit: OwnedSemaphorePermit) -> Result<Re
     let idle = request.idle_timeout;
     let floor = RateFloor::new(request.min_rate, request.rate_window);
     let repo = request.repo;
+    let cork = request.connection.and_then(Cork::new);
     tokio::spawn(
         async move {
             // The slot and the push's registration are held until the child
             // has exited.
             let _held = (permit, push);
             pump(&mut group, stdout, rest, tx, idle, floor, &repo).await;
+            drop(cork);
             match tokio::time::timeout(Duration::from_secs(30), group.wait()).await {
                 Ok(Ok(status)) if status.success() => {}
                 Ok(Ok(status)) => tracing::warn!(repo, %status, "git http-backend failed"),

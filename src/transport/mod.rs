@@ -250,6 +250,7 @@ fn cgi_request(
         idle_timeout: limits.body_idle_timeout,
         min_rate: transport.reads.min_rate,
         pipe_size: cgi::pipe_size(limits.upload_pack_limit + limits.receive_pack_limit),
+        connection: None,
         rate_window: transport.reads.rate_window,
     })
 }
@@ -356,6 +357,7 @@ pub async fn upload_pack(
     principal: Extension<Principal>,
     path: Path<(String, String)>,
     peer: ConnectInfo<SocketAddr>,
+    connection: Option<Extension<crate::http::ConnectionFd>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
@@ -364,7 +366,7 @@ pub async fn upload_pack(
         state,
         principal,
         path,
-        peer,
+        (peer, connection),
         headers,
         body,
     )
@@ -385,7 +387,7 @@ pub async fn receive_pack(
         state,
         principal,
         path,
-        peer,
+        (peer, None),
         headers,
         body,
     )
@@ -397,7 +399,11 @@ async fn service_rpc(
     State(transport): State<Arc<Transport>>,
     Extension(principal): Extension<Principal>,
     Path((owner, repo)): Path<(String, String)>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    // The client's address, and its socket for a fetch (see below).
+    (ConnectInfo(peer), connection): (
+        ConnectInfo<SocketAddr>,
+        Option<Extension<crate::http::ConnectionFd>>,
+    ),
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
@@ -440,6 +446,8 @@ async fn service_rpc(
         &headers,
         peer,
     )?;
+    // A fetch's pack streams through a corked socket (`cgi::Cork`).
+    request.connection = connection.map(|Extension(fd)| fd);
     if service == Service::ReceivePack {
         // What the hooks need to report this push (see crate::hooks): its
         // id is registered here, with who pushes; the hooks' reports are

@@ -853,3 +853,51 @@ fn a_stalled_request_body_gets_408_and_holds_no_process() {
     );
     assert!(files_in(&forge.server.data.join("tmp")).is_empty());
 }
+
+/// A fetch's answer streams through a corked socket (`transport::cgi`'s
+/// `Cork`): the cork must come off when git's output ends, or the answer's
+/// last bytes wait for the kernel's 200 ms timer. Ten small fetch requests
+/// (`ls-refs`) one after another on one kept-alive connection would then
+/// take two seconds or more; answered promptly, they take milliseconds.
+#[test]
+fn each_answer_on_a_kept_alive_connection_arrives_whole_at_once() {
+    let forge = Forge::start(&["--anonymous-push"]);
+    let work = worktree(&forge.dir, "work");
+    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    let pkt = |line: &str| format!("{:04x}{line}", line.len() + 4);
+    let body = format!(
+        "{}{}0001{}0000",
+        pkt("command=ls-refs\n"),
+        pkt("object-format=sha1\n"),
+        pkt("peel\n")
+    );
+    let mut stream = TcpStream::connect(forge.server.addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    for round in 0..10 {
+        write!(
+            stream,
+            "POST /alice/repo.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nGit-Protocol: version=2\r\n\
+             Content-Type: application/x-git-upload-pack-request\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !answer.ends_with(b"\r\n0\r\n\r\n") {
+            let n = stream.read(&mut buf).unwrap();
+            assert!(n > 0, "the connection closed in answer {round}");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&answer);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.contains("refs/heads/main"), "answer {round}: {text}");
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(1),
+        "ten ls-refs answers took {took:?}: an answer's end waited on a socket left corked"
+    );
+}
