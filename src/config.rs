@@ -49,6 +49,7 @@ pub mod defaults {
     pub const API_RATE: u32 = 600;
     pub const PACK_CACHE_SIZE: &str = "1GiB";
     pub const PACK_CACHE_MAX_AGE: &str = "5m";
+    pub const PACK_CACHE_MIN_FREE: &str = "1GiB";
 
     /// Concurrent read-side git children (log, show, archive, blob
     /// streams): 2 per core.
@@ -137,6 +138,11 @@ pub struct Settings {
     /// A cached pack older than this is not served again [default: 5m].
     #[arg(long, env = "VOLE_PACK_CACHE_MAX_AGE", value_name = "DURATION")]
     pub pack_cache_max_age: Option<String>,
+
+    /// Free disk space the pack cache leaves: a pack is cached only when
+    /// the disk keeps this much free beside it [default: 1GiB].
+    #[arg(long, env = "VOLE_PACK_CACHE_MIN_FREE", value_name = "SIZE")]
+    pub pack_cache_min_free: Option<String>,
 
     /// Largest push body accepted, e.g. 512MiB; larger pushes get 413
     /// [default: 2GiB].
@@ -317,6 +323,7 @@ impl Settings {
             api_rate: self.api_rate.or(lower.api_rate),
             pack_cache_size: self.pack_cache_size.or(lower.pack_cache_size),
             pack_cache_max_age: self.pack_cache_max_age.or(lower.pack_cache_max_age),
+            pack_cache_min_free: self.pack_cache_min_free.or(lower.pack_cache_min_free),
             protected_branches: self.protected_branches.or(lower.protected_branches),
             meta_fold_interval: self.meta_fold_interval.or(lower.meta_fold_interval),
             meta_fold_batch: self.meta_fold_batch.or(lower.meta_fold_batch),
@@ -390,6 +397,8 @@ pub struct PackCacheSettings {
     /// Bytes on disk; 0: no cache.
     pub max_bytes: u64,
     pub max_age: Duration,
+    /// Free bytes a new entry must leave on the cache's disk.
+    pub min_free: u64,
 }
 
 /// How credentials are taken, and how often they may fail.
@@ -541,6 +550,11 @@ impl Config {
                     "pack-cache-max-age",
                     raw.pack_cache_max_age.as_deref(),
                     defaults::PACK_CACHE_MAX_AGE,
+                )?,
+                min_free: size(
+                    "pack-cache-min-free",
+                    raw.pack_cache_min_free.as_deref(),
+                    defaults::PACK_CACHE_MIN_FREE,
                 )?,
             },
             protected_branches,

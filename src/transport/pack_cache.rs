@@ -92,6 +92,8 @@ struct Entry {
     created: Instant,
     last_used: Instant,
     bytes: u64,
+    /// While it is being made: the bytes set aside for it ([`PackCache::admit`]).
+    reserved: u64,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -133,6 +135,17 @@ struct RemoveOnDrop(PathBuf);
 impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Files removed when it is dropped.
+struct RemoveAllOnDrop(Vec<PathBuf>);
+
+impl Drop for RemoveAllOnDrop {
+    fn drop(&mut self) {
+        for path in &self.0 {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
@@ -193,7 +206,11 @@ pub struct PackCache {
     /// The settings every git child of an upload runs with.
     child_config: Vec<(String, String)>,
     entries: Mutex<HashMap<String, Entry>>,
+    /// Bytes of complete entries on disk.
     bytes: AtomicU64,
+    /// Bytes set aside for the entries being made (changed under
+    /// `entries`' lock).
+    reserved: AtomicU64,
     pub counters: Counters,
 }
 
@@ -228,6 +245,7 @@ impl PackCache {
             child_config,
             entries: Mutex::new(HashMap::new()),
             bytes: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
             counters: Counters::default(),
         })
     }
@@ -315,6 +333,9 @@ impl PackCache {
         };
         let tmp = self.dir.join(format!("{key}.tmp"));
         let pack = self.dir.join(format!("{key}.pack"));
+        // Files evicted to make room: removed once the lock is let go
+        // (declared first, so dropped last).
+        let mut evicted = RemoveAllOnDrop(Vec::new());
         let mut entries = self.entries.lock();
         let now = Instant::now();
         if let Some(entry) = entries.get_mut(&key) {
@@ -367,11 +388,20 @@ impl PackCache {
                 return Open::Bypass("an older copy of this pack is still being read");
             }
         }
+        let reserved = match self.admit(&mut entries, &request.repo_dir, &mut evicted.0) {
+            Ok(reserved) => reserved,
+            Err(why) => {
+                tracing::debug!(repo = request.repo, why, "pack request bypasses the cache");
+                self.counters.bypasses.fetch_add(1, Ordering::Relaxed);
+                return Open::Bypass(why);
+            }
+        };
         // Made before the answer goes out: the reader opens it by name.
         let out = match std::fs::File::create(&tmp) {
             Ok(file) => file,
             Err(e) => {
                 tracing::warn!(error = %e, "the pack cache cannot write; serving without it");
+                self.reserved.fetch_sub(reserved, Ordering::AcqRel);
                 self.counters.bypasses.fetch_add(1, Ordering::Relaxed);
                 return Open::Bypass("the pack cache cannot write");
             }
@@ -389,6 +419,7 @@ impl PackCache {
                 created: now,
                 last_used: now,
                 bytes: 0,
+                reserved,
             },
         );
         drop(entries);
@@ -398,16 +429,33 @@ impl PackCache {
             let outcome = cache
                 .produce(&request, &producer_args, out, &tmp2, &pack2, &stop2)
                 .await;
-            let state = match outcome {
-                Ok(size) => {
-                    cache.bytes.fetch_add(size, Ordering::AcqRel);
-                    if let Some(entry) = cache.entries.lock().get_mut(&key2) {
-                        entry.bytes = size;
-                        // Its age counts from when it is whole.
-                        entry.created = Instant::now();
+            {
+                // What was set aside is given back; a complete entry counts
+                // its size instead. The entry is this producer's only if it
+                // holds the same stop signal: one dropped meanwhile gave its
+                // reservation back as it went (`PackCache::remove`), and a
+                // pack nobody counts is not kept.
+                let mut entries = cache.entries.lock();
+                match entries.get_mut(&key2) {
+                    Some(entry) if Arc::ptr_eq(&entry.stop, &stop2) => {
+                        cache.reserved.fetch_sub(entry.reserved, Ordering::AcqRel);
+                        entry.reserved = 0;
+                        if let Ok(size) = outcome {
+                            cache.bytes.fetch_add(size, Ordering::AcqRel);
+                            entry.bytes = size;
+                            // Its age counts from when it is whole.
+                            entry.created = Instant::now();
+                        }
                     }
-                    State::Done(size)
+                    _ => {
+                        if outcome.is_ok() {
+                            let _ = std::fs::remove_file(&pack2);
+                        }
+                    }
                 }
+            }
+            let state = match outcome {
+                Ok(size) => State::Done(size),
                 Err(failure) => {
                     cache.counters.failures.fetch_add(1, Ordering::Relaxed);
                     tracing::info!(repo = request.repo, error = %failure.why, cache = failure.cache, "a pack for the cache was not made");
@@ -510,6 +558,45 @@ impl PackCache {
     fn forget_bytes(&self, entry: &Entry, pack: &Path) {
         let _ = std::fs::remove_file(pack);
         self.bytes.fetch_sub(entry.bytes, Ordering::AcqRel);
+        self.reserved.fetch_sub(entry.reserved, Ordering::AcqRel);
+    }
+
+    /// Whether a new entry may be made for a pack of the repo in
+    /// `repo_dir`, and the bytes set aside for it while it is made: the
+    /// size of the repo's packs. pack-objects reuses objects as they are
+    /// stored, so a pack of some of a repo's objects is about that size at
+    /// most (a shallow pack whose objects were stored as deltas against
+    /// ones left out can come out larger; the bound then holds only
+    /// roughly). Entries being made so count towards `--pack-cache-size`
+    /// as well as complete ones. Idle complete entries are evicted, least
+    /// recently used first, to make room (their files are pushed to
+    /// `unlink`, for after the lock). With no room, or with less than
+    /// `--pack-cache-min-free` left on the disk beside the new entry, the
+    /// request bypasses the cache.
+    fn admit(
+        &self,
+        entries: &mut HashMap<String, Entry>,
+        repo_dir: &Path,
+        unlink: &mut Vec<PathBuf>,
+    ) -> Result<u64, &'static str> {
+        let estimate = repo_pack_bytes(repo_dir);
+        if estimate > self.settings.max_bytes {
+            return Err("the repo's packs are larger than the whole pack cache");
+        }
+        let free = rustix::fs::statvfs(&self.dir)
+            .map(|s| s.f_bavail.saturating_mul(s.f_frsize))
+            .unwrap_or(0);
+        if free < estimate.saturating_add(self.settings.min_free) {
+            return Err("the disk is too full to cache a pack");
+        }
+        let room = self.settings.max_bytes - estimate;
+        unlink.extend(self.evict_locked(entries, room));
+        let used = self.bytes.load(Ordering::Acquire) + self.reserved.load(Ordering::Acquire);
+        if used > room {
+            return Err("the pack cache is full of packs being read or made");
+        }
+        self.reserved.fetch_add(estimate, Ordering::AcqRel);
+        Ok(estimate)
     }
 
     /// Drops entries past their age, failed ones, and the least recently
@@ -517,6 +604,17 @@ impl PackCache {
     /// being read.
     fn evict(&self) {
         let mut entries = self.entries.lock();
+        let unlink = self.evict_locked(&mut entries, self.settings.max_bytes);
+        drop(entries);
+        // Outside the lock: a big file's unlink takes a while.
+        for path in unlink {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    /// [`Self::evict`] with the lock held, down to `bound` bytes of
+    /// complete and reserved entries; returns the files to remove.
+    fn evict_locked(&self, entries: &mut HashMap<String, Entry>, bound: u64) -> Vec<PathBuf> {
         let now = Instant::now();
         let mut drop_keys: Vec<String> = entries
             .iter()
@@ -529,14 +627,14 @@ impl PackCache {
             })
             .map(|(k, _)| k.clone())
             .collect();
-        let mut bytes = self.bytes.load(Ordering::Acquire);
+        let mut bytes = self.bytes.load(Ordering::Acquire) + self.reserved.load(Ordering::Acquire);
         let gone: u64 = drop_keys
             .iter()
             .filter_map(|k| entries.get(k))
-            .map(|e| e.bytes)
+            .map(|e| e.bytes + e.reserved)
             .sum();
         bytes = bytes.saturating_sub(gone);
-        if bytes > self.settings.max_bytes {
+        if bytes > bound {
             let mut idle: Vec<(&String, &Entry)> = entries
                 .iter()
                 .filter(|(k, e)| {
@@ -547,7 +645,7 @@ impl PackCache {
                 .collect();
             idle.sort_by_key(|(_, e)| e.last_used);
             for (key, entry) in idle {
-                if bytes <= self.settings.max_bytes {
+                if bytes <= bound {
                     break;
                 }
                 bytes = bytes.saturating_sub(entry.bytes);
@@ -561,14 +659,11 @@ impl PackCache {
                     self.counters.evictions.fetch_add(1, Ordering::Relaxed);
                 }
                 self.bytes.fetch_sub(entry.bytes, Ordering::AcqRel);
+                self.reserved.fetch_sub(entry.reserved, Ordering::AcqRel);
                 unlink.push(self.dir.join(format!("{key}.pack")));
             }
         }
-        drop(entries);
-        // Outside the lock: a big file's unlink takes a while.
-        for path in unlink {
-            let _ = std::fs::remove_file(path);
-        }
+        unlink
     }
 
     pub fn stats(&self) -> PackCacheStats {
@@ -587,6 +682,18 @@ impl PackCache {
             failures: c.failures.load(Ordering::Relaxed),
         }
     }
+}
+
+/// Bytes of the packs in a repo (`objects/pack/*.pack`); 0 if unreadable.
+fn repo_pack_bytes(repo_dir: &Path) -> u64 {
+    let Ok(dir) = std::fs::read_dir(repo_dir.join("objects/pack")) else {
+        return 0;
+    };
+    dir.flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 /// How long a reader waits, at most, for a pack being made.
@@ -652,6 +759,102 @@ mod tests {
         assert!(PackCache::key(&request(&["--all"], b""), 1).is_err());
         assert!(PackCache::key(&request(&["--uri-protocol=https"], b""), 1).is_err());
         assert!(PackCache::key(&request(&base, &vec![b'a'; MAX_STDIN + 1]), 1).is_err());
+    }
+
+    /// A cache in a fresh directory with these bounds.
+    fn cache(max_bytes: u64, min_free: u64) -> (tempfile::TempDir, PackCache) {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = PackCacheSettings {
+            max_bytes,
+            max_age: Duration::from_secs(300),
+            min_free,
+        };
+        let git = Git::locate(None).unwrap();
+        let cache = PackCache::new(dir.path().join("packs"), settings, git, Vec::new()).unwrap();
+        (dir, cache)
+    }
+
+    /// A repo directory whose packs come to `bytes`.
+    fn repo_of(dir: &Path, name: &str, bytes: u64) -> PathBuf {
+        let repo = dir.join(name);
+        std::fs::create_dir_all(repo.join("objects/pack")).unwrap();
+        let pack = std::fs::File::create(repo.join("objects/pack/pack-1.pack")).unwrap();
+        pack.set_len(bytes).unwrap();
+        repo
+    }
+
+    /// An entry in `state` with `bytes` complete or `reserved` set aside;
+    /// its state's sender is returned (a dropped one means a dead producer).
+    fn entry(state: State, bytes: u64, reserved: u64) -> (Entry, watch::Sender<State>) {
+        let (tx, rx) = watch::channel(state);
+        let now = Instant::now();
+        let entry = Entry {
+            state: rx,
+            readers: Arc::new(AtomicUsize::new(0)),
+            stop: Arc::new(tokio::sync::Notify::new()),
+            created: now,
+            last_used: now,
+            bytes,
+            reserved,
+        };
+        (entry, tx)
+    }
+
+    #[test]
+    fn packs_being_made_count_towards_the_byte_bound() {
+        const MIB: u64 = 1 << 20;
+        let (dir, cache) = cache(100 * MIB, 0);
+        let repo = repo_of(dir.path(), "repo", 60 * MIB);
+        let mut unlink = Vec::new();
+        let mut entries = HashMap::new();
+        // One pack of 60 MiB being made: a second of 60 MiB does not fit.
+        let reserved = cache.admit(&mut entries, &repo, &mut unlink).unwrap();
+        assert_eq!(reserved, 60 * MIB);
+        let (making, _making_tx) = entry(State::Producing, 0, reserved);
+        entries.insert("making".into(), making);
+        assert_eq!(
+            cache.admit(&mut entries, &repo, &mut unlink),
+            Err("the pack cache is full of packs being read or made"),
+            "a pack being made was not counted"
+        );
+        // Made: its size replaces what was set aside; an idle complete
+        // entry is evicted to make room for the next.
+        cache.reserved.fetch_sub(reserved, Ordering::AcqRel);
+        cache.bytes.fetch_add(55 * MIB, Ordering::AcqRel);
+        let (done, _done_tx) = entry(State::Done(55 * MIB), 55 * MIB, 0);
+        entries.insert("making".into(), done);
+        assert_eq!(cache.admit(&mut entries, &repo, &mut unlink), Ok(60 * MIB));
+        assert!(
+            entries.is_empty(),
+            "the idle entry was not evicted for room"
+        );
+        assert_eq!(unlink.len(), 1);
+        assert_eq!(cache.bytes.load(Ordering::Acquire), 0);
+        assert_eq!(cache.reserved.load(Ordering::Acquire), 60 * MIB);
+        // A repo larger than the whole cache never starts an entry.
+        let huge = repo_of(dir.path(), "huge", 101 * MIB);
+        assert!(cache.admit(&mut entries, &huge, &mut unlink).is_err());
+    }
+
+    #[test]
+    fn a_pack_is_cached_only_where_the_disk_keeps_its_free_space() {
+        let (dir, cache) = cache(1 << 30, u64::MAX / 4);
+        let repo = repo_of(dir.path(), "repo", 1000);
+        assert_eq!(
+            cache.admit(&mut HashMap::new(), &repo, &mut Vec::new()),
+            Err("the disk is too full to cache a pack")
+        );
+        assert_eq!(cache.reserved.load(Ordering::Acquire), 0);
+        let (dir, cache) = cache_with_free(0);
+        let repo = repo_of(dir.path(), "repo", 1000);
+        assert_eq!(
+            cache.admit(&mut HashMap::new(), &repo, &mut Vec::new()),
+            Ok(1000)
+        );
+    }
+
+    fn cache_with_free(min_free: u64) -> (tempfile::TempDir, PackCache) {
+        cache(1 << 30, min_free)
     }
 
     #[test]
