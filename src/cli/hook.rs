@@ -302,6 +302,13 @@ pub fn pack_objects(command: &[String]) -> ExitCode {
     match from_cache(command, &stdin) {
         Ok(Served::Done) => ExitCode::SUCCESS,
         Ok(Served::Bypass) => run_pack_objects(command, &stdin),
+        Ok(Served::Resume { file, sent }) => match resume_uncached(command, &stdin, file, sent) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("vole: {message}");
+                ExitCode::FAILURE
+            }
+        },
         Err(message) => {
             eprintln!("vole: {message}");
             ExitCode::FAILURE
@@ -313,6 +320,12 @@ enum Served {
     Done,
     /// Nothing was written: run pack-objects instead.
     Bypass,
+    /// The cache could not keep the pack after `sent` bytes of `file` went
+    /// out: see [`resume_uncached`].
+    Resume {
+        file: std::fs::File,
+        sent: u64,
+    },
 }
 
 /// Streams the cached pack; `Bypass` when the cache cannot serve this
@@ -376,12 +389,17 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
             Ok(Some(reply)) if reply.ok => {
                 let data = reply.data.unwrap_or_default();
                 if data.get("failed").is_some() {
-                    // The cache could not keep the pack (a full disk): with
-                    // nothing sent yet, pack-objects runs here instead.
+                    // The cache could not keep the pack (a full disk):
+                    // what it wrote goes out first, then pack-objects runs
+                    // here for the rest (or for all, if nothing was written).
+                    sent += send_written(&mut file, &mut out).map_err(|_| {
+                        "cannot send the cached pack (the client went away?)".to_string()
+                    })?;
                     if sent == 0 {
                         return Ok(Served::Bypass);
                     }
-                    return Err("the pack cache failed while this pack was being sent".into());
+                    drop(out);
+                    return Ok(Served::Resume { file, sent });
                 }
                 done = data["done"].as_u64();
                 if done.is_none() {
@@ -426,6 +444,66 @@ fn send_written(file: &mut std::fs::File, out: &mut std::io::StdoutLock) -> std:
             }
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+/// The cache failed after `sent` bytes of the pack (the start of `file`,
+/// open though the server may have removed it) went out to the client:
+/// pack-objects runs here and, if its output starts with exactly those
+/// bytes, the rest of it is sent. For the same request and repo
+/// pack-objects writes the same pack as a rule (stored objects and deltas
+/// are reused as they are); where it does not (a repack in between, a
+/// delta search that came out differently), the request fails as it did
+/// before this existed, rather than send a pack spliced from two.
+fn resume_uncached(
+    command: &[String],
+    stdin: &[u8],
+    mut file: std::fs::File,
+    sent: u64,
+) -> Result<(), String> {
+    use std::io::{Seek, Write};
+    let (program, args) = command
+        .split_first()
+        .ok_or("no pack-objects command given")?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {program}: {e}"))?;
+    let mut input = child.stdin.take().expect("stdin is piped");
+    let stdin = stdin.to_vec();
+    let feed = std::thread::spawn(move || input.write_all(&stdin));
+    let mut output = child.stdout.take().expect("stdout is piped");
+    file.seek(std::io::SeekFrom::Start(0))
+        .map_err(|e| format!("cannot reread the cached pack: {e}"))?;
+    // The part already sent, compared 64 KiB at a time.
+    let (mut ours, mut theirs) = (vec![0u8; 64 << 10], vec![0u8; 64 << 10]);
+    let mut left = sent;
+    while left > 0 {
+        let n = left.min(ours.len() as u64) as usize;
+        let same = output.read_exact(&mut ours[..n]).is_ok()
+            && file.read_exact(&mut theirs[..n]).is_ok()
+            && ours[..n] == theirs[..n];
+        if !same {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(
+                "the pack cache failed while this pack was being sent, and pack-objects made a different pack".into(),
+            );
+        }
+        left -= n as u64;
+    }
+    eprintln!(
+        "vole: the pack cache could not keep this pack after {sent} bytes; pack-objects made the rest"
+    );
+    let mut out = std::io::stdout().lock();
+    let copied = std::io::copy(&mut output, &mut out).and_then(|_| out.flush());
+    let fed = feed.join().unwrap_or(Ok(()));
+    match (copied, fed, child.wait()) {
+        (Ok(()), Ok(()), Ok(status)) if status.success() => Ok(()),
+        (Err(_), _, _) => Err("the client went away".into()),
+        _ => Err("pack-objects failed".into()),
     }
 }
 

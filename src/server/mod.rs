@@ -27,6 +27,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let git = Git::locate(config.git.as_deref())?;
     tracing::info!(path = %git.path().display(), version = git.version(), "using git");
     raise_fd_limit();
+    ignore_file_size_signal();
 
     let mut config = config;
     DataDir::new(config.data_dir.clone()).prepare()?;
@@ -133,6 +134,18 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     drop(lock);
     tracing::info!("vole stopped");
     Ok(())
+}
+
+/// A write past the file-size limit (`ulimit -f`) fails with EFBIG, as a
+/// full disk does, instead of killing the server with SIGXFSZ: the pack
+/// cache and the logs treat it as the error it is. git children inherit
+/// the ignored signal (and fail the write, not die mid-way).
+#[allow(unsafe_code)]
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to "ignore" touches no memory.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }
 
 /// Most open files the server asks for: every connection, git child pipe

@@ -22,11 +22,19 @@
 //!   pack-objects owned by the server (its own process group, not the
 //!   client's), writing `<key>.tmp`, renamed `<key>.pack` when complete;
 //!   concurrent identical requests follow the file as it grows. The
-//!   producer is stopped when no reader is left; when it fails, every
-//!   reader's request fails and the next one starts afresh.
+//!   producer is stopped when no reader is left; when pack-objects fails,
+//!   every reader's request fails and the next one starts afresh. When
+//!   the cache cannot keep the output (a write fails: a full disk), each
+//!   reader sends what was written and runs pack-objects itself for the
+//!   rest, checking that its output starts with the bytes already sent
+//!   (`cli::hook::resume_uncached`).
 //! - **Bounded** by bytes on disk and by age, least recently used first;
-//!   an entry being read is never evicted. The directory is emptied at
-//!   start, so a partly written entry is never served after a crash.
+//!   an entry being read is never evicted. An entry being made sets aside
+//!   its repo's pack size towards the bound until it is whole, and one is
+//!   started only where the disk keeps `--pack-cache-min-free` beside it
+//!   ([`PackCache::admit`]); otherwise the request bypasses. The directory
+//!   is emptied at start, so a partly written entry is never served after
+//!   a crash.
 //!
 //! What does not live here: the hook's side (`cli/hook.rs`), the control
 //! connection that carries the reader (`control/server.rs`).

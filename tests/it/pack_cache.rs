@@ -3,8 +3,8 @@
 //! pack-objects once; a kill -9 mid-write leaves nothing a later request
 //! is served; the byte bound holds; shallow (and deepened), partial and
 //! incremental fetches through it are correct; the first client going
-//! away does not fail a follower; an entry cut short or a directory that
-//! cannot be written never fails a clone.
+//! away does not fail a follower; an entry cut short, a directory that
+//! cannot be written or a write failing mid-pack never fails a clone.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -443,4 +443,59 @@ fn a_cache_that_cannot_be_used_never_fails_a_clone() {
     );
     assert!(forge.counter("bypasses") >= 1, "{}", forge.stats());
     assert_eq!(forge.counter("misses"), 2, "{}", forge.stats());
+}
+
+/// A cache entry whose write fails part way (here a file-size limit, which
+/// fails a write as a full disk does) fails no clone: a reader that has
+/// already sent part of the pack runs pack-objects itself, checks that its
+/// output starts with what went out, and sends the rest.
+#[test]
+fn a_cache_write_failing_mid_pack_fails_no_clone() {
+    let forge = Forge::start(&[]);
+    let work = worktree(forge.dir.path(), "work");
+    forge.publish(&work, "alice/repo", &random_files(8, 1 << 20, 51));
+    let Forge { dir, server, admin } = forge;
+    let data = server.data.clone();
+    drop(server);
+    // Room for 2 MiB of the 8 MiB pack in the cache file; the repo's files
+    // are only read, and the logs stay small.
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .file_size_limit(2 << 20)
+        .start();
+    let forge = Forge { dir, server, admin };
+    let clone = forge.dir.path().join("clone");
+    let out = git(
+        forge.dir.path(),
+        &[
+            "clone",
+            "--bare",
+            &forge.url("alice/repo"),
+            clone.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "the clone failed: {}",
+        text(&out.stderr)
+    );
+    fsck(&clone);
+    assert_eq!(
+        git_ok(&clone, &["rev-parse", "main"]).trim(),
+        git_ok(&work, &["rev-parse", "HEAD"]).trim()
+    );
+    let stats = forge.stats();
+    assert_eq!(
+        (stats["misses"].as_u64(), stats["failures"].as_u64()),
+        (Some(1), Some(1)),
+        "the cache write did not fail part way: {stats}"
+    );
+    // Anti-vacuity: the clone had part of the pack from the cache already
+    // (the hook says so on git's progress channel).
+    assert!(
+        text(&out.stderr).contains("pack cache could not keep this pack after"),
+        "the reader did not go on from part way: {}",
+        text(&out.stderr)
+    );
 }

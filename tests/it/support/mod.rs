@@ -212,6 +212,7 @@ pub struct TestServerBuilder {
     args: Vec<String>,
     env: Vec<(String, String)>,
     soft_fd_limit: Option<u64>,
+    file_size_limit: Option<u64>,
     wrapper: Vec<String>,
 }
 
@@ -233,6 +234,7 @@ impl TestServer {
             args: Vec::new(),
             env: Vec::new(),
             soft_fd_limit: None,
+            file_size_limit: None,
             wrapper: Vec::new(),
         }
     }
@@ -336,6 +338,13 @@ impl TestServerBuilder {
         self
     }
 
+    /// Starts the server (and so its git children) with this file-size
+    /// limit (`ulimit -f`): a write past it fails as on a full disk.
+    pub fn file_size_limit(mut self, bytes: u64) -> Self {
+        self.file_size_limit = Some(bytes);
+        self
+    }
+
     /// Starts the server and waits (bounded) for its listening line.
     pub fn start(self) -> TestServer {
         let (tempdir, data) = match self.data {
@@ -371,21 +380,33 @@ impl TestServerBuilder {
         for (key, value) in &self.env {
             command.env(key, value);
         }
-        if let Some(limit) = self.soft_fd_limit {
+        let limits: Vec<(rustix::process::Resource, u64)> = [
+            self.soft_fd_limit
+                .map(|limit| (rustix::process::Resource::Nofile, limit)),
+            self.file_size_limit
+                .map(|limit| (rustix::process::Resource::Fsize, limit)),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        if !limits.is_empty() {
             use std::os::unix::process::CommandExt;
-            // SAFETY: only a setrlimit system call between fork and exec.
+            // SAFETY: only setrlimit system calls between fork and exec.
             #[allow(unsafe_code)]
             unsafe {
                 command.pre_exec(move || {
-                    let old = rustix::process::getrlimit(rustix::process::Resource::Nofile);
-                    rustix::process::setrlimit(
-                        rustix::process::Resource::Nofile,
-                        rustix::process::Rlimit {
-                            current: Some(limit),
-                            maximum: old.maximum,
-                        },
-                    )
-                    .map_err(std::io::Error::from)
+                    for (resource, limit) in &limits {
+                        let old = rustix::process::getrlimit(*resource);
+                        rustix::process::setrlimit(
+                            *resource,
+                            rustix::process::Rlimit {
+                                current: Some(*limit),
+                                maximum: old.maximum,
+                            },
+                        )
+                        .map_err(std::io::Error::from)?;
+                    }
+                    Ok(())
                 });
             }
         }
