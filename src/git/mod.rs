@@ -89,8 +89,12 @@ pub struct Git {
     http_backend: Option<PathBuf>,
 }
 
-/// This process's mark on its git children, once set (see
-/// [`crate::transport::sentinel`]).
+/// The environment variable a server's mark on its children is kept in
+/// (what `vole sentinel` looks for).
+pub const CHILD_MARK_VAR: &str = "VOLE_SERVER";
+
+/// This process's mark on its git children, once set (see the sentinel,
+/// `transport::sentinel`).
 static CHILD_MARK: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// Marks every git child started from now on with `mark`, so the sentinel
@@ -223,7 +227,7 @@ impl Git {
             ("MIMALLOC_ALLOW_THP", "0".into()),
         ];
         if let Some(mark) = CHILD_MARK.get() {
-            env.push((crate::transport::sentinel::MARK_VAR, mark.into()));
+            env.push((CHILD_MARK_VAR, mark.into()));
         }
         env
     }

@@ -25,7 +25,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// The environment variable the mark is kept in.
-pub const MARK_VAR: &str = "VOLE_SERVER";
+pub use crate::git::CHILD_MARK_VAR as MARK_VAR;
 
 /// Looks in a row that must find no marked process before the sentinel
 /// exits, and how far apart.

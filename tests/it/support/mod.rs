@@ -668,7 +668,10 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
-/// Every live descendant process of `pid` (from /proc), with its command.
+/// Every live descendant process of `pid` (from /proc), with its command,
+/// but a server's sentinel (`vole sentinel`, which lives as long as the
+/// server and starts nothing): the tests that use this look for the git
+/// processes a request left.
 pub fn descendants(pid: u32) -> Vec<(u32, String)> {
     let mut parent_of = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -697,7 +700,8 @@ pub fn descendants(pid: u32) -> Vec<(u32, String)> {
     let mut frontier = vec![pid];
     while let Some(parent) = frontier.pop() {
         for (p, ppid, cmd) in &parent_of {
-            if *ppid == parent {
+            let sentinel = cmd.split(' ').nth(1) == Some("sentinel");
+            if *ppid == parent && !sentinel {
                 found.push((*p, cmd.clone()));
                 frontier.push(*p);
             }
