@@ -369,8 +369,16 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
     let deadline = std::time::Instant::now() + crate::transport::pack_cache::READ_DEADLINE;
     loop {
         // What is written so far, file to pipe in the kernel.
-        let n = send_written(&mut file, &mut out)
-            .map_err(|_| "cannot send the cached pack (the client went away?)".to_string())?;
+        let n = match send_written(&mut file, &mut out) {
+            Ok(n) => n,
+            // The entry cannot be read (EIO, say) and nothing went out yet:
+            // pack-objects runs here instead. A broken pipe is the client
+            // gone, and so is any error once part of the pack was sent.
+            Err(e) if sent == 0 && e.kind() != std::io::ErrorKind::BrokenPipe => {
+                return Ok(Served::Bypass);
+            }
+            Err(_) => return Err("cannot send the cached pack (the client went away?)".into()),
+        };
         if n > 0 {
             sent += n;
             continue;

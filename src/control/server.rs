@@ -260,7 +260,11 @@ async fn serve_pack(
             changed = pack.state.changed(), if !told => {
                 let state = *pack.state.borrow();
                 let reply = match (changed, state) {
-                    (Ok(()), State::Done(size)) => Reply::ok(serde_json::json!({ "done": size })),
+                    (Ok(()), State::Done(size)) => {
+                        // A follower is served the whole pack too.
+                        app.pack_cache.count_served(size);
+                        Reply::ok(serde_json::json!({ "done": size }))
+                    }
                     (Ok(()), State::Producing) => continue,
                     // pack-objects itself failed: the request fails as it
                     // would have without the cache.

@@ -1,7 +1,10 @@
-//! Background log compaction: past its configured size a log is compacted
-//! by the server itself, so start-up replays only what is not yet folded
-//! (the meta log) and the disk holds what matters. A compaction copies
-//! while writes go on (`log::Log::compact`); a backup under way defers it.
+//! Background upkeep every few seconds: the pack cache's expired entries
+//! are dropped (`transport::pack_cache`: otherwise only a request's end
+//! evicts, and an idle server would keep them); past its configured size
+//! a log is compacted by the server itself, so start-up replays only what
+//! is not yet folded (the meta log) and the disk holds what matters. A
+//! compaction copies while writes go on (`log::Log::compact`); a backup
+//! under way defers it.
 //!
 //! The meta log drops the writes already folded into git; the ref log, the
 //! audit trail, is compacted only when `--ref-log-compact-size` asks (a
@@ -45,6 +48,9 @@ pub async fn run(app: Arc<App>) {
     };
     loop {
         tokio::time::sleep(EVERY).await;
+        let cache = app.control.pack_cache.clone();
+        // Unlinking a big file takes a while: off the async workers.
+        let _ = tokio::task::spawn_blocking(move || cache.evict()).await;
         if app.meta.maintenance_held() {
             continue;
         }

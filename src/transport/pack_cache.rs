@@ -102,6 +102,8 @@ struct Entry {
     bytes: u64,
     /// While it is being made: the bytes set aside for it ([`PackCache::admit`]).
     reserved: u64,
+    /// The file its producer writes (renamed to the key's `.pack`).
+    tmp: PathBuf,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -216,6 +218,8 @@ pub struct PackCache {
     entries: Mutex<HashMap<String, Entry>>,
     /// Bytes of complete entries on disk.
     bytes: AtomicU64,
+    /// Producers started, for their files' names.
+    producers: AtomicU64,
     /// Bytes set aside for the entries being made (changed under
     /// `entries`' lock).
     reserved: AtomicU64,
@@ -253,6 +257,7 @@ impl PackCache {
             child_config,
             entries: Mutex::new(HashMap::new()),
             bytes: AtomicU64::new(0),
+            producers: AtomicU64::new(0),
             reserved: AtomicU64::new(0),
             counters: Counters::default(),
         })
@@ -260,6 +265,14 @@ impl PackCache {
 
     pub fn enabled(&self) -> bool {
         self.settings.max_bytes > 0
+    }
+
+    /// Counts `bytes` served from the cache to a reader that followed the
+    /// pack as it was made (a hit is counted as it opens).
+    pub fn count_served(&self, bytes: u64) {
+        self.counters
+            .bytes_served
+            .fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// The key of a request, or why it bypasses the cache; with the
@@ -329,6 +342,9 @@ impl PackCache {
     /// being written (a follower), or a new one started now (a miss).
     pub fn open(self: &Arc<Self>, request: PackRequest, generation: u64) -> Open {
         if !self.enabled() {
+            // Never reached while the server runs: with the cache off, git
+            // is not given the hook. Counted, so a test can tell.
+            self.counters.bypasses.fetch_add(1, Ordering::Relaxed);
             return Open::Bypass("the pack cache is off");
         }
         let (key, producer_args) = match Self::key(&request, generation) {
@@ -339,7 +355,12 @@ impl PackCache {
                 return Open::Bypass(why);
             }
         };
-        let tmp = self.dir.join(format!("{key}.tmp"));
+        // Each producer writes a file of its own: one being stopped may
+        // still write while a new one for the same key starts.
+        let tmp = self.dir.join(format!(
+            "{key}.{}.tmp",
+            self.producers.fetch_add(1, Ordering::Relaxed)
+        ));
         let pack = self.dir.join(format!("{key}.pack"));
         // Files evicted to make room: removed once the lock is let go
         // (declared first, so dropped last).
@@ -377,7 +398,7 @@ impl PackCache {
                     }
                 }
                 return Open::Read(Reader {
-                    tmp,
+                    tmp: entry.tmp.clone(),
                     pack,
                     state: entry.state.clone(),
                     readers: entry.readers.clone(),
@@ -428,6 +449,7 @@ impl PackCache {
                 last_used: now,
                 bytes: 0,
                 reserved,
+                tmp: tmp.clone(),
             },
         );
         drop(entries);
@@ -609,8 +631,10 @@ impl PackCache {
 
     /// Drops entries past their age, failed ones, and the least recently
     /// used complete ones while the bytes are over the bound; never one
-    /// being read.
-    fn evict(&self) {
+    /// being read. Run as readers and producers finish, and every few
+    /// seconds by the server's maintenance (so the age bound holds on an
+    /// idle server too).
+    pub fn evict(&self) {
         let mut entries = self.entries.lock();
         let unlink = self.evict_locked(&mut entries, self.settings.max_bytes);
         drop(entries);
@@ -692,16 +716,28 @@ impl PackCache {
     }
 }
 
-/// Bytes of the packs in a repo (`objects/pack/*.pack`); 0 if unreadable.
+/// Bytes of a repo's stored objects: its packs (`objects/pack/*.pack`)
+/// and its loose objects (`objects/xx/*`, each compressed as a pack would
+/// hold it, or larger); what cannot be read counts 0.
 fn repo_pack_bytes(repo_dir: &Path) -> u64 {
-    let Ok(dir) = std::fs::read_dir(repo_dir.join("objects/pack")) else {
-        return 0;
+    let objects = repo_dir.join("objects");
+    let sizes = |dir: &Path, packs_only: bool| -> u64 {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        entries
+            .flatten()
+            .filter(|e| !packs_only || e.path().extension().is_some_and(|x| x == "pack"))
+            .filter_map(|e| e.metadata().ok())
+            .filter(|m| m.is_file())
+            .map(|m| m.len())
+            .sum()
     };
-    dir.flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
-        .filter_map(|e| e.metadata().ok())
-        .map(|m| m.len())
-        .sum()
+    let mut bytes = sizes(&objects.join("pack"), true);
+    for fanout in 0..=255u8 {
+        bytes += sizes(&objects.join(format!("{fanout:02x}")), false);
+    }
+    bytes
 }
 
 /// How long a reader waits, at most, for a pack being made.
@@ -804,6 +840,7 @@ mod tests {
             last_used: now,
             bytes,
             reserved,
+            tmp: PathBuf::from("unused.tmp"),
         };
         (entry, tx)
     }

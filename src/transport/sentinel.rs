@@ -122,10 +122,7 @@ fn kill_marked(mark: &str) -> usize {
         } else {
             quiet = 0;
             for pid in &found {
-                // SAFETY: kill(2) has no memory-safety preconditions. A pid
-                // read from /proc a moment ago may have been reused only by
-                // a process that, unmarked, would not have been listed.
-                if unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) } == 0 {
+                if kill_if_marked(*pid, &wanted) {
                     killed.insert(*pid);
                 }
             }
@@ -133,6 +130,28 @@ fn kill_marked(mark: &str) -> usize {
         std::thread::sleep(LOOK_INTERVAL);
     }
     killed.len()
+}
+
+/// Kills `pid` if it still carries `entry`: the process is held by a pidfd
+/// first and its mark read again after, so a pid reused since the scan is
+/// never signalled. On a kernel without pidfds (before Linux 5.3), kill(2)
+/// right after the scan.
+fn kill_if_marked(pid: u32, entry: &str) -> bool {
+    use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+    let Some(pid_value) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    let marked = || {
+        std::fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|environ| environ_has(&environ, entry.as_bytes()))
+    };
+    match pidfd_open(pid_value, PidfdFlags::empty()) {
+        Ok(pidfd) => marked() && pidfd_send_signal(&pidfd, Signal::KILL).is_ok(),
+        Err(rustix::io::Errno::NOSYS) => {
+            rustix::process::kill_process(pid_value, Signal::KILL).is_ok()
+        }
+        Err(_) => false,
+    }
 }
 
 /// The pids of the processes whose environment holds `entry` exactly (one

@@ -196,7 +196,12 @@ fn a_hit_serves_exactly_the_bytes_the_miss_made() {
     fsck(&off);
     let stats = forge.stats();
     assert_eq!(stats["enabled"], false);
-    assert_eq!(stats["misses"], 0, "{stats}");
+    // Not even asked: git was not given the hook.
+    assert_eq!(
+        (stats["misses"].as_u64(), stats["bypasses"].as_u64()),
+        (Some(0), Some(0)),
+        "{stats}"
+    );
 }
 
 #[test]
@@ -404,6 +409,28 @@ fn the_first_client_going_away_does_not_fail_a_follower() {
         (Some(1), Some(0)),
         "{stats}"
     );
+    // What the follower was sent counts as served from the cache.
+    assert_eq!(stats["bytes_served"], stats["bytes"], "{stats}");
+    assert!(stats["bytes"].as_u64() > Some(1 << 20), "{stats}");
+}
+
+/// The age bound holds on a server that nothing asks: the maintenance
+/// drops an expired entry (and its file) by itself.
+#[test]
+fn an_expired_pack_is_dropped_from_an_idle_server() {
+    let forge = Forge::start(&["--pack-cache-max-age", "1s"]);
+    let work = worktree(forge.dir.path(), "work");
+    forge.publish(&work, "alice/repo", &random_files(2, 50_000, 61));
+    forge.clone("alice/repo", "clone", &["--bare"]);
+    let cache = forge.server.data.join("cache/packs");
+    assert_eq!(files_in(&cache).len(), 1, "the pack was not cached");
+    assert!(
+        eventually(Duration::from_secs(20), || files_in(&cache).is_empty()
+            && forge.counter("entries") == 0),
+        "an expired pack stayed on an idle server: {}",
+        forge.stats()
+    );
+    assert_eq!(forge.counter("bytes"), 0, "{}", forge.stats());
 }
 
 #[test]
