@@ -240,7 +240,9 @@ fn main() {
         pack as f64 / (1 << 20) as f64
     );
 
-    let cached = common::vole_server(dir, &vole, "vole-cache", &[]);
+    // Its metrics on a port of its own: the cache's counters at the end.
+    let metrics = format!("127.0.0.1:{}", common::free_port());
+    let cached = common::vole_server(dir, &vole, "vole-cache", &["--metrics-listen", &metrics]);
     let uncached = common::vole_server(dir, &vole, "vole-nocache", &["--pack-cache-size", "0"]);
     let nginx = start_nginx(dir, false);
     for server in [&cached, &uncached] {
@@ -285,43 +287,73 @@ fn main() {
     }
     let wants = vec![head.clone()];
     let mut expect: std::collections::HashMap<(&str, bool), Option<u64>> = Default::default();
-    // Single clones, interleaved pairs: vole without its cache against nginx.
+    // A cold cache: a new tag moves the repo's ref state, which every key
+    // holds, so the next request of the same commit is a miss again (the
+    // timed requests do not ask for tags: the pack is the same).
+    let mut tags = 0;
+    let mut cool = || {
+        tags += 1;
+        sh(git(&source).args([
+            "push",
+            "-q",
+            &format!("{}/bench/storm.git", cached.base),
+            &format!("{head}:refs/tags/storm-{tags}"),
+        ]));
+    };
+    // Single clones, interleaved: vole without its cache, nginx, and vole
+    // with its cache on a miss (what a first clone of a commit costs).
     let full = fetch_body(&wants, None);
-    let mut singles = Vec::new();
+    let (mut singles, mut singles_miss) = (Vec::new(), Vec::new());
+    let single_arms = [
+        (&uncached, "vole-nocache"),
+        (&nginx, "nginx"),
+        (&cached, "vole-cache-miss"),
+    ];
     for round in 0..single_pairs {
         let mut pair = std::collections::HashMap::new();
-        let order: [&Server; 2] = if round % 2 == 0 {
-            [&uncached, &nginx]
-        } else {
-            [&nginx, &uncached]
-        };
-        for server in order {
-            let slot = expect.entry((server.name, false)).or_default();
+        for i in 0..3 {
+            let (server, label) = single_arms[(round + i) % 3];
+            if label == "vole-cache-miss" {
+                cool();
+            }
+            let slot = expect.entry((label, false)).or_default();
             let (mib_s, cpu) = storm(port_of(server), &full, 1, slot);
             println!(
-                "arm={} storm=1 depth=full round={round} mib_per_s={mib_s:.1} cpu_s_per_clone={cpu:.3}",
-                server.name
+                "arm={label} storm=1 depth=full round={round} mib_per_s={mib_s:.1} cpu_s_per_clone={cpu:.3}"
             );
-            pair.insert(server.name, mib_s);
+            pair.insert(label, mib_s);
         }
         singles.push(pair["vole-nocache"] / pair["nginx"]);
+        singles_miss.push(pair["vole-cache-miss"] / pair["nginx"]);
     }
     let mut results: std::collections::HashMap<(usize, bool, &str), Samples> = Default::default();
+    let storm_arms = [
+        (&cached, "vole-cache"),
+        (&uncached, "vole-nocache"),
+        (&nginx, "nginx"),
+        (&cached, "vole-cache-cold"),
+    ];
     for round in 0..rounds {
         for &n in &storms {
             for shallow in [false, true] {
                 let body = fetch_body(&wants, shallow.then_some(1));
-                // Interleaved: each round starts with the next arm.
-                let order: Vec<&Server> = (0..3).map(|i| arms[(round + i) % 3]).collect();
-                for server in order {
-                    let slot = expect.entry((server.name, shallow)).or_default();
+                // Interleaved: each round starts with the next arm. The
+                // cache's storms run twice: warm (the pack is cached from
+                // the storm before) and cold (the first clone makes it,
+                // the others follow it or hit it).
+                let order: Vec<(&Server, &str)> =
+                    (0..4).map(|i| storm_arms[(round + i) % 4]).collect();
+                for (server, label) in order {
+                    if label == "vole-cache-cold" {
+                        cool();
+                    }
+                    let slot = expect.entry((label, shallow)).or_default();
                     let (mib_s, cpu) = storm(port_of(server), &body, n, slot);
                     println!(
-                        "arm={} storm={n} depth={} round={round} mib_per_s={mib_s:.1} cpu_s_per_clone={cpu:.3}",
-                        server.name,
+                        "arm={label} storm={n} depth={} round={round} mib_per_s={mib_s:.1} cpu_s_per_clone={cpu:.3}",
                         if shallow { "1" } else { "full" }
                     );
-                    let entry = results.entry((n, shallow, server.name)).or_default();
+                    let entry = results.entry((n, shallow, label)).or_default();
                     entry.0.push(mib_s);
                     entry.1.push(cpu);
                 }
@@ -332,31 +364,47 @@ fn main() {
         for shallow in [false, true] {
             let depth = if shallow { "1" } else { "full" };
             let get = |arm: &str| results[&(n, shallow, arm)].clone();
-            let (c, u, g) = (get("vole-cache"), get("vole-nocache"), get("nginx"));
-            let (cm, um, gm) = (
+            let (c, u, g, k) = (
+                get("vole-cache"),
+                get("vole-nocache"),
+                get("nginx"),
+                get("vole-cache-cold"),
+            );
+            let (cm, um, gm, km) = (
                 median(c.0.clone()),
                 median(u.0.clone()),
                 median(g.0.clone()),
+                median(k.0.clone()),
             );
-            let (cc, uc, gc) = (
+            let (cc, uc, gc, kc) = (
                 median(c.1.clone()),
                 median(u.1.clone()),
                 median(g.1.clone()),
+                median(k.1.clone()),
             );
             println!(
-                "median storm={n} depth={depth} cache_mib_per_s={cm:.1} nocache_mib_per_s={um:.1} nginx_mib_per_s={gm:.1} \
-                 cache_cpu_s={cc:.3} nocache_cpu_s={uc:.3} nginx_cpu_s={gc:.3}"
+                "median storm={n} depth={depth} cache_mib_per_s={cm:.1} cold_cache_mib_per_s={km:.1} nocache_mib_per_s={um:.1} nginx_mib_per_s={gm:.1} \
+                 cache_cpu_s={cc:.3} cold_cache_cpu_s={kc:.3} nocache_cpu_s={uc:.3} nginx_cpu_s={gc:.3}"
             );
             println!(
-                "ratio storm={n} depth={depth} throughput_cache_vs_nginx={:.2} cpu_cache_vs_nginx={:.2} throughput_nocache_vs_nginx={:.2}",
+                "ratio storm={n} depth={depth} throughput_cache_vs_nginx={:.2} cpu_cache_vs_nginx={:.2} \
+                 throughput_cold_cache_vs_nginx={:.2} cpu_cold_cache_vs_nginx={:.2} throughput_nocache_vs_nginx={:.2}",
                 cm / gm,
                 cc / gc.max(1e-9),
+                km / gm,
+                kc / gc.max(1e-9),
                 um / gm
             );
         }
     }
     println!(
-        "ratio single_clone nocache_vs_nginx median={:.3}",
-        median(singles)
+        "ratio single_clone nocache_vs_nginx median={:.3} cache_miss_vs_nginx median={:.3}",
+        median(singles),
+        median(singles_miss)
     );
+    // What the cache did, from the server's own counters.
+    let scrape = sh(std::process::Command::new("curl").args(["-s", &format!("http://{metrics}/metrics")]));
+    for line in scrape.lines().filter(|l| l.starts_with("vole_pack_cache")) {
+        println!("cache_metric {line}");
+    }
 }
