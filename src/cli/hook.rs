@@ -363,6 +363,8 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
         return Ok(Served::Bypass);
     };
     let mut done = reply["done"].as_u64();
+    // Woken as the producer writes (none needed for a complete pack).
+    let growth = done.is_none().then(|| Growth::watch(&file)).flatten();
     let mut out = std::io::stdout().lock();
     let mut sent = 0u64;
     let mut pending = String::new();
@@ -392,8 +394,15 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
         if std::time::Instant::now() > deadline {
             return Err("the pack took too long to make".into());
         }
-        // At the end of what is written so far: has the server said more?
-        match client.next_reply(&mut pending, Duration::from_millis(5)) {
+        // At the end of what is written so far: wait for more to be
+        // written, or for the server's word (which follows the producer's
+        // close of the file, or comes when it stopped writing).
+        let wait = match growth.as_ref().map(|g| g.wait(Duration::from_millis(50))) {
+            Some(Woke::Wrote) => continue,
+            Some(Woke::Closed) => Duration::from_millis(50),
+            Some(Woke::Quiet) | None => Duration::from_millis(5),
+        };
+        match client.next_reply(&mut pending, wait) {
             Ok(Some(reply)) if reply.ok => {
                 let data = reply.data.unwrap_or_default();
                 if data.get("failed").is_some() {
@@ -426,6 +435,64 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
     out.flush()
         .map_err(|_| "the client went away".to_string())?;
     Ok(Served::Done)
+}
+
+/// What woke a follower waiting at the end of what is written.
+enum Woke {
+    Wrote,
+    /// The producer closed the file: it is complete, or it failed.
+    Closed,
+    /// Nothing happened in the time given.
+    Quiet,
+}
+
+/// inotify on the file a follower reads (through `/proc/self/fd`, so a
+/// rename to its final name changes nothing): the follower trails the
+/// producer by a wake-up rather than by a polling interval. None where
+/// inotify cannot be had (the follower then polls the server every 5 ms).
+struct Growth(std::os::fd::OwnedFd);
+
+impl Growth {
+    fn watch(file: &std::fs::File) -> Option<Growth> {
+        use rustix::fs::inotify;
+        use std::os::fd::AsRawFd;
+        let fd =
+            inotify::init(inotify::CreateFlags::CLOEXEC | inotify::CreateFlags::NONBLOCK).ok()?;
+        let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+        inotify::add_watch(
+            &fd,
+            path.as_str(),
+            inotify::WatchFlags::MODIFY | inotify::WatchFlags::CLOSE_WRITE,
+        )
+        .ok()?;
+        Some(Growth(fd))
+    }
+
+    /// Waits at most `at_most` for a write or the close; drains what the
+    /// kernel queued.
+    fn wait(&self, at_most: Duration) -> Woke {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use rustix::fs::inotify;
+        let timeout = Timespec::try_from(at_most).unwrap_or(Timespec {
+            tv_sec: 0,
+            tv_nsec: 50_000_000,
+        });
+        let mut fds = [PollFd::new(&self.0, PollFlags::IN)];
+        if !matches!(poll(&mut fds, Some(&timeout)), Ok(n) if n > 0) {
+            return Woke::Quiet;
+        }
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+        let mut events = inotify::Reader::new(&self.0, &mut buf);
+        let mut woke = Woke::Quiet;
+        while let Ok(event) = events.next() {
+            if event.events().contains(inotify::ReadFlags::CLOSE_WRITE) {
+                woke = Woke::Closed;
+            } else if matches!(woke, Woke::Quiet) {
+                woke = Woke::Wrote;
+            }
+        }
+        woke
+    }
 }
 
 /// Sends `file` from its position to what is written so far: spliced into

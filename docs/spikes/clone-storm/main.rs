@@ -403,7 +403,8 @@ fn main() {
         median(singles_miss)
     );
     // What the cache did, from the server's own counters.
-    let scrape = sh(std::process::Command::new("curl").args(["-s", &format!("http://{metrics}/metrics")]));
+    let scrape =
+        sh(std::process::Command::new("curl").args(["-s", &format!("http://{metrics}/metrics")]));
     for line in scrape.lines().filter(|l| l.starts_with("vole_pack_cache")) {
         println!("cache_metric {line}");
     }
