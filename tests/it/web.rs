@@ -102,6 +102,19 @@ fn browsing_a_repo_from_the_home_page_to_a_line_anchor() {
         repo.contains("first &#60;commit&#62;"),
         "commit summary not escaped"
     );
+    // The latest commit links to the commit, not to the tree at it.
+    let latest = repo
+        .split(r#"<p class="commit">Latest commit <a href=""#)
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no latest-commit link: {repo}"));
+    assert!(
+        latest.starts_with("/alice/demo/-/commit/"),
+        "the latest commit links to {latest}"
+    );
+    let (status, commit) = page(&forge, latest);
+    assert_eq!(status, 200, "{commit}");
+    assert!(commit.contains("first &#60;commit&#62;"), "{commit}");
     assert!(
         repo.contains(r#"href="/alice/demo/-/tree/main/docs""#),
         "{repo}"
