@@ -16,6 +16,7 @@
 
 mod assets;
 mod browse;
+mod dates;
 mod error;
 pub mod highlight;
 pub mod history;

@@ -50,10 +50,19 @@ pub(super) fn redirect(to: &str) -> Response {
 
 /// Template filters: `{{ rev|path }}` writes a revision (or any name
 /// with slashes) into a link, each segment percent-encoded, so a branch
-/// named `a#b` or `a?b` links to itself.
+/// named `a#b` or `a?b` links to itself; `{{ time|when|safe }}` writes a
+/// time as how long ago it was (`super::dates`).
 pub(crate) mod filters {
     #[askama::filter_fn]
     pub fn path(value: impl std::fmt::Display, _: &dyn askama::Values) -> askama::Result<String> {
         Ok(super::rev_path(&value.to_string()))
+    }
+
+    #[askama::filter_fn]
+    pub fn when(value: impl std::fmt::Display, _: &dyn askama::Values) -> askama::Result<String> {
+        Ok(super::super::dates::when_html(
+            &value.to_string(),
+            std::time::SystemTime::now(),
+        ))
     }
 }

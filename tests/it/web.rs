@@ -102,6 +102,16 @@ fn browsing_a_repo_from_the_home_page_to_a_line_anchor() {
         repo.contains("first &#60;commit&#62;"),
         "commit summary not escaped"
     );
+    // Its date says how long ago, the absolute time on hover.
+    let date = repo
+        .split("<time datetime=\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</time>").next())
+        .unwrap_or_else(|| panic!("the latest commit has no <time>: {repo}"));
+    assert!(
+        date.contains(" UTC\">") && (date.ends_with(" ago") || date.ends_with("just now")),
+        "the latest commit's date: {date}"
+    );
     // The latest commit links to the commit, not to the tree at it.
     let latest = repo
         .split(r#"<p class="commit">Latest commit <a href=""#)
