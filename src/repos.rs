@@ -474,6 +474,48 @@ impl Repos {
 const BARE_CONFIG: &str =
     "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n";
 
+/// The branch a repo's HEAD names (`ref: refs/heads/NAME`), if it names
+/// one. HEAD is the one record of a repo's default branch.
+pub fn head_branch(repo_dir: &Path) -> Option<String> {
+    let head = std::fs::read_to_string(repo_dir.join("HEAD")).ok()?;
+    head.trim_end()
+        .strip_prefix("ref: refs/heads/")
+        .filter(|branch| !branch.is_empty())
+        .map(str::to_string)
+}
+
+/// Points a repo's HEAD at `branch`, durably: `HEAD.lock` written and
+/// synced, renamed over HEAD, the repo's directory synced (git's own
+/// `symbolic-ref` does the first two, without the syncs).
+pub fn set_head_branch(repo_dir: &Path, branch: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let lock = repo_dir.join("HEAD.lock");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)?;
+    let written = file
+        .write_all(format!("ref: refs/heads/{branch}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .and_then(|()| std::fs::rename(&lock, repo_dir.join("HEAD")));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&lock);
+    }
+    written?;
+    crate::durable::sync_dir(repo_dir)
+}
+
+/// Where HEAD should point after a push that created `created` (branch
+/// names) and left HEAD naming a branch that does not exist: `main` if
+/// the push created it, else `master`, else the first by name.
+pub fn default_branch_among<'a>(created: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let created: Vec<&str> = created.into_iter().collect();
+    ["main", "master"]
+        .into_iter()
+        .find_map(|wanted| created.iter().copied().find(|b| *b == wanted))
+        .or_else(|| created.iter().copied().min())
+}
+
 /// Rewrites what of a repo's skeleton is missing or not git's; returns
 /// the names of what it rewrote.
 fn finish_repo(repo: &Path, default_branch: &str) -> std::io::Result<Vec<&'static str>> {

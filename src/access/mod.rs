@@ -443,12 +443,22 @@ impl Access {
             }
         };
         let mut refused = Vec::new();
+        let head = crate::repos::head_branch(&self.repos.path(repo));
         for update in updates {
             let name = &update.ref_name;
             let refuse = |reason: String| Refusal {
                 ref_name: name.clone(),
                 reason,
             };
+            if update.is_deletion()
+                && let Some(head) = &head
+                && name.strip_prefix("refs/heads/") == Some(head.as_str())
+            {
+                refused.push(refuse(format!(
+                    "branch {head} is this repository's default branch (HEAD): it cannot be deleted; make another branch the default first"
+                )));
+                continue;
+            }
             if name.starts_with("refs/meta/") {
                 refused.push(refuse(
                     "refs/meta/* holds the forge's metadata and is written only by the server; push elsewhere".into(),

@@ -22,6 +22,16 @@ pub struct RegisteredPush {
     /// The push's HTTP request span: the hooks' reports are handled in it,
     /// so their log lines carry that request's id.
     pub span: tracing::Span,
+    /// The branches its committed transactions created so far (git may
+    /// commit a push one ref at a time), and whether it pointed HEAD.
+    pub created: Arc<Mutex<CreatedBranches>>,
+}
+
+/// See [`RegisteredPush::created`].
+#[derive(Debug, Default)]
+pub struct CreatedBranches {
+    pub names: Vec<String>,
+    pub head_set: bool,
 }
 
 impl RegisteredPush {
@@ -98,6 +108,7 @@ mod tests {
             principal: Principal::Anonymous,
             client: "127.0.0.1".into(),
             span: tracing::Span::none(),
+            created: Default::default(),
         });
         let id = ticket.id();
         assert!(pushes.get(id, "ann/site").is_some());

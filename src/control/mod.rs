@@ -420,6 +420,7 @@ fn hook_ref_outcome(
             if outcome == crate::hooks::Outcome::Committed
                 && let Ok(repo) = RepoName::parse(&push.repo)
             {
+                point_head_at_a_branch(app, &repo, push.push_id, &moves);
                 app.meta.repack_if_needed(&repo);
             }
             Reply::ok(serde_json::json!({ "seq": seq }))
@@ -429,6 +430,64 @@ fn hook_ref_outcome(
             Reply::error(
                 "the server could not make the update durable; the server log has the detail",
             )
+        }
+    }
+}
+
+/// After each committed transaction of a push: a HEAD naming a branch that
+/// does not exist (a new repo's `main` when the push brought only
+/// `master`, say) is pointed at one the push created
+/// (`repos::default_branch_among`), so a clone checks it out. git may
+/// commit a push one ref at a time, so the choice is made again over all
+/// the branches the push created so far while HEAD is still the push's
+/// own choice; all of it before git reports the push done.
+fn point_head_at_a_branch(
+    app: &ControlState,
+    repo: &RepoName,
+    push_id: u64,
+    moves: &[crate::hooks::RefUpdate],
+) {
+    let Some(registered) = app.access.pushes().get(push_id, &repo.to_string()) else {
+        return;
+    };
+    let mut created = registered.created.lock();
+    created.names.extend(
+        moves
+            .iter()
+            .filter(|m| m.is_creation())
+            .filter_map(|m| m.ref_name.strip_prefix("refs/heads/"))
+            .map(str::to_string),
+    );
+    let dir = app.repos.path(repo);
+    let head = crate::repos::head_branch(&dir);
+    let exists = |branch: &str| {
+        app.recorder
+            .has_ref(&repo.to_string(), &format!("refs/heads/{branch}"))
+    };
+    if !created.head_set && head.as_deref().is_some_and(exists) {
+        return;
+    }
+    let Some(branch) = crate::repos::default_branch_among(
+        created
+            .names
+            .iter()
+            .map(String::as_str)
+            .filter(|b| exists(b)),
+    )
+    .map(str::to_string) else {
+        return;
+    };
+    let branch = branch.as_str();
+    if head.as_deref() == Some(branch) {
+        return;
+    }
+    match crate::repos::set_head_branch(&dir, branch) {
+        Ok(()) => {
+            created.head_set = true;
+            tracing::info!(repo = %repo, branch, "HEAD named no existing branch; it now names one the push created");
+        }
+        Err(e) => {
+            tracing::warn!(repo = %repo, error = %e, "cannot point HEAD at the pushed branch")
         }
     }
 }

@@ -229,6 +229,14 @@ impl RefRecorder {
         &self.log
     }
 
+    /// Whether `ref_name` exists in `repo` as the ref log knows it.
+    pub fn has_ref(&self, repo: &str, ref_name: &str) -> bool {
+        self.state()
+            .known()
+            .get(repo)
+            .is_some_and(|refs| refs.contains_key(ref_name))
+    }
+
     fn git_dir(&self, push: &PushContext) -> Result<std::path::PathBuf, RecordError> {
         Ok(self.repos.path(&RepoName::parse(&push.repo)?))
     }

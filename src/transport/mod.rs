@@ -462,6 +462,7 @@ async fn service_rpc(
                 principal: principal.clone(),
                 client: request.remote_addr.clone(),
                 span: tracing::Span::current(),
+                created: Default::default(),
             });
         request.hook_env = vec![
             (env::SOCKET, transport.socket.display().to_string()),

@@ -8,6 +8,7 @@ mod access;
 mod accounts;
 mod backup;
 mod check;
+mod default_branch;
 mod docker;
 mod durability;
 mod hooks;

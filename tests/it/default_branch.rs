@@ -1,0 +1,169 @@
+//! The default branch is HEAD: a push that leaves HEAD naming a missing
+//! branch points it at `main` if the push created it, else `master`, else
+//! the first by name of those it created; a delete of HEAD's branch is
+//! refused with a reason the pusher sees; a clone then checks out.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::*;
+
+struct Forge {
+    server: TestServer,
+    _dir: tempfile::TempDir,
+    dir: PathBuf,
+}
+
+impl Forge {
+    /// A server with the empty repos `alice/NAME` for each name (HEAD on
+    /// `main`, as `vole repo create` makes them).
+    fn start(repos: &[&str]) -> Forge {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path().join("data");
+        for repo in repos {
+            let created = run_vole(&data, &["repo", "create", &format!("alice/{repo}")]);
+            assert!(created.status.success());
+        }
+        let path = dir.path().to_path_buf();
+        Forge {
+            server: TestServer::builder()
+                .data(&data)
+                .arg("--anonymous-push")
+                .start(),
+            _dir: dir,
+            dir: path,
+        }
+    }
+
+    fn url(&self, repo: &str) -> String {
+        self.server.url(&format!("/alice/{repo}.git"))
+    }
+
+    fn head(&self, repo: &str) -> String {
+        std::fs::read_to_string(
+            self.server
+                .data
+                .join(format!("repos/alice/{repo}.git/HEAD")),
+        )
+        .unwrap()
+        .trim()
+        .to_string()
+    }
+}
+
+/// A work tree whose branches are `branches` (each one commit apart), with
+/// a tag on each.
+fn work_with_branches(parent: &Path, name: &str, branches: &[&str]) -> PathBuf {
+    let work = worktree(parent, name);
+    for branch in branches {
+        git_ok(&work, &["checkout", "-q", "-B", branch, "main"]);
+        commit_file(
+            &work,
+            &format!("{}.txt", branch.replace('/', "-")),
+            branch.as_bytes(),
+        );
+        git_ok(&work, &["tag", &format!("v-{}", branch.replace('/', "-"))]);
+    }
+    if !branches.contains(&"main") {
+        git_ok(&work, &["checkout", "-q", branches[0]]);
+        git_ok(&work, &["branch", "-q", "-D", "main"]);
+    }
+    work
+}
+
+/// A history shaped like a big project's: default branch `master`, many
+/// branches (some sorting before it), tags; pushed with refspecs, as one
+/// moves a repo to a new forge.
+#[test]
+fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
+    let forge = Forge::start(&["project"]);
+    let branches = [
+        "ag/bstr-migration",
+        "ag/deps",
+        "master",
+        "feature/a",
+        "zz-last",
+    ];
+    let work = work_with_branches(&forge.dir, "work", &branches);
+    git_ok(
+        &work,
+        &[
+            "push",
+            "-q",
+            &forge.url("project"),
+            "refs/heads/*:refs/heads/*",
+            "refs/tags/*:refs/tags/*",
+        ],
+    );
+    assert_eq!(forge.head("project"), "ref: refs/heads/master");
+    let clone = forge.dir.join("clone");
+    let out = git(
+        &forge.dir,
+        &["clone", &forge.url("project"), clone.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("nonexistent ref"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        git_ok(&clone, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "master"
+    );
+    assert!(
+        clone.join("master.txt").is_file(),
+        "nothing was checked out"
+    );
+    // The home page shows master.
+    let home = http(forge.server.addr, "GET /alice/project HTTP/1.1", b"");
+    assert_eq!(home.status, 200);
+    assert!(home.text().contains("master"), "{}", home.text());
+}
+
+#[test]
+fn main_is_chosen_first_then_master_then_the_first_by_name() {
+    let forge = Forge::start(&["both", "named", "kept"]);
+    // main and master together: main.
+    let work = work_with_branches(&forge.dir, "w1", &["master", "main"]);
+    git_ok(&work, &["push", "-q", &forge.url("both"), "master", "main"]);
+    assert_eq!(forge.head("both"), "ref: refs/heads/main");
+    // Neither: the first by name of those created, whatever order they
+    // were pushed in (git may commit them one at a time).
+    let work = work_with_branches(&forge.dir, "w2", &["zeta", "alpha", "mid"]);
+    git_ok(
+        &work,
+        &["push", "-q", &forge.url("named"), "zeta", "mid", "alpha"],
+    );
+    assert_eq!(forge.head("named"), "ref: refs/heads/alpha");
+    // A HEAD that names an existing branch is left alone by later pushes.
+    git_ok(&work, &["push", "-q", &forge.url("named"), "alpha:master"]);
+    assert_eq!(forge.head("named"), "ref: refs/heads/alpha");
+    // A push of tags only leaves a missing HEAD as it is.
+    git_ok(&work, &["push", "-q", &forge.url("kept"), "v-zeta"]);
+    assert_eq!(forge.head("kept"), "ref: refs/heads/main");
+}
+
+#[test]
+fn deleting_the_default_branch_is_refused_with_a_reason() {
+    let forge = Forge::start(&["repo"]);
+    let work = work_with_branches(&forge.dir, "work", &["master", "other"]);
+    git_ok(
+        &work,
+        &["push", "-q", &forge.url("repo"), "master", "other"],
+    );
+    assert_eq!(forge.head("repo"), "ref: refs/heads/master");
+    let out = git(&work, &["push", &forge.url("repo"), ":master"]);
+    assert!(!out.status.success(), "deleting HEAD's branch was accepted");
+    assert!(
+        text(&out.stderr).contains("default branch"),
+        "no reason given: {}",
+        text(&out.stderr)
+    );
+    let refs = git_ok(
+        &work,
+        &["ls-remote", &forge.url("repo"), "refs/heads/master"],
+    );
+    assert!(refs.contains("refs/heads/master"), "master is gone: {refs}");
+    // Another branch may go.
+    git_ok(&work, &["push", "-q", &forge.url("repo"), ":other"]);
+}
