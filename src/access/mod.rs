@@ -450,15 +450,6 @@ impl Access {
                 ref_name: name.clone(),
                 reason,
             };
-            if update.is_deletion()
-                && let Some(head) = &head
-                && name.strip_prefix("refs/heads/") == Some(head.as_str())
-            {
-                refused.push(refuse(format!(
-                    "branch {head} is this repository's default branch (HEAD): it cannot be deleted; make another branch the default first"
-                )));
-                continue;
-            }
             if name.starts_with("refs/meta/") {
                 refused.push(refuse(
                     "refs/meta/* holds the forge's metadata and is written only by the server; push elsewhere".into(),
@@ -469,6 +460,12 @@ impl Access {
                 continue;
             };
             if !protected.iter().any(|p| p == branch) {
+                // A protected branch says why in its own words below.
+                if update.is_deletion() && head.as_deref() == Some(branch) {
+                    refused.push(refuse(format!(
+                        "branch {branch} is this repository's default branch (HEAD): it cannot be deleted; make another branch the default first"
+                    )));
+                }
                 continue;
             }
             if admins_only && !self.administers(principal, repo) {

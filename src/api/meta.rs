@@ -453,7 +453,12 @@ pub async fn get_settings(
     Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
-    Ok(Json(app.meta.settings(&name)?).into_response())
+    let mut settings = app.meta.settings(&name)?;
+    // HEAD is the one record of the default branch.
+    if let Some(head) = crate::repos::head_branch(&app.control.repos.path(&name)) {
+        settings.default_branch = head;
+    }
+    Ok(Json(settings).into_response())
 }
 
 pub async fn put_settings(
@@ -464,6 +469,34 @@ pub async fn put_settings(
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     let put = body(payload)?;
-    let settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
+    // The default branch is HEAD: it may name only a branch that exists,
+    // and HEAD moves once the settings are stored.
+    let dir = app.control.repos.path(&name);
+    let head = crate::repos::head_branch(&dir);
+    let moves_head = head.as_deref() != Some(put.default_branch.as_str());
+    if moves_head
+        && !app.control.recorder.has_ref(
+            &name.to_string(),
+            &format!("refs/heads/{}", put.default_branch),
+        )
+    {
+        return Err(AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!(
+                "there is no branch {:?} in {name}; push it first, or name a branch that exists",
+                put.default_branch
+            ),
+        ));
+    }
+    let mut settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
+    if moves_head {
+        let branch = settings.default_branch.clone();
+        crate::http::spawn_blocking(move || crate::repos::set_head_branch(&dir, &branch))
+            .await
+            .map_err(|e| AppError::internal("moving HEAD failed", e))?
+            .map_err(|e| AppError::internal("cannot move HEAD to the new default branch", e))?;
+    } else if let Some(head) = head {
+        settings.default_branch = head;
+    }
     Ok(Json(settings).into_response())
 }

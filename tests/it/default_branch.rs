@@ -1,7 +1,8 @@
 //! The default branch is HEAD: a push that leaves HEAD naming a missing
 //! branch points it at `main` if the push created it, else `master`, else
 //! the first by name of those it created; a delete of HEAD's branch is
-//! refused with a reason the pusher sees; a clone then checks out.
+//! refused with a reason the pusher sees; a clone then checks out; the
+//! repo settings read HEAD and move it, to a branch that exists only.
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +10,8 @@ use crate::support::*;
 
 struct Forge {
     server: TestServer,
+    /// `Authorization: Bearer ...` of a server admin.
+    admin: String,
     _dir: tempfile::TempDir,
     dir: PathBuf,
 }
@@ -24,7 +27,12 @@ impl Forge {
             assert!(created.status.success());
         }
         let path = dir.path().to_path_buf();
+        let admin = format!(
+            "Authorization: Bearer {}",
+            user_token(&data, "root", true, "admin", &[])
+        );
         Forge {
+            admin,
             server: TestServer::builder()
                 .data(&data)
                 .arg("--anonymous-push")
@@ -166,4 +174,61 @@ fn deleting_the_default_branch_is_refused_with_a_reason() {
     assert!(refs.contains("refs/heads/master"), "master is gone: {refs}");
     // Another branch may go.
     git_ok(&work, &["push", "-q", &forge.url("repo"), ":other"]);
+}
+
+#[test]
+fn the_settings_read_and_move_head_to_a_branch_that_exists() {
+    let forge = Forge::start(&["repo"]);
+    let work = work_with_branches(&forge.dir, "work", &["master", "other"]);
+    git_ok(
+        &work,
+        &["push", "-q", &forge.url("repo"), "master", "other"],
+    );
+    let settings = |method: &str, body: &str| {
+        http(
+            forge.server.addr,
+            &format!(
+                "{method} /api/v1/repos/alice/repo/settings HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
+                forge.admin,
+                body.len()
+            ),
+            body.as_bytes(),
+        )
+    };
+    // Read from HEAD, though no settings are stored.
+    let got = settings("GET", "");
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert!(
+        got.text().contains(r#""default_branch":"master""#),
+        "{}",
+        got.text()
+    );
+    // A branch that does not exist: refused, HEAD as it was.
+    let refused = settings("PUT", r#"{"version":0,"default_branch":"nope"}"#);
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused.text().contains("no branch \"nope\""),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(forge.head("repo"), "ref: refs/heads/master");
+    // One that does: HEAD moves, and the old default may now be deleted.
+    let moved = settings("PUT", r#"{"version":0,"default_branch":"other"}"#);
+    assert_eq!(moved.status, 200, "{}", moved.text());
+    assert_eq!(forge.head("repo"), "ref: refs/heads/other");
+    assert!(
+        settings("GET", "")
+            .text()
+            .contains(r#""default_branch":"other""#)
+    );
+    git_ok(&work, &["push", "-q", &forge.url("repo"), ":master"]);
+    let clone = forge.dir.join("clone");
+    git_ok(
+        &forge.dir,
+        &["clone", "-q", &forge.url("repo"), clone.to_str().unwrap()],
+    );
+    assert_eq!(
+        git_ok(&clone, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "other"
+    );
 }

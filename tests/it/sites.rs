@@ -627,7 +627,10 @@ fn the_site_ref_and_directory_come_from_the_repo_settings() {
         "default: pages, root"
     );
 
-    let body = r#"{"default_branch":"main","site":{"ref":"refs/heads/gh-pages","dir":"public"}}"#;
+    // The default branch is HEAD, which the push of gh-pages (the repo's
+    // only branch) pointed there; settings may name only a branch that is.
+    let body =
+        r#"{"default_branch":"gh-pages","site":{"ref":"refs/heads/gh-pages","dir":"public"}}"#;
     let put = http(
         site.server.addr,
         &format!(
