@@ -499,27 +499,7 @@ impl Growth {
 /// stdout when that is a pipe (upload-pack's, always), copied otherwise.
 /// Returns the bytes sent.
 fn send_written(file: &mut std::fs::File, out: &mut std::io::StdoutLock) -> std::io::Result<u64> {
-    use std::os::fd::AsFd;
-    let mut sent = 0u64;
-    loop {
-        match rustix::pipe::splice(
-            file.as_fd(),
-            None,
-            out.as_fd(),
-            None,
-            1 << 20,
-            rustix::pipe::SpliceFlags::MOVE,
-        ) {
-            Ok(0) => return Ok(sent),
-            Ok(n) => sent += n as u64,
-            Err(rustix::io::Errno::INTR) => {}
-            // stdout is no pipe: the plain copy (nothing was spliced).
-            Err(rustix::io::Errno::INVAL) if sent == 0 => {
-                return std::io::copy(file, out);
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    crate::transport::pack_cache::splice_all(file, out)
 }
 
 /// The cache failed after `sent` bytes of the pack (the start of `file`,

@@ -728,28 +728,35 @@ impl PackCache {
 }
 
 /// Copies a pipe (git's output, switched to blocking mode) into `file`
-/// until the pipe's end, with splice(2) where the kernel allows it (a copy
-/// through user space otherwise); returns the bytes copied.
-fn splice_to_file(pipe: std::os::fd::OwnedFd, file: std::fs::File) -> std::io::Result<u64> {
+/// until the pipe's end; returns the bytes copied.
+fn splice_to_file(pipe: std::os::fd::OwnedFd, mut file: std::fs::File) -> std::io::Result<u64> {
     rustix::io::ioctl_fionbio(&pipe, false)?;
-    let mut copied = 0u64;
+    splice_all(&mut std::fs::File::from(pipe), &mut file)
+}
+
+/// Moves what `from` holds, to its end, into `to`: in the kernel with
+/// splice(2) where one side is a pipe (a cache entry into git's stdout,
+/// git's output into an entry), a plain copy where splice does not apply
+/// and nothing was moved yet. Returns the bytes moved.
+pub fn splice_all<R, W>(from: &mut R, to: &mut W) -> std::io::Result<u64>
+where
+    R: std::io::Read + std::os::fd::AsFd,
+    W: std::io::Write + std::os::fd::AsFd,
+{
+    let mut moved = 0u64;
     loop {
         match rustix::pipe::splice(
-            &pipe,
+            from.as_fd(),
             None,
-            &file,
+            to.as_fd(),
             None,
             1 << 20,
             rustix::pipe::SpliceFlags::MOVE,
         ) {
-            Ok(0) => return Ok(copied),
-            Ok(n) => copied += n as u64,
+            Ok(0) => return Ok(moved),
+            Ok(n) => moved += n as u64,
             Err(rustix::io::Errno::INTR) => {}
-            Err(rustix::io::Errno::INVAL) if copied == 0 => {
-                let mut source = std::fs::File::from(pipe);
-                let mut sink = file;
-                return std::io::copy(&mut source, &mut sink);
-            }
+            Err(rustix::io::Errno::INVAL) if moved == 0 => return std::io::copy(from, to),
             Err(e) => return Err(e.into()),
         }
     }
