@@ -464,15 +464,16 @@ pub async fn get_settings(
 pub async fn put_settings(
     State(app): State<Arc<ApiState>>,
     Extension(principal): Extension<Principal>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<SettingsPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     let put = body(payload)?;
-    // The default branch is HEAD: it may name only a branch that exists,
-    // and HEAD moves once the settings are stored.
-    let dir = app.control.repos.path(&name);
-    let head = crate::repos::head_branch(&dir);
+    // The default branch is HEAD: it may name only a branch that exists
+    // (checked before the settings are stored), and HEAD moves once they
+    // are, recorded in the ref log.
+    let head = crate::repos::head_branch(&app.control.repos.path(&name));
     let moves_head = head.as_deref() != Some(put.default_branch.as_str());
     if moves_head
         && !app.control.recorder.has_ref(
@@ -480,21 +481,31 @@ pub async fn put_settings(
             &format!("refs/heads/{}", put.default_branch),
         )
     {
-        return Err(AppError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!(
-                "there is no branch {:?} in {name}; push it first, or name a branch that exists",
-                put.default_branch
-            ),
-        ));
+        return Err(crate::control::LifecycleError::NoSuchBranch {
+            repo: name,
+            branch: put.default_branch,
+        }
+        .into());
     }
+    let target = name.clone();
     let mut settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
     if moves_head {
         let branch = settings.default_branch.clone();
-        crate::http::spawn_blocking(move || crate::repos::set_head_branch(&dir, &branch))
-            .await
-            .map_err(|e| AppError::internal("moving HEAD failed", e))?
-            .map_err(|e| AppError::internal("cannot move HEAD to the new default branch", e))?;
+        let control = app.control.clone();
+        let actor = principal.name().to_string();
+        let client = peer.ip().to_string();
+        crate::http::spawn_blocking(move || {
+            control.set_default_branch(
+                &target,
+                &branch,
+                crate::control::Actor {
+                    name: &actor,
+                    client: &client,
+                },
+            )
+        })
+        .await
+        .map_err(|e| AppError::internal("moving HEAD failed", e))??;
     } else if let Some(head) = head {
         settings.default_branch = head;
     }

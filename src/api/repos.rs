@@ -64,7 +64,9 @@ fn view(app: &ApiState, name: &RepoName) -> RepoView {
 impl From<LifecycleError> for AppError {
     fn from(e: LifecycleError) -> AppError {
         match &e {
-            LifecycleError::Repo(RepoError::Name(_)) | LifecycleError::NoSuchOwner(_) => {
+            LifecycleError::Repo(RepoError::Name(_))
+            | LifecycleError::NoSuchOwner(_)
+            | LifecycleError::NoSuchBranch { .. } => {
                 AppError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
             }
             LifecycleError::Repo(RepoError::AlreadyExists(_) | RepoError::CaseTwin { .. }) => {
@@ -73,6 +75,9 @@ impl From<LifecycleError> for AppError {
             LifecycleError::Repo(RepoError::NotFound(_)) => AppError::not_found(e.to_string()),
             LifecycleError::Meta(_) => {
                 AppError::unavailable("a repo's ACL could not be written", &e)
+            }
+            LifecycleError::Record(_) => {
+                AppError::internal("HEAD could not be moved and recorded durably", &e)
             }
             _ => AppError::internal("a repo could not be created or deleted", &e),
         }

@@ -179,6 +179,14 @@ pub enum RepoCommand {
         #[arg(value_enum)]
         visibility: VisibilityArg,
     },
+    /// Show a repository's default branch (the branch HEAD names, which
+    /// a clone checks out), or set it to a branch that exists.
+    DefaultBranch {
+        /// `owner/name`.
+        name: String,
+        /// The branch to make the default (without `refs/heads/`).
+        branch: Option<String>,
+    },
     /// List repositories.
     List {
         /// Print JSON instead of one line per repository.
@@ -420,6 +428,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
             )?;
             println!("{name} is {}", if private { "private" } else { "public" });
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Repo(RepoCommand::DefaultBranch { name, branch }) => {
+            let setting = branch.is_some();
+            let head: Option<String> = call(
+                &config,
+                Request::RepoDefaultBranch {
+                    repo: name.clone(),
+                    branch,
+                },
+            )?;
+            match head {
+                Some(head) if setting => println!("{name}'s default branch is now {head}"),
+                Some(head) => println!("{head}"),
+                None => println!("{name}'s HEAD names no branch"),
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::User(command) => user_command(&config, command),

@@ -123,6 +123,10 @@ pub enum LifecycleError {
     Meta(#[from] MetaError),
     #[error(transparent)]
     Accounts(#[from] AccountError),
+    #[error("there is no branch {branch:?} in {repo}; push it first, or name a branch that exists")]
+    NoSuchBranch { repo: RepoName, branch: String },
+    #[error(transparent)]
+    Record(#[from] crate::hooks::recorder::RecordError),
 }
 
 impl ControlState {
@@ -175,6 +179,42 @@ impl ControlState {
         ))?;
         tracing::info!(repo = %name, "repository created");
         Ok(info)
+    }
+
+    /// The branch HEAD names (the repo's default branch), if it names one.
+    pub fn default_branch(&self, name: &RepoName) -> Result<Option<String>, LifecycleError> {
+        if !self.access.exists(name) {
+            return Err(RepoError::NotFound(name.clone()).into());
+        }
+        Ok(crate::repos::head_branch(&self.repos.path(name)))
+    }
+
+    /// Points HEAD, the repo's default branch, at `branch`, which must
+    /// exist; synced and recorded in the ref log. Blocking.
+    pub fn set_default_branch(
+        &self,
+        name: &RepoName,
+        branch: &str,
+        actor: Actor<'_>,
+    ) -> Result<(), LifecycleError> {
+        if !self.access.exists(name) {
+            return Err(RepoError::NotFound(name.clone()).into());
+        }
+        if !self
+            .recorder
+            .has_ref(&name.to_string(), &format!("refs/heads/{branch}"))
+        {
+            return Err(LifecycleError::NoSuchBranch {
+                repo: name.clone(),
+                branch: branch.to_string(),
+            });
+        }
+        if crate::repos::head_branch(&self.repos.path(name)).as_deref() == Some(branch) {
+            return Ok(());
+        }
+        self.recorder
+            .point_head(name, branch, actor.name, actor.client, 0)?;
+        Ok(())
     }
 
     /// Makes a repo public or private, keeping its owner and members;
@@ -275,6 +315,16 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
         },
         Request::RepoVisibility { repo, private } => match RepoName::parse(&repo) {
             Ok(name) => reply(app.set_visibility(&name, private, Actor::CLI)),
+            Err(e) => Reply::error(e.to_string()),
+        },
+        Request::RepoDefaultBranch { repo, branch } => match RepoName::parse(&repo) {
+            Ok(name) => match branch {
+                Some(branch) => reply(
+                    app.set_default_branch(&name, &branch, Actor::CLI)
+                        .map(|()| &branch),
+                ),
+                None => reply(app.default_branch(&name)),
+            },
             Err(e) => Reply::error(e.to_string()),
         },
         Request::UserAdd {
@@ -481,13 +531,19 @@ fn point_head_at_a_branch(
     if head.as_deref() == Some(branch) {
         return;
     }
-    match crate::repos::set_head_branch(&dir, branch) {
-        Ok(()) => {
+    match app.recorder.point_head(
+        repo,
+        branch,
+        registered.principal.name(),
+        &registered.client,
+        push_id,
+    ) {
+        Ok(_) => {
             created.head_set = true;
             tracing::info!(repo = %repo, branch, "HEAD named no existing branch; it now names one the push created");
         }
         Err(e) => {
-            tracing::warn!(repo = %repo, error = %e, "cannot point HEAD at the pushed branch")
+            tracing::warn!(repo = %repo, error = %crate::error_chain::Chain(&e), "cannot point HEAD at the pushed branch")
         }
     }
 }

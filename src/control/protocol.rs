@@ -35,6 +35,12 @@ pub enum Request {
         repo: String,
         private: bool,
     },
+    /// Read (no `branch`) or move HEAD, the repo's default branch.
+    RepoDefaultBranch {
+        repo: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch: Option<String>,
+    },
     UserAdd {
         name: String,
         email: String,
@@ -115,6 +121,7 @@ impl Request {
             Request::RepoList => "repo_list",
             Request::RepoDelete { .. } => "repo_delete",
             Request::RepoVisibility { .. } => "repo_visibility",
+            Request::RepoDefaultBranch { .. } => "repo_default_branch",
             Request::UserAdd { .. } => "user_add",
             Request::UserList => "user_list",
             Request::UserPasswd { .. } => "user_passwd",

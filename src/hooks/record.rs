@@ -39,6 +39,11 @@ pub enum Phase {
     /// cut leaves it), written again from the log. `old` is what the disk
     /// held (none when unreadable), `new` the committed value.
     Restored = 5,
+    /// HEAD (the repo's default branch) was pointed at `ref`: by a push
+    /// that left it naming a missing branch, by the settings or by `vole
+    /// repo default-branch`. `new` is that branch's tip then, `old` none.
+    /// Not a move of `ref`: the ref state ignores it.
+    Head = 6,
 }
 
 impl Phase {
@@ -50,6 +55,7 @@ impl Phase {
             3 => Phase::Reconciled,
             4 => Phase::Checkpoint,
             5 => Phase::Restored,
+            6 => Phase::Head,
             _ => return None,
         })
     }
@@ -61,6 +67,7 @@ impl Phase {
             Phase::Reconciled => "reconciled",
             Phase::Checkpoint => "checkpoint",
             Phase::Restored => "restored",
+            Phase::Head => "head",
         }
     }
 }

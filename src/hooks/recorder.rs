@@ -122,6 +122,9 @@ impl RefState {
                     }
                 }
                 Phase::Checkpoint => self.set_known(row),
+                // HEAD's target is read from HEAD itself; the row is the
+                // log's record of the change.
+                Phase::Head => {}
             }
         }
     }
@@ -295,6 +298,48 @@ impl RefRecorder {
             what: "refs",
             source,
         })?;
+        Ok(seq)
+    }
+
+    /// Points `repo`'s HEAD at `branch` (synced: `repos::set_head_branch`),
+    /// then records it in the log ([`Phase::Head`]) and publishes it, so
+    /// whatever is keyed by the feed's generation sees the new default
+    /// branch. Blocking. The caller checked that the branch exists.
+    pub fn point_head(
+        &self,
+        repo: &RepoName,
+        branch: &str,
+        actor: &str,
+        client: &str,
+        push_id: u64,
+    ) -> Result<u64, RecordError> {
+        let dir = self.repos.path(repo);
+        crate::repos::set_head_branch(&dir, branch).map_err(|source| RecordError::Sync {
+            what: "HEAD",
+            source,
+        })?;
+        let repo = repo.to_string();
+        let ref_name = format!("refs/heads/{branch}");
+        let tip = self
+            .state()
+            .known
+            .get(&repo)
+            .and_then(|refs| refs.get(&ref_name))
+            .cloned();
+        let rows = vec![RefMove {
+            time_ns: now_ns(),
+            repo,
+            ref_name,
+            old: None,
+            new: tip,
+            actor: actor.to_string(),
+            client: client.to_string(),
+            push_id,
+            phase: Phase::Head,
+        }];
+        let seq = self.log.commit(&rows)?;
+        self.state().apply_txn(seq, &rows);
+        self.publish(seq, rows);
         Ok(seq)
     }
 

@@ -2,7 +2,9 @@
 //! branch points it at `main` if the push created it, else `master`, else
 //! the first by name of those it created; a delete of HEAD's branch is
 //! refused with a reason the pusher sees; a clone then checks out; the
-//! repo settings read HEAD and move it, to a branch that exists only.
+//! repo settings and `vole repo default-branch` read HEAD and move it, to
+//! a branch that exists only; every change of HEAD is a `head` row of the
+//! ref log.
 
 use std::path::{Path, PathBuf};
 
@@ -56,6 +58,28 @@ impl Forge {
         .trim()
         .to_string()
     }
+
+    /// The ref log's `head` rows for `alice/REPO`: (branch, actor), in
+    /// order, via `vole log dump --json` (the server keeps running).
+    fn head_records(&self, repo: &str) -> Vec<(String, String)> {
+        let out = run_vole(&self.server.data, &["log", "dump", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let rows: Vec<serde_json::Value> = text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .filter(|row: &serde_json::Value| row["log"] == "refs")
+            .collect();
+        assert!(!rows.is_empty(), "the dump shows no ref log rows at all");
+        rows.iter()
+            .filter(|row| row["repo"] == format!("alice/{repo}") && row["phase"] == "head")
+            .map(|row| {
+                (
+                    row["ref"].as_str().unwrap().to_string(),
+                    row["actor"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
 }
 
 /// A work tree whose branches are `branches` (each one commit apart), with
@@ -103,6 +127,14 @@ fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
         ],
     );
     assert_eq!(forge.head("project"), "ref: refs/heads/master");
+    // git may commit the push one ref at a time, HEAD chosen again after
+    // each: every change is a row, the last one master's.
+    let records = forge.head_records("project");
+    assert_eq!(
+        records.last(),
+        Some(&("refs/heads/master".to_string(), "anonymous".to_string())),
+        "the push's change of HEAD is not in the ref log: {records:?}"
+    );
     let clone = forge.dir.join("clone");
     let out = git(
         &forge.dir,
@@ -144,11 +176,18 @@ fn main_is_chosen_first_then_master_then_the_first_by_name() {
     );
     assert_eq!(forge.head("named"), "ref: refs/heads/alpha");
     // A HEAD that names an existing branch is left alone by later pushes.
+    let records = forge.head_records("named");
+    assert_eq!(
+        records.last().map(|(branch, _)| branch.as_str()),
+        Some("refs/heads/alpha")
+    );
     git_ok(&work, &["push", "-q", &forge.url("named"), "alpha:master"]);
     assert_eq!(forge.head("named"), "ref: refs/heads/alpha");
+    assert_eq!(forge.head_records("named"), records, "HEAD did not move");
     // A push of tags only leaves a missing HEAD as it is.
     git_ok(&work, &["push", "-q", &forge.url("kept"), "v-zeta"]);
     assert_eq!(forge.head("kept"), "ref: refs/heads/main");
+    assert!(forge.head_records("kept").is_empty());
 }
 
 #[test]
@@ -216,6 +255,16 @@ fn the_settings_read_and_move_head_to_a_branch_that_exists() {
     let moved = settings("PUT", r#"{"version":0,"default_branch":"other"}"#);
     assert_eq!(moved.status, 200, "{}", moved.text());
     assert_eq!(forge.head("repo"), "ref: refs/heads/other");
+    let records = forge.head_records("repo");
+    assert_eq!(
+        records.last(),
+        Some(&("refs/heads/other".to_string(), "root".to_string())),
+        "the settings' change of HEAD is not in the ref log"
+    );
+    // The same branch again: nothing moves, nothing is recorded.
+    let again = settings("PUT", r#"{"version":1,"default_branch":"other"}"#);
+    assert_eq!(again.status, 200, "{}", again.text());
+    assert_eq!(forge.head_records("repo"), records);
     assert!(
         settings("GET", "")
             .text()
@@ -226,6 +275,66 @@ fn the_settings_read_and_move_head_to_a_branch_that_exists() {
     git_ok(
         &forge.dir,
         &["clone", "-q", &forge.url("repo"), clone.to_str().unwrap()],
+    );
+    assert_eq!(
+        git_ok(&clone, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
+        "other"
+    );
+}
+
+#[test]
+fn the_cli_reads_and_moves_the_default_branch_and_the_log_records_it() {
+    let forge = Forge::start(&["repo"]);
+    let work = work_with_branches(&forge.dir, "work", &["master", "other"]);
+    git_ok(
+        &work,
+        &["push", "-q", &forge.url("repo"), "master", "other"],
+    );
+    let data = &forge.server.data.clone();
+    let shown = run_vole(data, &["repo", "default-branch", "alice/repo"]);
+    assert!(shown.status.success(), "{}", text(&shown.stderr));
+    assert_eq!(text(&shown.stdout).trim(), "master");
+    // A branch that does not exist: a one-line reason, HEAD as it was.
+    let refused = run_vole(data, &["repo", "default-branch", "alice/repo", "nope"]);
+    assert!(!refused.status.success(), "a missing branch was accepted");
+    assert!(
+        text(&refused.stderr).contains("no branch \"nope\""),
+        "{}",
+        text(&refused.stderr)
+    );
+    assert_eq!(forge.head("repo"), "ref: refs/heads/master");
+    let missing = run_vole(data, &["repo", "default-branch", "alice/none", "master"]);
+    assert!(!missing.status.success(), "a missing repo was accepted");
+    let moved = run_vole(data, &["repo", "default-branch", "alice/repo", "other"]);
+    assert!(moved.status.success(), "{}", text(&moved.stderr));
+    assert_eq!(forge.head("repo"), "ref: refs/heads/other");
+    let records = forge.head_records("repo");
+    assert_eq!(
+        records.last(),
+        Some(&("refs/heads/other".to_string(), "cli".to_string())),
+        "the CLI's change of HEAD is not in the ref log"
+    );
+    // The web home follows HEAD.
+    let home = http(forge.server.addr, "GET /alice/repo HTTP/1.1", b"");
+    assert!(home.text().contains("other.txt"), "{}", home.text());
+    // The record survives a restart (the log replays a `head` row).
+    forge.server.stop();
+    let dump = run_vole(data, &["log", "dump"]);
+    assert!(
+        text(&dump.stdout).contains("refs/heads/other") && text(&dump.stdout).contains(" head "),
+        "{}",
+        text(&dump.stdout)
+    );
+    let restarted = TestServer::builder().data(data).start();
+    let clone = forge.dir.join("clone");
+    git_ok(
+        &forge.dir,
+        &[
+            "clone",
+            "-q",
+            &restarted.url("/alice/repo.git"),
+            clone.to_str().unwrap(),
+        ],
     );
     assert_eq!(
         git_ok(&clone, &["rev-parse", "--abbrev-ref", "HEAD"]).trim(),
