@@ -4,6 +4,8 @@
 use super::*;
 use axum::extract::Extension;
 
+use super::last_commit;
+
 /// Entries of a tree listed at most (a tree of a million entries is a
 /// page of this many; the rest are reached by path).
 const MAX_LISTED: usize = 5000;
@@ -17,6 +19,18 @@ pub struct Entry {
     name: String,
     href: String,
     note: &'static str,
+    /// A file's size, for people ("1.2 KiB"); empty for the rest.
+    size: String,
+    last: Last,
+}
+
+/// The last commit that touched an entry, as the listing shows it.
+pub enum Last {
+    /// Not looked for (the page shows no such column).
+    Unknown,
+    Commit(last_commit::Touch),
+    /// Not among the commits the walk looked at.
+    Older(usize),
 }
 
 /// What every page inside a repo shows: the revision, its refs, its
@@ -88,6 +102,9 @@ pub(super) struct BlobPage {
 
 pub(super) struct Resolved {
     view: View,
+    commit: gix::ObjectId,
+    /// The path inside the revision (after a branch name's slashes).
+    path: Vec<String>,
     node: Node,
     readme: Option<(String, Vec<u8>)>,
 }
@@ -204,6 +221,8 @@ pub(super) async fn resolve(
                             format!("{base}/-/{view}/{rev_in_links}/{child}")
                         },
                         note,
+                        size: String::new(),
+                        last: Last::Unknown,
                     }
                 })
                 .collect(),
@@ -224,6 +243,8 @@ pub(super) async fn resolve(
                 entries,
                 rev,
             },
+            commit: commit_id,
+            path,
             node,
             readme,
         })))
@@ -237,6 +258,70 @@ pub(super) async fn resolve(
             rev_for_error.unwrap_or(rev)
         ))),
     }
+}
+
+/// Fills in each listed entry's size and last commit, from one bounded
+/// walk of history (`last_commit`), cached by commit and path; a miss
+/// walks under a read slot.
+pub(super) async fn annotate(
+    app: &Arc<WebState>,
+    name: &RepoName,
+    resolved: &mut Resolved,
+) -> Result<(), AppError> {
+    let Node::Tree(entries) = &resolved.node else {
+        return Ok(());
+    };
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let facts = match last_commit::cached(resolved.commit, &resolved.path) {
+        Some(facts) => facts,
+        None => {
+            let slot = app.reads.acquire().await?;
+            let repo_path = app.repos.path(name);
+            let (commit, path) = (resolved.commit, resolved.path.clone());
+            let shown: Vec<read::TreeEntry> = entries.iter().take(MAX_LISTED).cloned().collect();
+            let bounds = last_commit::Bounds {
+                commits: last_commit::MAX_WALKED,
+                time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
+            };
+            let facts = blocking(move || {
+                let _slot = slot;
+                let repo = read::open(&repo_path)?;
+                last_commit::walk(&repo, commit, &path, &shown, bounds).map(Arc::new)
+            })
+            .await?;
+            last_commit::remember(resolved.commit, resolved.path.clone(), facts.clone());
+            facts
+        }
+    };
+    for (index, entry) in resolved.view.entries.iter_mut().enumerate() {
+        if let Some(Some(size)) = facts.sizes.get(index) {
+            entry.size = human_size(*size);
+        }
+        entry.last = match facts.last.get(index).copied().flatten() {
+            Some(at) => Last::Commit(facts.commits[at as usize].clone()),
+            None if facts.cut => Last::Older(facts.walked),
+            None => Last::Unknown,
+        };
+    }
+    Ok(())
+}
+
+/// A size for people: bytes below 1 KiB, else KiB, MiB, GiB with one
+/// decimal.
+pub(super) fn human_size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
 }
 
 pub(super) fn clone_url(app: &WebState, headers: &HeaderMap, name: &RepoName) -> String {
@@ -268,7 +353,8 @@ pub async fn repo_home(
     let resolved = resolve(&app, &name, None, Vec::new(), true).await?;
     let (view, readme) = match resolved {
         None => (None, None),
-        Some(resolved) => {
+        Some(mut resolved) => {
+            annotate(&app, &name, &mut resolved).await?;
             // Markdown and sanitizing are CPU work on up to 512 KiB: off
             // the async workers (which also carry the hooks' requests).
             let readme = match resolved.readme {
@@ -326,10 +412,10 @@ pub(super) async fn tree_page(
     rev: String,
     path: String,
 ) -> Result<Response, AppError> {
-    let (name, segments, resolved) =
+    let (name, segments, mut resolved) =
         resolve_path(&app, &principal, &owner, &repo, &rev, &path).await?;
     match resolved.node {
-        Node::Tree(_) => {}
+        Node::Tree(_) => annotate(&app, &name, &mut resolved).await?,
         Node::Blob { .. } => {
             let to = format!(
                 "/{name}/-/blob/{}/{}",

@@ -21,6 +21,7 @@ mod error;
 pub mod highlight;
 pub mod history;
 mod home;
+pub mod last_commit;
 mod paths;
 pub mod read;
 mod readme;

@@ -180,6 +180,7 @@ pub fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo, ReadEr
 }
 
 /// One entry of a tree listing.
+#[derive(Clone)]
 pub struct TreeEntry {
     pub name: String,
     pub kind: EntryKind,

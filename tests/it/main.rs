@@ -7,6 +7,7 @@ mod abuse;
 mod access;
 mod accounts;
 mod backup;
+mod browsing;
 mod check;
 mod default_branch;
 mod docker;

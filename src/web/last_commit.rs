@@ -1,0 +1,337 @@
+//! The last commit that touched each entry of a tree listing, and the
+//! size of each file: one bounded walk of history per (commit, directory),
+//! in-process through gix, cached by that pair (history named by a commit
+//! id never changes). What does not live here: the listing itself
+//! (`read::lookup`) and how it is drawn (`browse.rs`, `listing.html`).
+//!
+//! The walk goes from the listed commit to older commits, newest commit
+//! time first, as `git log` does. A commit whose directory is the same as
+//! one of its parents' changed nothing in it, and only that parent is
+//! followed (git's history simplification, at the directory). Otherwise an
+//! entry is the commit's when its object differs from the one in every
+//! parent. The walk stops once every entry is found, or at
+//! [`MAX_WALKED`] commits or [`WALK_BUDGET`]; entries not found by then
+//! are shown as older than the walk went, not guessed.
+
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+use gix::bstr::{BStr, ByteSlice};
+use parking_lot::Mutex;
+
+use super::read::{EntryKind, ReadError, TreeEntry};
+use crate::byte_lru::{ByteLru, Weigh};
+use crate::git::Lookup;
+
+/// How far one walk may go.
+#[derive(Clone, Copy)]
+pub struct Bounds {
+    pub commits: usize,
+    pub time: Duration,
+}
+
+/// Commits one walk looks at, at most.
+pub const MAX_WALKED: usize = 10_000;
+/// Time one walk may take, at most (and never more than the read
+/// deadline).
+pub const WALK_BUDGET: Duration = Duration::from_secs(2);
+/// Bytes of the cache of walks.
+const CACHE_BYTES: usize = 16 << 20;
+
+/// A commit that last touched some entry.
+#[derive(Clone)]
+pub struct Touch {
+    pub id: String,
+    pub summary: String,
+    pub author: String,
+    /// RFC 3339, UTC (what the `when` filter takes).
+    pub time: String,
+}
+
+/// What a listing shows beside its entries, in the listing's order.
+pub struct Facts {
+    /// The file's size (`None` for directories, submodules, links).
+    pub sizes: Vec<Option<u64>>,
+    /// Index into `commits` of the commit that last touched the entry.
+    pub last: Vec<Option<u32>>,
+    pub commits: Vec<Touch>,
+    /// Commits the walk looked at.
+    pub walked: usize,
+    /// The walk stopped at its bound with entries still not found.
+    pub cut: bool,
+}
+
+impl Weigh for Touch {
+    fn weight(&self) -> usize {
+        self.id.weight() + self.summary.weight() + self.author.weight() + self.time.weight()
+    }
+}
+
+impl Weigh for Facts {
+    fn weight(&self) -> usize {
+        self.sizes.len() * std::mem::size_of::<Option<u64>>()
+            + self.last.len() * std::mem::size_of::<Option<u32>>()
+            + self.commits.weight()
+            + std::mem::size_of::<Facts>()
+    }
+}
+
+type Key = (ObjectId, Vec<String>);
+
+impl Weigh for Key {
+    fn weight(&self) -> usize {
+        self.1.weight() + std::mem::size_of::<Key>()
+    }
+}
+
+fn cache() -> &'static Mutex<ByteLru<Key, Arc<Facts>>> {
+    static CACHE: OnceLock<Mutex<ByteLru<Key, Arc<Facts>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(ByteLru::new(CACHE_BYTES)))
+}
+
+/// The facts of `path` at `commit`, if a walk already found them.
+pub fn cached(commit: ObjectId, path: &[String]) -> Option<Arc<Facts>> {
+    cache().lock().get(&(commit, path.to_vec()))
+}
+
+pub fn remember(commit: ObjectId, path: Vec<String>, facts: Arc<Facts>) {
+    cache().lock().put((commit, path), facts);
+}
+
+/// A commit as the walk needs it.
+struct Node {
+    time: i64,
+    parents: Vec<ObjectId>,
+    /// The walked directory's tree in this commit (none: not there).
+    dir: Option<ObjectId>,
+}
+
+/// Walks history from `commit` for the last commit of each of `entries`
+/// (the listing of `path` at `commit`) and reads each file's size. Blocking.
+pub fn walk(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    path: &[String],
+    entries: &[TreeEntry],
+    bounds: Bounds,
+) -> Result<Facts, ReadError> {
+    let started = Instant::now();
+    let sizes = entries
+        .iter()
+        .map(|e| match e.kind {
+            EntryKind::File => repo.find_header(e.id).map(|h| Some(h.size())),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, gix::Error>>()?;
+    let mut last: Vec<Option<u32>> = vec![None; entries.len()];
+    let mut commits: Vec<Touch> = Vec::new();
+    let mut pending: Vec<usize> = (0..entries.len()).collect();
+    let mut nodes: HashMap<ObjectId, Node> = HashMap::new();
+    let mut queue: BinaryHeap<(i64, ObjectId)> = BinaryHeap::new();
+    let mut queued: HashSet<ObjectId> = HashSet::new();
+    load(repo, path, &mut nodes, commit)?;
+    queue.push((nodes[&commit].time, commit));
+    queued.insert(commit);
+    let mut walked = 0;
+    let mut cut = false;
+    while let Some((_, id)) = queue.pop() {
+        if pending.is_empty() {
+            break;
+        }
+        if walked >= bounds.commits || started.elapsed() >= bounds.time {
+            cut = true;
+            break;
+        }
+        walked += 1;
+        let parents = nodes[&id].parents.clone();
+        for parent in &parents {
+            load(repo, path, &mut nodes, *parent)?;
+        }
+        let dir = nodes[&id].dir;
+        // The same directory as a parent's: nothing here changed in this
+        // commit; follow that parent only.
+        let follow: Vec<ObjectId> = match parents.iter().find(|p| nodes[*p].dir == dir) {
+            Some(same) => vec![*same],
+            None => {
+                if let Some(dir) = dir {
+                    let found = touched(repo, dir, &parents, &nodes, entries, &mut pending)?;
+                    if !found.is_empty() {
+                        let index = commits.len() as u32;
+                        commits.push(touch(repo, id)?);
+                        for entry in found {
+                            last[entry] = Some(index);
+                        }
+                    }
+                }
+                parents
+            }
+        };
+        for parent in follow {
+            if queued.insert(parent) {
+                queue.push((nodes[&parent].time, parent));
+            }
+        }
+    }
+    Ok(Facts {
+        sizes,
+        last,
+        commits,
+        walked,
+        cut: cut && !pending.is_empty(),
+    })
+}
+
+/// Reads commit `id` into `nodes`, once.
+fn load(
+    repo: &gix::Repository,
+    path: &[String],
+    nodes: &mut HashMap<ObjectId, Node>,
+    id: ObjectId,
+) -> Result<(), ReadError> {
+    if nodes.contains_key(&id) {
+        return Ok(());
+    }
+    let found = repo.find_commit(id)?;
+    let decoded = found.decode()?;
+    let dir = match crate::git::lookup(repo, decoded.tree(), path)? {
+        Lookup::Dir(tree) => Some(tree),
+        _ => None,
+    };
+    nodes.insert(
+        id,
+        Node {
+            time: decoded.committer()?.seconds(),
+            parents: decoded.parents().collect(),
+            dir,
+        },
+    );
+    Ok(())
+}
+
+/// The pending entries whose object in `dir` differs from the one in
+/// every parent's directory; they are taken out of `pending`.
+fn touched(
+    repo: &gix::Repository,
+    dir: ObjectId,
+    parents: &[ObjectId],
+    nodes: &HashMap<ObjectId, Node>,
+    entries: &[TreeEntry],
+    pending: &mut Vec<usize>,
+) -> Result<Vec<usize>, ReadError> {
+    let here = repo.find_tree(dir)?;
+    let here = here.decode()?;
+    let parent_trees = parents
+        .iter()
+        .filter_map(|p| nodes[p].dir)
+        .map(|tree| repo.find_tree(tree))
+        .collect::<Result<Vec<_>, _>>()?;
+    let parent_trees = parent_trees
+        .iter()
+        .map(|tree| tree.decode())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut found = Vec::new();
+    pending.retain(|&index| {
+        let entry = &entries[index];
+        let name: &BStr = entry.name.as_bytes().as_bstr();
+        let is_dir = entry.kind == EntryKind::Dir;
+        let Some(ours) = here.bisect_entry(name, is_dir) else {
+            return true;
+        };
+        let changed = parent_trees.iter().all(|tree| {
+            tree.bisect_entry(name, is_dir)
+                .is_none_or(|theirs| theirs.oid != ours.oid)
+        });
+        if changed {
+            found.push(index);
+        }
+        !changed
+    });
+    Ok(found)
+}
+
+fn touch(repo: &gix::Repository, id: ObjectId) -> Result<Touch, ReadError> {
+    let info = super::read::commit(repo, id)?;
+    Ok(Touch {
+        id: info.id,
+        summary: info.summary,
+        author: info.author,
+        time: info.time,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &std::path::Path, args: &[&str], seconds: u64) {
+        let date = format!("{} +0000", 1_767_225_600 + seconds);
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_COMMITTER_DATE", &date)
+            .env("GIT_AUTHOR_DATE", &date)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn entries_past_the_bound_are_older_not_guessed() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path();
+        git(work, &["init", "-q", "-b", "main"], 0);
+        std::fs::write(work.join("a.txt"), "0").unwrap();
+        std::fs::write(work.join("b.txt"), "never changed").unwrap();
+        git(work, &["add", "-A"], 0);
+        git(work, &["commit", "-q", "-m", "first"], 1);
+        for i in 1..=20u64 {
+            std::fs::write(work.join("a.txt"), i.to_string()).unwrap();
+            git(work, &["commit", "-q", "-am", &format!("edit {i}")], 1 + i);
+        }
+        let repo = gix::open(work.join(".git")).unwrap();
+        let tip = repo.head_id().unwrap().detach();
+        let tree = repo.find_commit(tip).unwrap().tree_id().unwrap().detach();
+        let super::super::read::Node::Tree(entries) =
+            super::super::read::lookup(&repo, tree, &[]).unwrap()
+        else {
+            panic!("the root is a tree")
+        };
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["a.txt", "b.txt"]);
+        let walk = |commits| {
+            let bounds = Bounds {
+                commits,
+                time: Duration::from_secs(60),
+            };
+            walk(&repo, tip, &[], &entries, bounds).unwrap()
+        };
+        let short = walk(5);
+        assert!(short.cut, "a walk of 5 of 21 commits was not cut");
+        assert_eq!(short.walked, 5);
+        assert_eq!(
+            short.commits[short.last[0].unwrap() as usize].summary,
+            "edit 20"
+        );
+        assert_eq!(short.last[1], None, "b.txt was guessed past the bound");
+        let whole = walk(MAX_WALKED);
+        assert!(!whole.cut);
+        assert_eq!(
+            whole.walked, 21,
+            "the walk did not stop at the first commit"
+        );
+        assert_eq!(
+            whole.commits[whole.last[1].unwrap() as usize].summary,
+            "first"
+        );
+        assert_eq!(whole.sizes, [Some(2), Some(13)]);
+    }
+}
