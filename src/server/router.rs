@@ -73,6 +73,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/{owner}/{repo}/-/tree/{rev}", get(web::tree_root))
         .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(web::tree))
         .route("/{owner}/{repo}/-/blob/{rev}/{*path}", get(web::blob))
+        .route(
+            "/{owner}/{repo}/-/blame/{rev}/{*path}",
+            get(web::blame::blame),
+        )
         .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(web::raw))
         .route(
             "/{owner}/{repo}/-/commits/{rev}",

@@ -36,20 +36,20 @@ pub enum Last {
 /// What every page inside a repo shows: the revision, its refs, its
 /// latest commit, and (for trees) the listing.
 pub struct View {
-    rev: String,
-    rev_label: String,
+    pub(super) rev: String,
+    pub(super) rev_label: String,
     /// The first [`REFS_IN_MENU`] branches and tags (the menu on every
     /// page), and how many there are.
-    branches: Vec<String>,
-    tags: Vec<String>,
-    branch_count: usize,
-    tag_count: usize,
-    commit_id: String,
-    commit_short: String,
-    commit_summary: String,
-    commit_author: String,
-    commit_time: String,
-    entries: Vec<Entry>,
+    pub(super) branches: Vec<String>,
+    pub(super) tags: Vec<String>,
+    pub(super) branch_count: usize,
+    pub(super) tag_count: usize,
+    pub(super) commit_id: String,
+    pub(super) commit_short: String,
+    pub(super) commit_summary: String,
+    pub(super) commit_author: String,
+    pub(super) commit_time: String,
+    pub(super) entries: Vec<Entry>,
 }
 
 #[derive(Template)]
@@ -88,6 +88,7 @@ pub enum BlobContent {
 #[derive(Template)]
 #[template(path = "blob.html")]
 pub(super) struct BlobPage {
+    blame_href: String,
     repo: String,
     rev: String,
     repo_name: String,
@@ -101,11 +102,11 @@ pub(super) struct BlobPage {
 }
 
 pub(super) struct Resolved {
-    view: View,
-    commit: gix::ObjectId,
+    pub(super) view: View,
+    pub(super) commit: gix::ObjectId,
     /// The path inside the revision (after a branch name's slashes).
-    path: Vec<String>,
-    node: Node,
+    pub(super) path: Vec<String>,
+    pub(super) node: Node,
     readme: Option<(String, Vec<u8>)>,
 }
 
@@ -462,7 +463,7 @@ const MAX_SHOWN_LINES: usize = 10_000;
 /// binary verdict and the highlighted lines are remembered by id. Cold, it
 /// reads at most [`MAX_SHOWN_BYTES`] of the blob (in-process, or from a
 /// `git cat-file` child under a read slot for a large one).
-async fn blob_content(
+pub(super) async fn blob_content(
     app: &Arc<WebState>,
     name: &RepoName,
     id: gix::ObjectId,
@@ -530,6 +531,11 @@ pub async fn blob(
     let file_name = segments.last().cloned().unwrap_or_default();
     let content = blob_content(&app, &name, id, size, &file_name).await?;
     render(BlobPage {
+        blame_href: format!(
+            "/{name}/-/blame/{}/{}",
+            rev_path(&resolved.view.rev),
+            encode_path(&segments)
+        ),
         raw_href: format!(
             "/{name}/-/raw/{}/{}",
             rev_path(&resolved.view.rev),

@@ -12,6 +12,7 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::WebState;
+use super::diff::Kind;
 use super::read::{self, CommitDetail, LogEntry};
 use super::{AppError, blocking, filters, render, repo_name, segments};
 use crate::byte_lru::{ByteLru, Weigh};
@@ -65,7 +66,7 @@ impl Weigh for CommitDetail {
             + self.time.weight()
             + self.message.weight()
             + self.files.weight()
-            + self.patch.weight()
+            + self.diffs.weight()
     }
 }
 
@@ -195,10 +196,49 @@ async fn log_page(
     })
 }
 
-/// One line of a unified diff, classed for colour.
-struct DiffLine {
+/// A file's diff over this many bytes is not drawn: the page links to
+/// the raw patch instead.
+const LARGE_FILE_DIFF: usize = 128 << 10;
+/// A file's diff over this many lines is drawn collapsed (a closed
+/// `<details>`, opened without JavaScript).
+const COLLAPSED_LINES: usize = 400;
+/// Files whose diff a page draws at most; the rest are listed above with
+/// their counts and are in the raw patch.
+const MAX_FILES_DRAWN: usize = 300;
+/// Time one commit page spends highlighting its diffs, at most; files
+/// after it are drawn plain (and highlighted on a later view).
+const PAGE_HIGHLIGHT_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// One row of a file's diff.
+struct Row {
     class: &'static str,
-    text: String,
+    old: String,
+    new: String,
+    /// The line's text as HTML (highlighted or escaped).
+    html: String,
+}
+
+enum Body {
+    Lines {
+        rows: Vec<Row>,
+        open: bool,
+    },
+    Binary,
+    /// A change of mode or an empty file: no lines.
+    NoLines,
+    Large {
+        lines: usize,
+    },
+    /// The patch was cut before this file, or the page draws no more.
+    NotShown,
+}
+
+struct FileView {
+    anchor: String,
+    file: read::FileChange,
+    mode_change: Option<String>,
+    body: Body,
+    cut: bool,
 }
 
 #[derive(Template)]
@@ -208,18 +248,22 @@ struct CommitPage {
     rev: String,
     summary: String,
     body: String,
-    detail: CommitDetail,
-    lines: Vec<DiffLine>,
+    detail: Arc<CommitDetail>,
+    files: Vec<FileView>,
 }
 
 /// `GET /{owner}/{repo}/-/commit/{id}`: message, changed files with added
-/// and removed line counts (renames shown as such), unified diff.
+/// and removed line counts (renames shown as such), and each file's diff
+/// against the first parent, highlighted; `{id}.patch` is the raw patch.
 pub async fn commit(
     State(app): State<Arc<WebState>>,
     Extension(principal): Extension<Principal>,
     Path((owner, repo, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &principal, &owner, &repo)?;
+    if let Some(id) = id.strip_suffix(".patch") {
+        return raw_patch(app, name, id.to_string()).await;
+    }
     let repo_path = app.repos.path(&name);
     let rev = id.clone();
     let looked = {
@@ -233,9 +277,9 @@ pub async fn commit(
         })
         .await?
     };
-    let detail = match looked {
+    let (commit, detail) = match looked {
         None => None,
-        Some((_, Some(hit))) => Some(hit),
+        Some((commit, Some(hit))) => Some((commit, hit)),
         Some((commit, None)) => {
             let slot = app.reads.acquire().await?;
             let git = app.git.clone();
@@ -246,41 +290,155 @@ pub async fn commit(
             })
             .await?;
             commit_cache().lock().put(commit, detail.clone());
-            Some(detail)
+            Some((commit, detail))
         }
     }
     .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
-    let detail = CommitDetail::clone(&detail);
     let (summary, body) = match detail.message.split_once('\n') {
         Some((summary, body)) => (summary.to_string(), body.trim().to_string()),
         None => (detail.message.clone(), String::new()),
     };
-    let lines = detail
-        .patch
-        .lines()
-        .map(|line| DiffLine {
-            class: if line.starts_with("diff --git") {
-                "file"
-            } else if line.starts_with("@@") {
-                "hunk"
-            } else if line.starts_with('+') && !line.starts_with("+++") {
-                "add"
-            } else if line.starts_with('-') && !line.starts_with("---") {
-                "del"
-            } else {
-                "ctx"
-            },
-            text: line.to_string(),
-        })
-        .collect();
+    let files = file_views(&app, commit, &detail).await;
     render(CommitPage {
         repo: name.to_string(),
         rev: detail.id.clone(),
         summary,
         body,
         detail,
-        lines,
+        files,
     })
+}
+
+/// Each changed file with its diff as the page draws it: highlighted
+/// (cached by commit and path), collapsed when long, not drawn when
+/// large or binary.
+async fn file_views(app: &WebState, commit: gix::ObjectId, detail: &CommitDetail) -> Vec<FileView> {
+    let started = std::time::Instant::now();
+    let mut views = Vec::with_capacity(detail.files.len());
+    for (index, file) in detail.files.iter().enumerate() {
+        let diff = detail.diffs.get(index).filter(|_| index < MAX_FILES_DRAWN);
+        let body = match diff {
+            None => Body::NotShown,
+            Some(diff) if diff.binary => Body::Binary,
+            Some(diff) if diff.lines.is_empty() => Body::NoLines,
+            Some(diff) if diff.bytes > LARGE_FILE_DIFF => Body::Large {
+                lines: diff.lines.len(),
+            },
+            Some(diff) => {
+                let code: Vec<&str> = diff
+                    .lines
+                    .iter()
+                    .filter(|l| is_code(l.kind))
+                    .map(|l| l.text.as_str())
+                    .collect();
+                let highlighted = match app.highlighter.cached(commit, &file.path) {
+                    Some(hit) => Some(hit),
+                    None if started.elapsed() < PAGE_HIGHLIGHT_BUDGET && !diff.cut => Some(
+                        app.highlighter
+                            .highlight(commit, &file.path, code.join("\n"))
+                            .await,
+                    ),
+                    None => None,
+                };
+                let mut code_index = 0;
+                let rows = diff
+                    .lines
+                    .iter()
+                    .map(|line| {
+                        let html = if is_code(line.kind) {
+                            let html = highlighted
+                                .as_ref()
+                                .and_then(|h| h.lines.get(code_index).cloned())
+                                .unwrap_or_else(|| super::highlight::escape(&line.text));
+                            code_index += 1;
+                            html
+                        } else {
+                            super::highlight::escape(&line.text)
+                        };
+                        let number = |n: u32| if n == 0 { String::new() } else { n.to_string() };
+                        Row {
+                            class: match line.kind {
+                                Kind::Hunk => "hunk",
+                                Kind::Added => "add",
+                                Kind::Removed => "del",
+                                Kind::Context => "ctx",
+                                Kind::Note => "note",
+                            },
+                            old: number(line.old),
+                            new: number(line.new),
+                            html,
+                        }
+                    })
+                    .collect();
+                Body::Lines {
+                    rows,
+                    open: diff.lines.len() <= COLLAPSED_LINES,
+                }
+            }
+        };
+        views.push(FileView {
+            anchor: format!("file-{}", index + 1),
+            file: file.clone(),
+            mode_change: diff.and_then(|d| d.mode_change.clone()),
+            cut: diff.is_some_and(|d| d.cut),
+            body,
+        });
+    }
+    views
+}
+
+fn is_code(kind: Kind) -> bool {
+    matches!(kind, Kind::Context | Kind::Added | Kind::Removed)
+}
+
+/// `GET /{owner}/{repo}/-/commit/{id}.patch`: the commit as a mail with
+/// its patch against the first parent (`git show --format=email`),
+/// streamed under a read slot with the archive's bounds, as plain text.
+async fn raw_patch(
+    app: Arc<WebState>,
+    name: crate::repos::RepoName,
+    id: String,
+) -> Result<Response, AppError> {
+    let repo_path = app.repos.path(&name);
+    let rev = id.clone();
+    let commit = blocking(move || read::resolve(&read::open(&repo_path)?, &rev))
+        .await?
+        .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
+    let slot = app.reads.acquire().await?;
+    let output = app
+        .git
+        .spawn_reader(
+            &app.repos.path(&name),
+            &[
+                "show",
+                "--format=email",
+                "--first-parent",
+                "-m",
+                "-M",
+                "--no-color",
+                "-p",
+                &commit.to_string(),
+            ],
+        )
+        .map_err(|e| AppError::internal("cannot run git show", e))?;
+    let limits = &app.config.reads;
+    let bounds = crate::http::stream::StreamBounds::of(limits, limits.archive_deadline);
+    let mut response =
+        crate::http::stream::pumped(output, Some(slot), bounds, "patch").into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox"),
+    );
+    Ok(response)
 }
 
 struct RefRow {

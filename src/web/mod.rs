@@ -15,8 +15,10 @@
 //! branches, tags, activity, archives), [`highlight`], [`read`].
 
 mod assets;
+pub mod blame;
 mod browse;
 mod dates;
+pub mod diff;
 mod error;
 pub mod highlight;
 pub mod history;

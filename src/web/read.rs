@@ -351,7 +351,9 @@ pub struct CommitDetail {
     pub time: String,
     pub message: String,
     pub files: Vec<FileChange>,
-    pub patch: String,
+    /// The diff split per file, in the order of `files` (fewer when the
+    /// patch was cut at [`MAX_PATCH_BYTES`]).
+    pub diffs: Vec<super::diff::FileDiff>,
     pub patch_truncated: bool,
     /// More files changed than [`MAX_FILES_SHOWN`] (or than the file list's
     /// byte bound held).
@@ -414,6 +416,7 @@ pub fn commit_detail(
     }
     // Cut while it streams: git is stopped at the bound.
     let (patch, patch_truncated) = diff(&["--no-color", "-p"], MAX_PATCH_BYTES)?;
+    let diffs = super::diff::split(&patch, patch_truncated);
     Ok(CommitDetail {
         id,
         parents,
@@ -421,7 +424,7 @@ pub fn commit_detail(
         time,
         message,
         files,
-        patch,
+        diffs,
         patch_truncated,
         files_truncated,
     })

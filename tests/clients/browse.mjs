@@ -70,7 +70,8 @@ try {
   await shot("log");
   await page.click("ol.log li:first-child a");
   await page.waitForURL("**/-/commit/*");
-  expect(await page.locator("pre.diff span.add").count() > 0, "the diff shows added lines");
+  expect(await page.locator("table.diff tr.add").count() > 0, "the diff shows added lines");
+  expect(await page.locator("section.file-diff").count() >= 2, "the diff is split per file");
   await shot("commit");
 
   step = "switch branch";

@@ -151,3 +151,234 @@ fn each_entry_shows_the_commit_git_log_names_and_files_their_size() {
         "{home}"
     );
 }
+
+/// A server with the empty repo `alice/r`, and a work tree beside it.
+fn forge_with_work() -> (TestServer, tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert!(
+        run_vole(&data, &["repo", "create", "alice/r"])
+            .status
+            .success()
+    );
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let work = dir.path().join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    git_ok(&work, &["init", "-q", "-b", "main"]);
+    (server, dir, work)
+}
+
+/// The part of a commit page about one file.
+fn section<'a>(page: &'a str, path: &str) -> &'a str {
+    page.split(&format!("aria-label=\"{path}\">"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section for {path}: {page}"))
+        .split("</section>")
+        .next()
+        .unwrap()
+}
+
+#[test]
+fn a_commit_shows_each_file_with_its_header_highlighted_and_large_ones_collapsed() {
+    let (server, _dir, work) = forge_with_work();
+    write(&work, "a.rs", "fn main() {\n    let x = 1;\n}\n");
+    write(&work, "run.sh", "echo hi\n");
+    write(&work, "old.txt", "one\ntwo\nthree\nfour\n");
+    commit_at(&work, 10, "first");
+    write(
+        &work,
+        "a.rs",
+        "fn main() {\n    let x = 2;\n    println!(\"{x}\");\n}\n",
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(work.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+    }
+    std::fs::write(work.join("bin.dat"), b"\0\x01binary\0").unwrap();
+    git_ok(&work, &["mv", "old.txt", "new.txt"]);
+    write(&work, "new.txt", "one\ntwo\nthree\nfour\nfive\n");
+    let long: String = (0..500).map(|i| format!("line {i}\n")).collect();
+    write(&work, "long.txt", &long);
+    let huge: String = (0..4000).map(|i| format!("{i:064}\n")).collect();
+    write(&work, "huge.txt", &huge);
+    commit_at(&work, 20, "many files");
+    git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
+    let id = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let got = http(
+        server.addr,
+        &format!("GET /alice/r/-/commit/{id} HTTP/1.1"),
+        b"",
+    );
+    assert_eq!(got.status, 200, "{}", got.text());
+    let page = got.text();
+    let rust = section(&page, "a.rs");
+    assert!(
+        rust.contains("class=\"hl-"),
+        "a.rs is not highlighted: {rust}"
+    );
+    assert!(rust.contains("<tr class=\"add\">") && rust.contains("<tr class=\"del\">"));
+    assert!(
+        rust.contains("+2</span> <span class=\"removed\">−1"),
+        "{rust}"
+    );
+    // Line numbers: the removed line was old line 2, the added ones new 2, 3.
+    assert!(
+        rust.contains("<tr class=\"del\"><td class=\"ln\">2</td><td class=\"ln\"></td>"),
+        "{rust}"
+    );
+    assert!(
+        rust.contains("<tr class=\"add\"><td class=\"ln\"></td><td class=\"ln\">3</td>"),
+        "{rust}"
+    );
+    assert!(section(&page, "run.sh").contains("mode 100644 → 100755"));
+    assert!(section(&page, "bin.dat").contains("Binary file, not shown"));
+    assert!(section(&page, "new.txt").contains("old.txt → new.txt"));
+    let long = section(&page, "long.txt");
+    assert!(
+        long.contains("<details>") && long.contains("collapsed"),
+        "{long}"
+    );
+    assert!(
+        long.contains("line 499"),
+        "a collapsed file's lines are on the page"
+    );
+    let huge = section(&page, "huge.txt");
+    assert!(
+        huge.contains("A large diff") && huge.contains(&format!("/-/commit/{id}.patch")),
+        "{huge}"
+    );
+    assert!(!huge.contains("0000000000000000000000000000000000000000000000000000000000003999"));
+    assert!(section(&page, "a.rs").contains("<details open>"));
+    // The raw patch has everything, as text.
+    let raw = http(
+        server.addr,
+        &format!("GET /alice/r/-/commit/{id}.patch HTTP/1.1"),
+        b"",
+    );
+    assert_eq!(raw.status, 200);
+    assert!(
+        raw.header("content-type")
+            .unwrap()
+            .starts_with("text/plain")
+    );
+    let patch = raw.text();
+    assert!(
+        patch.starts_with(&format!("From {id}")),
+        "{}",
+        &patch[..200.min(patch.len())]
+    );
+    assert!(patch.contains("+0000000000000000000000000000000000000000000000000000000000003999"));
+    let bad = http(
+        server.addr,
+        "GET /alice/r/-/commit/nope.patch HTTP/1.1",
+        b"",
+    );
+    assert_eq!(bad.status, 404);
+}
+
+#[test]
+fn a_merge_shows_its_first_parent_diff() {
+    let (server, _dir, work) = forge_with_work();
+    write(&work, "main.txt", "m1\n");
+    write(&work, "side.txt", "s1\n");
+    commit_at(&work, 10, "first");
+    git_ok(&work, &["checkout", "-q", "-b", "side"]);
+    write(&work, "side.txt", "s2\n");
+    commit_at(&work, 20, "side");
+    git_ok(&work, &["checkout", "-q", "main"]);
+    write(&work, "main.txt", "m2\n");
+    commit_at(&work, 30, "main");
+    let date = format!("{} +0000", 1_767_225_600 + 40);
+    let out = git_env(
+        &work,
+        &["merge", "-q", "--no-ff", "-m", "merge side", "side"],
+        &[("GIT_COMMITTER_DATE", &date), ("GIT_AUTHOR_DATE", &date)],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
+    let id = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let page = http(
+        server.addr,
+        &format!("GET /alice/r/-/commit/{id} HTTP/1.1"),
+        b"",
+    )
+    .text();
+    assert!(
+        page.contains("A merge: the changes against its first parent."),
+        "{page}"
+    );
+    assert!(section(&page, "side.txt").contains("s2"));
+    assert!(
+        !page.contains("aria-label=\"main.txt\""),
+        "main.txt did not change against the first parent"
+    );
+}
+
+#[test]
+fn blame_groups_lines_by_the_commit_git_blame_names() {
+    let (server, _dir, work) = forge_with_work();
+    write(&work, "f.rs", "fn a() {}\nfn b() {}\nfn c() {}\n");
+    commit_at(&work, 10, "three functions");
+    write(&work, "f.rs", "fn a() {}\nfn b() { 2 }\nfn c() {}\n");
+    commit_at(&work, 20, "change b");
+    write(
+        &work,
+        "f.rs",
+        "fn a() {}\nfn b() { 2 }\nfn c() {}\nfn d() {}\nfn e() {}\n",
+    );
+    commit_at(&work, 30, "add d and e");
+    std::fs::write(work.join("x.bin"), b"\0\0\0").unwrap();
+    git_ok(&work, &["add", "x.bin"]);
+    commit_at(&work, 40, "a binary");
+    git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
+    let got = http(server.addr, "GET /alice/r/-/blame/main/f.rs HTTP/1.1", b"");
+    assert_eq!(got.status, 200, "{}", got.text());
+    let page = got.text();
+    // Each line's commit, as the page groups them: a group's first row
+    // names the commit and spans its lines.
+    let mut shown: Vec<String> = Vec::new();
+    for row in page.split("<tr id=\"L").skip(1) {
+        if let Some(rest) = row.split("rowspan=\"").nth(1) {
+            let span: usize = rest.split('"').next().unwrap().parse().unwrap();
+            let commit = rest.split("/-/commit/").nth(1).unwrap()[..40].to_string();
+            shown.extend(std::iter::repeat_n(commit, span));
+        }
+    }
+    let expected: Vec<String> = git_ok(&work, &["blame", "--root", "-l", "-s", "f.rs"])
+        .lines()
+        .map(|l| l.trim_start_matches('^')[..40].to_string())
+        .collect();
+    assert_eq!(expected.len(), 5);
+    assert_eq!(
+        shown, expected,
+        "the page's groups are not git blame's lines"
+    );
+    assert_eq!(
+        page.matches("rowspan=").count(),
+        4,
+        "lines 4 and 5 are one group"
+    );
+    assert!(
+        page.contains("class=\"hl-"),
+        "the lines are not highlighted: {page}"
+    );
+    let binary = http(server.addr, "GET /alice/r/-/blame/main/x.bin HTTP/1.1", b"");
+    assert_eq!(binary.status, 200);
+    assert!(binary.text().contains("no lines to blame"));
+    let missing = http(
+        server.addr,
+        "GET /alice/r/-/blame/main/nope.rs HTTP/1.1",
+        b"",
+    );
+    assert_eq!(missing.status, 404);
+    // The blob page links to its blame.
+    let blob = http(server.addr, "GET /alice/r/-/blob/main/f.rs HTTP/1.1", b"").text();
+    assert!(
+        blob.contains("href=\"/alice/r/-/blame/main/f.rs\""),
+        "{blob}"
+    );
+}
