@@ -1,6 +1,6 @@
 // A person browsing vole's web UI in headless Chromium (Debian's, driven by
 // playwright-core): from the home page to a repo, its README, down the
-// tree to a file, a line anchor, back by the breadcrumbs, the log, a
+// tree (with each entry's last commit) to a file, its blame, a line anchor, back by the breadcrumbs, the log, a
 // commit's diff, a branch switch and an archive download. A screenshot of
 // every page goes to OUT_DIR. Exits non-zero with the step that failed.
 //
@@ -46,10 +46,19 @@ try {
   step = "walk the tree";
   await page.click('table.listing a[href$="/-/tree/main/docs"]');
   await page.waitForURL("**/-/tree/main/docs");
+  expect(await page.locator("table.listing td.last-commit a").count() > 0, "the listing shows last commits");
+  expect((await page.locator("table.listing td.size").first().textContent()).endsWith(" B"), "files have sizes");
   await shot("tree");
   await page.click('table.listing a[href$="/docs/manual.md"]');
   await page.waitForURL("**/-/blob/main/docs/manual.md");
   await shot("blob");
+
+  step = "blame";
+  await page.click('p.blob-meta a[href$="/-/blame/main/docs/manual.md"]');
+  await page.waitForURL("**/-/blame/main/docs/manual.md");
+  expect(await page.locator("td.blame-commit a").count() > 0, "blame names a commit");
+  await shot("blame");
+  await page.goBack();
 
   step = "follow a line anchor";
   await page.click('a[href="#L2"]');

@@ -416,6 +416,7 @@ fn a_person_browses_the_repo_in_chromium() {
         "repo",
         "tree",
         "blob",
+        "blame",
         "line-anchor",
         "log",
         "commit",
