@@ -374,14 +374,18 @@ pub async fn repo_home(
             (Some(resolved.view), readme)
         }
     };
+    // An empty repo's HEAD still names the branch a first push should
+    // bring (the server's default, or the one the settings chose).
+    let head = crate::repos::head_branch(&app.repos.path(&name))
+        .unwrap_or_else(|| app.config.default_branch.clone());
     render(RepoPage {
         rev: view
             .as_ref()
-            .map_or_else(|| app.config.default_branch.clone(), |v| v.rev.clone()),
+            .map_or_else(|| head.clone(), |v| v.rev.clone()),
         repo: name.to_string(),
         description,
         clone_url: clone_url(&app, &headers, &name),
-        default_branch: app.config.default_branch.clone(),
+        default_branch: head,
         view,
         readme,
     })

@@ -564,9 +564,12 @@ pub async fn activity(
             }
         })
         .collect();
+    // The tabs' links follow the repo's default branch (HEAD).
+    let rev = crate::repos::head_branch(&app.repos.path(&name))
+        .unwrap_or_else(|| app.config.default_branch.clone());
     render(ActivityPage {
         repo: name.to_string(),
-        rev: app.config.default_branch.clone(),
+        rev,
         rows,
     })
 }

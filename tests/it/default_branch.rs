@@ -154,10 +154,43 @@ fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
         clone.join("master.txt").is_file(),
         "nothing was checked out"
     );
-    // The home page shows master.
+    // The home page shows master, and its log and archive links follow
+    // it, as do the other pages' tabs.
     let home = http(forge.server.addr, "GET /alice/project HTTP/1.1", b"");
     assert_eq!(home.status, 200);
-    assert!(home.text().contains("master"), "{}", home.text());
+    let home = home.text();
+    assert!(home.contains("Branch: master"), "{home}");
+    assert!(
+        home.contains("href=\"/alice/project/-/commits/master\""),
+        "{home}"
+    );
+    assert!(
+        home.contains("href=\"/alice/project/-/archive/master.tar.gz\""),
+        "{home}"
+    );
+    assert!(
+        home.contains("master.txt"),
+        "the listing is not master's: {home}"
+    );
+    for page in ["activity", "branches", "tags"] {
+        let got = http(
+            forge.server.addr,
+            &format!("GET /alice/project/-/{page} HTTP/1.1"),
+            b"",
+        );
+        assert!(
+            got.text()
+                .contains("href=\"/alice/project/-/commits/master\""),
+            "the {page} page's tabs do not follow HEAD: {}",
+            got.text()
+        );
+    }
+    let archive = http(
+        forge.server.addr,
+        "GET /alice/project/-/archive/master.tar.gz HTTP/1.1",
+        b"",
+    );
+    assert_eq!(archive.status, 200);
 }
 
 #[test]
