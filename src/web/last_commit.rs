@@ -322,6 +322,19 @@ mod tests {
             "edit 20"
         );
         assert_eq!(short.last[1], None, "b.txt was guessed past the bound");
+        // The time bound: none at all walks nothing, and says so.
+        let none = super::walk(
+            &repo,
+            tip,
+            &[],
+            &entries,
+            Bounds {
+                commits: MAX_WALKED,
+                time: Duration::ZERO,
+            },
+        )
+        .unwrap();
+        assert!(none.cut && none.walked == 0 && none.last == [None, None]);
         let whole = walk(MAX_WALKED);
         assert!(!whole.cut);
         assert_eq!(

@@ -112,6 +112,8 @@ fn hostile_urls_are_a_4xx_never_a_5xx() {
             format!("/alice/repo/-/commits/{rev}"),
             format!("/alice/repo/-/commits/{rev}/README.md"),
             format!("/alice/repo/-/commit/{rev}"),
+            format!("/alice/repo/-/commit/{rev}.patch"),
+            format!("/alice/repo/-/blame/{rev}/README.md"),
             format!("/alice/repo/-/archive/{rev}.zip"),
             format!("/alice/repo/-/archive/{rev}.tar.gz"),
         ] {
@@ -132,7 +134,7 @@ fn hostile_urls_are_a_4xx_never_a_5xx() {
         "%20",
         ".git/config",
     ] {
-        for view in ["tree", "blob", "raw"] {
+        for view in ["tree", "blob", "raw", "blame"] {
             urls.push(format!("/alice/repo/-/{view}/main/{path}"));
         }
         lenient.push(format!("/alice/repo/-/commits/main/{path}"));
