@@ -41,6 +41,15 @@ impl ReadSlots {
         }
     }
 
+    /// A slot if one frees within `wait`, else none: for work a page can
+    /// do without (it is drawn without that part), rather than a 503.
+    pub async fn acquire_within(&self, wait: Duration) -> Option<OwnedSemaphorePermit> {
+        tokio::time::timeout(wait, self.semaphore.clone().acquire_owned())
+            .await
+            .ok()?
+            .ok()
+    }
+
     /// Slots taken now.
     pub fn in_use(&self) -> usize {
         self.slots - self.semaphore.available_permits()

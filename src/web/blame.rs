@@ -94,9 +94,9 @@ pub fn parse_porcelain(out: &str) -> Blame {
         let value = line.split_once(' ').map_or("", |(_, v)| v);
         let touch = &mut commits[commit];
         match first {
-            "author" => touch.author = value.to_string(),
+            "author" => touch.author = super::last_commit::short_subject(value),
             "author-time" => touch.time = crate::time::seconds(value.parse().unwrap_or(0)),
-            "summary" => touch.summary = value.to_string(),
+            "summary" => touch.summary = super::last_commit::short_subject(value),
             _ => {}
         }
     }

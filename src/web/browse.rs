@@ -263,22 +263,22 @@ pub(super) async fn resolve(
 
 /// Fills in each listed entry's size and last commit, from one bounded
 /// walk of history (`last_commit`), cached by commit and path; a miss
-/// walks under a read slot.
-pub(super) async fn annotate(
-    app: &Arc<WebState>,
-    name: &RepoName,
-    resolved: &mut Resolved,
-) -> Result<(), AppError> {
+/// walks under a read slot. The column is extra: with no slot free
+/// within [`LISTING_SLOT_WAIT`], or a walk that fails, the listing is
+/// drawn without it (the failure logged), never refused.
+pub(super) async fn annotate(app: &Arc<WebState>, name: &RepoName, resolved: &mut Resolved) {
     let Node::Tree(entries) = &resolved.node else {
-        return Ok(());
+        return;
     };
     if entries.is_empty() {
-        return Ok(());
+        return;
     }
     let facts = match last_commit::cached(resolved.commit, &resolved.path) {
         Some(facts) => facts,
         None => {
-            let slot = app.reads.acquire().await?;
+            let Some(slot) = app.reads.acquire_within(LISTING_SLOT_WAIT).await else {
+                return;
+            };
             let repo_path = app.repos.path(name);
             let (commit, path) = (resolved.commit, resolved.path.clone());
             let shown: Vec<read::TreeEntry> = entries.iter().take(MAX_LISTED).cloned().collect();
@@ -286,13 +286,25 @@ pub(super) async fn annotate(
                 commits: last_commit::MAX_WALKED,
                 time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
             };
-            let facts = blocking(move || {
+            let walked = blocking(move || {
                 let _slot = slot;
                 let repo = read::open(&repo_path)?;
                 last_commit::walk(&repo, commit, &path, &shown, bounds).map(Arc::new)
             })
-            .await?;
-            last_commit::remember(resolved.commit, resolved.path.clone(), facts.clone());
+            .await;
+            let facts = match walked {
+                Ok(facts) => facts,
+                Err(e) => {
+                    tracing::warn!(repo = %name, error = ?e, "the listing's last commits could not be found; drawn without them");
+                    return;
+                }
+            };
+            // A walk the clock cut depends on the load it ran under: not
+            // kept, so a later view walks again. One the commit bound cut
+            // is the same every time.
+            if !facts.out_of_time {
+                last_commit::remember(resolved.commit, resolved.path.clone(), facts.clone());
+            }
             facts
         }
     };
@@ -306,8 +318,10 @@ pub(super) async fn annotate(
             None => Last::Unknown,
         };
     }
-    Ok(())
 }
+
+/// How long a listing waits for a read slot for its last-commit walk.
+const LISTING_SLOT_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// A size for people: bytes below 1 KiB, else KiB, MiB, GiB with one
 /// decimal.
@@ -318,7 +332,8 @@ pub(super) fn human_size(bytes: u64) -> String {
     }
     let mut value = bytes as f64 / 1024.0;
     let mut unit = 0;
-    while value >= 1024.0 && unit < UNITS.len() - 1 {
+    // 1023.96 KiB would print as "1024.0 KiB": that is 1.0 MiB.
+    while value >= 1023.95 && unit < UNITS.len() - 1 {
         value /= 1024.0;
         unit += 1;
     }
@@ -355,7 +370,7 @@ pub async fn repo_home(
     let (view, readme) = match resolved {
         None => (None, None),
         Some(mut resolved) => {
-            annotate(&app, &name, &mut resolved).await?;
+            annotate(&app, &name, &mut resolved).await;
             // Markdown and sanitizing are CPU work on up to 512 KiB: off
             // the async workers (which also carry the hooks' requests).
             let readme = match resolved.readme {
@@ -420,7 +435,7 @@ pub(super) async fn tree_page(
     let (name, segments, mut resolved) =
         resolve_path(&app, &principal, &owner, &repo, &rev, &path).await?;
     match resolved.node {
-        Node::Tree(_) => annotate(&app, &name, &mut resolved).await?,
+        Node::Tree(_) => annotate(&app, &name, &mut resolved).await,
         Node::Blob { .. } => {
             let to = format!(
                 "/{name}/-/blob/{}/{}",

@@ -32,6 +32,9 @@ pub struct Line {
 /// One file's part of the diff.
 #[derive(Clone, Debug, Default)]
 pub struct FileDiff {
+    /// The file's path after the change (its new name for a rename; the
+    /// old one for a deletion), unquoted: what `--name-status -z` says.
+    pub path: String,
     /// `old mode 100644` / `new mode 100755`, or `new file mode`, `deleted
     /// file mode`: the mode change, in git's words ("mode 100644 → 100755").
     pub mode_change: Option<String>,
@@ -67,8 +70,11 @@ pub fn split(patch: &str, cut: bool) -> Vec<FileDiff> {
     let mut at: Option<(u32, u32)> = None;
     let mut old_mode: Option<String> = None;
     for raw in patch.lines() {
-        if raw.starts_with("diff --git ") || raw.starts_with("diff --cc ") {
-            files.push(FileDiff::default());
+        if let Some(names) = raw.strip_prefix("diff --git ") {
+            files.push(FileDiff {
+                path: header_path(names).unwrap_or_default(),
+                ..FileDiff::default()
+            });
             at = None;
             old_mode = None;
             continue;
@@ -144,6 +150,20 @@ fn header_line(
         file.mode_change = Some(format!("new file, mode {mode}"));
     } else if let Some(mode) = raw.strip_prefix("deleted file mode ") {
         file.mode_change = Some(format!("deleted, mode {mode}"));
+    } else if let Some(path) = raw
+        .strip_prefix("rename to ")
+        .or_else(|| raw.strip_prefix("copy to "))
+    {
+        file.path = unquote(path);
+    } else if let Some(path) = raw.strip_prefix("+++ ") {
+        // git ends the line with a tab when the name holds a space.
+        let path = path.strip_suffix('\t').unwrap_or(path);
+        if path != "/dev/null" {
+            file.path = unquote(path)
+                .strip_prefix("b/")
+                .unwrap_or_default()
+                .to_string();
+        }
     } else if raw.starts_with("Binary files ") || raw == "GIT binary patch" {
         file.binary = true;
     } else if raw.starts_with("@@") {
@@ -156,6 +176,67 @@ fn header_line(
             text: raw.to_string(),
         });
     }
+}
+
+/// The path of `diff --git a/P b/P` (a file not renamed: the two halves
+/// are the same, so a name holding " b/" splits right too); a rename's
+/// names come from its `rename to` line instead.
+fn header_path(names: &str) -> Option<String> {
+    if names.starts_with('"') {
+        // Both quoted: `"a/P" "b/P"`, the same length each.
+        let half = names.len().checked_sub(1)? / 2;
+        let second = names.get(half + 1..)?;
+        return unquote(second).strip_prefix("b/").map(str::to_string);
+    }
+    let len = names.len().checked_sub(5)?;
+    if len % 2 != 0 {
+        return None;
+    }
+    let path = names.get(2..2 + len / 2)?;
+    (names.get(2 + len / 2..)? == format!(" b/{path}")).then(|| path.to_string())
+}
+
+/// A path as git writes it in a patch: as it is, or in double quotes with
+/// C escapes (`\"`, `\\`, `\t`, `\n`, octal bytes) when it holds a
+/// quote, a backslash, a control character or (with `core.quotePath`)
+/// bytes above 0x7f.
+fn unquote(text: &str) -> String {
+    let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) else {
+        return text.to_string();
+    };
+    let mut bytes = Vec::with_capacity(inner.len());
+    let mut chars = inner.bytes().peekable();
+    while let Some(b) = chars.next() {
+        if b != b'\\' {
+            bytes.push(b);
+            continue;
+        }
+        match chars.next() {
+            Some(b'n') => bytes.push(b'\n'),
+            Some(b't') => bytes.push(b'\t'),
+            Some(b'a') => bytes.push(7),
+            Some(b'b') => bytes.push(8),
+            Some(b'f') => bytes.push(12),
+            Some(b'r') => bytes.push(b'\r'),
+            Some(b'v') => bytes.push(11),
+            Some(d @ b'0'..=b'7') => {
+                let mut value = u32::from(d - b'0');
+                for _ in 0..2 {
+                    match chars.peek() {
+                        Some(&o @ b'0'..=b'7') => {
+                            value = value * 8 + u32::from(o - b'0');
+                            chars.next();
+                        }
+                        _ => break,
+                    }
+                }
+                bytes.push(value as u8);
+            }
+            Some(other) => bytes.push(other),
+            None => {}
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// `@@ -a[,b] +c[,d] @@...`: the first old and new line numbers.
@@ -214,5 +295,21 @@ mod tests {
         );
         assert_eq!(b.lines[4].kind, Kind::Note);
         assert!(b.cut && !a.cut, "only the last file is marked cut");
+        let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["a.rs", "run.sh", "x.bin", "b.txt"]);
+    }
+
+    #[test]
+    fn paths_come_from_the_headers_quoted_renamed_or_with_spaces() {
+        let patch = "diff --git a/x b/y b/x b/y\n\
+            diff --git \"a/caf\\303\\251 \\\"q\\\".txt\" \"b/caf\\303\\251 \\\"q\\\".txt\"\n\
+            diff --git a/old name b/new name\nsimilarity index 90%\nrename from old name\nrename to new name\n\
+            diff --git a/gone b/gone\ndeleted file mode 100644\n--- a/gone\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n\
+            diff --git \"a/s p\" \"b/s p\"\n--- \"a/s p\"\t\n+++ \"b/s p\"\t\n@@ -1 +1 @@\n-a\n+b\n";
+        let paths: Vec<String> = split(patch, false).into_iter().map(|f| f.path).collect();
+        assert_eq!(
+            paths,
+            ["x b/y", "café \"q\".txt", "new name", "gone", "s p"]
+        );
     }
 }

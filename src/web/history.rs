@@ -12,7 +12,9 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 
 use super::WebState;
-use super::diff::Kind;
+use std::collections::HashMap;
+
+use super::diff::{FileDiff, Kind};
 use super::read::{self, CommitDetail, LogEntry};
 use super::{AppError, blocking, filters, render, repo_name, segments};
 use crate::byte_lru::{ByteLru, Weigh};
@@ -205,6 +207,12 @@ const COLLAPSED_LINES: usize = 400;
 /// Files whose diff a page draws at most; the rest are listed above with
 /// their counts and are in the raw patch.
 const MAX_FILES_DRAWN: usize = 300;
+/// What a drawn row costs beyond its text, in the byte bound above (its
+/// table row, line numbers and classes).
+const ROW_COST: usize = 96;
+/// Rows of diff one page draws at most, all files together; a file
+/// that would pass it is not drawn (the raw patch has it).
+const MAX_ROWS_DRAWN: usize = 20_000;
 /// Time one commit page spends highlighting its diffs, at most; files
 /// after it are drawn plain (and highlighted on a later view).
 const PAGE_HIGHLIGHT_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
@@ -314,16 +322,35 @@ pub async fn commit(
 /// large or binary.
 async fn file_views(app: &WebState, commit: gix::ObjectId, detail: &CommitDetail) -> Vec<FileView> {
     let started = std::time::Instant::now();
+    // A file's part of the patch, found by path: a change of type (a file
+    // become a link) is one line of the file list and two parts, its
+    // deletion and its creation, drawn as one.
+    let mut by_path: HashMap<&str, Vec<&FileDiff>> = HashMap::new();
+    for diff in &detail.diffs {
+        by_path.entry(diff.path.as_str()).or_default().push(diff);
+    }
+    let mut rows_left = MAX_ROWS_DRAWN;
     let mut views = Vec::with_capacity(detail.files.len());
     for (index, file) in detail.files.iter().enumerate() {
-        let diff = detail.diffs.get(index).filter(|_| index < MAX_FILES_DRAWN);
+        let parts = by_path
+            .get(file.path.as_str())
+            .filter(|_| index < MAX_FILES_DRAWN);
+        let merged = parts.map(|parts| merge(parts));
+        let diff = merged.as_deref();
         let body = match diff {
             None => Body::NotShown,
             Some(diff) if diff.binary => Body::Binary,
             Some(diff) if diff.lines.is_empty() => Body::NoLines,
-            Some(diff) if diff.bytes > LARGE_FILE_DIFF => Body::Large {
-                lines: diff.lines.len(),
-            },
+            // Bytes of text and rows both cost: a diff of many short
+            // lines is as large as one of few long ones.
+            Some(diff)
+                if diff.bytes + diff.lines.len() * ROW_COST > LARGE_FILE_DIFF
+                    || diff.lines.len() > rows_left =>
+            {
+                Body::Large {
+                    lines: diff.lines.len(),
+                }
+            }
             Some(diff) => {
                 let code: Vec<&str> = diff
                     .lines
@@ -370,6 +397,7 @@ async fn file_views(app: &WebState, commit: gix::ObjectId, detail: &CommitDetail
                         }
                     })
                     .collect();
+                rows_left -= diff.lines.len();
                 Body::Lines {
                     rows,
                     open: diff.lines.len() <= COLLAPSED_LINES,
@@ -385,6 +413,25 @@ async fn file_views(app: &WebState, commit: gix::ObjectId, detail: &CommitDetail
         });
     }
     views
+}
+
+/// A file's parts of the patch as one (usually there is one).
+fn merge<'a>(parts: &[&'a FileDiff]) -> std::borrow::Cow<'a, FileDiff> {
+    if let [one] = parts {
+        return std::borrow::Cow::Borrowed(*one);
+    }
+    let mut merged = parts[0].clone();
+    for part in &parts[1..] {
+        merged.lines.extend(part.lines.iter().cloned());
+        merged.bytes += part.bytes;
+        merged.binary |= part.binary;
+        merged.cut |= part.cut;
+        merged.mode_change = match (merged.mode_change.take(), &part.mode_change) {
+            (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+            (a, b) => a.or_else(|| b.clone()),
+        };
+    }
+    std::borrow::Cow::Owned(merged)
 }
 
 fn is_code(kind: Kind) -> bool {

@@ -18,7 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use gix::ObjectId;
-use gix::bstr::{BStr, ByteSlice};
+use gix::bstr::BStr;
 use parking_lot::Mutex;
 
 use super::read::{EntryKind, ReadError, TreeEntry};
@@ -61,6 +61,8 @@ pub struct Facts {
     pub walked: usize,
     /// The walk stopped at its bound with entries still not found.
     pub cut: bool,
+    /// It was the time bound that stopped it.
+    pub out_of_time: bool,
 }
 
 impl Weigh for Touch {
@@ -136,12 +138,18 @@ pub fn walk(
     queued.insert(commit);
     let mut walked = 0;
     let mut cut = false;
+    let mut out_of_time = false;
     while let Some((_, id)) = queue.pop() {
         if pending.is_empty() {
             break;
         }
-        if walked >= bounds.commits || started.elapsed() >= bounds.time {
+        if walked >= bounds.commits {
             cut = true;
+            break;
+        }
+        if started.elapsed() >= bounds.time {
+            cut = true;
+            out_of_time = true;
             break;
         }
         walked += 1;
@@ -180,6 +188,7 @@ pub fn walk(
         commits,
         walked,
         cut: cut && !pending.is_empty(),
+        out_of_time: out_of_time && !pending.is_empty(),
     })
 }
 
@@ -234,7 +243,7 @@ fn touched(
     let mut found = Vec::new();
     pending.retain(|&index| {
         let entry = &entries[index];
-        let name: &BStr = entry.name.as_bytes().as_bstr();
+        let name: &BStr = entry.raw_name.as_ref();
         let is_dir = entry.kind == EntryKind::Dir;
         let Some(ours) = here.bisect_entry(name, is_dir) else {
             return true;
@@ -251,12 +260,24 @@ fn touched(
     Ok(found)
 }
 
+/// Characters of a commit's subject a listing or blame shows at most (a
+/// subject may be a megabyte, and a page repeats it on many rows).
+pub const MAX_SUBJECT: usize = 200;
+
+/// `subject` cut at [`MAX_SUBJECT`] characters, with an ellipsis if cut.
+pub fn short_subject(subject: &str) -> String {
+    match subject.char_indices().nth(MAX_SUBJECT) {
+        Some((at, _)) => format!("{}…", &subject[..at]),
+        None => subject.to_string(),
+    }
+}
+
 fn touch(repo: &gix::Repository, id: ObjectId) -> Result<Touch, ReadError> {
     let info = super::read::commit(repo, id)?;
     Ok(Touch {
         id: info.id,
-        summary: info.summary,
-        author: info.author,
+        summary: short_subject(&info.summary),
+        author: short_subject(&info.author),
         time: info.time,
     })
 }
@@ -335,6 +356,7 @@ mod tests {
         )
         .unwrap();
         assert!(none.cut && none.walked == 0 && none.last == [None, None]);
+        assert!(none.out_of_time && !short.out_of_time);
         let whole = walk(MAX_WALKED);
         assert!(!whole.cut);
         assert_eq!(

@@ -182,7 +182,10 @@ pub fn commit(repo: &gix::Repository, id: ObjectId) -> Result<CommitInfo, ReadEr
 /// One entry of a tree listing.
 #[derive(Clone)]
 pub struct TreeEntry {
+    /// The name for people (invalid UTF-8 replaced).
     pub name: String,
+    /// The name as the tree holds it.
+    pub raw_name: gix::bstr::BString,
     pub kind: EntryKind,
     pub id: ObjectId,
 }
@@ -219,6 +222,7 @@ pub fn lookup(
         .iter()
         .map(|e| TreeEntry {
             name: e.filename.to_str_lossy().into_owned(),
+            raw_name: e.filename.to_owned(),
             kind: if e.mode.is_tree() {
                 EntryKind::Dir
             } else if e.mode.is_link() {

@@ -187,7 +187,14 @@ fn a_commit_shows_each_file_with_its_header_highlighted_and_large_ones_collapsed
     write(&work, "a.rs", "fn main() {\n    let x = 1;\n}\n");
     write(&work, "run.sh", "echo hi\n");
     write(&work, "old.txt", "one\ntwo\nthree\nfour\n");
+    write(&work, "link", "a file, then a link\n");
+    write(&work, "zz \"quoted\" é.txt", "zz1\n");
     commit_at(&work, 10, "first");
+    // A change of type (git writes it as two parts of the patch) before
+    // a file with a name git quotes.
+    std::fs::remove_file(work.join("link")).unwrap();
+    std::os::unix::fs::symlink("a.rs", work.join("link")).unwrap();
+    write(&work, "zz \"quoted\" é.txt", "zz2\n");
     write(
         &work,
         "a.rs",
@@ -253,6 +260,16 @@ fn a_commit_shows_each_file_with_its_header_highlighted_and_large_ones_collapsed
     );
     assert!(!huge.contains("0000000000000000000000000000000000000000000000000000000000003999"));
     assert!(section(&page, "a.rs").contains("<details open>"));
+    let link = section(&page, "link");
+    assert!(
+        link.contains("deleted, mode 100644; new file, mode 120000"),
+        "{link}"
+    );
+    let quoted = section(&page, "zz &#34;quoted&#34; é.txt");
+    assert!(
+        quoted.contains("zz2") && quoted.contains("zz1"),
+        "another file's diff: {quoted}"
+    );
     // The raw patch has everything, as text.
     let raw = http(
         server.addr,
