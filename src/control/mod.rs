@@ -487,7 +487,9 @@ fn hook_ref_outcome(
 /// After each committed transaction of a push: a HEAD naming a branch that
 /// does not exist (a new repo's `main` when the push brought only
 /// `master`, say) is pointed at one the push created
-/// (`repos::default_branch_among`), so a clone checks it out. git may
+/// (`repos::default_branch_among`), or, when it created none, at one of
+/// the repo's (a HEAD left dangling before is mended by the next push),
+/// so a clone checks it out. git may
 /// commit a push one ref at a time, so the choice is made again over all
 /// the branches the push created so far while HEAD is still the push's
 /// own choice; all of it before git reports the push done.
@@ -517,14 +519,20 @@ fn point_head_at_a_branch(
     if !created.head_set && head.as_deref().is_some_and(exists) {
         return;
     }
-    let Some(branch) = crate::repos::default_branch_among(
-        created
-            .names
-            .iter()
-            .map(String::as_str)
-            .filter(|b| exists(b)),
-    )
-    .map(str::to_string) else {
+    // The branches this push created; if none of them exists (a push to
+    // a repo whose HEAD was left dangling before), all of the repo's.
+    let mut candidates: Vec<String> = created
+        .names
+        .iter()
+        .filter(|b| exists(b))
+        .cloned()
+        .collect();
+    if candidates.is_empty() {
+        candidates = app.recorder.branches(&repo.to_string());
+    }
+    let Some(branch) = crate::repos::default_branch_among(candidates.iter().map(String::as_str))
+        .map(str::to_string)
+    else {
         return;
     };
     let branch = branch.as_str();

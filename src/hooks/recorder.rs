@@ -301,6 +301,20 @@ impl RefRecorder {
         Ok(seq)
     }
 
+    /// The branches of `repo` the log knows (short names, unsorted).
+    pub fn branches(&self, repo: &str) -> Vec<String> {
+        self.state()
+            .known
+            .get(repo)
+            .map(|refs| {
+                refs.keys()
+                    .filter_map(|r| r.strip_prefix("refs/heads/"))
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Points `repo`'s HEAD at `branch` (synced: `repos::set_head_branch`),
     /// then records it in the log ([`Phase::Head`]) and publishes it, so
     /// whatever is keyed by the feed's generation sees the new default

@@ -32,6 +32,9 @@ pub struct Group {
 pub struct Blame {
     pub groups: Vec<Group>,
     pub commits: Vec<Touch>,
+    /// The output was cut at [`MAX_BLAME_BYTES`]: lines after the last
+    /// group are not blamed.
+    pub cut: bool,
 }
 
 impl Weigh for Blame {
@@ -100,7 +103,11 @@ pub fn parse_porcelain(out: &str) -> Blame {
             _ => {}
         }
     }
-    Blame { groups, commits }
+    Blame {
+        groups,
+        commits,
+        cut: false,
+    }
 }
 
 /// One line of the page: the group it starts (if it does) and its text.
@@ -153,7 +160,7 @@ pub async fn blame(
     };
     let file_name = segments.last().cloned().unwrap_or_default();
     let content = blob_content(&app, &name, id, size, &file_name).await?;
-    let (text, truncated, none) = match content {
+    let (text, mut truncated, none) = match content {
         BlobContent::Text { lines, truncated } if !lines.lines.is_empty() => {
             (Some(lines), truncated, None)
         }
@@ -188,9 +195,9 @@ pub async fn blame(
                             deadline,
                         },
                     )?;
-                    Ok(Arc::new(parse_porcelain(&String::from_utf8_lossy(
-                        &out.stdout,
-                    ))))
+                    let mut blame = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
+                    blame.cut = out.truncated;
+                    Ok(Arc::new(blame))
                 })
                 .await?;
                 cache().lock().put(key, blame.clone());
@@ -201,9 +208,19 @@ pub async fn blame(
         for group in &blame.groups {
             starts.insert(group.start, group);
         }
+        // Only lines a group covers are shown: a row without its commit
+        // cell would shift into that column.
+        let covered = blame
+            .groups
+            .iter()
+            .map(|g| g.start + g.count - 1)
+            .max()
+            .unwrap_or(0);
+        truncated |= covered < text.lines.len();
         lines = text
             .lines
             .iter()
+            .take(covered)
             .enumerate()
             .map(|(index, html)| {
                 let number = index + 1;

@@ -217,6 +217,13 @@ fn main_is_chosen_first_then_master_then_the_first_by_name() {
     git_ok(&work, &["push", "-q", &forge.url("named"), "alpha:master"]);
     assert_eq!(forge.head("named"), "ref: refs/heads/alpha");
     assert_eq!(forge.head_records("named"), records, "HEAD did not move");
+    // A HEAD left dangling before (here: by hand) is mended by the next
+    // push, though it creates no branch: among the repo's branches.
+    let head_file = forge.server.data.join("repos/alice/named.git/HEAD");
+    std::fs::write(&head_file, "ref: refs/heads/gone\n").unwrap();
+    commit_file(&work, "later.txt", b"later");
+    git_ok(&work, &["push", "-q", &forge.url("named"), "HEAD:zeta"]);
+    assert_eq!(forge.head("named"), "ref: refs/heads/master");
     // A push of tags only leaves a missing HEAD as it is.
     git_ok(&work, &["push", "-q", &forge.url("kept"), "v-zeta"]);
     assert_eq!(forge.head("kept"), "ref: refs/heads/main");
