@@ -578,6 +578,12 @@ fn pyarrow_reads_the_log_with_the_right_rows() {
     created.old = None;
     created.phase = Phase::Committed;
     log.commit(&[created, ref_move(3)]).unwrap();
+    // A change of HEAD: its own phase, the branch HEAD now names.
+    let mut head = ref_move(5);
+    head.ref_name = "refs/heads/master".into();
+    head.old = None;
+    head.phase = Phase::Head;
+    log.commit(&[head]).unwrap();
     let script = r#"
 import sys, pyarrow as pa, pyarrow.ipc as ipc
 reader = ipc.open_stream(open(sys.argv[1], 'rb'))
@@ -607,15 +613,17 @@ for b in batches:
     );
     let oid = |n: u64| format!("{n:040x}");
     let expected = format!(
-        "batches 2\nkind ref_move base 1 type timestamp[ns, tz=UTC]\n\
+        "batches 3\nkind ref_move base 1 type timestamp[ns, tz=UTC]\n\
          alice/vole refs/heads/main {} {} alice@127.0.0.1 1001 0 1764000000000000001\n\
          alice/vole refs/heads/main none {} alice@127.0.0.1 1002 1 1764000000000000002\n\
-         alice/vole refs/heads/main {} {} alice@127.0.0.1 1003 0 1764000000000000003\n",
+         alice/vole refs/heads/main {} {} alice@127.0.0.1 1003 0 1764000000000000003\n\
+         alice/vole refs/heads/master none {} alice@127.0.0.1 1005 6 1764000000000000005\n",
         oid(1),
         oid(2),
         oid(3),
         oid(3),
         oid(4),
+        oid(6),
     );
     assert_eq!(stdout, expected);
 }
