@@ -352,32 +352,49 @@ async fn file_views(app: &WebState, commit: gix::ObjectId, detail: &CommitDetail
                 }
             }
             Some(diff) => {
-                let code: Vec<&str> = diff
-                    .lines
-                    .iter()
-                    .filter(|l| is_code(l.kind))
-                    .map(|l| l.text.as_str())
-                    .collect();
-                let highlighted = match app.highlighter.cached(commit, &file.path) {
-                    Some(hit) => Some(hit),
-                    None if started.elapsed() < PAGE_HIGHLIGHT_BUDGET && !diff.cut => Some(
-                        app.highlighter
-                            .highlight(commit, &file.path, code.join("\n"))
-                            .await,
-                    ),
-                    None => None,
+                // Each side is highlighted as its own text (the old file's
+                // context and removed lines, the new file's context and
+                // added lines), so a removed line opening a comment does
+                // not colour the added lines after it.
+                let side = |old: bool| {
+                    diff.lines
+                        .iter()
+                        .filter(|l| on_side(l.kind, old))
+                        .map(|l| l.text.as_str())
+                        .collect::<Vec<&str>>()
+                        .join("\n")
                 };
-                let mut code_index = 0;
+                let mut sides = Vec::with_capacity(2);
+                for (old, prefix) in [(true, "old:"), (false, "new:")] {
+                    // The prefix keeps the two apart in the cache; the
+                    // language still comes from the path's extension.
+                    let key = format!("{prefix}{}", file.path);
+                    sides.push(match app.highlighter.cached(commit, &key) {
+                        Some(hit) => Some(hit),
+                        None if started.elapsed() < PAGE_HIGHLIGHT_BUDGET && !diff.cut => {
+                            Some(app.highlighter.highlight(commit, &key, side(old)).await)
+                        }
+                        None => None,
+                    });
+                }
+                let (mut old_index, mut new_index) = (0, 0);
                 let rows = diff
                     .lines
                     .iter()
                     .map(|line| {
+                        let (highlighted, index) = match line.kind {
+                            Kind::Removed => (&sides[0], &mut old_index),
+                            _ => (&sides[1], &mut new_index),
+                        };
                         let html = if is_code(line.kind) {
                             let html = highlighted
                                 .as_ref()
-                                .and_then(|h| h.lines.get(code_index).cloned())
+                                .and_then(|h| h.lines.get(*index).cloned())
                                 .unwrap_or_else(|| super::highlight::escape(&line.text));
-                            code_index += 1;
+                            *index += 1;
+                            if line.kind == Kind::Context {
+                                old_index += 1;
+                            }
                             html
                         } else {
                             super::highlight::escape(&line.text)
@@ -432,6 +449,16 @@ fn merge<'a>(parts: &[&'a FileDiff]) -> std::borrow::Cow<'a, FileDiff> {
         };
     }
     std::borrow::Cow::Owned(merged)
+}
+
+/// Whether a line is in the old file's text (`old`) or the new one's.
+fn on_side(kind: Kind, old: bool) -> bool {
+    match kind {
+        Kind::Context => true,
+        Kind::Removed => old,
+        Kind::Added => !old,
+        Kind::Hunk | Kind::Note => false,
+    }
 }
 
 fn is_code(kind: Kind) -> bool {

@@ -399,3 +399,54 @@ fn blame_groups_lines_by_the_commit_git_blame_names() {
         "{blob}"
     );
 }
+
+#[test]
+fn each_side_of_a_diff_is_highlighted_as_its_own_file() {
+    let (server, _dir, work) = forge_with_work();
+    // The comment's opening line is replaced by code and its closing line
+    // kept: in one text, the added line would be inside the comment.
+    write(
+        &work,
+        "c.rs",
+        "pub fn first() -> u32 { 1 }\n/* a comment opened here\n   and closed here */\npub fn last() -> u32 { 9 }\n",
+    );
+    commit_at(&work, 10, "a comment");
+    write(
+        &work,
+        "c.rs",
+        "pub fn first() -> u32 { 1 }\npub fn added() -> u32 { 2 }\n   and closed here */\npub fn last() -> u32 { 9 }\n",
+    );
+    commit_at(&work, 20, "code instead");
+    git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
+    let id = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let page = http(
+        server.addr,
+        &format!("GET /alice/r/-/commit/{id} HTTP/1.1"),
+        b"",
+    )
+    .text();
+    let rows: Vec<&str> = section(&page, "c.rs")
+        .split("<tr class=\"")
+        .skip(1)
+        .collect();
+    let added = rows
+        .iter()
+        .find(|r| r.starts_with("add") && r.contains("added"))
+        .unwrap_or_else(|| panic!("no added row: {page}"));
+    assert!(
+        added.contains("hl-storage"),
+        "the added line is not code: {added}"
+    );
+    assert!(
+        !added.contains("hl-comment"),
+        "the added line is coloured as a comment: {added}"
+    );
+    let removed = rows
+        .iter()
+        .find(|r| r.starts_with("del") && r.contains("opened here"))
+        .unwrap();
+    assert!(
+        removed.contains("hl-comment"),
+        "the removed comment is not one: {removed}"
+    );
+}
