@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 #[derive(Debug, Clone)]
 pub struct ErrorMessage(pub String);
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct AppError {
     status: StatusCode,
     message: String,

@@ -110,6 +110,49 @@ pub fn parse_porcelain(out: &str) -> Blame {
     }
 }
 
+/// The blames under way (one per key at a time; callers that come while
+/// one runs share its result, a failure too).
+fn flights() -> &'static super::flight::Flights<Key, Result<Arc<Blame>, AppError>> {
+    static FLIGHTS: OnceLock<super::flight::Flights<Key, Result<Arc<Blame>, AppError>>> =
+        OnceLock::new();
+    FLIGHTS.get_or_init(Default::default)
+}
+
+/// `git blame --porcelain` of the first `shown` lines of `key`'s file at
+/// its commit, under a read slot and the read deadline; cached.
+async fn run_blame(
+    app: &WebState,
+    git: crate::git::Git,
+    repo_path: std::path::PathBuf,
+    key: Key,
+    shown: usize,
+) -> Result<Arc<Blame>, AppError> {
+    if let Some(hit) = cache().lock().get(&key) {
+        return Ok(hit);
+    }
+    let slot = app.reads.acquire().await?;
+    let deadline = app.config.reads.deadline;
+    let (commit, file) = (key.0.to_string(), key.1.join("/"));
+    let blame = blocking(move || {
+        let _slot = slot;
+        let range = format!("1,{shown}");
+        let out = git.run_bounded(
+            &repo_path,
+            &["blame", "--porcelain", "-L", &range, &commit, "--", &file],
+            crate::git::Bounds {
+                max_output: MAX_BLAME_BYTES,
+                deadline,
+            },
+        )?;
+        let mut blame = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
+        blame.cut = out.truncated;
+        Ok(Arc::new(blame))
+    })
+    .await?;
+    cache().lock().put(key, blame.clone());
+    Ok(blame)
+}
+
 /// One line of the page: the group it starts (if it does) and its text.
 pub struct BlameLine {
     pub number: usize,
@@ -179,29 +222,11 @@ pub async fn blame(
         let blame = match found {
             Some(hit) => hit,
             None => {
-                let slot = app.reads.acquire().await?;
                 let git = app.git.clone();
                 let repo_path = app.repos.path(&name);
-                let deadline = app.config.reads.deadline;
-                let (commit, file) = (resolved.commit.to_string(), resolved.path.join("/"));
-                let blame = blocking(move || {
-                    let _slot = slot;
-                    let range = format!("1,{shown}");
-                    let out = git.run_bounded(
-                        &repo_path,
-                        &["blame", "--porcelain", "-L", &range, &commit, "--", &file],
-                        crate::git::Bounds {
-                            max_output: MAX_BLAME_BYTES,
-                            deadline,
-                        },
-                    )?;
-                    let mut blame = parse_porcelain(&String::from_utf8_lossy(&out.stdout));
-                    blame.cut = out.truncated;
-                    Ok(Arc::new(blame))
-                })
-                .await?;
-                cache().lock().put(key, blame.clone());
-                blame
+                flights()
+                    .run(key.clone(), || run_blame(&app, git, repo_path, key, shown))
+                    .await?
             }
         };
         let mut starts: HashMap<usize, &Group> = HashMap::new();

@@ -276,36 +276,17 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &RepoName, resolved: &mu
     let facts = match last_commit::cached(resolved.commit, &resolved.path) {
         Some(facts) => facts,
         None => {
-            let Some(slot) = app.reads.acquire_within(LISTING_SLOT_WAIT).await else {
-                return;
-            };
-            let repo_path = app.repos.path(name);
-            let (commit, path) = (resolved.commit, resolved.path.clone());
+            let key = (resolved.commit, resolved.path.clone());
             let shown: Vec<read::TreeEntry> = entries.iter().take(MAX_LISTED).cloned().collect();
-            let bounds = last_commit::Bounds {
-                commits: last_commit::MAX_WALKED,
-                time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
-            };
-            let walked = blocking(move || {
-                let _slot = slot;
-                let repo = read::open(&repo_path)?;
-                last_commit::walk(&repo, commit, &path, &shown, bounds).map(Arc::new)
-            })
-            .await;
-            let facts = match walked {
-                Ok(facts) => facts,
-                Err(e) => {
-                    tracing::warn!(repo = %name, error = ?e, "the listing's last commits could not be found; drawn without them");
-                    return;
-                }
-            };
-            // A walk the clock cut depends on the load it ran under: not
-            // kept, so a later view walks again. One the commit bound cut
-            // is the same every time.
-            if !facts.out_of_time {
-                last_commit::remember(resolved.commit, resolved.path.clone(), facts.clone());
+            let walked = last_commit::flights()
+                .run(key, || {
+                    walk_listing(app, name, resolved.commit, resolved.path.clone(), shown)
+                })
+                .await;
+            match walked {
+                Some(facts) => facts,
+                None => return,
             }
-            facts
         }
     };
     for (index, entry) in resolved.view.entries.iter_mut().enumerate() {
@@ -318,6 +299,48 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &RepoName, resolved: &mu
             None => Last::Unknown,
         };
     }
+}
+
+/// The walk of one listing under a read slot, its result cached unless
+/// the clock cut it; `None` when no slot freed in time or it failed.
+async fn walk_listing(
+    app: &Arc<WebState>,
+    name: &RepoName,
+    commit: gix::ObjectId,
+    path: Vec<String>,
+    shown: Vec<read::TreeEntry>,
+) -> Option<Arc<last_commit::Facts>> {
+    // Another caller's walk may have finished while this one waited.
+    if let Some(facts) = last_commit::cached(commit, &path) {
+        return Some(facts);
+    }
+    let slot = app.reads.acquire_within(LISTING_SLOT_WAIT).await?;
+    let repo_path = app.repos.path(name);
+    let bounds = last_commit::Bounds {
+        commits: last_commit::MAX_WALKED,
+        time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
+    };
+    let key_path = path.clone();
+    let walked = blocking(move || {
+        let _slot = slot;
+        let repo = read::open(&repo_path)?;
+        last_commit::walk(&repo, commit, &path, &shown, bounds).map(Arc::new)
+    })
+    .await;
+    let facts = match walked {
+        Ok(facts) => facts,
+        Err(e) => {
+            tracing::warn!(repo = %name, error = ?e, "the listing's last commits could not be found; drawn without them");
+            return None;
+        }
+    };
+    // A walk the clock cut depends on the load it ran under: not kept, so
+    // a later view walks again. One the commit bound cut is the same
+    // every time.
+    if !facts.out_of_time {
+        last_commit::remember(commit, key_path, facts.clone());
+    }
+    Some(facts)
 }
 
 /// How long a listing waits for a read slot for its last-commit walk.

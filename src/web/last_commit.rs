@@ -80,7 +80,7 @@ impl Weigh for Facts {
     }
 }
 
-type Key = (ObjectId, Vec<String>);
+pub type Key = (ObjectId, Vec<String>);
 
 impl Weigh for Key {
     fn weight(&self) -> usize {
@@ -96,6 +96,12 @@ fn cache() -> &'static Mutex<ByteLru<Key, Arc<Facts>>> {
 /// The facts of `path` at `commit`, if a walk already found them.
 pub fn cached(commit: ObjectId, path: &[String]) -> Option<Arc<Facts>> {
     cache().lock().get(&(commit, path.to_vec()))
+}
+
+/// The walks under way (one per key at a time).
+pub fn flights() -> &'static super::flight::Flights<Key, Option<Arc<Facts>>> {
+    static FLIGHTS: OnceLock<super::flight::Flights<Key, Option<Arc<Facts>>>> = OnceLock::new();
+    FLIGHTS.get_or_init(Default::default)
 }
 
 pub fn remember(commit: ObjectId, path: Vec<String>, facts: Arc<Facts>) {

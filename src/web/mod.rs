@@ -20,6 +20,7 @@ mod browse;
 mod dates;
 pub mod diff;
 mod error;
+mod flight;
 pub mod highlight;
 pub mod history;
 mod home;
