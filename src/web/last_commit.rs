@@ -5,15 +5,16 @@
 //! (`read::lookup`) and how it is drawn (`browse.rs`, `listing.html`).
 //!
 //! The walk goes from the listed commit to older commits, newest commit
-//! time first, as `git log` does. A commit whose directory is the same as
-//! one of its parents' changed nothing in it, and only that parent is
-//! followed (git's history simplification, at the directory). Otherwise an
-//! entry is the commit's when its object differs from the one in every
-//! parent. The walk stops once every entry is found, or at
+//! time first, as `git log` does, each entry following its own line of
+//! history as `git log -1 -- entry` would: at a commit where the entry is
+//! the same as in a parent, it goes on to that parent only (the first
+//! such: git's history simplification); where it differs from every
+//! parent, that commit is the entry's. A commit whose whole directory is
+//! the same as a parent's passes every entry on without reading it. The walk stops once every entry is found, or at
 //! [`MAX_WALKED`] commits or [`WALK_BUDGET`]; entries not found by then
 //! are shown as older than the walk went, not guessed.
 
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -135,18 +136,20 @@ pub fn walk(
         .collect::<Result<Vec<_>, gix::Error>>()?;
     let mut last: Vec<Option<u32>> = vec![None; entries.len()];
     let mut commits: Vec<Touch> = Vec::new();
-    let mut pending: Vec<usize> = (0..entries.len()).collect();
     let mut nodes: HashMap<ObjectId, Node> = HashMap::new();
+    // Each entry not yet found follows one line of history, as `git log
+    // -1 -- entry` does: it waits on exactly one queued commit.
     let mut queue: BinaryHeap<(i64, ObjectId)> = BinaryHeap::new();
-    let mut queued: HashSet<ObjectId> = HashSet::new();
+    let mut waiting: HashMap<ObjectId, Vec<usize>> = HashMap::new();
     load(repo, path, &mut nodes, commit)?;
     queue.push((nodes[&commit].time, commit));
-    queued.insert(commit);
+    waiting.insert(commit, (0..entries.len()).collect());
+    let mut pending = entries.len();
     let mut walked = 0;
     let mut cut = false;
     let mut out_of_time = false;
     while let Some((_, id)) = queue.pop() {
-        if pending.is_empty() {
+        if pending == 0 {
             break;
         }
         if walked >= bounds.commits {
@@ -159,32 +162,44 @@ pub fn walk(
             break;
         }
         walked += 1;
+        let here = waiting.remove(&id).unwrap_or_default();
         let parents = nodes[&id].parents.clone();
         for parent in &parents {
             load(repo, path, &mut nodes, *parent)?;
         }
         let dir = nodes[&id].dir;
-        // The same directory as a parent's: nothing here changed in this
-        // commit; follow that parent only.
-        let follow: Vec<ObjectId> = match parents.iter().find(|p| nodes[*p].dir == dir) {
-            Some(same) => vec![*same],
+        // Where each entry goes on: the parent it is the same in.
+        let mut onward: Vec<(ObjectId, Vec<usize>)> = Vec::new();
+        match parents.iter().find(|p| nodes[*p].dir == dir) {
+            // The same directory as a parent's: nothing in it changed
+            // here; every entry follows that parent.
+            Some(same) => onward.push((*same, here)),
             None => {
-                if let Some(dir) = dir {
-                    let found = touched(repo, dir, &parents, &nodes, entries, &mut pending)?;
-                    if !found.is_empty() {
-                        let index = commits.len() as u32;
-                        commits.push(touch(repo, id)?);
-                        for entry in found {
-                            last[entry] = Some(index);
-                        }
+                let (found, follow) = match dir {
+                    Some(dir) => split(repo, dir, &parents, &nodes, entries, here)?,
+                    None => (Vec::new(), Vec::new()),
+                };
+                if !found.is_empty() {
+                    pending -= found.len();
+                    let index = commits.len() as u32;
+                    commits.push(touch(repo, id)?);
+                    for entry in found {
+                        last[entry] = Some(index);
                     }
                 }
-                parents
+                onward = follow;
             }
-        };
-        for parent in follow {
-            if queued.insert(parent) {
-                queue.push((nodes[&parent].time, parent));
+        }
+        for (parent, followers) in onward {
+            if followers.is_empty() {
+                continue;
+            }
+            match waiting.get_mut(&parent) {
+                Some(already) => already.extend(followers),
+                None => {
+                    waiting.insert(parent, followers);
+                    queue.push((nodes[&parent].time, parent));
+                }
             }
         }
     }
@@ -193,8 +208,8 @@ pub fn walk(
         last,
         commits,
         walked,
-        cut: cut && !pending.is_empty(),
-        out_of_time: out_of_time && !pending.is_empty(),
+        cut: cut && pending > 0,
+        out_of_time: out_of_time && pending > 0,
     })
 }
 
@@ -225,45 +240,52 @@ fn load(
     Ok(())
 }
 
-/// The pending entries whose object in `dir` differs from the one in
-/// every parent's directory; they are taken out of `pending`.
-fn touched(
+/// Of `here` (entries waiting on a commit whose directory is `dir`): those
+/// whose object differs from every parent's, which this commit last
+/// touched, and for each parent the entries that are the same in it (the
+/// first such parent: git's simplification), which go on to it.
+#[allow(clippy::type_complexity)]
+fn split(
     repo: &gix::Repository,
     dir: ObjectId,
     parents: &[ObjectId],
     nodes: &HashMap<ObjectId, Node>,
     entries: &[TreeEntry],
-    pending: &mut Vec<usize>,
-) -> Result<Vec<usize>, ReadError> {
-    let here = repo.find_tree(dir)?;
-    let here = here.decode()?;
+    here: Vec<usize>,
+) -> Result<(Vec<usize>, Vec<(ObjectId, Vec<usize>)>), ReadError> {
+    let ours = repo.find_tree(dir)?;
+    let ours = ours.decode()?;
     let parent_trees = parents
         .iter()
-        .filter_map(|p| nodes[p].dir)
-        .map(|tree| repo.find_tree(tree))
+        .map(|p| nodes[p].dir.map(|tree| repo.find_tree(tree)).transpose())
         .collect::<Result<Vec<_>, _>>()?;
     let parent_trees = parent_trees
         .iter()
-        .map(|tree| tree.decode())
+        .map(|tree| tree.as_ref().map(|t| t.decode()).transpose())
         .collect::<Result<Vec<_>, _>>()?;
     let mut found = Vec::new();
-    pending.retain(|&index| {
+    let mut follow: Vec<(ObjectId, Vec<usize>)> =
+        parents.iter().map(|p| (*p, Vec::new())).collect();
+    for index in here {
         let entry = &entries[index];
         let name: &BStr = entry.raw_name.as_ref();
         let is_dir = entry.kind == EntryKind::Dir;
-        let Some(ours) = here.bisect_entry(name, is_dir) else {
-            return true;
+        let Some(mine) = ours.bisect_entry(name, is_dir) else {
+            // Not in this commit (it came in by another line of
+            // history): nothing to say of it here.
+            continue;
         };
-        let changed = parent_trees.iter().all(|tree| {
-            tree.bisect_entry(name, is_dir)
-                .is_none_or(|theirs| theirs.oid != ours.oid)
+        let same = parent_trees.iter().position(|tree| {
+            tree.as_ref()
+                .and_then(|t| t.bisect_entry(name, is_dir))
+                .is_some_and(|theirs| theirs.oid == mine.oid)
         });
-        if changed {
-            found.push(index);
+        match same {
+            Some(at) => follow[at].1.push(index),
+            None => found.push(index),
         }
-        !changed
-    });
-    Ok(found)
+    }
+    Ok((found, follow))
 }
 
 /// Characters of a commit's subject a listing or blame shows at most (a

@@ -25,8 +25,9 @@ fn write(work: &Path, file: &str, content: &str) {
     git_ok(work, &["add", "-A"]);
 }
 
-/// A history with a side branch merged (`--no-ff`) whose change the merge
-/// keeps, a rename, a file deleted and restored, and a nested directory.
+/// A history with a side branch merged (`--no-ff`, `-X ours`): the merge
+/// keeps the side's side.txt, and main's both.txt though the side changed
+/// it later; a rename, a file deleted and restored, a nested directory.
 fn shaped_history(work: &Path) {
     git_ok(work, &["init", "-q", "-b", "main"]);
     write(work, "a.txt", "a1\n");
@@ -35,10 +36,15 @@ fn shaped_history(work: &Path) {
     write(work, "dir/deep/x.rs", "fn x() {}\n");
     write(work, "old-name.txt", "renamed later\n");
     write(work, "gone.txt", "g1\n");
+    write(work, "both.txt", "b1\n");
     commit_at(work, 10, "first");
-    git_ok(work, &["checkout", "-q", "-b", "side"]);
+    git_ok(work, &["branch", "side"]);
+    write(work, "both.txt", "b2 from main\n");
+    commit_at(work, 15, "main: change both.txt");
+    git_ok(work, &["checkout", "-q", "side"]);
     write(work, "side.txt", "s2 from the side branch\n");
-    commit_at(work, 20, "side: change side.txt");
+    write(work, "both.txt", "b3 from the side branch\n");
+    commit_at(work, 20, "side: change side.txt and both.txt");
     git_ok(work, &["checkout", "-q", "main"]);
     write(work, "a.txt", "a2\n");
     commit_at(work, 30, "main: change a.txt");
@@ -53,7 +59,16 @@ fn shaped_history(work: &Path) {
     let date = format!("{} +0000", 1_767_225_600 + 80);
     let out = git_env(
         work,
-        &["merge", "-q", "--no-ff", "-m", "merge side", "side"],
+        &[
+            "merge",
+            "-q",
+            "--no-ff",
+            "-X",
+            "ours",
+            "-m",
+            "merge side",
+            "side",
+        ],
         &[("GIT_COMMITTER_DATE", &date), ("GIT_AUTHOR_DATE", &date)],
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -143,7 +158,9 @@ fn each_entry_shows_the_commit_git_log_names_and_files_their_size() {
     // The merge kept the side branch's side.txt: git names the side's
     // commit, not the merge (the test's point is that vole agrees).
     let side = git_ok(&work, &["log", "-1", "--format=%s", "--", "side.txt"]);
-    assert_eq!(side.trim(), "side: change side.txt");
+    assert_eq!(side.trim(), "side: change side.txt and both.txt");
+    let both = git_ok(&work, &["log", "-1", "--format=%s", "--", "both.txt"]);
+    assert_eq!(both.trim(), "main: change both.txt");
     // The page says when, relative, with the absolute time on hover.
     let home = http(server.addr, "GET /alice/shaped HTTP/1.1", b"").text();
     assert!(
