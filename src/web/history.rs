@@ -269,8 +269,15 @@ pub async fn commit(
     Path((owner, repo, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &principal, &owner, &repo)?;
-    if let Some(id) = id.strip_suffix(".patch") {
-        return raw_patch(app, name, id.to_string()).await;
+    if let Some(stripped) = id.strip_suffix(".patch") {
+        // `X.patch` is X's raw patch, unless a branch or tag is named
+        // `X.patch` itself.
+        let (repo_path, full) = (app.repos.path(&name), id.clone());
+        let names_a_rev =
+            blocking(move || Ok(read::resolve(&read::open(&repo_path)?, &full)?.is_some())).await?;
+        if !names_a_rev {
+            return raw_patch(app, name, stripped.to_string()).await;
+        }
     }
     let repo_path = app.repos.path(&name);
     let rev = id.clone();

@@ -312,6 +312,18 @@ fn a_commit_shows_each_file_with_its_header_highlighted_and_large_ones_collapsed
         b"",
     );
     assert_eq!(bad.status, 404);
+    // A branch named like a patch is still a commit page.
+    git_ok(
+        &work,
+        &["push", "-q", &server.url("/alice/r.git"), "main:fix.patch"],
+    );
+    let branch = http(server.addr, "GET /alice/r/-/commit/fix.patch HTTP/1.1", b"");
+    assert_eq!(branch.status, 200);
+    assert!(
+        branch.text().contains("<h2>many files</h2>"),
+        "{}",
+        branch.text()
+    );
 }
 
 #[test]
