@@ -323,7 +323,11 @@ async fn walk_listing(
     let key_path = path.clone();
     let walked = blocking(move || {
         let _slot = slot;
-        let repo = read::open(&repo_path)?;
+        let mut repo = read::open(&repo_path)?;
+        // Each version of the directory is read twice, as a commit's and
+        // then as its parent's, one right after the other: a small cache
+        // of decoded objects on this walk's own handle saves the second.
+        repo.object_cache_size(last_commit::OBJECT_CACHE_BYTES);
         last_commit::walk(&repo, commit, &path, &shown, bounds).map(Arc::new)
     })
     .await;
@@ -334,12 +338,9 @@ async fn walk_listing(
             return None;
         }
     };
-    // A walk the clock cut depends on the load it ran under: not kept, so
-    // a later view walks again. One the commit bound cut is the same
-    // every time.
-    if !facts.out_of_time {
-        last_commit::remember(commit, key_path, facts.clone());
-    }
+    // Kept also when the clock cut it (then walked again a minute later:
+    // `last_commit::cached`).
+    last_commit::remember(commit, key_path, facts.clone());
     Some(facts)
 }
 

@@ -38,6 +38,9 @@ pub const MAX_WALKED: usize = 10_000;
 /// Time one walk may take, at most (and never more than the read
 /// deadline).
 pub const WALK_BUDGET: Duration = Duration::from_secs(2);
+/// Bytes of the object cache one walk's repo handle has (a directory of
+/// 5,000 entries is a tree of some 215 KB).
+pub const OBJECT_CACHE_BYTES: usize = 8 << 20;
 /// Bytes of the cache of walks.
 const CACHE_BYTES: usize = 16 << 20;
 
@@ -64,6 +67,8 @@ pub struct Facts {
     pub cut: bool,
     /// It was the time bound that stopped it.
     pub out_of_time: bool,
+    /// When the walk ended.
+    pub made: Instant,
 }
 
 impl Weigh for Touch {
@@ -94,9 +99,18 @@ fn cache() -> &'static Mutex<ByteLru<Key, Arc<Facts>>> {
     CACHE.get_or_init(|| Mutex::new(ByteLru::new(CACHE_BYTES)))
 }
 
-/// The facts of `path` at `commit`, if a walk already found them.
+/// A walk the clock cut depends on the load it ran under: it is kept
+/// (so the views after it cost what a cached listing costs) but walked
+/// again once it is this old.
+pub const RETRY_CUT_WALK: Duration = Duration::from_secs(60);
+
+/// The facts of `path` at `commit`, if a walk already found them (and,
+/// for one the clock cut, not longer than [`RETRY_CUT_WALK`] ago).
 pub fn cached(commit: ObjectId, path: &[String]) -> Option<Arc<Facts>> {
-    cache().lock().get(&(commit, path.to_vec()))
+    cache()
+        .lock()
+        .get(&(commit, path.to_vec()))
+        .filter(|facts| !facts.out_of_time || facts.made.elapsed() < RETRY_CUT_WALK)
 }
 
 /// The walks under way (one per key at a time).
@@ -210,6 +224,7 @@ pub fn walk(
         walked,
         cut: cut && pending > 0,
         out_of_time: out_of_time && pending > 0,
+        made: Instant::now(),
     })
 }
 
@@ -266,7 +281,24 @@ fn split(
     let mut found = Vec::new();
     let mut follow: Vec<(ObjectId, Vec<usize>)> =
         parents.iter().map(|p| (*p, Vec::new())).collect();
-    for index in here {
+    // Most entries are the same as in the first parent: found in one
+    // merge of the two sorted trees, they go on to it as they are, and
+    // only the few that differ are looked up in the other parents.
+    let mut here = here;
+    if let Some(Some(first)) = parent_trees.first() {
+        let changed = differing(&ours, first);
+        if changed.is_empty() {
+            follow[0].1 = here;
+            here = Vec::new();
+        } else {
+            let (rest, same): (Vec<usize>, Vec<usize>) = here
+                .into_iter()
+                .partition(|i| changed.contains(&entries[*i].raw_name.as_slice()));
+            follow[0].1 = same;
+            here = rest;
+        }
+    }
+    for index in here.drain(..) {
         let entry = &entries[index];
         let name: &BStr = entry.raw_name.as_ref();
         let is_dir = entry.kind == EntryKind::Dir;
@@ -278,7 +310,7 @@ fn split(
         let same = parent_trees.iter().position(|tree| {
             tree.as_ref()
                 .and_then(|t| t.bisect_entry(name, is_dir))
-                .is_some_and(|theirs| theirs.oid == mine.oid)
+                .is_some_and(|theirs| theirs.oid == mine.oid && theirs.mode == mine.mode)
         });
         match same {
             Some(at) => follow[at].1.push(index),
@@ -286,6 +318,86 @@ fn split(
         }
     }
     Ok((found, follow))
+}
+
+/// The names of `ours` whose entry is not in `theirs` as it is (another
+/// object or mode, or missing): one merge of the two trees, both in git's
+/// order.
+fn differing<'a>(ours: &gix::objs::TreeRef<'a>, theirs: &gix::objs::TreeRef<'_>) -> Changed<'a> {
+    let mut changed = Changed::default();
+    let (mut i, mut j) = (0, 0);
+    while i < ours.entries.len() {
+        let mine = &ours.entries[i];
+        let Some(other) = theirs.entries.get(j) else {
+            changed.insert(mine.filename.as_ref());
+            i += 1;
+            continue;
+        };
+        match git_order(
+            mine.filename,
+            mine.mode.is_tree(),
+            other.filename,
+            other.mode.is_tree(),
+        ) {
+            std::cmp::Ordering::Less => {
+                changed.insert(mine.filename.as_ref());
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                if mine.oid != other.oid || mine.mode != other.mode {
+                    changed.insert(mine.filename.as_ref());
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    changed.seal();
+    changed
+}
+
+/// Names that differ: a commit changes few, so a short list is looked
+/// through; a long one is sorted and searched.
+#[derive(Default)]
+struct Changed<'a> {
+    names: Vec<&'a [u8]>,
+    sorted: bool,
+}
+
+impl<'a> Changed<'a> {
+    fn insert(&mut self, name: &'a [u8]) {
+        self.names.push(name);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    fn seal(&mut self) {
+        if self.names.len() > 16 {
+            self.names.sort_unstable();
+            self.sorted = true;
+        }
+    }
+
+    fn contains(&self, name: &&[u8]) -> bool {
+        if self.sorted {
+            self.names.binary_search(name).is_ok()
+        } else {
+            self.names.contains(name)
+        }
+    }
+}
+
+/// git's order of tree entries: by name, a tree's name read as if it
+/// ended in `/`.
+fn git_order(a: &BStr, a_tree: bool, b: &BStr, b_tree: bool) -> std::cmp::Ordering {
+    let common = a.len().min(b.len());
+    a[..common].cmp(&b[..common]).then_with(|| {
+        let next = |name: &BStr, tree: bool| name.get(common).copied().or(tree.then_some(b'/'));
+        next(a, a_tree).cmp(&next(b, b_tree))
+    })
 }
 
 /// Characters of a commit's subject a listing or blame shows at most (a

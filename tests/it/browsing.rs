@@ -27,7 +27,8 @@ fn write(work: &Path, file: &str, content: &str) {
 
 /// A history with a side branch merged (`--no-ff`, `-X ours`): the merge
 /// keeps the side's side.txt, and main's both.txt though the side changed
-/// it later; a rename, a file deleted and restored, a nested directory.
+/// it later; a rename, a file deleted and restored, a change of mode only,
+/// a nested directory.
 fn shaped_history(work: &Path) {
     git_ok(work, &["init", "-q", "-b", "main"]);
     write(work, "a.txt", "a1\n");
@@ -56,6 +57,13 @@ fn shaped_history(work: &Path) {
     commit_at(work, 60, "delete gone.txt");
     write(work, "gone.txt", "g1\n");
     commit_at(work, 70, "restore gone.txt");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::Permissions::from_mode(0o755);
+        std::fs::set_permissions(work.join("kept.txt"), mode).unwrap();
+    }
+    git_ok(work, &["add", "-A"]);
+    commit_at(work, 75, "kept.txt: only its mode");
     let date = format!("{} +0000", 1_767_225_600 + 80);
     let out = git_env(
         work,

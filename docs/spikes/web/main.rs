@@ -1,7 +1,7 @@
 //! Benchmark harness for the web UI (`src/web/`) against cgit (Debian's
 //! package, its cache off, behind nginx + fcgiwrap) on the same repo.
 //!
-//! `cargo run --release --example web [-- --files 5000 --commits 2000 --requests 200]`
+//! `cargo run --release --example web [-- --files 5000 --commits 2000 --requests 200 --flat 0]`
 //!
 //! Builds a repo of `--files` files and `--commits` commits, pushes it to a
 //! fresh vole and points cgit at the same bare repo. For each page (root
@@ -24,7 +24,7 @@ use common::{arg, free_port, git, median, release_vole, sh, start_vole};
 
 /// A repo made by fast-import: `files` files in a 3-level tree (so deep
 /// trees exist) and `commits` commits, each touching a few files.
-fn make_repo(dir: &Path, files: usize, commits: usize) -> String {
+fn make_repo(dir: &Path, files: usize, commits: usize, flat: bool) -> String {
     std::fs::create_dir_all(dir).unwrap();
     sh(git(dir).args(["init", "-q", "-b", "main"]));
     let mut child = git(dir)
@@ -33,7 +33,13 @@ fn make_repo(dir: &Path, files: usize, commits: usize) -> String {
         .spawn()
         .unwrap();
     let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
-    let path = |i: usize| format!("src/m{}/n{}/file{i}.rs", i % 10, (i / 10) % 10);
+    let path = |i: usize| {
+        if flat {
+            format!("src/file{i}.rs")
+        } else {
+            format!("src/m{}/n{}/file{i}.rs", i % 10, (i / 10) % 10)
+        }
+    };
     let content = |i: usize, version: usize| {
         let mut text = format!("// file {i}, version {version}\n");
         for line in 0..40 {
@@ -210,7 +216,10 @@ fn main() {
     let vole = release_vole();
     let root = tempfile::tempdir().unwrap();
     let work = root.path().join("work");
-    let head = make_repo(&work, files, commits);
+    // --flat 1: every file in `src/` itself, so the deep-tree page is a
+    // directory of `--files` entries, each commit touching three of them.
+    let flat = arg("--flat", 0) != 0;
+    let head = make_repo(&work, files, commits, flat);
     // The commit page: one a few back, touching three files.
     let commit = sh(git(&work).args(["rev-parse", "main~5"]));
 
@@ -232,7 +241,7 @@ fn main() {
     children.0.push(nginx);
     children.0.push(fcgi);
 
-    let deep = "src/m3/n4";
+    let deep = if flat { "src" } else { "src/m3/n4" };
     let blob = format!("{deep}/file43.rs");
     // (page, vole path, cgit path, text both pages must contain)
     let pages: Vec<(&str, String, String, String)> = vec![
@@ -290,7 +299,7 @@ fn main() {
         ),
     ];
     println!(
-        "# web: files={files} commits={commits} requests={requests} head={head} cpus={}",
+        "# web: files={files} commits={commits} requests={requests} flat={flat} head={head} cpus={}",
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     let mut ratios = Vec::new();
