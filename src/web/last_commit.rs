@@ -446,6 +446,35 @@ mod tests {
     }
 
     #[test]
+    fn a_walk_the_clock_cut_is_kept_for_a_minute_then_walked_again() {
+        let facts = |out_of_time, age: u64| Facts {
+            sizes: Vec::new(),
+            last: Vec::new(),
+            commits: Vec::new(),
+            walked: 1,
+            cut: out_of_time,
+            out_of_time,
+            made: Instant::now()
+                .checked_sub(Duration::from_secs(age))
+                .unwrap(),
+        };
+        let commit = ObjectId::from_hex(b"1111111111111111111111111111111111111111").unwrap();
+        let at = |name: &str| vec![name.to_string()];
+        remember(commit, at("fresh"), Arc::new(facts(true, 1)));
+        remember(commit, at("stale"), Arc::new(facts(true, 61)));
+        remember(commit, at("whole"), Arc::new(facts(false, 3600)));
+        assert!(cached(commit, &at("fresh")).is_some());
+        assert!(
+            cached(commit, &at("stale")).is_none(),
+            "a cut walk a minute old was served"
+        );
+        assert!(
+            cached(commit, &at("whole")).is_some(),
+            "a whole walk expired"
+        );
+    }
+
+    #[test]
     fn entries_past_the_bound_are_older_not_guessed() {
         let dir = tempfile::tempdir().unwrap();
         let work = dir.path();
