@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use axum::extract::{Extension, Path, State};
 use parking_lot::Mutex;
 
-use super::browse::{BlobContent, View, blob_content, resolve_path};
+use super::browse::{BlobContent, View, blob_content, file_at};
 use super::last_commit::Touch;
 use super::*;
 use crate::byte_lru::{ByteLru, Weigh};
@@ -183,24 +183,11 @@ pub async fn blame(
     Extension(principal): Extension<Principal>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
-    let (name, segments, resolved) =
-        resolve_path(&app, &principal, &owner, &repo, &rev, &path).await?;
-    let (id, size) = match resolved.node {
-        Node::Blob { id, size } => (id, size),
-        Node::Tree(_) => {
-            let to = format!(
-                "/{name}/-/tree/{}/{}",
-                rev_path(&rev),
-                encode_path(&segments)
-            );
-            return Ok(redirect(&to));
-        }
-        Node::Missing => {
-            return Err(AppError::not_found(format!(
-                "There is no file {path} in {name} at {rev}."
-            )));
-        }
-    };
+    let (name, segments, resolved, id, size) =
+        match file_at(&app, &principal, &owner, &repo, &rev, &path).await? {
+            Ok(file) => file,
+            Err(redirect) => return Ok(redirect),
+        };
     let file_name = segments.last().cloned().unwrap_or_default();
     let content = blob_content(&app, &name, id, size, &file_name).await?;
     let (text, mut truncated, none) = match content {

@@ -546,6 +546,52 @@ pub(super) async fn blob_content(
     Ok(BlobContent::Text { lines, truncated })
 }
 
+/// A file a URL names: repo, path segments, view, blob id, size.
+pub(super) type FileAt = (RepoName, Vec<String>, Resolved, gix::ObjectId, u64);
+
+/// What a file URL (`/-/blob/...`, `/-/blame/...`) names: the repo, the
+/// path's segments, the resolved view and the blob's id and size; or, for
+/// a directory, the redirect to its tree page. A missing path is a 404.
+pub(super) async fn file_at(
+    app: &Arc<WebState>,
+    principal: &Principal,
+    owner: &str,
+    repo: &str,
+    rev: &str,
+    path: &str,
+) -> Result<Result<FileAt, Response>, AppError> {
+    let (name, segments, resolved) = resolve_path(app, principal, owner, repo, rev, path).await?;
+    match resolved.node {
+        Node::Blob { id, size } => Ok(Ok((name, segments, resolved, id, size))),
+        Node::Tree(_) => {
+            let to = format!(
+                "/{name}/-/tree/{}/{}",
+                rev_path(rev),
+                encode_path(&segments)
+            );
+            Ok(Err(redirect(&to)))
+        }
+        Node::Missing => Err(AppError::not_found(format!(
+            "There is no file {path} in {name} at {rev}."
+        ))),
+    }
+}
+
+/// The headers that keep a response of a repo's bytes inert on vole's
+/// origin: no sniffing, and a sandbox that runs nothing.
+pub(super) fn inert(headers: &mut HeaderMap) {
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "sandbox; default-src 'none'; img-src 'self'; style-src 'unsafe-inline'",
+        ),
+    );
+}
+
 /// `GET /{owner}/{repo}/-/blob/{rev}/{*path}`: a file with line numbers
 /// and line anchors, an image preview, or a note for binaries.
 pub async fn blob(
@@ -553,24 +599,11 @@ pub async fn blob(
     Extension(principal): Extension<Principal>,
     Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
-    let (name, segments, resolved) =
-        resolve_path(&app, &principal, &owner, &repo, &rev, &path).await?;
-    let (id, size) = match resolved.node {
-        Node::Blob { id, size } => (id, size),
-        Node::Tree(_) => {
-            let to = format!(
-                "/{name}/-/tree/{}/{}",
-                rev_path(&rev),
-                encode_path(&segments)
-            );
-            return Ok(redirect(&to));
-        }
-        Node::Missing => {
-            return Err(AppError::not_found(format!(
-                "There is no file {path} in {name} at {rev}."
-            )));
-        }
-    };
+    let (name, segments, resolved, id, size) =
+        match file_at(&app, &principal, &owner, &repo, &rev, &path).await? {
+            Ok(file) => file,
+            Err(redirect) => return Ok(redirect),
+        };
     let file_name = segments.last().cloned().unwrap_or_default();
     let content = blob_content(&app, &name, id, size, &file_name).await?;
     render(BlobPage {
@@ -680,16 +713,7 @@ pub async fn raw(
     }
     out.insert(header::ETAG, etag.clone());
     out.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    out.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    out.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "sandbox; default-src 'none'; img-src 'self'; style-src 'unsafe-inline'",
-        ),
-    );
+    inert(out);
     let (start, length) = match range_for(&headers, size, &etag) {
         Ok(Some((start, end))) => {
             *response.status_mut() = StatusCode::PARTIAL_CONTENT;

@@ -94,14 +94,7 @@ pub fn split(patch: &str, cut: bool) -> Vec<FileDiff> {
                 } else if raw.starts_with('\\') {
                     (Kind::Note, raw, (old, new))
                 } else if raw.starts_with("@@") {
-                    at = hunk_start(raw);
-                    file.bytes += raw.len();
-                    file.lines.push(Line {
-                        kind: Kind::Hunk,
-                        old: 0,
-                        new: 0,
-                        text: raw.to_string(),
-                    });
+                    at = hunk(file, raw);
                     continue;
                 } else if raw.is_empty() {
                     // A context line whose space an editor ate.
@@ -167,14 +160,7 @@ fn header_line(
     } else if raw.starts_with("Binary files ") || raw == "GIT binary patch" {
         file.binary = true;
     } else if raw.starts_with("@@") {
-        *at = hunk_start(raw);
-        file.bytes += raw.len();
-        file.lines.push(Line {
-            kind: Kind::Hunk,
-            old: 0,
-            new: 0,
-            text: raw.to_string(),
-        });
+        *at = hunk(file, raw);
     }
 }
 
@@ -237,6 +223,19 @@ fn unquote(text: &str) -> String {
         }
     }
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// A hunk header line: kept as a line of `file`, and where the hunk
+/// starts.
+fn hunk(file: &mut FileDiff, raw: &str) -> Option<(u32, u32)> {
+    file.bytes += raw.len();
+    file.lines.push(Line {
+        kind: Kind::Hunk,
+        old: 0,
+        new: 0,
+        text: raw.to_string(),
+    });
+    hunk_start(raw)
 }
 
 /// `@@ -a[,b] +c[,d] @@...`: the first old and new line numbers.

@@ -255,11 +255,13 @@ fn load(
     Ok(())
 }
 
+/// Entries going on to each parent: (parent, entry indices).
+type Onward = Vec<(ObjectId, Vec<usize>)>;
+
 /// Of `here` (entries waiting on a commit whose directory is `dir`): those
 /// whose object differs from every parent's, which this commit last
 /// touched, and for each parent the entries that are the same in it (the
 /// first such parent: git's simplification), which go on to it.
-#[allow(clippy::type_complexity)]
 fn split(
     repo: &gix::Repository,
     dir: ObjectId,
@@ -267,7 +269,7 @@ fn split(
     nodes: &HashMap<ObjectId, Node>,
     entries: &[TreeEntry],
     here: Vec<usize>,
-) -> Result<(Vec<usize>, Vec<(ObjectId, Vec<usize>)>), ReadError> {
+) -> Result<(Vec<usize>, Onward), ReadError> {
     let ours = repo.find_tree(dir)?;
     let ours = ours.decode()?;
     let parent_trees = parents
@@ -279,8 +281,7 @@ fn split(
         .map(|tree| tree.as_ref().map(|t| t.decode()).transpose())
         .collect::<Result<Vec<_>, _>>()?;
     let mut found = Vec::new();
-    let mut follow: Vec<(ObjectId, Vec<usize>)> =
-        parents.iter().map(|p| (*p, Vec::new())).collect();
+    let mut follow: Onward = parents.iter().map(|p| (*p, Vec::new())).collect();
     // Most entries are the same as in the first parent: found in one
     // merge of the two sorted trees, they go on to it as they are, and
     // only the few that differ are looked up in the other parents.
