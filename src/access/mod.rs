@@ -456,6 +456,12 @@ impl Access {
                 ));
                 continue;
             }
+            if name.starts_with("refs/replace/") {
+                refused.push(refuse(
+                    "refs/replace/* would make an object id name another object for every reader; the server ignores replacement objects and takes no push there".into(),
+                ));
+                continue;
+            }
             let Some(branch) = name.strip_prefix("refs/heads/") else {
                 continue;
             };

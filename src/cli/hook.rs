@@ -92,7 +92,7 @@ fn is_fast_forward(git: &str, update: &RefUpdate) -> Option<bool> {
     if update.is_creation() || update.is_deletion() {
         return None;
     }
-    let status = Command::new(git)
+    let status = crate::git::hook_command(git)
         .args(["merge-base", "--is-ancestor", &update.old, &update.new])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

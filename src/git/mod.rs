@@ -32,6 +32,25 @@ pub const DURABLE_WRITES: [(&str, &str); 2] = [
     ("core.fsyncMethod", "fsync"),
 ];
 
+/// What every git child is told so that an object id means the same
+/// history in every repo and to every check (see SECURITY.md, "What the
+/// server trusts in a repo"):
+/// - `refs/replace/*` is ignored: a replacement object would make the
+///   fast-forward check, the blob scan and every page see another commit
+///   (or tree, or blob) than the id names. Pushes there are refused too
+///   (`access::check_ref_updates`), but a replace ref on disk (an old
+///   version, an operator, a crash) must change nothing either.
+/// - `info/grafts` is not read (`GIT_GRAFT_FILE` points at an empty file):
+///   a graft rewrites a commit's parents just as a replacement does.
+///
+/// git passes both down to the processes it runs (the hooks, pack-objects
+/// under upload-pack), and vole's hooks set them again for their own git
+/// calls. gix handles get `core.useReplaceRefs=false` ([`open_gix`]).
+pub const UNTRUSTED_HISTORY_OFF: [(&str, &str); 2] = [
+    ("GIT_NO_REPLACE_OBJECTS", "1"),
+    ("GIT_GRAFT_FILE", "/dev/null"),
+];
+
 /// fsck message ids neither a push (`transport`) nor `vole check` fails
 /// for: malformed author, tagger or date lines, zero-padded modes and the
 /// like, which histories written by old or odd tools carry (git.git's and
@@ -226,6 +245,11 @@ impl Git {
             // first allocation of every run.
             ("MIMALLOC_ALLOW_THP", "0".into()),
         ];
+        env.extend(
+            UNTRUSTED_HISTORY_OFF
+                .iter()
+                .map(|(key, value)| (*key, OsString::from(value))),
+        );
         if let Some(mark) = CHILD_MARK.get() {
             env.push((CHILD_MARK_VAR, mark.into()));
         }
@@ -287,6 +311,16 @@ impl Git {
     }
 }
 
+/// A git command run from inside git (vole's hooks): it keeps the
+/// environment git gave the hook (the push's quarantine is in it), with
+/// [`UNTRUSTED_HISTORY_OFF`] set again, so a hook's checks see the
+/// history the object ids name whatever started git.
+pub fn hook_command(git: &str) -> Command {
+    let mut command = Command::new(git);
+    command.envs(UNTRUSTED_HISTORY_OFF);
+    command
+}
+
 /// `text` is an object id as git writes it: 40 (SHA-1) or 64 (SHA-256)
 /// hex digits.
 pub fn is_hex_oid(text: &str) -> bool {
@@ -318,17 +352,22 @@ fn is_executable(path: &Path) -> bool {
 }
 
 /// Opens a repo with gix the way every long-lived vole handle needs it: no
-/// user or system git config is read, and the object store has room for
+/// user or system git config is read, replacement objects are not
+/// followed (see [`UNTRUSTED_HISTORY_OFF`]), and the object store has room for
 /// many more pack indexes than the repo holds at open (gix fixes the slot
 /// count when a handle opens; pushes and metadata folds each add a pack,
 /// and a handle out of slots fails every lookup until reopened).
 pub fn open_gix(path: &Path) -> gix::Result<gix::Repository> {
-    let options = gix::open::Options::isolated().object_store_slots(
-        gix::odb::store::init::Slots::AsNeededByDiskState {
+    // `core.useReplaceRefs=false` as a command-line override: above the
+    // repo's own config, and `isolated()` reads no environment, so
+    // `GIT_NO_REPLACE_OBJECTS` would not reach gix. gix reads no
+    // `info/grafts` at all.
+    let options = gix::open::Options::isolated()
+        .cli_overrides(["core.useReplaceRefs=false"])
+        .object_store_slots(gix::odb::store::init::Slots::AsNeededByDiskState {
             multiplier: 2.0,
             minimum: 512,
-        },
-    );
+        });
     gix::open_opts(path, options)
 }
 
@@ -371,8 +410,11 @@ pub fn is_branch_name(name: &str) -> bool {
 /// blob over 1 MiB that is stored whole (loose, or undeltified in a pack)
 /// is streamed by `cat-file` instead of inflated into memory first (git's
 /// default threshold is 512 MiB). A deltified blob is still rebuilt in
-/// memory by git; pushes are bounded by `--max-blob-size`.
-pub const READ_SIDE: [&str; 2] = ["-c", "core.bigFileThreshold=1m"];
+/// memory by git; pushes are bounded by `--max-blob-size`. No mailmap is
+/// read (a bare repo reads `HEAD:.mailmap` by default): what a read shows
+/// of a commit (blame's author names) is the commit's own, a function of
+/// its id, whatever a later push puts on HEAD.
+pub const READ_SIDE: [&str; 4] = ["-c", "core.bigFileThreshold=1m", "-c", "mailmap.blob="];
 
 /// A git child's stdout that owns the child: dropped (read to the end, or
 /// its reader went away) it takes the child with it, and `kill_on_drop`

@@ -43,7 +43,7 @@ pub fn oversized_blobs(
     }
     // The pushed values on stdin (positive: read where `--stdin` stands),
     // then everything any ref already reaches excluded.
-    let mut rev_list = Command::new(git)
+    let mut rev_list = crate::git::hook_command(git)
         .args(["rev-list", "--objects", "--stdin", "--not", "--all"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -53,7 +53,7 @@ pub fn oversized_blobs(
         .stdout
         .take()
         .ok_or_else(|| std::io::Error::other("rev-list has no stdout"))?;
-    let mut check = Command::new(git)
+    let mut check = crate::git::hook_command(git)
         .args([
             "cat-file",
             "--batch-check=%(objecttype) %(objectsize) %(objectname) %(rest)",

@@ -492,6 +492,7 @@ async fn raw_patch(
             &app.repos.path(&name),
             &[
                 "show",
+                "--no-notes",
                 "--format=email",
                 "--first-parent",
                 "-m",

@@ -25,4 +25,5 @@ mod sites;
 mod skeleton;
 mod support;
 mod transport;
+mod trust;
 mod web;

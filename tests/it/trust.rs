@@ -1,0 +1,266 @@
+//! What the server trusts in a repo: replacement objects (`refs/replace/*`)
+//! and grafts change what an object id means, so no check and no page
+//! follows them, whether a push tried to make one (refused) or one lies on
+//! disk (an old version, an operator, a crash); the same history in two
+//! repos shows each repo its own pages.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::*;
+
+/// A server on a data dir holding `alice/repo` (and `repos`, more), with
+/// `main` protected and a blob limit of 1 MiB.
+fn forge(dir: &Path, repos: &[&str]) -> (PathBuf, TestServer) {
+    let data = data_with_repo(dir);
+    for repo in repos {
+        let made = run_vole(&data, &["repo", "create", repo]);
+        assert!(made.status.success(), "{}", text(&made.stderr));
+    }
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .args(["--protected-branch", "main"])
+        .args(["--max-blob-size", "1MiB"])
+        .start();
+    (data, server)
+}
+
+/// Writes `refs/replace/<original>` in the bare repo on disk, behind the
+/// server's back, pointing at `replacement` (fetched from `work`).
+fn replace_on_disk(bare: &Path, work: &Path, original: &str, replacement: &str) {
+    git_ok(work, &["branch", "-f", "replacement", replacement]);
+    git_ok(
+        bare,
+        &[
+            "fetch",
+            "-q",
+            work.to_str().unwrap(),
+            &format!("+refs/heads/replacement:refs/replace/{original}"),
+        ],
+    );
+    // Anti-vacuity: git itself follows the replacement here.
+    let seen = git_ok(bare, &["rev-parse", &format!("{original}^{{tree}}")]);
+    let replaced = git_ok(bare, &["rev-parse", &format!("{replacement}^{{tree}}")]);
+    assert_eq!(seen, replaced, "the replace ref is not in effect for git");
+}
+
+fn commit_tree(work: &Path, tree: &str, parents: &[&str], message: &str) -> String {
+    let mut args = vec!["commit-tree", tree, "-m", message];
+    for parent in parents {
+        args.extend(["-p", parent]);
+    }
+    git_ok(work, &args).trim().to_string()
+}
+
+#[test]
+fn a_push_to_refs_replace_is_refused_with_a_reason_and_moves_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, server) = forge(dir.path(), &[]);
+    let bare = data.join("repos/alice/repo.git");
+    let work = worktree(dir.path(), "work");
+    let url = server.url("/alice/repo.git");
+    git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    let first = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let forged = commit_file(&work, "forged.txt", b"forged\n");
+    let pushed = git(
+        &work,
+        &["push", &url, &format!("{forged}:refs/replace/{first}")],
+    );
+    let said = text(&pushed.stderr);
+    assert!(!pushed.status.success(), "a replace ref was taken: {said}");
+    assert!(
+        said.contains("refs/replace/* would make an object id name another object"),
+        "the refusal must say why: {said}"
+    );
+    assert_eq!(ref_value(&bare, &format!("refs/replace/{first}")), None);
+}
+
+/// A server, `alice/repo`'s bare repo, a work tree whose one commit is
+/// pushed to `main`, and that commit's id and tree.
+struct Pushed {
+    dir: tempfile::TempDir,
+    server: TestServer,
+    bare: PathBuf,
+    work: PathBuf,
+    url: String,
+    first: String,
+    tree: String,
+}
+
+fn pushed() -> Pushed {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, server) = forge(dir.path(), &[]);
+    let work = worktree(dir.path(), "work");
+    let url = server.url("/alice/repo.git");
+    git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    let first = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let tree = git_ok(&work, &["rev-parse", "HEAD^{tree}"])
+        .trim()
+        .to_string();
+    Pushed {
+        bare: data.join("repos/alice/repo.git"),
+        dir,
+        server,
+        work,
+        url,
+        first,
+        tree,
+    }
+}
+
+#[test]
+fn a_replace_ref_on_disk_does_not_make_a_rewrite_a_fast_forward() {
+    let Pushed {
+        bare,
+        work,
+        url,
+        first,
+        tree,
+        dir: _dir,
+        server: _server,
+    } = pushed();
+    // `rewrite` shares nothing with main, but its replacement claims
+    // main as its parent.
+    let rewrite = commit_tree(&work, &tree, &[], "a rewrite of main");
+    let posing = commit_tree(&work, &tree, &[&first], "posing as a descendant");
+    replace_on_disk(&bare, &work, &rewrite, &posing);
+    let forced = git(
+        &work,
+        &[
+            "push",
+            "--force",
+            &url,
+            &format!("{rewrite}:refs/heads/main"),
+        ],
+    );
+    assert!(
+        !forced.status.success(),
+        "a rewrite of protected main passed the fast-forward check through a replace ref"
+    );
+    assert!(
+        text(&forced.stderr).contains("only fast-forward pushes are allowed"),
+        "{}",
+        text(&forced.stderr)
+    );
+    assert_eq!(ref_value(&bare, "refs/heads/main"), Some(first));
+}
+
+#[test]
+fn a_replace_ref_on_disk_does_not_hide_a_blob_from_the_size_scan() {
+    let Pushed {
+        bare,
+        work,
+        url,
+        first,
+        tree,
+        dir: _dir,
+        server: _server,
+    } = pushed();
+    // `big` carries a 2 MiB file; its replacement none.
+    std::fs::write(work.join("big.bin"), random_bytes(2 << 20, 7)).unwrap();
+    git_ok(&work, &["add", "big.bin"]);
+    git_ok(&work, &["commit", "-q", "-m", "a big file"]);
+    let big = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let small = commit_tree(&work, &tree, &[&first], "no big file");
+    replace_on_disk(&bare, &work, &big, &small);
+    let pushed = git(&work, &["push", &url, &format!("{big}:refs/heads/main")]);
+    let said = text(&pushed.stderr);
+    assert!(
+        !pushed.status.success(),
+        "a blob over --max-blob-size went in past the blob scan through a replace ref"
+    );
+    assert!(
+        said.contains("big.bin"),
+        "the refusal names the file: {said}"
+    );
+    assert_eq!(ref_value(&bare, "refs/heads/main"), Some(first));
+}
+
+#[test]
+fn a_replace_ref_on_disk_changes_no_page_and_no_clone() {
+    let Pushed {
+        dir,
+        server,
+        bare,
+        work,
+        url,
+        first,
+        tree: _,
+    } = pushed();
+    // main's commit replaced by one with another message and tree.
+    std::fs::write(work.join("README.md"), "# forged readme\n").unwrap();
+    git_ok(&work, &["add", "README.md"]);
+    let forged_tree = git_ok(&work, &["write-tree"]).trim().to_string();
+    let forged = commit_tree(&work, &forged_tree, &[], "forged message");
+    replace_on_disk(&bare, &work, &first, &forged);
+    for path in [
+        format!("/alice/repo/-/commit/{first}"),
+        "/alice/repo".to_string(),
+        "/alice/repo/-/raw/main/README.md".to_string(),
+        "/alice/repo/-/commits/main".to_string(),
+        "/alice/repo/-/tree/main".to_string(),
+        format!("/alice/repo/-/blame/{first}/README.md"),
+    ] {
+        let page = http_get(server.addr, &path);
+        assert_eq!(page.status, 200, "{path}: {}", page.text());
+        let body = page.text();
+        assert!(
+            !body.contains("forged"),
+            "{path} shows the replacement object's content: {body}"
+        );
+    }
+    let raw = http_get(server.addr, "/alice/repo/-/raw/main/README.md");
+    assert_eq!(raw.text(), "# hello\n");
+
+    // A clone gets the commit the id names, not its replacement.
+    let clone = dir.path().join("clone");
+    git_ok(dir.path(), &["clone", "-q", &url, clone.to_str().unwrap()]);
+    let message = git_ok(
+        &clone,
+        &["--no-replace-objects", "log", "-1", "--format=%s"],
+    );
+    assert_eq!(message.trim(), "first");
+    assert_eq!(
+        std::fs::read_to_string(clone.join("README.md")).unwrap(),
+        "# hello\n"
+    );
+}
+
+#[test]
+fn the_same_history_in_two_repos_shows_each_its_own_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, server) = forge(dir.path(), &["alice/twin"]);
+    let work = worktree(dir.path(), "work");
+    let first = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    for repo in ["repo", "twin"] {
+        let url = server.url(&format!("/alice/{repo}.git"));
+        git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    }
+    // One repo's copy of the commit is replaced on disk, and its pages are
+    // viewed first, so any cache keyed without the repo would fill from it.
+    std::fs::write(work.join("README.md"), "# forged readme\n").unwrap();
+    git_ok(&work, &["add", "README.md"]);
+    let forged_tree = git_ok(&work, &["write-tree"]).trim().to_string();
+    let forged = commit_tree(&work, &forged_tree, &[], "forged message");
+    replace_on_disk(&data.join("repos/alice/repo.git"), &work, &first, &forged);
+    let pages = |repo: &str| {
+        [
+            format!("/alice/{repo}/-/commit/{first}"),
+            format!("/alice/{repo}/-/tree/{first}"),
+            format!("/alice/{repo}/-/blame/{first}/README.md"),
+            format!("/alice/{repo}/-/commits/{first}"),
+            format!("/alice/{repo}/-/raw/{first}/README.md"),
+        ]
+    };
+    for repo in ["repo", "twin"] {
+        for path in pages(repo) {
+            let page = http_get(server.addr, &path);
+            assert_eq!(page.status, 200, "{path}: {}", page.text());
+            assert!(
+                !page.text().contains("forged"),
+                "{path} shows what was done to alice/repo: {}",
+                page.text()
+            );
+        }
+    }
+}
