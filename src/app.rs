@@ -107,6 +107,15 @@ impl App {
         // Before anything opens a repo: a repo a crash left half-created
         // would fail every git read.
         repos.finish_interrupted_creations(&config.default_branch);
+        // Before the metadata and the ref state are taken from the logs:
+        // each repo has an incarnation, and only what is of it is its.
+        let adopted = repos
+            .adopt_legacy()
+            .map_err(|e| anyhow::anyhow!(e).context("cannot give the repos their incarnations"))?;
+        ref_state.settle(|name| {
+            let name = crate::repos::RepoName::parse(name).ok()?;
+            repos.incarnation(&name).ok().flatten()
+        });
         let mut repo_dirs: Vec<(String, std::path::PathBuf)> = repos
             .list()
             .into_iter()
@@ -140,6 +149,17 @@ impl App {
             ref_state,
             repos.clone(),
         ));
+        // The upgrade, in the ref log: the rows of each name before this
+        // are the adopting repo's.
+        for (name, incarnation) in &adopted {
+            recorder.mark_incarnation(
+                name,
+                incarnation,
+                crate::hooks::Phase::Adopted,
+                "vole-upgrade",
+                "local",
+            )?;
+        }
         let access = Arc::new(
             Access::new(
                 repos.clone(),

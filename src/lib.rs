@@ -21,6 +21,7 @@ pub mod error_chain;
 pub mod git;
 pub mod hooks;
 pub mod http;
+pub mod incarnation;
 pub mod log;
 pub mod meta;
 pub mod metrics;

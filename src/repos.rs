@@ -12,6 +12,8 @@ use crate::datadir::{DataDir, bare_repo_dirs};
 use crate::durable;
 use crate::git::{Git, GitError};
 
+pub use crate::incarnation::{INCARNATION_FILE, Incarnation, IncarnationError};
+
 /// A file in a repo created private: it is private from the moment it
 /// appears in `data/repos`, before (and whether or not) its ACL is stored;
 /// a stored ACL decides from then on.
@@ -291,6 +293,9 @@ impl Repos {
         if private {
             write_synced(&staged, PRIVATE_MARKER, b"")?;
         }
+        // Its identity from the moment it appears: nothing recorded of an
+        // earlier repo of this name is this one's.
+        Incarnation::mint().write(&staged)?;
         let owner_dir = target.parent().expect("a repo path has an owner dir");
         // An owner spelled another way is the same owner: the repo goes
         // into the directory that exists.
@@ -446,6 +451,40 @@ impl Repos {
             }
         }
         finished
+    }
+
+    /// The incarnation of repo `name` (which exists); `None` for a repo
+    /// from before incarnations that [`Repos::adopt_legacy`] has not seen.
+    pub fn incarnation(&self, name: &RepoName) -> Result<Option<Incarnation>, IncarnationError> {
+        Incarnation::read(&self.path(name))
+    }
+
+    /// The upgrade to incarnations, at start: each repo without one gets
+    /// one that adopts the records written before incarnations existed
+    /// (they name the repo of that name present now), written synced and
+    /// logged. Returns the repos upgraded.
+    pub fn adopt_legacy(&self) -> Result<Vec<(RepoName, Incarnation)>, IncarnationError> {
+        let mut adopted = Vec::new();
+        for info in self.list() {
+            let path = self.path(&info.name);
+            if !path.join("HEAD").is_file() || Incarnation::read(&path)?.is_some() {
+                continue;
+            }
+            let incarnation = Incarnation::mint_adopting_legacy();
+            incarnation
+                .write(&path)
+                .map_err(|source| IncarnationError::Io {
+                    file: path.join(INCARNATION_FILE).display().to_string(),
+                    source,
+                })?;
+            tracing::warn!(
+                repo = %info.name,
+                incarnation = %incarnation,
+                "upgrade: the repository has no incarnation yet; gave it one, and the records written before incarnations existed are its"
+            );
+            adopted.push((info.name, incarnation));
+        }
+        Ok(adopted)
     }
 
     /// A repository's description (empty when git's placeholder is there).

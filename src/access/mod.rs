@@ -44,7 +44,7 @@ use crate::accounts::Identity;
 use crate::hooks::RefUpdate;
 use crate::meta::MetaStore;
 use crate::meta::entity::{Acl, Role, Scope, Visibility};
-use crate::repos::{RepoName, Repos};
+use crate::repos::{Incarnation, RepoName, Repos};
 
 /// Who is asking.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -184,13 +184,16 @@ impl Access {
         owner: &str,
         name: &str,
         action: Action,
-    ) -> Result<RepoName, Denied> {
+    ) -> Result<ResolvedRepo, Denied> {
         let repo = RepoName::from_parts(owner, name).map_err(|_| hidden(principal))?;
         if !self.exists(&repo) {
             return Err(hidden(principal));
         }
-        self.check(principal, action, &repo)?;
-        Ok(repo)
+        let incarnation = self.decide(principal, action, &repo)?;
+        Ok(ResolvedRepo {
+            name: repo,
+            incarnation,
+        })
     }
 
     /// The resolver's existence rule alone: the repo is a bare repo inside
@@ -215,15 +218,38 @@ impl Access {
         action: Action,
         repo: &RepoName,
     ) -> Result<(), Denied> {
+        self.decide(principal, action, repo).map(drop)
+    }
+
+    /// [`Access::check`], returning the incarnation of the repo the
+    /// decision was made about (read with its ACL, in one step).
+    fn decide(
+        &self,
+        principal: &Principal,
+        action: Action,
+        repo: &RepoName,
+    ) -> Result<Option<Incarnation>, Denied> {
         // A store that cannot answer denies (fails closed).
-        let acl = match self.meta.acl(repo) {
-            Ok(acl) => acl,
-            Err(crate::meta::MetaError::NoRepo(_)) => Acl::default_for_repo(),
+        let (acl, incarnation) = match self.meta.acl_of(repo) {
+            Ok(found) => found,
+            Err(crate::meta::MetaError::NoRepo(_)) => (Acl::default_for_repo(), None),
             Err(e) => {
                 tracing::warn!(repo = %repo, error = %crate::error_chain::Chain(&e), "cannot read the ACL; access refused");
                 return Err(hidden(principal));
             }
         };
+        self.decide_on(principal, action, repo, &acl, incarnation.as_ref())?;
+        Ok(incarnation)
+    }
+
+    fn decide_on(
+        &self,
+        principal: &Principal,
+        action: Action,
+        repo: &RepoName,
+        acl: &Acl,
+        incarnation: Option<&Incarnation>,
+    ) -> Result<(), Denied> {
         let public = self.visibility_of(repo, &acl) == Visibility::Public;
         let identity = match principal {
             Principal::Anonymous => {
@@ -242,16 +268,14 @@ impl Access {
             }
             Principal::User(identity) => identity,
         };
-        let role = identity
-            .reaches(repo)
-            .then(|| role_of(identity, repo, &acl))
-            .flatten();
+        let reaches = identity.reaches(repo, incarnation);
+        let role = reaches.then(|| role_of(identity, repo, &acl)).flatten();
         if !public && role.is_none() {
             return Err(Denied::Missing);
         }
         let scope = identity.scope();
         let limited = || {
-            if identity.reaches(repo) {
+            if reaches {
                 None
             } else {
                 Some(format!(
@@ -409,10 +433,10 @@ impl Access {
     /// read a public repo).
     pub fn role(&self, principal: &Principal, repo: &RepoName) -> Option<Role> {
         let identity = principal.identity()?;
-        if !identity.reaches(repo) {
+        let (acl, incarnation) = self.meta.acl_of(repo).ok()?;
+        if !identity.reaches(repo, incarnation.as_ref()) {
             return None;
         }
-        let acl = self.meta.acl(repo).ok()?;
         role_of(identity, repo, &acl)
     }
 
@@ -489,6 +513,39 @@ impl Access {
             }
         }
         refused
+    }
+}
+
+/// A repo the resolver let through: its name, and the incarnation the
+/// decision was about, which everything the request opens or caches for
+/// the repo must be (a repo deleted and created again under the name in
+/// between is another repo). Dereferences to the name.
+#[derive(Debug, Clone)]
+pub struct ResolvedRepo {
+    pub name: RepoName,
+    /// `None` only for a repo from before incarnations (none is left once
+    /// a server has started).
+    pub incarnation: Option<Incarnation>,
+}
+
+impl ResolvedRepo {
+    /// The incarnation's id, for cache keys and handles (empty for a repo
+    /// without one).
+    pub fn incarnation_id(&self) -> &str {
+        self.incarnation.as_ref().map_or("", |i| i.id())
+    }
+}
+
+impl std::ops::Deref for ResolvedRepo {
+    type Target = RepoName;
+    fn deref(&self) -> &RepoName {
+        &self.name
+    }
+}
+
+impl std::fmt::Display for ResolvedRepo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.name.fmt(f)
     }
 }
 

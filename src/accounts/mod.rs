@@ -20,7 +20,7 @@ use crate::log::{Log, LogError};
 use crate::meta::MetaError;
 use crate::meta::MetaStore;
 use crate::meta::entity::{SCHEMA_V, Scope, Token, User};
-use crate::repos::RepoName;
+use crate::repos::{Incarnation, RepoName};
 use audit::{AuditEvent, AuditKind};
 
 /// Longest password accepted, in bytes (argon2 hashes any length; this
@@ -50,8 +50,9 @@ pub struct TokenGrant {
     pub scope: Scope,
     /// Limited to `repos` (else it reaches every repo its user may).
     pub limited: bool,
-    /// The repos it is limited to.
-    pub repos: Vec<RepoName>,
+    /// The repos it is limited to, each with the incarnation it was made
+    /// for (`None`: made before incarnations existed).
+    pub repos: Vec<(RepoName, Option<String>)>,
 }
 
 impl Identity {
@@ -61,12 +62,17 @@ impl Identity {
         self.token.as_ref().map_or(Scope::Admin, |t| t.scope)
     }
 
-    /// The credential reaches `repo`: no token, or a token not limited
-    /// to other repos.
-    pub fn reaches(&self, repo: &RepoName) -> bool {
-        self.token
-            .as_ref()
-            .is_none_or(|t| !t.limited || t.repos.contains(repo))
+    /// The credential reaches `repo`, whose incarnation is `incarnation`:
+    /// no token, or a token not limited to other repos. A token limited to
+    /// a name reaches the repo it was made for, not one created under the
+    /// name since.
+    pub fn reaches(&self, repo: &RepoName, incarnation: Option<&Incarnation>) -> bool {
+        self.token.as_ref().is_none_or(|t| {
+            !t.limited
+                || t.repos.iter().any(|(name, made_for)| {
+                    name == repo && incarnation.is_some_and(|i| i.owns(made_for.as_deref()))
+                })
+        })
     }
 
     /// The credential is limited to no repos: it carries its user's power
@@ -350,10 +356,20 @@ impl Accounts {
             )));
         }
         let mut repos = Vec::new();
+        let mut incarnations = std::collections::BTreeMap::new();
         for repo in &request.repos {
             let name =
                 RepoName::parse(repo).map_err(|e| AccountError::Invalid(format!("--repo: {e}")))?;
             if !repos.contains(&name.to_string()) {
+                // The repo of that name now, and no later one.
+                let incarnation = match self.meta.incarnation(&name) {
+                    Ok(Some(incarnation)) => incarnation.id().to_string(),
+                    Ok(None) | Err(MetaError::NoRepo(_)) => {
+                        crate::meta::entity::NO_SUCH_REPO.to_string()
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                incarnations.insert(name.to_string(), incarnation);
                 repos.push(name.to_string());
             }
         }
@@ -385,6 +401,7 @@ impl Accounts {
             user: request.user,
             scope: request.scope,
             repos,
+            incarnations,
             secret_sha256: made.hash.to_hex(),
             expires_at,
             revoked: false,
@@ -480,7 +497,10 @@ impl Accounts {
         let repos = stored
             .repos
             .iter()
-            .filter_map(|r| RepoName::parse(r).ok())
+            .filter_map(|r| {
+                let name = RepoName::parse(r).ok()?;
+                Some((name, stored.incarnations.get(r).cloned()))
+            })
             .collect();
         Ok(Identity {
             user: user.name,

@@ -482,7 +482,7 @@ pub async fn put_settings(
         )
     {
         return Err(crate::control::LifecycleError::NoSuchBranch {
-            repo: name,
+            repo: name.name,
             branch: put.default_branch,
         }
         .into());

@@ -21,7 +21,7 @@ use crate::http::AppError;
 use crate::http::page::ApiPage;
 use crate::meta::MetaStore;
 use crate::page::Pagination;
-use crate::repos::{RepoName, Repos};
+use crate::repos::Repos;
 
 /// What the API handlers need of the server.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ fn resolve(
     owner: &str,
     repo: &str,
     action: Action,
-) -> Result<RepoName, AppError> {
+) -> Result<crate::access::ResolvedRepo, AppError> {
     app.access
         .resolve(principal, owner, repo, action)
         .map_err(|denied| {

@@ -62,18 +62,31 @@ pub fn check(data: &DataDir, git: &Git) -> CheckReport {
     let log_dir = data.log_dir();
     let repos = super::repos_on_disk(data);
     report.repos = repos.len();
+    // What is recorded of a repo is checked against it only when it is of
+    // its incarnation (a deleted repo's records are not its successor's).
+    let incarnations: HashMap<String, crate::repos::Incarnation> = repos
+        .iter()
+        .filter_map(|(name, dir)| Some((name.clone(), crate::repos::Incarnation::read(dir).ok()??)))
+        .collect();
 
     // The logs, read back whole.
     let mut ref_state = RefState::default();
     let refs_read = read_log::<RefMove>(&log_dir, &mut report, valid_ref_move, |entry| {
         ref_state.apply(entry)
     });
+    ref_state.settle(|name| incarnations.get(name).cloned());
     let meta_file = log_dir.join(MetaWrite::FILE_NAME);
     let applied = crate::log::read_applied(&meta_file);
     let mut writes: HashMap<(String, u8), ShardWrites> = HashMap::new();
     let meta_last = read_log::<MetaWrite>(&log_dir, &mut report, valid_meta_write, |entry| {
         if let Entry::Txn { seq, rows } = entry {
             for row in rows {
+                if incarnations
+                    .get(&row.repo)
+                    .is_some_and(|i| !i.owns(Some(&row.incarnation)))
+                {
+                    continue;
+                }
                 let shard = writes.entry((row.repo, row.shard)).or_default();
                 shard.last = shard.last.max(seq);
                 if seq <= applied {

@@ -146,6 +146,25 @@ impl ControlState {
             &self.config.default_branch,
             new.private,
         )?;
+        // The ref log learns the new repo's incarnation before anything of
+        // it is recorded: what it held of the name before is another
+        // repo's.
+        let incarnation = self
+            .repos
+            .incarnation(&name)
+            .map_err(|e| RepoError::Io(std::io::Error::other(e)))?
+            .ok_or_else(|| {
+                RepoError::Io(std::io::Error::other("the new repo has no incarnation"))
+            })?;
+        self.recorder.forget_repo(&name);
+        self.meta.forget_repo(&name);
+        self.recorder.mark_incarnation(
+            &name,
+            &incarnation,
+            crate::hooks::Phase::Born,
+            actor.name,
+            actor.client,
+        )?;
         if new.private || new.owner.is_some() {
             let put = AclPut {
                 version: 0,
@@ -166,7 +185,7 @@ impl ControlState {
             let _ = self.meta.acl(&name);
         }
         let detail = format!(
-            "{}{}",
+            "{}{} incarnation={incarnation}",
             if new.private { "private" } else { "public" },
             new.owner.map(|o| format!(" owner={o}")).unwrap_or_default()
         );
@@ -263,16 +282,26 @@ impl ControlState {
         if !self.meta.flush(std::time::Duration::from_secs(10)) {
             tracing::warn!(repo = %name, "metadata writes still pending as the repo moves to the trash; they stay in the log");
         }
+        let incarnation = self.repos.incarnation(name).ok().flatten();
+        let repo_dir = self.repos.path(name);
         let trashed = self.repos.move_to_trash(name)?;
         // Gone from every route from here (the resolver finds no repo); the
-        // store and the caches forget it.
+        // store, the ref state, the gix handles and the caches forget it
+        // (the caches' keys carry its incarnation, so what they still hold
+        // of it answers no request again and ages out).
         self.meta.forget_repo(name);
+        self.recorder.forget_repo(name);
+        crate::git::forget_gix(&repo_dir);
         self.accounts.audit(AuditEvent::new(
             AuditKind::RepoDeleted,
             actor.name,
             &name.to_string(),
             actor.client,
-            format!("moved to {}", trashed.display()),
+            format!(
+                "moved to {} incarnation={}",
+                trashed.display(),
+                incarnation.as_ref().map_or("", |i| i.id())
+            ),
         ))?;
         tracing::info!(repo = %name, trash = %trashed.display(), "repository moved to the trash");
         Ok(())

@@ -214,9 +214,12 @@ async fn serve_pack(
         let _ = write_reply(write, &Reply::error(format!("repository {name} not found"))).await;
         return;
     }
+    // Keyed by the repo and its incarnation: a repo created again under
+    // the name never gets the first one's packs.
+    let incarnation = app.meta.incarnation(&name).ok().flatten();
     let request = PackRequest {
         repo_dir: app.repos.path(&name),
-        repo,
+        repo: format!("{repo}#{}", incarnation.as_ref().map_or("", |i| i.id())),
         args,
         stdin: stdin.into_bytes(),
     };

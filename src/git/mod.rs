@@ -371,24 +371,57 @@ pub fn open_gix(path: &Path) -> gix::Result<gix::Repository> {
     gix::open_opts(path, options)
 }
 
-/// A gix handle on the repo at `path` for a reader that runs often (site
-/// requests, web pages): the shared handle is opened once per repo (opening
-/// reads the repo's config and lists its packs) and each call gets a
-/// thread-local copy. Refs are read from disk on every lookup and a missing
-/// object makes gix look for new packs, so a push is seen at once.
-pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
-    type Handles =
-        parking_lot::Mutex<std::collections::HashMap<PathBuf, gix::ThreadSafeRepository>>;
+/// The shared handles, one per (repo path, incarnation).
+type Handles =
+    parking_lot::Mutex<std::collections::HashMap<(PathBuf, String), gix::ThreadSafeRepository>>;
+
+fn handles() -> &'static Handles {
     static HANDLES: std::sync::OnceLock<Handles> = std::sync::OnceLock::new();
-    let handles = HANDLES.get_or_init(Default::default);
-    if let Some(shared) = handles.lock().get(path) {
+    HANDLES.get_or_init(Default::default)
+}
+
+/// A gix handle on the repo at `path`, of incarnation `incarnation` (the
+/// id the access decision was about; empty for a repo without one), for a
+/// reader that runs often (site requests, web pages): the shared handle is
+/// opened once per repo and incarnation (opening reads the repo's config
+/// and lists its packs) and each call gets a thread-local copy. A handle
+/// is opened only after the repo at `path` is seen to be that
+/// incarnation, so a repo deleted and created again under the name is
+/// never read for a request about the first. Refs are read from disk on
+/// every lookup and a missing object makes gix look for new packs, so a
+/// push is seen at once.
+pub fn shared_gix(path: &Path, incarnation: &str) -> gix::Result<gix::Repository> {
+    let key = (path.to_path_buf(), incarnation.to_string());
+    if let Some(shared) = handles().lock().get(&key) {
         return Ok(shared.to_thread_local());
     }
     let repo = open_gix(path)?;
-    handles
-        .lock()
-        .insert(path.to_path_buf(), repo.clone().into_sync());
+    // Read after the open: a repo replaced in between is refused here.
+    let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
+    if on_disk.as_ref().map_or("", |i| i.id()) != incarnation {
+        use gix::error::ErrorExt;
+        return Err(gix::error::message(
+            "the repository is not the one the request was decided for (deleted, or created again under its name)",
+        )
+        .raise());
+    }
+    handles().lock().insert(key, repo.clone().into_sync());
     Ok(repo)
+}
+
+/// [`shared_gix`] for the incarnation the repo at `path` is now, for a
+/// reader whose every answer is derived from object ids alone (the sites'
+/// store: its caches are keyed by ids, and a root's resolution by the
+/// repo and its incarnation).
+pub fn shared_gix_current(path: &Path) -> gix::Result<gix::Repository> {
+    let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
+    shared_gix(path, on_disk.as_ref().map_or("", |i| i.id()))
+}
+
+/// Drops every shared handle on the repo at `path` (any incarnation): a
+/// deleted repo's objects are read through none of them again.
+pub fn forget_gix(path: &Path) {
+    handles().lock().retain(|(at, _), _| at != path);
 }
 
 /// A branch name as git takes it: `refs/heads/<name>` passes git's ref

@@ -8,7 +8,7 @@
 //! objects' headers, two git processes, memory for the few paths reported.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use super::RefUpdate;
 

@@ -44,6 +44,14 @@ pub enum Phase {
     /// repo default-branch`. `new` is that branch's tip then, `old` none.
     /// Not a move of `ref`: the ref state ignores it.
     Head = 6,
+    /// A repo was created under the name: `ref` holds its incarnation
+    /// ([`crate::repos::Incarnation`]), `old` and `new` none. The rows of
+    /// the name before it belong to earlier repos of the name (deleted
+    /// since), the rows after it to this one.
+    Born = 7,
+    /// The upgrade to incarnations: the repo of the name present then took
+    /// incarnation `ref`, and the rows of the name before it are its.
+    Adopted = 8,
 }
 
 impl Phase {
@@ -56,6 +64,8 @@ impl Phase {
             4 => Phase::Checkpoint,
             5 => Phase::Restored,
             6 => Phase::Head,
+            7 => Phase::Born,
+            8 => Phase::Adopted,
             _ => return None,
         })
     }
@@ -68,6 +78,8 @@ impl Phase {
             Phase::Checkpoint => "checkpoint",
             Phase::Restored => "restored",
             Phase::Head => "head",
+            Phase::Born => "born",
+            Phase::Adopted => "adopted",
         }
     }
 }

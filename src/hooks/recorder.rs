@@ -24,7 +24,7 @@ use super::{Phase, RefMove};
 use crate::durable;
 use crate::log::{Entry, Log, LogError, now_ns};
 use crate::page::Pagination;
-use crate::repos::{NameError, RepoName, Repos};
+use crate::repos::{Incarnation, NameError, RepoName, Repos};
 
 /// Most activity entries kept in memory per repo.
 pub const ACTIVITY_PER_REPO: usize = 1000;
@@ -63,6 +63,9 @@ pub struct RefState {
     /// here.
     pub(super) moved_from: HashMap<String, HashMap<String, Option<String>>>,
     activity: HashMap<String, VecDeque<ActivityEntry>>,
+    /// repo -> the incarnation the rows above are of (the last `born` or
+    /// `adopted` row of the name; absent: rows from before incarnations).
+    incarnations: HashMap<String, String>,
 }
 
 impl RefState {
@@ -83,10 +86,64 @@ impl RefState {
         match entry {
             Entry::Checkpoint(rows) => {
                 for row in rows {
-                    self.set_known(&row);
+                    match row.phase {
+                        Phase::Born | Phase::Adopted => self.mark_incarnation(&row),
+                        _ => self.set_known(&row),
+                    }
                 }
             }
             Entry::Txn { seq, rows } => self.apply_txn(seq, &rows),
+        }
+    }
+
+    /// Forgets everything of `repo` (deleted, or another repo of the
+    /// name from here on).
+    pub(super) fn forget(&mut self, repo: &str) {
+        self.known.remove(repo);
+        self.moved_from.remove(repo);
+        self.activity.remove(repo);
+        self.incarnations.remove(repo);
+        self.pending.retain(|(name, _, _), _| name != repo);
+    }
+
+    /// A `born` row starts a new repo of the name: what the rows before it
+    /// said is another repo's. An `adopted` row names the incarnation of
+    /// the rows before it.
+    fn mark_incarnation(&mut self, row: &RefMove) {
+        if row.phase == Phase::Born && self.incarnations.get(&row.repo) != Some(&row.ref_name) {
+            self.forget(&row.repo);
+        }
+        self.incarnations
+            .insert(row.repo.clone(), row.ref_name.clone());
+    }
+
+    /// After replay: the state of each repo on disk is kept only when its
+    /// rows are of the incarnation it is (`incarnation_of` tells); the
+    /// rows of a name whose repo is another (a `born` row lost to a crash
+    /// between the creation and its record) or gone are forgotten, so
+    /// nothing of a deleted repo reaches one created under its name.
+    pub fn settle(&mut self, incarnation_of: impl Fn(&str) -> Option<Incarnation>) {
+        let names: Vec<String> = self
+            .known
+            .keys()
+            .chain(self.activity.keys())
+            .chain(self.moved_from.keys())
+            .chain(self.pending.keys().map(|(name, _, _)| name))
+            .cloned()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        for name in names {
+            let recorded = self.incarnations.get(&name).map(String::as_str);
+            match incarnation_of(&name) {
+                Some(on_disk) if on_disk.owns(recorded) => {
+                    self.incarnations.insert(name, on_disk.id().to_string());
+                }
+                Some(_) => self.forget(&name),
+                // No repo there: its rows stay (the start-up restore and
+                // `vole check` skip what is not on disk).
+                None => {}
+            }
         }
     }
 
@@ -125,6 +182,7 @@ impl RefState {
                 // HEAD's target is read from HEAD itself; the row is the
                 // log's record of the change.
                 Phase::Head => {}
+                Phase::Born | Phase::Adopted => self.mark_incarnation(row),
             }
         }
     }
@@ -357,6 +415,41 @@ impl RefRecorder {
         Ok(seq)
     }
 
+    /// Records that repo `repo` is now incarnation `incarnation`: a `born`
+    /// row for a repo just created (what the log held of the name before
+    /// is forgotten), an `adopted` one for a repo given an incarnation at
+    /// the upgrade. Durable before it returns. Blocking.
+    pub fn mark_incarnation(
+        &self,
+        repo: &RepoName,
+        incarnation: &Incarnation,
+        phase: Phase,
+        actor: &str,
+        client: &str,
+    ) -> Result<u64, RecordError> {
+        debug_assert!(matches!(phase, Phase::Born | Phase::Adopted));
+        let rows = vec![RefMove {
+            time_ns: now_ns(),
+            repo: repo.to_string(),
+            ref_name: incarnation.id().to_string(),
+            old: None,
+            new: None,
+            actor: actor.to_string(),
+            client: client.to_string(),
+            push_id: 0,
+            phase,
+        }];
+        let seq = self.log.commit(&rows)?;
+        self.state().apply_txn(seq, &rows);
+        Ok(seq)
+    }
+
+    /// Forgets a deleted repo: its refs, activity and pushes under way as
+    /// the log told them (the log keeps its rows).
+    pub fn forget_repo(&self, repo: &RepoName) {
+        self.state().forget(&repo.to_string());
+    }
+
     /// The feed's generation: changes whenever a ref move is published.
     pub fn generation(&self) -> u64 {
         self.generation.load(std::sync::atomic::Ordering::Acquire)
@@ -386,6 +479,21 @@ impl RefRecorder {
         let (checkpoint, oldest_pending) = {
             let state = self.state();
             let mut rows = Vec::new();
+            // Each repo's incarnation first (a row sorting before its refs):
+            // what the checkpoint says of a name is of that incarnation.
+            for (repo, incarnation) in &state.incarnations {
+                rows.push(RefMove {
+                    time_ns: now_ns(),
+                    repo: repo.clone(),
+                    ref_name: incarnation.clone(),
+                    old: None,
+                    new: None,
+                    actor: "vole-checkpoint".into(),
+                    client: "local".into(),
+                    push_id: 0,
+                    phase: Phase::Born,
+                });
+            }
             for (repo, refs) in &state.known {
                 for (ref_name, oid) in refs {
                     rows.push(RefMove {
@@ -401,7 +509,14 @@ impl RefRecorder {
                     });
                 }
             }
-            rows.sort_by(|a, b| (&a.repo, &a.ref_name).cmp(&(&b.repo, &b.ref_name)));
+            // A repo's `born` row before its refs.
+            rows.sort_by(|a, b| {
+                (&a.repo, a.phase != Phase::Born, &a.ref_name).cmp(&(
+                    &b.repo,
+                    b.phase != Phase::Born,
+                    &b.ref_name,
+                ))
+            });
             (rows, state.pending.values().map(|(seq, _)| *seq).min())
         };
         let (written, _) = self.log.watermarks();

@@ -30,9 +30,10 @@
 //!
 //! A new kind (e.g. audit events) is a new [`RecordKind`] with its own file:
 //! old files are never rewritten, and a reader that does not know the kind
-//! never opens its file. A new nullable column in an existing kind bumps its
-//! `SCHEMA_VERSION`; files are rewritten to the new schema only by a
-//! compaction. (Why not one file with a kind column: every null column still
+//! never opens its file. A new column at the end of an existing kind bumps
+//! its `SCHEMA_VERSION`, and `previous_fields` names the columns before it:
+//! a file of the previous schema is read (the new column at its default)
+//! and rewritten to the new schema when the log opens (`upgrade.rs`). (Why not one file with a kind column: every null column still
 //! costs ~80 bytes of IPC metadata per batch, which would double the size of
 //! a one-ref transaction.)
 //!
@@ -42,7 +43,9 @@
 //! and framing), [`gate`] (group commit, no I/O in its state machine),
 //! [`storage`] (the file layer and its fsync), [`counters`], [`tail`]
 //! (readers that follow the file), `replay.rs` (reading a file back,
-//! torn tails), `compact.rs` (the only code that replaces a file), and
+//! torn tails), `compact.rs` (which replaces a file while the log is
+//! open), `upgrade.rs` (which rewrites a file of a kind's previous schema
+//! at open), and
 //! here the [`Log`] that ties them: open, the writer mutex, append and
 //! commit.
 
@@ -54,6 +57,7 @@ pub mod record;
 mod replay;
 pub mod storage;
 pub mod tail;
+mod upgrade;
 
 use parking_lot::Mutex;
 use std::fs::File;
@@ -177,6 +181,13 @@ impl<K: RecordKind> Log<K> {
             },
             Err(e) => return Err(io(&path, e)),
         };
+        // A file of the previous schema is rewritten first (its torn tail,
+        // if any, is left behind with it).
+        let upgraded_len = if replay.previous_schema {
+            Some(upgrade::rewrite_to_current::<K>(&path, &opener, &replay)?)
+        } else {
+            None
+        };
         let storage = opener(&path).map_err(|e| io(&path, e))?;
         if let Some(torn) = &replay.torn {
             tracing::warn!(
@@ -187,8 +198,8 @@ impl<K: RecordKind> Log<K> {
                 "log tail was torn (a write cut short by a crash); truncated it, every complete transaction before it is kept"
             );
         }
-        let mut len = replay.valid_len;
-        if replay.torn.is_some() || replay.empty {
+        let mut len = upgraded_len.unwrap_or(replay.valid_len);
+        if upgraded_len.is_none() && (replay.torn.is_some() || replay.empty) {
             storage
                 .truncate(replay.valid_len)
                 .map_err(|e| io(&path, e))?;

@@ -55,6 +55,13 @@ pub trait RecordKind: Sized + Clone + Send + Sync + 'static {
 
     /// The columns, without metadata (the log adds `vole.*` keys).
     fn fields() -> Vec<Field>;
+    /// The columns of the schema version before this one, when a file of
+    /// it can still be read: `rows` takes its batches (a column it lacks
+    /// read as its default), and [`crate::log::Log::open`] rewrites such a
+    /// file to the current schema before appending to it.
+    fn previous_fields() -> Option<Vec<Field>> {
+        None
+    }
     /// `fields()` as a schema, built once per kind (each transaction's
     /// batch carries it; building it per batch was a dozen allocations).
     fn batch_schema() -> SchemaRef;

@@ -33,6 +33,9 @@ pub struct Replay {
     pub torn: Option<TornTail>,
     /// The file had no complete schema message.
     pub empty: bool,
+    /// The file was written with the kind's previous schema
+    /// ([`RecordKind::previous_fields`]): [`Log::open`] rewrites it.
+    pub previous_schema: bool,
 }
 
 impl Replay {
@@ -211,14 +214,18 @@ pub(super) fn accept_frame<K: RecordKind>(
             .get(meta_keys::KIND)
             .cloned()
             .unwrap_or_else(|| "(no vole.kind)".into());
-        let same_fields = schema.fields().len() == K::fields().len()
-            && schema
-                .fields()
-                .iter()
-                .zip(K::fields())
-                .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type());
+        let same_fields = |fields: &[arrow_schema::Field]| {
+            schema.fields().len() == fields.len()
+                && schema
+                    .fields()
+                    .iter()
+                    .zip(fields)
+                    .all(|(a, b)| a.name() == b.name() && a.data_type() == b.data_type())
+        };
+        let current = same_fields(&K::fields());
+        replay.previous_schema = !current && K::previous_fields().is_some_and(|f| same_fields(&f));
         let kind_ok = metadata.get(meta_keys::KIND).is_none_or(|k| k == K::KIND);
-        if !same_fields || !kind_ok {
+        if !(current || replay.previous_schema) || !kind_ok {
             return Err(AcceptError::Fatal(LogError::WrongKind {
                 path: path.to_path_buf(),
                 found,

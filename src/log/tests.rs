@@ -804,6 +804,11 @@ fn a_meta_write_laid_out_directly_encodes_to_the_bytes_arrow_writes() {
         }
         .into(),
         body: body.into(),
+        incarnation: if i.is_multiple_of(3) {
+            String::new()
+        } else {
+            format!("01KC{i:022}")
+        },
     };
     let cases: Vec<Vec<MetaWrite>> = vec![
         vec![row(1, r#"{"v":1,"title":"one row"}"#)],
@@ -839,6 +844,7 @@ fn pyarrow_reads_the_meta_log_with_the_right_rows() {
         shard: (i * 100 % 256) as u8,
         kind: "issue".into(),
         body: body.into(),
+        incarnation: format!("01KC00000000000000000000{i:02}"),
     };
     log.commit(&[write(1, r#"{"v":1,"title":"first"}"#)])
         .unwrap();
@@ -852,7 +858,7 @@ for b in batches:
     cols = {n: b.column(n).to_pylist() for n in b.schema.names if n != "time"}
     cols["time"] = b.column("time").cast(pa.int64()).to_pylist()
     for i in range(b.num_rows):
-        print(*(repr(cols[n][i]) for n in ["time", "repo", "entity_id", "shard", "kind", "body"]))
+        print(*(repr(cols[n][i]) for n in ["time", "repo", "entity_id", "shard", "kind", "body", "incarnation"]))
 "#;
     let output = std::process::Command::new("python3")
         .arg("-c")
@@ -866,13 +872,98 @@ for b in batches:
         String::from_utf8_lossy(&output.stderr)
     );
     let expected = "batches 2 type timestamp[ns, tz=UTC]\n\
-         1764000000000000001 'alice/vole' '01KB0000000000000000000001' 100 'issue' '{\"v\":1,\"title\":\"first\"}'\n\
-         1764000000000000002 'alice/vole' '01KB0000000000000000000002' 200 'issue' 'naïve ✓'\n\
-         1764000000000000003 'alice/vole' '01KB0000000000000000000003' 44 'issue' ''\n";
+         1764000000000000001 'alice/vole' '01KB0000000000000000000001' 100 'issue' '{\"v\":1,\"title\":\"first\"}' '01KC0000000000000000000001'\n\
+         1764000000000000002 'alice/vole' '01KB0000000000000000000002' 200 'issue' 'naïve ✓' '01KC0000000000000000000002'\n\
+         1764000000000000003 'alice/vole' '01KB0000000000000000000003' 44 'issue' '' '01KC0000000000000000000003'\n";
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         expected,
         "pyarrow read other rows from the meta log than were committed"
+    );
+}
+
+/// A meta log as vole wrote it before incarnations (schema version 1:
+/// no `incarnation` column), `txns` one-row transactions.
+fn plant_version_1_meta_log(dir: &Path, txns: usize) -> Vec<MetaWrite> {
+    let fields = MetaWrite::previous_fields().unwrap();
+    let metadata = HashMap::from([
+        ("vole.kind".to_string(), "meta_write".to_string()),
+        ("vole.schema_version".to_string(), "1".to_string()),
+        ("vole.base_seq".to_string(), "1".to_string()),
+        ("vole.checkpoint_frames".to_string(), "0".to_string()),
+    ]);
+    let schema = Arc::new(arrow_schema::Schema::new_with_metadata(fields, metadata));
+    let mut encoder = frame::FrameEncoder::new();
+    let mut bytes = encoder.schema(&schema);
+    let rows: Vec<MetaWrite> = (0..txns)
+        .map(|i| MetaWrite {
+            time_ns: 1_764_000_000_000_000_000 + i as i64,
+            repo: "alice/old".into(),
+            entity_id: format!("01KB{i:022}"),
+            shard: i as u8,
+            kind: "issue".into(),
+            body: format!(r#"{{"v":1,"n":{i}}}"#),
+            incarnation: String::new(),
+        })
+        .collect();
+    for row in &rows {
+        let columns = MetaWrite::columns(std::slice::from_ref(row));
+        let batch = RecordBatch::try_new(
+            Arc::new(arrow_schema::Schema::new(
+                MetaWrite::previous_fields().unwrap(),
+            )),
+            columns[..6].to_vec(),
+        )
+        .unwrap();
+        bytes.extend(encoder.batch(&batch).unwrap());
+    }
+    std::fs::write(dir.join(MetaWrite::FILE_NAME), bytes).unwrap();
+    rows
+}
+
+#[test]
+fn a_log_of_the_previous_schema_is_read_rewritten_to_the_current_one_and_appended_to() {
+    let dir = tempfile::tempdir().unwrap();
+    let planted = plant_version_1_meta_log(dir.path(), 3);
+    let mut seen = Vec::new();
+    let (log, replay) = Log::<MetaWrite>::open(dir.path(), |entry| {
+        if let Entry::Txn { seq, rows } = entry {
+            seen.push((seq, rows));
+        }
+    })
+    .unwrap();
+    assert!(
+        replay.previous_schema,
+        "the planted file is not of version 1"
+    );
+    assert_eq!(
+        seen,
+        planted
+            .iter()
+            .enumerate()
+            .map(|(i, row)| (i as u64 + 1, vec![row.clone()]))
+            .collect::<Vec<_>>(),
+        "the version 1 records, read with an empty incarnation"
+    );
+    let mut row = planted[0].clone();
+    row.incarnation = "01KC0000000000000000000000".into();
+    assert_eq!(log.commit(&[row.clone()]).unwrap(), 4);
+    drop(log);
+    // Read again: one file of the current schema, every transaction kept.
+    let mut again = Vec::new();
+    let (_, replay) = Log::<MetaWrite>::open(dir.path(), |entry| {
+        if let Entry::Txn { seq, rows } = entry {
+            again.push((seq, rows));
+        }
+    })
+    .unwrap();
+    assert!(!replay.previous_schema, "the file was not rewritten");
+    assert_eq!(again.len(), 4);
+    assert_eq!(again[3], (4, vec![row]));
+    assert_eq!(again[..3], seen[..]);
+    assert!(
+        !dir.path().join("meta.arrow.upgrade").exists(),
+        "the rewrite's temporary file was left behind"
     );
 }
 

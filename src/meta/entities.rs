@@ -251,6 +251,36 @@ impl MetaStore {
         })
     }
 
+    /// The incarnation of `repo` whose metadata the store holds (`None`:
+    /// a repo from before incarnations); [`MetaError::NoRepo`] when there
+    /// is no such repo.
+    pub fn incarnation(
+        &self,
+        repo: &RepoName,
+    ) -> Result<Option<crate::repos::Incarnation>, MetaError> {
+        self.check_failed()?;
+        Ok(self.repo(repo)?.incarnation.clone())
+    }
+
+    /// The repo's ACL and the incarnation it belongs to, read together:
+    /// an access decision made on this ACL is about that incarnation, and
+    /// whatever the caller goes on to open must be the same one.
+    pub fn acl_of(
+        &self,
+        repo: &RepoName,
+    ) -> Result<(Acl, Option<crate::repos::Incarnation>), MetaError> {
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
+        let acl = meta
+            .state
+            .lock()
+            .index
+            .acl()
+            .cloned()
+            .unwrap_or_else(Acl::default_for_repo);
+        Ok((acl, meta.incarnation.clone()))
+    }
+
     pub fn put_acl(&self, repo: &RepoName, put: AclPut) -> Result<Acl, MetaError> {
         entity::check_members(&put.members)?;
         if let Some(owner) = &put.owner {

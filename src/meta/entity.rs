@@ -8,6 +8,8 @@
 //! for outside readers in `docs/metadata-format.md`.
 
 use crate::tree_path::TreePath;
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 /// Schema version written into every new document.
@@ -234,6 +236,10 @@ impl User {
     }
 }
 
+/// What a token limited to a repo that did not exist when it was made
+/// records as that repo's incarnation: it matches no repo, ever.
+pub const NO_SUCH_REPO: &str = "none";
+
 /// An access token: its public id, what it may do, and the SHA-256 of
 /// its secret (never the secret).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -248,6 +254,14 @@ pub struct Token {
     /// Repos (`owner/name`) the token is limited to; empty: every repo
     /// its user may reach.
     pub repos: Vec<String>,
+    /// The incarnation of each of `repos` when the token was made
+    /// ([`crate::repos::Incarnation`]; [`NO_SUCH_REPO`] when there was no
+    /// repo of that name): the token reaches that repo only, never a repo
+    /// created under the name later. A name without an entry is from a
+    /// token made before incarnations existed, and reaches the repo of
+    /// that name present at the upgrade.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub incarnations: BTreeMap<String, String>,
     pub secret_sha256: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,

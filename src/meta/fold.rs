@@ -126,6 +126,10 @@ pub enum GitError {
     KeptMoving(usize),
     #[error("a {0} thread panicked")]
     Panicked(&'static str),
+    #[error(transparent)]
+    Incarnation(#[from] crate::repos::IncarnationError),
+    #[error("the repository was replaced by another of the same name")]
+    Replaced,
 }
 
 /// Building a shard's commits in memory failed.

@@ -130,7 +130,22 @@ pub(super) fn fold_repo(
     // Through settling: a backup's cut sees every shard ref before or
     // after this fold, never between.
     let _gate = inner.fold_gate.lock();
-    let repo = match handles.entry(meta.name.clone()) {
+    // A repo deleted and created again under the name is another repo:
+    // what was written to the first is never folded into the second.
+    if meta.incarnation.is_some()
+        && crate::repos::Incarnation::read(&meta.git_dir)
+            .ok()
+            .flatten()
+            != meta.incarnation
+    {
+        tracing::warn!(
+            repo = meta.name,
+            "the repository was deleted (or replaced) with metadata writes pending; they stay in the log, folded nowhere"
+        );
+        handles.remove(&handle_key(meta));
+        return;
+    }
+    let repo = match handles.entry(handle_key(meta)) {
         std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
         std::collections::hash_map::Entry::Vacant(e) => match fold::open_repo(&meta.git_dir) {
             Ok(repo) => e.insert(repo),
@@ -168,7 +183,15 @@ pub(super) fn fold_repo(
     );
     if !settle_fold(inner, meta, &batch, result, now) {
         // Reopen next time.
-        handles.remove(&meta.name);
+        handles.remove(&handle_key(meta));
+    }
+}
+
+/// The fold's handle on a repo belongs to one incarnation of its name.
+fn handle_key(meta: &RepoMeta) -> String {
+    match &meta.incarnation {
+        Some(incarnation) => format!("{}#{incarnation}", meta.name),
+        None => meta.name.clone(),
     }
 }
 

@@ -219,6 +219,10 @@ struct RepoState {
 struct RepoMeta {
     name: String,
     git_dir: PathBuf,
+    /// The repo's incarnation as it was when its metadata was loaded
+    /// (`None`: the system repo): its writes carry it, and only records
+    /// that carry it are its.
+    incarnation: Option<crate::repos::Incarnation>,
     state: Mutex<RepoState>,
     /// What the fold last saw each shard ref hold (the fold thread's).
     tips: Mutex<HashMap<u8, Option<ObjectId>>>,
@@ -462,6 +466,11 @@ impl MetaStore {
                     shard,
                     kind: entity.kind().to_string(),
                     body,
+                    incarnation: meta
+                        .incarnation
+                        .as_ref()
+                        .map(|i| i.id().to_string())
+                        .unwrap_or_default(),
                 };
                 let frame = inner
                     .log

@@ -28,12 +28,16 @@ pub struct MetaWrite {
     pub kind: String,
     /// The entity's JSON document.
     pub body: String,
+    /// The incarnation of the repo written to
+    /// ([`crate::repos::Incarnation`]); empty for the system repo and for
+    /// records written before incarnations existed (schema version 1).
+    pub incarnation: String,
 }
 
 impl RecordKind for MetaWrite {
     const KIND: &'static str = "meta_write";
     const FILE_NAME: &'static str = "meta.arrow";
-    const SCHEMA_VERSION: u32 = 1;
+    const SCHEMA_VERSION: u32 = 2;
 
     fn batch_schema() -> SchemaRef {
         static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
@@ -41,20 +45,34 @@ impl RecordKind for MetaWrite {
     }
 
     fn fields() -> Vec<Field> {
-        vec![
+        let mut fields = Self::previous_fields().expect("version 1 is readable");
+        fields.push(Field::new("incarnation", DataType::Utf8, false));
+        fields
+    }
+
+    /// Version 1: no `incarnation`.
+    fn previous_fields() -> Option<Vec<Field>> {
+        Some(vec![
             time_field(),
             Field::new("repo", DataType::Utf8, false),
             Field::new("entity_id", DataType::Utf8, false),
             Field::new("shard", DataType::UInt8, false),
             Field::new("kind", DataType::Utf8, false),
             Field::new("body", DataType::Utf8, false),
-        ]
+        ])
     }
 
     fn body(rows: &[Self]) -> Option<BatchBody> {
         let strings: usize = rows
             .iter()
-            .map(|r| r.repo.len() + r.entity_id.len() + r.kind.len() + r.body.len() + 16)
+            .map(|r| {
+                r.repo.len()
+                    + r.entity_id.len()
+                    + r.kind.len()
+                    + r.body.len()
+                    + r.incarnation.len()
+                    + 20
+            })
             .sum();
         let mut body = BatchBody::new(rows.len(), strings + rows.len() * 9);
         body.fixed(rows.iter().map(|r| r.time_ns.to_le_bytes()));
@@ -63,6 +81,7 @@ impl RecordKind for MetaWrite {
         body.fixed(rows.iter().map(|r| [r.shard]));
         body.utf8(rows.iter().map(|r| r.kind.as_str()));
         body.utf8(rows.iter().map(|r| r.body.as_str()));
+        body.utf8(rows.iter().map(|r| r.incarnation.as_str()));
         Some(body)
     }
 
@@ -73,6 +92,7 @@ impl RecordKind for MetaWrite {
         let mut shard = UInt8Builder::with_capacity(rows.len());
         let mut kind = string_builder(rows, |r| &r.kind);
         let mut body = string_builder(rows, |r| &r.body);
+        let mut incarnation = string_builder(rows, |r| &r.incarnation);
         for row in rows {
             time.append_value(row.time_ns);
             repo.append_value(&row.repo);
@@ -80,6 +100,7 @@ impl RecordKind for MetaWrite {
             shard.append_value(row.shard);
             kind.append_value(&row.kind);
             body.append_value(&row.body);
+            incarnation.append_value(&row.incarnation);
         }
         vec![
             Arc::new(time.finish()),
@@ -88,6 +109,7 @@ impl RecordKind for MetaWrite {
             Arc::new(shard.finish()),
             Arc::new(kind.finish()),
             Arc::new(body.finish()),
+            Arc::new(incarnation.finish()),
         ]
     }
 
@@ -102,6 +124,11 @@ impl RecordKind for MetaWrite {
             .ok_or(RecordError::Column("shard"))?;
         let kind = utf8(batch, "kind")?;
         let body = utf8(batch, "body")?;
+        // Absent in version 1 files: written before incarnations.
+        let incarnation = batch
+            .column_by_name("incarnation")
+            .map(|_| utf8(batch, "incarnation"))
+            .transpose()?;
         Ok((0..batch.num_rows())
             .map(|row| MetaWrite {
                 time_ns: time.value(row),
@@ -110,6 +137,9 @@ impl RecordKind for MetaWrite {
                 shard: shard.value(row),
                 kind: kind.value(row).to_string(),
                 body: body.value(row).to_string(),
+                incarnation: incarnation
+                    .map(|c| c.value(row).to_string())
+                    .unwrap_or_default(),
             })
             .collect())
     }

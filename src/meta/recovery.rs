@@ -30,11 +30,20 @@ impl MetaStore {
         };
         let mut requeued = 0usize;
         let mut orphaned = 0usize;
+        let mut other_incarnation = 0usize;
         for (seq, row) in replayed {
             let Some((meta, folded)) = loaded.get_mut(&row.repo) else {
                 orphaned += 1;
                 continue;
             };
+            // A record of another repo of this name (deleted since) is not
+            // this one's: its shard tips say nothing of it.
+            if let Some(incarnation) = &meta.incarnation
+                && !incarnation.owns(Some(&row.incarnation))
+            {
+                other_incarnation += 1;
+                continue;
+            }
             if seq <= folded.get(&row.shard).copied().unwrap_or(0) {
                 continue;
             }
@@ -82,6 +91,7 @@ impl MetaStore {
             entities,
             requeued,
             orphaned,
+            other_incarnation,
             index_rebuild_ms,
             "metadata index rebuilt"
         );
@@ -129,6 +139,11 @@ pub(super) fn load_repo(
     shards: u16,
 ) -> Result<(RepoMeta, HashMap<u8, u64>), GitError> {
     let repo = fold::open_repo(git_dir)?;
+    let incarnation = if name == SYSTEM {
+        None
+    } else {
+        crate::repos::Incarnation::read(git_dir)?
+    };
     let mut index = index::Index::default();
     let mut folded = HashMap::new();
     let mut tips = HashMap::new();
@@ -151,6 +166,7 @@ pub(super) fn load_repo(
         RepoMeta {
             name: name.to_string(),
             git_dir: git_dir.to_path_buf(),
+            incarnation,
             state: Mutex::new(RepoState {
                 index,
                 next_ticket: 0,

@@ -88,7 +88,9 @@ impl SiteRequest<'_> {
         repo_path: &Arc<std::path::Path>,
     ) -> Result<Arc<Plan>, AppError> {
         let store = app.sites.store.clone();
-        let repo_name = repo.to_string();
+        // The roots' key: the repo and its incarnation.
+        let incarnation = app.meta.incarnation(&repo).ok().flatten();
+        let repo_name = format!("{repo}#{}", incarnation.as_ref().map_or("", |i| i.id()));
         let source = app.meta.site(&repo);
         // Checked when the settings were written; read by the same rule in
         // case the ref was written by something else.

@@ -23,8 +23,9 @@ pub enum SiteError {
 
 pub use crate::git::Lookup;
 
-/// repo -> ref -> (feed generation, root tree): looked up by `&str`
-/// without allocating.
+/// repo (`owner/name#incarnation`: a repo created again under a name
+/// starts with no roots) -> ref -> (feed generation, root tree): looked up
+/// by `&str` without allocating.
 type Roots = HashMap<String, HashMap<String, (u64, Option<ObjectId>)>>;
 
 /// Root resolutions and the byte cache of every site (gix handles come
@@ -49,7 +50,7 @@ impl SiteStore {
     }
 
     fn repo(&self, path: &Path) -> Result<gix::Repository, SiteError> {
-        crate::git::shared_gix(path).map_err(SiteError::from)
+        crate::git::shared_gix_current(path).map_err(SiteError::from)
     }
 
     /// The tree at `dir` of the commit `ref_name` points at, or `None` when

@@ -139,7 +139,7 @@ fn resolve(
     owner: &str,
     repo: &str,
     service: Service,
-) -> Result<RepoName, AppError> {
+) -> Result<crate::access::ResolvedRepo, AppError> {
     let action = match service {
         Service::UploadPack => Action::Read,
         Service::ReceivePack => Action::Push,
@@ -458,7 +458,7 @@ async fn service_rpc(
             .access
             .pushes()
             .register(crate::access::pushes::RegisteredPush {
-                repo: repo.clone(),
+                repo: repo.name.clone(),
                 principal: principal.clone(),
                 client: request.remote_addr.clone(),
                 span: tracing::Span::current(),

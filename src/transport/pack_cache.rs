@@ -201,7 +201,7 @@ pub enum Open {
 pub struct PackRequest {
     /// The repo's directory.
     pub repo_dir: PathBuf,
-    /// `owner/name`, keyed.
+    /// `owner/name#incarnation`, keyed.
     pub repo: String,
     /// pack-objects' arguments after `pack-objects`.
     pub args: Vec<String>,

@@ -43,7 +43,9 @@ impl Weigh for Blame {
     }
 }
 
-type Key = (gix::ObjectId, Vec<String>);
+/// (the repo's incarnation, commit, file): blame reads the repo's
+/// objects, so one repo's never answers for another's.
+type Key = (String, gix::ObjectId, Vec<String>);
 
 fn cache() -> &'static Mutex<ByteLru<Key, Arc<Blame>>> {
     static CACHE: OnceLock<Mutex<ByteLru<Key, Arc<Blame>>>> = OnceLock::new();
@@ -132,7 +134,7 @@ async fn run_blame(
     }
     let slot = app.reads.acquire().await?;
     let deadline = app.config.reads.deadline;
-    let (commit, file) = (key.0.to_string(), key.1.join("/"));
+    let (commit, file) = (key.1.to_string(), key.2.join("/"));
     let blame = blocking(move || {
         let _slot = slot;
         let range = format!("1,{shown}");
@@ -204,7 +206,11 @@ pub async fn blame(
     let mut lines = Vec::new();
     if let Some(text) = text {
         let shown = text.lines.len();
-        let key = (resolved.commit, resolved.path.clone());
+        let key = (
+            name.incarnation_id().to_string(),
+            resolved.commit,
+            resolved.path.clone(),
+        );
         let found = cache().lock().get(&key);
         let blame = match found {
             Some(hit) => hit,

@@ -2,6 +2,7 @@
 //! one blocking hop, and rendering what is there.
 
 use super::*;
+use crate::access::ResolvedRepo;
 use axum::extract::Extension;
 
 use super::last_commit;
@@ -119,7 +120,7 @@ pub(super) async fn resolve_path(
     repo: &str,
     rev: &str,
     path: &str,
-) -> Result<(RepoName, Vec<String>, Resolved), AppError> {
+) -> Result<(ResolvedRepo, Vec<String>, Resolved), AppError> {
     let name = repo_name(app, principal, owner, repo)?;
     let segments = segments(path)?;
     let resolved = resolve(app, &name, Some(rev.to_string()), segments.clone(), false)
@@ -132,18 +133,19 @@ pub(super) async fn resolve_path(
 /// repo has no commits at all.
 pub(super) async fn resolve(
     app: &Arc<WebState>,
-    name: &RepoName,
+    name: &ResolvedRepo,
     rev: Option<String>,
     path: Vec<String>,
     want_readme: bool,
 ) -> Result<Option<Resolved>, AppError> {
     let repo_path = app.repos.path(name);
+    let incarnation = name.incarnation_id().to_string();
     let repo = name.to_string();
     let rev_for_error = rev.clone();
     let git_binary = app.git.clone();
     let deadline = app.config.reads.deadline;
     let resolved = blocking(move || {
-        let git = read::open(&repo_path)?;
+        let git = read::open(&repo_path, &incarnation)?;
         let refs = read::refs(&git)?;
         let rev = match rev {
             Some(rev) => rev,
@@ -266,17 +268,22 @@ pub(super) async fn resolve(
 /// walks under a read slot. The column is extra: with no slot free
 /// within [`LISTING_SLOT_WAIT`], or a walk that fails, the listing is
 /// drawn without it (the failure logged), never refused.
-pub(super) async fn annotate(app: &Arc<WebState>, name: &RepoName, resolved: &mut Resolved) {
+pub(super) async fn annotate(app: &Arc<WebState>, name: &ResolvedRepo, resolved: &mut Resolved) {
     let Node::Tree(entries) = &resolved.node else {
         return;
     };
     if entries.is_empty() {
         return;
     }
-    let facts = match last_commit::cached(resolved.commit, &resolved.path) {
+    let incarnation = name.incarnation_id();
+    let facts = match last_commit::cached(incarnation, resolved.commit, &resolved.path) {
         Some(facts) => facts,
         None => {
-            let key = (resolved.commit, resolved.path.clone());
+            let key = (
+                incarnation.to_string(),
+                resolved.commit,
+                resolved.path.clone(),
+            );
             let shown: Vec<read::TreeEntry> = entries.iter().take(MAX_LISTED).cloned().collect();
             let walked = last_commit::flights()
                 .run(key, || {
@@ -305,17 +312,18 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &RepoName, resolved: &mu
 /// the clock cut it; `None` when no slot freed in time or it failed.
 async fn walk_listing(
     app: &Arc<WebState>,
-    name: &RepoName,
+    name: &ResolvedRepo,
     commit: gix::ObjectId,
     path: Vec<String>,
     shown: Vec<read::TreeEntry>,
 ) -> Option<Arc<last_commit::Facts>> {
     // Another caller's walk may have finished while this one waited.
-    if let Some(facts) = last_commit::cached(commit, &path) {
+    if let Some(facts) = last_commit::cached(name.incarnation_id(), commit, &path) {
         return Some(facts);
     }
     let slot = app.reads.acquire_within(LISTING_SLOT_WAIT).await?;
     let repo_path = app.repos.path(name);
+    let incarnation = name.incarnation_id().to_string();
     let bounds = last_commit::Bounds {
         commits: last_commit::MAX_WALKED,
         time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
@@ -323,7 +331,7 @@ async fn walk_listing(
     let key_path = path.clone();
     let walked = blocking(move || {
         let _slot = slot;
-        let mut repo = read::open(&repo_path)?;
+        let mut repo = read::open(&repo_path, &incarnation)?;
         // Each version of the directory is read twice, as a commit's and
         // then as its parent's, one right after the other: a small cache
         // of decoded objects on this walk's own handle saves the second.
@@ -340,7 +348,7 @@ async fn walk_listing(
     };
     // Kept also when the clock cut it (then walked again a minute later:
     // `last_commit::cached`).
-    last_commit::remember(commit, key_path, facts.clone());
+    last_commit::remember(name.incarnation_id(), commit, key_path, facts.clone());
     Some(facts)
 }
 
@@ -508,7 +516,7 @@ const MAX_SHOWN_LINES: usize = 10_000;
 /// `git cat-file` child under a read slot for a large one).
 pub(super) async fn blob_content(
     app: &Arc<WebState>,
-    name: &RepoName,
+    name: &ResolvedRepo,
     id: gix::ObjectId,
     size: u64,
     file_name: &str,
@@ -529,7 +537,7 @@ pub(super) async fn blob_content(
         }
         None => {}
     }
-    let bytes = read_prefix(app, &app.repos.path(name), id, size, MAX_SHOWN_BYTES).await?;
+    let bytes = read_prefix(app, name, id, size, MAX_SHOWN_BYTES).await?;
     let binary = is_binary(&bytes);
     app.highlighter.remember_binary(id, binary);
     if binary {
@@ -547,7 +555,7 @@ pub(super) async fn blob_content(
 }
 
 /// A file a URL names: repo, path segments, view, blob id, size.
-pub(super) type FileAt = (RepoName, Vec<String>, Resolved, gix::ObjectId, u64);
+pub(super) type FileAt = (ResolvedRepo, Vec<String>, Resolved, gix::ObjectId, u64);
 
 /// What a file URL (`/-/blob/...`, `/-/blame/...`) names: the repo, the
 /// path's segments, the resolved view and the blob's id and size; or, for
@@ -647,12 +655,14 @@ pub async fn raw(
     let name = repo_name(&app, &principal, &owner, &repo)?;
     let segments = segments(&path)?;
     let repo_path = app.repos.path(&name);
+    let incarnation = name.incarnation_id().to_string();
     let rev_for_read = rev.clone();
     let segments_for_read = segments.clone();
     let found = {
         let repo_path = repo_path.clone();
+        let incarnation = incarnation.clone();
         blocking(move || {
-            let git = read::open(&repo_path)?;
+            let git = read::open(&repo_path, &incarnation)?;
             let (rev, segments) = read::split_rev(&git, &rev_for_read, &segments_for_read)?;
             let Some(commit) = read::resolve(&git, &rev)? else {
                 return Ok(None);
@@ -685,7 +695,7 @@ pub async fn raw(
     let needs_probe = verdict.is_none() && !is_image(&lower);
     let head = if small || needs_probe {
         let limit = if small { size as usize } else { BINARY_PROBE };
-        Some(read_prefix(&app, &repo_path, id, size, limit).await?)
+        Some(read_prefix(&app, &name, id, size, limit).await?)
     } else {
         None
     };
@@ -768,7 +778,7 @@ pub async fn raw(
 /// killed, by `blocking`'s guard).
 async fn read_prefix(
     app: &WebState,
-    repo_path: &std::path::Path,
+    name: &ResolvedRepo,
     id: gix::ObjectId,
     size: u64,
     limit: usize,
@@ -778,11 +788,12 @@ async fn read_prefix(
     } else {
         None
     };
-    let (git, repo_path) = (app.git.clone(), repo_path.to_path_buf());
+    let (git, repo_path) = (app.git.clone(), app.repos.path(name));
+    let incarnation = name.incarnation_id().to_string();
     let deadline = app.config.reads.deadline;
     let (bytes, _) = blocking(move || {
         let _slot = slot;
-        let repo = read::open(&repo_path)?;
+        let repo = read::open(&repo_path, &incarnation)?;
         read::blob_prefix(&git, &repo_path, &repo, id, size, limit, deadline)
     })
     .await?;

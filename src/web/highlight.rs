@@ -67,7 +67,11 @@ impl Weigh for (ObjectId, String) {
 }
 
 /// A blob is highlighted by id and file name (the name picks the
-/// language); a blob's id names its content, so an entry is never stale.
+/// language); a blob's id names its content, so an entry is never stale
+/// and is the same in every repo: highlighting reads nothing but the
+/// bytes and the name (no attributes, no config), and git ignores
+/// replacement objects for blobs as for everything (`git::UNTRUSTED_HISTORY_OFF`),
+/// so no repo needs to be in the key. The binary verdicts likewise.
 type Key = (ObjectId, String);
 
 /// One highlighting under way: its result, and whether it may be cached.

@@ -24,9 +24,13 @@ use crate::page::Pagination;
 const COMMITS_PER_PAGE: u32 = 50;
 
 /// History is immutable once named by a commit id: a log page (commit,
-/// path, page) and a commit's detail are cached by id, in every repo, in
-/// caches bounded by bytes (a page of history can be a megabyte).
-type LogKey = (gix::ObjectId, Vec<String>, usize);
+/// path, page) and a commit's detail are cached by id, in caches bounded
+/// by bytes (a page of history can be a megabyte). Each key starts with
+/// the repo's incarnation: what git reads is the repo's own objects (and
+/// attributes), so one repo's pages never answer for another's, nor for a
+/// repo created again under the name.
+type LogKey = (String, gix::ObjectId, Vec<String>, usize);
+type CommitKey = (String, gix::ObjectId);
 type LogValue = Arc<(Vec<LogEntry>, bool)>;
 
 /// Bytes of each history cache.
@@ -46,7 +50,13 @@ impl Weigh for (Vec<LogEntry>, bool) {
 
 impl Weigh for LogKey {
     fn weight(&self) -> usize {
-        self.1.weight() + std::mem::size_of::<LogKey>()
+        self.0.weight() + self.2.weight() + std::mem::size_of::<LogKey>()
+    }
+}
+
+impl Weigh for CommitKey {
+    fn weight(&self) -> usize {
+        self.0.weight() + std::mem::size_of::<CommitKey>()
     }
 }
 
@@ -84,8 +94,8 @@ fn log_cache() -> &'static Mutex<ByteLru<LogKey, LogValue>> {
     CACHE.get_or_init(|| Mutex::new(ByteLru::new(HISTORY_CACHE_BYTES)))
 }
 
-fn commit_cache() -> &'static Mutex<ByteLru<gix::ObjectId, Arc<CommitDetail>>> {
-    static CACHE: OnceLock<Mutex<ByteLru<gix::ObjectId, Arc<CommitDetail>>>> = OnceLock::new();
+fn commit_cache() -> &'static Mutex<ByteLru<CommitKey, Arc<CommitDetail>>> {
+    static CACHE: OnceLock<Mutex<ByteLru<CommitKey, Arc<CommitDetail>>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(ByteLru::new(HISTORY_CACHE_BYTES)))
 }
 
@@ -140,18 +150,20 @@ async fn log_page(
     let name = repo_name(&app, &principal, &owner, &repo)?;
     let parts = segments(&path)?;
     let repo_path = app.repos.path(&name);
+    let incarnation = name.incarnation_id().to_string();
     let rev_for_read = rev.clone();
     // One hop resolves and looks in the cache; only a miss runs git, in a
     // second hop under a read slot.
     let looked = {
         let repo_path = repo_path.clone();
+        let incarnation = incarnation.clone();
         blocking(move || {
-            let repo = read::open(&repo_path)?;
+            let repo = read::open(&repo_path, &incarnation)?;
             let (rev, parts) = read::split_rev(&repo, &rev_for_read, &parts)?;
             let Some(commit) = read::resolve(&repo, &rev)? else {
                 return Ok(None);
             };
-            let key = (commit, parts, page.page());
+            let key = (incarnation, commit, parts, page.page());
             let hit = cached(log_cache(), &key);
             Ok(Some((key, hit)))
         })
@@ -169,8 +181,8 @@ async fn log_page(
                 read::log(
                     &git,
                     &repo_path,
-                    key.0,
-                    &key.1,
+                    key.1,
+                    &key.2,
                     page.offset(),
                     page.per_page(),
                     deadline,
@@ -273,22 +285,30 @@ pub async fn commit(
         // `X.patch` is X's raw patch, unless a branch or tag is named
         // `X.patch` itself.
         let (repo_path, full) = (app.repos.path(&name), id.clone());
-        let names_a_rev =
-            blocking(move || Ok(read::resolve(&read::open(&repo_path)?, &full)?.is_some())).await?;
+        let incarnation = name.incarnation_id().to_string();
+        let names_a_rev = blocking(move || {
+            Ok(read::resolve(&read::open(&repo_path, &incarnation)?, &full)?.is_some())
+        })
+        .await?;
         if !names_a_rev {
             return raw_patch(app, name, stripped.to_string()).await;
         }
     }
     let repo_path = app.repos.path(&name);
+    let incarnation = name.incarnation_id().to_string();
     let rev = id.clone();
     let looked = {
         let repo_path = repo_path.clone();
+        let incarnation = incarnation.clone();
         blocking(move || {
-            let repo = read::open(&repo_path)?;
+            let repo = read::open(&repo_path, &incarnation)?;
             let Some(commit) = read::resolve(&repo, &rev)? else {
                 return Ok(None);
             };
-            Ok(Some((commit, cached(commit_cache(), &commit))))
+            Ok(Some((
+                commit,
+                cached(commit_cache(), &(incarnation, commit)),
+            )))
         })
         .await?
     };
@@ -304,7 +324,9 @@ pub async fn commit(
                 read::commit_detail(&git, &repo_path, commit, deadline).map(Arc::new)
             })
             .await?;
-            commit_cache().lock().put(commit, detail.clone());
+            commit_cache()
+                .lock()
+                .put((name.incarnation_id().to_string(), commit), detail.clone());
             Some((commit, detail))
         }
     }
@@ -313,7 +335,7 @@ pub async fn commit(
         Some((summary, body)) => (summary.to_string(), body.trim().to_string()),
         None => (detail.message.clone(), String::new()),
     };
-    let files = file_views(&app, commit, &detail).await;
+    let files = file_views(&app, name.incarnation_id(), commit, &detail).await;
     render(CommitPage {
         repo: name.to_string(),
         rev: detail.id.clone(),
@@ -325,9 +347,14 @@ pub async fn commit(
 }
 
 /// Each changed file with its diff as the page draws it: highlighted
-/// (cached by commit and path), collapsed when long, not drawn when
-/// large or binary.
-async fn file_views(app: &WebState, commit: gix::ObjectId, detail: &CommitDetail) -> Vec<FileView> {
+/// (cached by the repo's incarnation, commit and path: the diff is git's
+/// in that repo), collapsed when long, not drawn when large or binary.
+async fn file_views(
+    app: &WebState,
+    incarnation: &str,
+    commit: gix::ObjectId,
+    detail: &CommitDetail,
+) -> Vec<FileView> {
     let started = std::time::Instant::now();
     // A file's part of the patch, found by path: a change of type (a file
     // become a link) is one line of the file list and two parts, its
@@ -375,7 +402,7 @@ async fn file_views(app: &WebState, commit: gix::ObjectId, detail: &CommitDetail
                 for (old, prefix) in [(true, "old:"), (false, "new:")] {
                     // The prefix keeps the two apart in the cache; the
                     // language still comes from the path's extension.
-                    let key = format!("{prefix}{}", file.path);
+                    let key = format!("{incarnation}\0{prefix}{}", file.path);
                     sides.push(match app.highlighter.cached(commit, &key) {
                         Some(hit) => Some(hit),
                         None if started.elapsed() < PAGE_HIGHLIGHT_BUDGET && !diff.cut => {
@@ -477,12 +504,13 @@ fn is_code(kind: Kind) -> bool {
 /// streamed under a read slot with the archive's bounds, as plain text.
 async fn raw_patch(
     app: Arc<WebState>,
-    name: crate::repos::RepoName,
+    name: crate::access::ResolvedRepo,
     id: String,
 ) -> Result<Response, AppError> {
     let repo_path = app.repos.path(&name);
+    let incarnation = name.incarnation_id().to_string();
     let rev = id.clone();
-    let commit = blocking(move || read::resolve(&read::open(&repo_path)?, &rev))
+    let commit = blocking(move || read::resolve(&read::open(&repo_path, &incarnation)?, &rev))
         .await?
         .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
     let slot = app.reads.acquire().await?;
@@ -568,8 +596,9 @@ async fn refs_page(
 ) -> Result<Response, AppError> {
     let name = repo_name(&app, &principal, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
+    let incarnation = name.incarnation_id().to_string();
     let (rows, head, total) = blocking(move || {
-        let repo = read::open(&repo_path)?;
+        let repo = read::open(&repo_path, &incarnation)?;
         let refs = read::refs(&repo)?;
         let names = if branches { refs.branches } else { refs.tags };
         let total = names.len();
@@ -670,12 +699,14 @@ pub async fn archive(
         ));
     };
     let repo_path = app.repos.path(&name);
+    let incarnation = name.incarnation_id().to_string();
     let rev_for_read = rev.clone();
-    let commit = blocking(move || read::resolve(&read::open(&repo_path)?, &rev_for_read))
-        .await?
-        .ok_or_else(|| {
-            AppError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
-        })?;
+    let commit =
+        blocking(move || read::resolve(&read::open(&repo_path, &incarnation)?, &rev_for_read))
+            .await?
+            .ok_or_else(|| {
+                AppError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
+            })?;
     let prefix = format!("{}-{}/", name.name(), sanitize(&rev));
     // The slot is held until the archive is sent (or cut).
     let slot = app.reads.acquire().await?;

@@ -86,11 +86,14 @@ impl Weigh for Facts {
     }
 }
 
-pub type Key = (ObjectId, Vec<String>);
+/// (the repo's incarnation, commit, directory): the walk reads the
+/// repo's objects, so a walk in one repo never answers for another (nor for
+/// a repo created again under the name).
+pub type Key = (String, ObjectId, Vec<String>);
 
 impl Weigh for Key {
     fn weight(&self) -> usize {
-        self.1.weight() + std::mem::size_of::<Key>()
+        self.0.weight() + self.2.weight() + std::mem::size_of::<Key>()
     }
 }
 
@@ -106,10 +109,10 @@ pub const RETRY_CUT_WALK: Duration = Duration::from_secs(60);
 
 /// The facts of `path` at `commit`, if a walk already found them (and,
 /// for one the clock cut, not longer than [`RETRY_CUT_WALK`] ago).
-pub fn cached(commit: ObjectId, path: &[String]) -> Option<Arc<Facts>> {
+pub fn cached(incarnation: &str, commit: ObjectId, path: &[String]) -> Option<Arc<Facts>> {
     cache()
         .lock()
-        .get(&(commit, path.to_vec()))
+        .get(&(incarnation.to_string(), commit, path.to_vec()))
         .filter(|facts| !facts.out_of_time || facts.made.elapsed() < RETRY_CUT_WALK)
 }
 
@@ -119,8 +122,10 @@ pub fn flights() -> &'static super::flight::Flights<Key, Option<Arc<Facts>>> {
     FLIGHTS.get_or_init(Default::default)
 }
 
-pub fn remember(commit: ObjectId, path: Vec<String>, facts: Arc<Facts>) {
-    cache().lock().put((commit, path), facts);
+pub fn remember(incarnation: &str, commit: ObjectId, path: Vec<String>, facts: Arc<Facts>) {
+    cache()
+        .lock()
+        .put((incarnation.to_string(), commit, path), facts);
 }
 
 /// A commit as the walk needs it.
@@ -461,16 +466,16 @@ mod tests {
         };
         let commit = ObjectId::from_hex(b"1111111111111111111111111111111111111111").unwrap();
         let at = |name: &str| vec![name.to_string()];
-        remember(commit, at("fresh"), Arc::new(facts(true, 1)));
-        remember(commit, at("stale"), Arc::new(facts(true, 61)));
-        remember(commit, at("whole"), Arc::new(facts(false, 3600)));
-        assert!(cached(commit, &at("fresh")).is_some());
+        remember("i", commit, at("fresh"), Arc::new(facts(true, 1)));
+        remember("i", commit, at("stale"), Arc::new(facts(true, 61)));
+        remember("i", commit, at("whole"), Arc::new(facts(false, 3600)));
+        assert!(cached("i", commit, &at("fresh")).is_some());
         assert!(
-            cached(commit, &at("stale")).is_none(),
+            cached("i", commit, &at("stale")).is_none(),
             "a cut walk a minute old was served"
         );
         assert!(
-            cached(commit, &at("whole")).is_some(),
+            cached("i", commit, &at("whole")).is_some(),
             "a whole walk expired"
         );
     }

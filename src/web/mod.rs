@@ -107,7 +107,7 @@ pub(crate) fn repo_name(
     principal: &Principal,
     owner: &str,
     repo: &str,
-) -> Result<RepoName, AppError> {
+) -> Result<crate::access::ResolvedRepo, AppError> {
     app.access
         .resolve(principal, owner, repo, Action::Read)
         .map_err(|denied| {

@@ -61,9 +61,10 @@ pub struct Refs {
     pub head: Option<String>,
 }
 
-/// A handle on the repo at `path` (see [`crate::git::shared_gix`]).
-pub fn open(path: &Path) -> Result<gix::Repository, ReadError> {
-    Ok(crate::git::shared_gix(path)?)
+/// A handle on the repo at `path` of incarnation `incarnation` (see
+/// [`crate::git::shared_gix`]).
+pub fn open(path: &Path, incarnation: &str) -> Result<gix::Repository, ReadError> {
+    Ok(crate::git::shared_gix(path, incarnation)?)
 }
 
 pub fn refs(repo: &gix::Repository) -> Result<Refs, ReadError> {

@@ -26,7 +26,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "metrics",
         ],
     ),
-    ("platform", &["git", "datadir"]),
+    ("platform", &["git", "datadir", "incarnation"]),
     ("names", &["repos", "page", "tree_path"]),
     ("config", &["config"]),
     ("domain", &["meta", "hooks", "accounts"]),

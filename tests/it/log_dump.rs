@@ -41,6 +41,7 @@ fn dump_prints_text_and_json_lines_while_the_server_runs() {
             shard: 0x2a,
             kind: "issue".into(),
             body: "{\"title\":\"hi\"}".into(),
+            incarnation: String::new(),
         }])
         .unwrap();
     }
