@@ -31,8 +31,8 @@ use std::path::Path;
 use crate::accounts::audit::AuditEvent;
 use crate::datadir::DataDir;
 use crate::git::Git;
-use crate::hooks::RefMove;
 use crate::hooks::recorder::RefState;
+use crate::hooks::{Phase, RefMove};
 use crate::log::{Entry, RecordKind};
 use crate::meta::MetaWrite;
 use crate::meta::shard::{SHARD_REF_PREFIX, SHARDS};
@@ -210,7 +210,14 @@ fn object_id(value: &Option<String>) -> bool {
 fn valid_ref_move(row: &RefMove) -> Result<(), String> {
     crate::repos::RepoName::parse(&row.repo)
         .map_err(|_| format!("names no repository ({:?})", row.repo))?;
-    if !(row.ref_name.starts_with("refs/") || row.ref_name == "HEAD") {
+    let marks_incarnation = matches!(row.phase, Phase::Born | Phase::Adopted);
+    if marks_incarnation {
+        // `ref` holds the incarnation's id, and the row moves nothing.
+        if ulid::Ulid::from_string(&row.ref_name).is_err() || row.old.is_some() || row.new.is_some()
+        {
+            return Err(format!("names no incarnation ({:?})", row.ref_name));
+        }
+    } else if !(row.ref_name.starts_with("refs/") || row.ref_name == "HEAD") {
         return Err(format!("names no ref ({:?})", row.ref_name));
     }
     if !object_id(&row.old) || !object_id(&row.new) {

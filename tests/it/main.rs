@@ -13,6 +13,7 @@ mod default_branch;
 mod docker;
 mod durability;
 mod hooks;
+mod incarnation;
 mod layering;
 mod log_dump;
 mod logging;

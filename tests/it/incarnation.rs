@@ -1,0 +1,284 @@
+//! A repo deleted and created again under its name is another repo: with
+//! the server running throughout, across a restart, and with the server
+//! killed -9 right after the delete, nothing of the first (objects, refs,
+//! issues, its ACL, its activity, tokens limited to it) reaches the
+//! second through any surface.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+/// What the first `alice/tmp` held, to look for on the second.
+struct First {
+    commit: String,
+    /// A token of bob's made with `--repo alice/tmp` (for the first).
+    limited: String,
+    alice: String,
+}
+
+fn call(
+    server: &TestServer,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&Value>,
+) -> HttpResponse {
+    let payload = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut head = format!("{method} {path} HTTP/1.1");
+    if body.is_some() {
+        head.push_str(&format!(
+            "\r\nContent-Type: application/json\r\nContent-Length: {}",
+            payload.len()
+        ));
+    }
+    if let Some(token) = token {
+        head.push_str(&format!("\r\nAuthorization: Bearer {token}"));
+    }
+    http(server.addr, &head, payload.as_bytes())
+}
+
+/// A private `alice/tmp` with bob as a write member, a pushed secret, a
+/// confidential issue and a comment; then deleted and created again,
+/// public, with no members.
+fn first_repo(dir: &Path, data: &Path, server: &TestServer) -> First {
+    let alice = user_token(data, "alice", false, "admin", &[]);
+    let made = run_vole(data, &["repo", "create", "alice/tmp", "--private"]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let _ = user_token(data, "bob", false, "write", &[]);
+    let limited = user_token(data, "bob", false, "write", &["--repo", "alice/tmp"]);
+    let acl = call(
+        server,
+        "PUT",
+        "/api/v1/repos/alice/tmp/acl",
+        Some(&alice),
+        Some(
+            &json!({"version": 1, "visibility": "private", "members": [{"name": "bob", "role": "write"}]}),
+        ),
+    );
+    assert_eq!(acl.status, 200, "{}", acl.text());
+    let work = worktree(dir, "first");
+    let commit = commit_file(&work, "secret.txt", b"the first repo's secret\n");
+    let url = server
+        .url("/alice/tmp.git")
+        .replace("http://", &format!("http://bob:{limited}@"));
+    git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    let issue = call(
+        server,
+        "POST",
+        "/api/v1/repos/alice/tmp/issues",
+        Some(&alice),
+        Some(&json!({"title": "confidential: the first repo's plans"})),
+    );
+    assert_eq!(issue.status, 201, "{}", issue.text());
+    // Anti-vacuity: the first repo shows all of it to its members.
+    let page = call(
+        server,
+        "GET",
+        &format!("/alice/tmp/-/raw/{commit}/secret.txt"),
+        Some(&alice),
+        None,
+    );
+    assert_eq!(page.status, 200);
+    let issues = call(
+        server,
+        "GET",
+        "/api/v1/repos/alice/tmp/issues",
+        Some(&alice),
+        None,
+    );
+    assert!(issues.text().contains("confidential"), "{}", issues.text());
+    First {
+        commit,
+        limited,
+        alice,
+    }
+}
+
+fn delete(data: &Path) {
+    let deleted = run_vole(data, &["repo", "delete", "alice/tmp"]);
+    assert!(deleted.status.success(), "{}", text(&deleted.stderr));
+}
+
+fn create_again(data: &Path) {
+    let made = run_vole(data, &["repo", "create", "alice/tmp"]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+}
+
+/// Nothing of the first `alice/tmp` on the second, to anyone.
+fn nothing_of_the_first(server: &TestServer, dir: &Path, first: &First, when: &str) {
+    let commit = &first.commit;
+    for token in [None, Some(first.alice.as_str())] {
+        let who = if token.is_some() {
+            "alice"
+        } else {
+            "anonymous"
+        };
+        for path in [
+            format!("/alice/tmp/-/raw/{commit}/secret.txt"),
+            format!("/alice/tmp/-/blob/{commit}/secret.txt"),
+            format!("/alice/tmp/-/tree/{commit}"),
+            format!("/alice/tmp/-/commit/{commit}"),
+            format!("/alice/tmp/-/commits/{commit}"),
+            "/alice/tmp/-/raw/main/secret.txt".to_string(),
+        ] {
+            let page = call(server, "GET", &path, token, None);
+            assert_eq!(
+                page.status,
+                404,
+                "{when}: {path} to {who} shows the deleted repo's objects: {}",
+                page.text()
+            );
+        }
+        let home = call(server, "GET", "/alice/tmp", token, None);
+        assert_eq!(
+            home.status, 200,
+            "{when}: the new public repo is hidden from {who} (an old ACL?)"
+        );
+        assert!(
+            !home.text().contains("secret.txt"),
+            "{when}: the new repo's home lists the old tree"
+        );
+        for path in [
+            "/api/v1/repos/alice/tmp/issues?state=all",
+            "/api/v1/repos/alice/tmp/activity",
+            "/alice/tmp/-/activity",
+            "/alice/tmp/-/branches",
+        ] {
+            let listed = call(server, "GET", path, token, None);
+            assert_eq!(listed.status, 200, "{when}: {path}: {}", listed.text());
+            let body = listed.text();
+            assert!(
+                !body.contains("confidential") && !body.contains(commit.as_str()),
+                "{when}: {path} to {who} lists the deleted repo's records: {body}"
+            );
+        }
+    }
+    let acl = call(
+        server,
+        "GET",
+        "/api/v1/repos/alice/tmp/acl",
+        Some(&first.alice),
+        None,
+    );
+    assert_eq!(acl.status, 200, "{}", acl.text());
+    let acl: Value = serde_json::from_slice(&acl.body).unwrap();
+    assert_eq!(
+        acl["visibility"], "public",
+        "{when}: the old ACL came back: {acl}"
+    );
+    assert_eq!(
+        acl["members"],
+        json!([]),
+        "{when}: the old members came back: {acl}"
+    );
+    let refs = git(dir, &["ls-remote", &server.url("/alice/tmp.git")]);
+    assert!(refs.status.success(), "{}", text(&refs.stderr));
+    assert_eq!(
+        text(&refs.stdout).trim(),
+        "",
+        "{when}: the new repo has refs"
+    );
+    // The token made for the first repo does not reach the second.
+    let work = worktree(dir, &format!("second-{}", when.replace(' ', "-")));
+    let url = server
+        .url("/alice/tmp.git")
+        .replace("http://", &format!("http://bob:{}@", first.limited));
+    let pushed = git(&work, &["push", &url, "HEAD:main"]);
+    assert!(
+        !pushed.status.success(),
+        "{when}: a token limited to the deleted alice/tmp pushed to the new one"
+    );
+    assert!(
+        text(&pushed.stderr).contains("limited to other repositories"),
+        "{when}: {}",
+        text(&pushed.stderr)
+    );
+    let wrote = call(
+        server,
+        "POST",
+        "/api/v1/repos/alice/tmp/issues",
+        Some(&first.limited),
+        Some(&json!({"title": "through an old token"})),
+    );
+    assert_eq!(wrote.status, 403, "{when}: {}", wrote.text());
+}
+
+fn server(data: &Path) -> TestServer {
+    TestServer::builder().data(data).start()
+}
+
+fn data_dir(dir: &Path) -> PathBuf {
+    dir.join("data")
+}
+
+#[test]
+fn a_repo_deleted_and_created_again_while_the_server_runs_is_another_repo() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let server = server(&data);
+    let first = first_repo(dir.path(), &data, &server);
+    delete(&data);
+    create_again(&data);
+    nothing_of_the_first(&server, dir.path(), &first, "while running");
+    // And after a restart, which replays every log.
+    server.stop();
+    let server = self::server(&data);
+    nothing_of_the_first(&server, dir.path(), &first, "after a restart");
+}
+
+#[test]
+fn a_repo_deleted_then_created_again_after_a_restart_is_another_repo() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let server = server(&data);
+    let first = first_repo(dir.path(), &data, &server);
+    // The metadata folded into the first repo's shards before the delete.
+    delete(&data);
+    server.stop();
+    let server = self::server(&data);
+    create_again(&data);
+    nothing_of_the_first(&server, dir.path(), &first, "created after a restart");
+    server.stop();
+    let server = self::server(&data);
+    nothing_of_the_first(&server, dir.path(), &first, "and restarted again");
+}
+
+#[test]
+fn a_server_killed_right_after_a_delete_brings_nothing_of_the_repo_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let server = server(&data);
+    let first = first_repo(dir.path(), &data, &server);
+    // A write the fold may not have reached when the server dies.
+    let late = call(
+        &server,
+        "POST",
+        "/api/v1/repos/alice/tmp/issues",
+        Some(&first.alice),
+        Some(&json!({"title": "confidential: written last"})),
+    );
+    assert_eq!(late.status, 201, "{}", late.text());
+    delete(&data);
+    signal(server.pid(), 9);
+    drop(server);
+    let server = self::server(&data);
+    create_again(&data);
+    nothing_of_the_first(&server, dir.path(), &first, "after kill -9");
+    // The log still holds the first repo's records: they are skipped, not
+    // lost (the trashed copy has its shards).
+    let dump = run_vole(&data, &["log", "dump"]);
+    assert!(
+        text(&dump.stdout).contains("born"),
+        "the ref log does not record the new repo's incarnation"
+    );
+    server.stop();
+    let checked = run_vole(&data, &["check"]);
+    assert!(
+        checked.status.success(),
+        "vole check finds the deleted repo's records wanting in the new one: {}{}",
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+}
