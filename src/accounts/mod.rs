@@ -581,3 +581,56 @@ fn check_email(email: &str) -> Result<(), AccountError> {
         )))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limited_to(repos: Vec<(RepoName, Option<String>)>) -> Identity {
+        Identity {
+            user: "bob".into(),
+            admin: false,
+            token: Some(TokenGrant {
+                id: "0123456789abcdef".into(),
+                name: "t".into(),
+                scope: Scope::Write,
+                limited: true,
+                repos,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_limited_token_reaches_the_incarnation_it_was_made_for_only() {
+        let name = RepoName::parse("alice/tmp").unwrap();
+        let first = Incarnation::mint();
+        let second = Incarnation::mint();
+        let adopted = Incarnation::mint_adopting_legacy();
+        let made_for_first = limited_to(vec![(name.clone(), Some(first.id().to_string()))]);
+        assert!(made_for_first.reaches(&name, Some(&first)));
+        assert!(
+            !made_for_first.reaches(&name, Some(&second)),
+            "a token reached a repo created again under the name"
+        );
+        assert!(!made_for_first.reaches(&name, None));
+        let other = RepoName::parse("alice/other").unwrap();
+        assert!(!made_for_first.reaches(&other, Some(&first)));
+        // Made before incarnations: the repo present at the upgrade only.
+        let legacy = limited_to(vec![(name.clone(), None)]);
+        assert!(legacy.reaches(&name, Some(&adopted)));
+        assert!(!legacy.reaches(&name, Some(&second)));
+        // Made for a repo that did not exist: none, ever.
+        let none = limited_to(vec![(
+            name.clone(),
+            Some(crate::meta::entity::NO_SUCH_REPO.to_string()),
+        )]);
+        assert!(!none.reaches(&name, Some(&second)));
+        assert!(!none.reaches(&name, Some(&adopted)));
+        // Not limited: every repo.
+        let password = Identity {
+            token: None,
+            ..limited_to(Vec::new())
+        };
+        assert!(password.reaches(&name, Some(&second)));
+    }
+}

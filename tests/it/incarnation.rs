@@ -5,6 +5,7 @@
 //! second through any surface.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -281,4 +282,200 @@ fn a_server_killed_right_after_a_delete_brings_nothing_of_the_repo_back() {
         text(&checked.stdout),
         text(&checked.stderr)
     );
+}
+
+/// Makes `data` what vole wrote before incarnations: no `vole-incarnation`
+/// in any repo, the meta log of schema version 1 (no `incarnation`
+/// column), no `born` or `adopted` rows in the ref log.
+fn as_before_incarnations(data: &Path) {
+    use vole::hooks::{Phase, RefMove};
+    use vole::log::{Entry, Log, RecordKind, frame::FrameEncoder};
+    use vole::meta::MetaWrite;
+    for owner in files_in(&data.join("repos")) {
+        for repo in files_in(&owner) {
+            let _ = std::fs::remove_file(repo.join("vole-incarnation"));
+        }
+    }
+    let log_dir = data.join("log");
+    let mut meta_txns: Vec<Vec<MetaWrite>> = Vec::new();
+    let (meta, _) = Log::<MetaWrite>::open(&log_dir, |entry| {
+        if let Entry::Txn { rows, .. } = entry {
+            meta_txns.push(rows);
+        }
+    })
+    .unwrap();
+    drop(meta);
+    let v1 = MetaWrite::previous_fields().unwrap();
+    let metadata = std::collections::HashMap::from([
+        ("vole.kind".to_string(), "meta_write".to_string()),
+        ("vole.schema_version".to_string(), "1".to_string()),
+        ("vole.base_seq".to_string(), "1".to_string()),
+        ("vole.checkpoint_frames".to_string(), "0".to_string()),
+    ]);
+    let mut encoder = FrameEncoder::new();
+    let mut bytes = encoder.schema(&arrow_schema::Schema::new_with_metadata(
+        v1.clone(),
+        metadata,
+    ));
+    for rows in &meta_txns {
+        let columns = MetaWrite::columns(rows);
+        let batch = arrow_array::RecordBatch::try_new(
+            std::sync::Arc::new(arrow_schema::Schema::new(v1.clone())),
+            columns[..v1.len()].to_vec(),
+        )
+        .unwrap();
+        bytes.extend(encoder.batch(&batch).unwrap());
+    }
+    std::fs::write(log_dir.join(MetaWrite::FILE_NAME), bytes).unwrap();
+
+    let mut ref_txns: Vec<Vec<RefMove>> = Vec::new();
+    let (refs, _) = Log::<RefMove>::open(&log_dir, |entry| {
+        if let Entry::Txn { rows, .. } = entry {
+            let rows: Vec<RefMove> = rows
+                .into_iter()
+                .filter(|r| !matches!(r.phase, Phase::Born | Phase::Adopted))
+                .collect();
+            if !rows.is_empty() {
+                ref_txns.push(rows);
+            }
+        }
+    })
+    .unwrap();
+    drop(refs);
+    let mut encoder = FrameEncoder::new();
+    let mut bytes = encoder.schema(&RefMove::schema(1, 0));
+    for rows in &ref_txns {
+        bytes.extend(encoder.batch(&RefMove::batch(rows).unwrap()).unwrap());
+    }
+    std::fs::write(log_dir.join(RefMove::FILE_NAME), bytes).unwrap();
+}
+
+#[test]
+fn a_data_dir_from_before_incarnations_upgrades_and_its_records_stay_their_repos() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let server = server(&data);
+    let first = first_repo(dir.path(), &data, &server);
+    server.stop();
+    as_before_incarnations(&data);
+    assert!(!data.join("repos/alice/tmp.git/vole-incarnation").exists());
+
+    // The upgrade: the repo present takes the records from before.
+    let server = self::server(&data);
+    let marker =
+        std::fs::read_to_string(data.join("repos/alice/tmp.git/vole-incarnation")).unwrap();
+    assert!(marker.contains("adopts-legacy"), "{marker}");
+    assert!(
+        server
+            .log
+            .wait_for(&["upgrade:", "alice/tmp"], Duration::from_secs(5))
+            .is_some(),
+        "the upgrade is not logged"
+    );
+    let issues = call(
+        &server,
+        "GET",
+        "/api/v1/repos/alice/tmp/issues",
+        Some(&first.alice),
+        None,
+    );
+    assert!(
+        issues.text().contains("confidential"),
+        "the upgraded repo lost its issue: {}",
+        issues.text()
+    );
+    let raw = call(
+        &server,
+        "GET",
+        &format!("/alice/tmp/-/raw/{}/secret.txt", first.commit),
+        Some(&first.alice),
+        None,
+    );
+    assert_eq!(raw.status, 200, "{}", raw.text());
+    let activity = call(
+        &server,
+        "GET",
+        "/api/v1/repos/alice/tmp/activity",
+        Some(&first.alice),
+        None,
+    );
+    assert!(
+        activity.text().contains(&first.commit),
+        "{}",
+        activity.text()
+    );
+    // (A token made before incarnations names none, and reaches the
+    // adopting repo: `accounts` unit test.)
+    server.stop();
+    let dump = run_vole(&data, &["log", "dump"]);
+    assert!(text(&dump.stdout).contains("adopted"), "no adopted row");
+    let checked = run_vole(&data, &["check"]);
+    assert!(
+        checked.status.success(),
+        "vole check after the upgrade: {}{}",
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+
+    // The records from before belong to that repo only: deleted and
+    // created again, the name starts empty.
+    let server = self::server(&data);
+    delete(&data);
+    create_again(&data);
+    nothing_of_the_first(&server, dir.path(), &first, "upgraded, then re-created");
+    server.stop();
+    let server = self::server(&data);
+    nothing_of_the_first(
+        &server,
+        dir.path(),
+        &first,
+        "upgraded, re-created, restarted",
+    );
+}
+
+#[test]
+fn a_repo_moved_back_from_the_trash_is_the_same_repo_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let server = server(&data);
+    let first = first_repo(dir.path(), &data, &server);
+    delete(&data);
+    server.stop();
+    let trashed = files_in(&data.join("trash/alice"))
+        .into_iter()
+        .find(|p| p.join("HEAD").is_file())
+        .expect("the repo is in the trash");
+    std::fs::rename(&trashed, data.join("repos/alice/tmp.git")).unwrap();
+    let server = self::server(&data);
+    let issues = call(
+        &server,
+        "GET",
+        "/api/v1/repos/alice/tmp/issues",
+        Some(&first.alice),
+        None,
+    );
+    assert!(
+        issues.text().contains("confidential"),
+        "the repo moved back lost its issues: {}",
+        issues.text()
+    );
+    let raw = call(
+        &server,
+        "GET",
+        "/alice/tmp/-/raw/main/secret.txt",
+        Some(&first.alice),
+        None,
+    );
+    assert_eq!(raw.status, 200, "{}", raw.text());
+    // Still private, bob still its member, his limited token still its.
+    let anonymous = call(&server, "GET", "/alice/tmp", None, None);
+    assert_eq!(anonymous.status, 404, "the repo moved back lost its ACL");
+    let wrote = call(
+        &server,
+        "POST",
+        "/api/v1/repos/alice/tmp/issues",
+        Some(&first.limited),
+        Some(&json!({"title": "bob, back again"})),
+    );
+    assert_eq!(wrote.status, 201, "{}", wrote.text());
 }
