@@ -1,7 +1,8 @@
 //! Accounts, tokens and the rules they meet, with real git and real HTTP:
 //! who may clone and push what, with which credential; what a refused or
 //! revoked credential gets; protected branches; brute force throttled per
-//! address (from real loopback addresses, and behind a trusted proxy);
+//! address (from real loopback addresses, and behind a trusted proxy,
+//! also one reaching an IPv6 wildcard listener);
 //! the system repo out of every route's reach; the audit records; repos
 //! created and deleted through the API; and hidden and missing repos
 //! answered alike, in time too.
@@ -31,6 +32,12 @@ struct Forge {
 
 impl Forge {
     fn start(extra: &[&str]) -> Forge {
+        Forge::start_on("127.0.0.1:0", extra)
+    }
+
+    /// As [`Forge::start`], listening on `listen` (reached at 127.0.0.1
+    /// when it is a wildcard address).
+    fn start_on(listen: &str, extra: &[&str]) -> Forge {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         for (repo, private) in [("alice/public", false), ("alice/private", true)] {
@@ -46,7 +53,7 @@ impl Forge {
         let admin = user_token(&data, "alice", false, "admin", &[]);
         let bob = user_token(&data, "bob", false, "write", &[]);
         let root = user_token(&data, "root", true, "admin", &[]);
-        let mut builder = TestServer::builder().data(&data);
+        let mut builder = TestServer::builder().data(&data).listen(listen);
         for flag in extra {
             builder = builder.arg(flag);
         }
@@ -612,6 +619,62 @@ fn forwarded_for_counts_only_from_a_trusted_proxy() {
         429,
         "X-Forwarded-For from an untrusted peer escaped the throttle"
     );
+}
+
+/// `token` with another secret: well-formed, refused.
+fn wrong_secret(token: &str) -> String {
+    let (head, last) = token.split_at(token.len() - 1);
+    format!("{head}{}", if last == "x" { "y" } else { "x" })
+}
+
+/// A Bearer request for alice's private repo from the proxy at
+/// 127.0.0.1, forwarded for `client`.
+fn proxied(forge: &Forge, client: &str, token: &str) -> HttpResponse {
+    http_from(
+        loopback(1),
+        forge.server.addr,
+        &format!(
+            "GET /api/v1/repos/alice/private HTTP/1.1\r\nX-Forwarded-For: {client}\r\nAuthorization: Bearer {token}"
+        ),
+    )
+}
+
+/// A server on the IPv6 wildcard behind an IPv4 proxy: the proxy's
+/// connections arrive as ::ffff:127.0.0.1.
+fn dual_stack_behind_a_proxy(extra: &[&str]) -> Forge {
+    let mut flags = vec!["--trusted-proxy", "127.0.0.0/8"];
+    flags.extend_from_slice(extra);
+    Forge::start_on("[::]:0", &flags)
+}
+
+#[test]
+fn behind_a_proxy_on_a_dual_stack_listener_each_forwarded_client_is_counted_alone() {
+    let forge = dual_stack_behind_a_proxy(&["--auth-failures", "10"]);
+    let bad = wrong_secret(&forge.read);
+    let from_a: Vec<u16> = (0..11)
+        .map(|_| proxied(&forge, "203.0.113.5", &bad).status)
+        .collect();
+    assert_eq!(
+        from_a,
+        [[401; 10].as_slice(), &[429]].concat(),
+        "client A past --auth-failures must be throttled"
+    );
+    assert_eq!(
+        proxied(&forge, "203.0.113.6", &bad).status,
+        401,
+        "client B was throttled by client A's failures: the proxy's peer \
+         (::ffff:127.0.0.1) did not match --trusted-proxy 127.0.0.0/8, so \
+         every client counted as the proxy"
+    );
+    assert_eq!(proxied(&forge, "203.0.113.6", &forge.read).status, 200);
+    // The audit log names the forwarded client, as IPv4.
+    let dump = forge.log_dump();
+    let from_a = dump
+        .lines()
+        .filter(|l| l.contains(" auth_failed actor=anonymous@203.0.113.5 "))
+        .count();
+    assert_eq!(from_a, 11, "{dump}");
+    assert!(!dump.contains("::ffff:"), "{dump}");
 }
 
 #[test]
