@@ -115,7 +115,8 @@ pub struct Settings {
 
     /// Failed sign-ins one client address (and, separately, one user name
     /// from one address) may make per --auth-failure-window; past it,
-    /// sign-ins from there get 429 with Retry-After [default: 10].
+    /// passwords and refused tokens from there get 429 with Retry-After (a
+    /// valid token still works) [default: 10].
     #[arg(long, env = "VOLE_AUTH_FAILURES", value_name = "N")]
     pub auth_failures: Option<u32>,
 

@@ -4,15 +4,22 @@
 //! (`--trusted-proxy CIDR`), and then from the right: the first address
 //! that is not itself a trusted proxy is the client (addresses left of it
 //! were written by the client and prove nothing).
+//!
+//! Every address is taken in its canonical form first: an IPv4 peer of a
+//! dual-stack listener (`--listen [::]:P`) arrives as `::ffff:a.b.c.d`,
+//! and is matched, counted and recorded as `a.b.c.d`, as are forwarded
+//! hops written that way.
 
 use std::net::IpAddr;
 
 use axum::http::HeaderMap;
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 
-/// The client's address for a request from `peer` with `headers`.
+/// The client's address for a request from `peer` with `headers`, in its
+/// canonical form (an IPv4-mapped address is its IPv4 address).
 pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr {
-    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    let peer = peer.to_canonical();
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| canonical_net(*net).contains(ip));
     if !is_trusted(&peer) {
         return peer;
     }
@@ -23,7 +30,7 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
         };
         for part in text.split(',') {
             match part.trim().parse::<IpAddr>() {
-                Ok(ip) => hops.push(ip),
+                Ok(ip) => hops.push(ip.to_canonical()),
                 // A hop that is no address: nothing right of the peer can
                 // be trusted to be the client.
                 Err(_) => return peer,
@@ -36,6 +43,23 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
         .copied()
         .or_else(|| hops.first().copied())
         .unwrap_or(peer)
+}
+
+/// A net as it matches canonical addresses: one written in the
+/// IPv4-mapped form (`::ffff:10.0.0.0/104`) is the IPv4 net it maps
+/// (`10.0.0.0/8`). A wider IPv6 net (`::/0`) holds IPv6 addresses only:
+/// an IPv4 proxy is named by an IPv4 net, whichever listener it reaches.
+fn canonical_net(net: IpNet) -> IpNet {
+    let IpNet::V6(v6) = net else {
+        return net;
+    };
+    match (
+        v6.network().to_ipv4_mapped(),
+        v6.prefix_len().checked_sub(96),
+    ) {
+        (Some(v4), Some(len)) => Ipv4Net::new(v4, len).map_or(net, IpNet::V4),
+        _ => net,
+    }
 }
 
 #[cfg(test)]
@@ -89,6 +113,88 @@ mod tests {
         assert_eq!(
             client_ip(proxy, &xff(&["2001:db8::1"]), &trusted),
             "2001:db8::1".parse::<IpAddr>().unwrap()
+        );
+    }
+
+    fn ip(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_mapped_peer_is_matched_and_returned_as_its_ipv4_address() {
+        // An IPv4 proxy reaching a dual-stack listener.
+        let proxy = ip("::ffff:10.0.0.2");
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/24".parse().unwrap()];
+        assert_eq!(
+            client_ip(proxy, &xff(&["198.51.100.7"]), &trusted),
+            ip("198.51.100.7"),
+            "a mapped proxy must match its IPv4 net"
+        );
+        assert_eq!(
+            client_ip(proxy, &HeaderMap::new(), &trusted),
+            ip("10.0.0.2"),
+            "the proxy itself, as IPv4"
+        );
+        // Not a proxy: the peer, as IPv4, and its header ignored.
+        let stranger = ip("::ffff:203.0.113.9");
+        assert_eq!(
+            client_ip(stranger, &xff(&["198.51.100.7"]), &trusted),
+            ip("203.0.113.9")
+        );
+        assert_eq!(
+            client_ip(stranger, &HeaderMap::new(), &[]),
+            ip("203.0.113.9")
+        );
+        // A real IPv6 peer stays as it is.
+        assert_eq!(
+            client_ip(ip("2001:db8::5"), &HeaderMap::new(), &trusted),
+            ip("2001:db8::5")
+        );
+    }
+
+    #[test]
+    fn mapped_hops_are_matched_and_returned_as_ipv4_addresses() {
+        let proxy = ip("10.0.0.2");
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/24".parse().unwrap()];
+        // A proxy that writes mapped addresses: the one right of the
+        // client is a proxy and is skipped, the client is IPv4.
+        let mapped = xff(&["::ffff:1.2.3.4, ::ffff:198.51.100.7, ::ffff:10.0.0.5"]);
+        assert_eq!(client_ip(proxy, &mapped, &trusted), ip("198.51.100.7"));
+        // Every hop a proxy: the leftmost, as IPv4.
+        let all_proxies = xff(&["::ffff:10.0.0.9, 10.0.0.5"]);
+        assert_eq!(client_ip(proxy, &all_proxies, &trusted), ip("10.0.0.9"));
+    }
+
+    #[test]
+    fn a_trusted_net_in_the_mapped_form_is_its_ipv4_net() {
+        let mapped_net: Vec<IpNet> = vec!["::ffff:10.0.0.0/120".parse().unwrap()];
+        let claimed = xff(&["198.51.100.7"]);
+        for peer in ["10.0.0.2", "::ffff:10.0.0.2"] {
+            assert_eq!(
+                client_ip(ip(peer), &claimed, &mapped_net),
+                ip("198.51.100.7"),
+                "{peer} is in ::ffff:10.0.0.0/120"
+            );
+        }
+        assert_eq!(
+            client_ip(ip("10.0.1.2"), &claimed, &mapped_net),
+            ip("10.0.1.2"),
+            "outside the net"
+        );
+        let all_v4: Vec<IpNet> = vec!["::ffff:0:0/96".parse().unwrap()];
+        assert_eq!(
+            client_ip(ip("192.0.2.1"), &claimed, &all_v4),
+            ip("198.51.100.7")
+        );
+        // A wider IPv6 net names IPv6 proxies only.
+        let v6_only: Vec<IpNet> = vec!["::/0".parse().unwrap()];
+        assert_eq!(
+            client_ip(ip("::ffff:192.0.2.1"), &claimed, &v6_only),
+            ip("192.0.2.1")
+        );
+        assert_eq!(
+            client_ip(ip("2001:db8::1"), &claimed, &v6_only),
+            ip("198.51.100.7")
         );
     }
 }

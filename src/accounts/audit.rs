@@ -1,7 +1,10 @@
 //! The audit log's record kind: [`AuditEvent`], one security-relevant
-//! event (an authentication failure, a user or token change, a repo
-//! created or deleted, an ACL changed), in its own stream
-//! (`data/log/audit.arrow`) beside the ref moves and metadata writes.
+//! event (an authentication failure, the start of a sign-in throttle, a
+//! user or token change, a repo created or deleted, an ACL changed), in
+//! its own stream (`data/log/audit.arrow`) beside the ref moves and
+//! metadata writes. The kind is stored as its name
+//! ([`AuditKind::as_str`]), so a kind added later leaves older records
+//! as they were.
 
 use std::sync::{Arc, OnceLock};
 
@@ -20,6 +23,10 @@ use crate::log::record::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AuditKind {
     AuthFailed,
+    /// Failed sign-ins from an address (or of a user name from one) went
+    /// past the allowance: further ones are refused and counted, not
+    /// recorded one by one.
+    SignInThrottled,
     UserAdded,
     UserChanged,
     TokenCreated,
@@ -33,6 +40,7 @@ impl AuditKind {
     pub fn as_str(self) -> &'static str {
         match self {
             AuditKind::AuthFailed => "auth_failed",
+            AuditKind::SignInThrottled => "sign_in_throttled",
             AuditKind::UserAdded => "user_added",
             AuditKind::UserChanged => "user_changed",
             AuditKind::TokenCreated => "token_created",
@@ -162,6 +170,13 @@ mod tests {
                 "ann",
                 "127.0.0.1",
                 "wrong password",
+            ),
+            AuditEvent::new(
+                AuditKind::SignInThrottled,
+                "anonymous",
+                "ann",
+                "203.0.113.5",
+                "per address, for 30s",
             ),
             AuditEvent::new(AuditKind::TokenCreated, "cli", "ci", "local", "scope=write"),
         ];

@@ -101,6 +101,21 @@ impl Collector for AppCollector {
             app.transport.limits.push_bytes.load(Ordering::Relaxed),
         )?;
 
+        // Sign-ins.
+        let sign_ins = app.authn.counts();
+        counter(
+            e,
+            "vole_sign_in_failures",
+            "Credentials checked and refused (each in the audit log)",
+            sign_ins.failed,
+        )?;
+        counter(
+            e,
+            "vole_sign_ins_throttled",
+            "Sign-ins refused with 429 because their address had failed too often (not audited one by one)",
+            sign_ins.throttled,
+        )?;
+
         // The logs.
         let logs = [
             ("refs", app.logs.refs.live_counters()),

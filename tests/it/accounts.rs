@@ -1,7 +1,8 @@
 //! Accounts, tokens and the rules they meet, with real git and real HTTP:
 //! who may clone and push what, with which credential; what a refused or
 //! revoked credential gets; protected branches; brute force throttled per
-//! address (from real loopback addresses, and behind a trusted proxy);
+//! address (from real loopback addresses, and behind a trusted proxy,
+//! also one reaching an IPv6 wildcard listener);
 //! the system repo out of every route's reach; the audit records; repos
 //! created and deleted through the API; and hidden and missing repos
 //! answered alike, in time too.
@@ -31,6 +32,12 @@ struct Forge {
 
 impl Forge {
     fn start(extra: &[&str]) -> Forge {
+        Forge::start_on("127.0.0.1:0", extra)
+    }
+
+    /// As [`Forge::start`], listening on `listen` (reached at 127.0.0.1
+    /// when it is a wildcard address).
+    fn start_on(listen: &str, extra: &[&str]) -> Forge {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         for (repo, private) in [("alice/public", false), ("alice/private", true)] {
@@ -46,7 +53,7 @@ impl Forge {
         let admin = user_token(&data, "alice", false, "admin", &[]);
         let bob = user_token(&data, "bob", false, "write", &[]);
         let root = user_token(&data, "root", true, "admin", &[]);
-        let mut builder = TestServer::builder().data(&data);
+        let mut builder = TestServer::builder().data(&data).listen(listen);
         for flag in extra {
             builder = builder.arg(flag);
         }
@@ -596,7 +603,16 @@ fn forwarded_for_counts_only_from_a_trusted_proxy() {
         200,
         "another client is throttled too"
     );
-    assert_eq!(attempt(1, "203.0.113.5", &forge.read), 429);
+    assert_eq!(
+        attempt(1, "203.0.113.5", "nope again"),
+        429,
+        "the throttled client is throttled still"
+    );
+    assert_eq!(
+        attempt(1, "203.0.113.5", &forge.read),
+        200,
+        "a valid token is accepted from a throttled client"
+    );
     // From an untrusted peer (127.0.0.2) the header is the client's own
     // claim: ignored, so changing it escapes nothing.
     let from_b: Vec<u16> = (0..4)
@@ -608,9 +624,168 @@ fn forwarded_for_counts_only_from_a_trusted_proxy() {
         "X-Forwarded-For from an untrusted peer must not make each attempt a new client"
     );
     assert_eq!(
-        attempt(2, "198.51.100.200", &forge.read),
+        attempt(2, "198.51.100.200", "nope"),
         429,
         "X-Forwarded-For from an untrusted peer escaped the throttle"
+    );
+}
+
+/// `token` with another secret: well-formed, refused.
+fn wrong_secret(token: &str) -> String {
+    let (head, last) = token.split_at(token.len() - 1);
+    format!("{head}{}", if last == "x" { "y" } else { "x" })
+}
+
+/// A Bearer request for alice's private repo from the proxy at
+/// 127.0.0.1, forwarded for `client`.
+fn proxied(forge: &Forge, client: &str, token: &str) -> HttpResponse {
+    http_from(
+        loopback(1),
+        forge.server.addr,
+        &format!(
+            "GET /api/v1/repos/alice/private HTTP/1.1\r\nX-Forwarded-For: {client}\r\nAuthorization: Bearer {token}"
+        ),
+    )
+}
+
+/// A server on the IPv6 wildcard behind an IPv4 proxy: the proxy's
+/// connections arrive as ::ffff:127.0.0.1.
+fn dual_stack_behind_a_proxy(extra: &[&str]) -> Forge {
+    let mut flags = vec!["--trusted-proxy", "127.0.0.0/8"];
+    flags.extend_from_slice(extra);
+    Forge::start_on("[::]:0", &flags)
+}
+
+#[test]
+fn behind_a_proxy_on_a_dual_stack_listener_each_forwarded_client_is_counted_alone() {
+    let forge = dual_stack_behind_a_proxy(&["--auth-failures", "10"]);
+    let bad = wrong_secret(&forge.read);
+    let from_a: Vec<u16> = (0..11)
+        .map(|_| proxied(&forge, "203.0.113.5", &bad).status)
+        .collect();
+    assert_eq!(
+        from_a,
+        [[401; 10].as_slice(), &[429]].concat(),
+        "client A past --auth-failures must be throttled"
+    );
+    assert_eq!(
+        proxied(&forge, "203.0.113.6", &bad).status,
+        401,
+        "client B was throttled by client A's failures: the proxy's peer \
+         (::ffff:127.0.0.1) did not match --trusted-proxy 127.0.0.0/8, so \
+         every client counted as the proxy"
+    );
+    assert_eq!(proxied(&forge, "203.0.113.6", &forge.read).status, 200);
+    // The audit log names the forwarded client, as IPv4.
+    let dump = forge.log_dump();
+    let from_a = dump
+        .lines()
+        .filter(|l| l.contains(" auth_failed actor=anonymous@203.0.113.5 "))
+        .count();
+    assert_eq!(from_a, 11, "{dump}");
+    assert!(!dump.contains("::ffff:"), "{dump}");
+}
+
+#[test]
+fn a_valid_token_from_a_throttled_address_is_accepted_and_a_refused_one_still_waits() {
+    let forge = dual_stack_behind_a_proxy(&["--password-auth", "--auth-failures", "3"]);
+    let bad = wrong_secret(&forge.read);
+    let client = "203.0.113.5";
+    let statuses: Vec<u16> = (0..4)
+        .map(|_| proxied(&forge, client, &bad).status)
+        .collect();
+    assert_eq!(statuses, [401, 401, 401, 429]);
+    assert_eq!(
+        proxied(&forge, client, &forge.read).status,
+        200,
+        "a valid token from a throttled address was refused: the failure \
+         throttle ran before the token was checked"
+    );
+    let as_basic = http_from(
+        loopback(1),
+        forge.server.addr,
+        &format!(
+            "GET /api/v1/repos/alice/private HTTP/1.1\r\nX-Forwarded-For: {client}\r\n{}",
+            basic("alice", &forge.read)
+        ),
+    );
+    assert_eq!(as_basic.status, 200, "a token as a Basic password");
+    let refused = proxied(&forge, client, &bad);
+    assert_eq!(refused.status, 429, "a refused token still waits");
+    assert!(
+        refused
+            .header("retry-after")
+            .is_some_and(|s| s.parse::<u64>().unwrap() >= 1),
+        "{:?}",
+        refused.headers
+    );
+    // A password is what can be guessed: from a throttled address it is
+    // not checked at all.
+    let password = http_from(
+        loopback(1),
+        forge.server.addr,
+        &format!(
+            "GET /api/v1/repos/alice/private HTTP/1.1\r\nX-Forwarded-For: {client}\r\n{}",
+            basic("alice", "a guessed password")
+        ),
+    );
+    assert_eq!(password.status, 429);
+}
+
+#[test]
+fn a_flood_of_throttled_failures_appends_one_throttle_record_and_is_counted() {
+    let forge = dual_stack_behind_a_proxy(&["--auth-failures", "3"]);
+    let bad = wrong_secret(&forge.read);
+    let client = "203.0.113.5";
+    let metric = |name: &str| -> f64 {
+        let auth = format!("Authorization: Bearer {}", forge.root);
+        let scrape = forge.get_as("/metrics", Some(&auth));
+        assert_eq!(scrape.status, 200, "{}", scrape.text());
+        scrape
+            .text()
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let throttled_before = metric("vole_sign_ins_throttled_total");
+    let failed_before = metric("vole_sign_in_failures_total");
+    for _ in 0..3 {
+        assert_eq!(proxied(&forge, client, &bad).status, 401);
+    }
+    // A burst at once, then more one by one: all past the allowance.
+    let burst: Vec<u16> = std::thread::scope(|scope| {
+        let sent: Vec<_> = (0..40)
+            .map(|_| scope.spawn(|| proxied(&forge, client, &bad).status))
+            .collect();
+        sent.into_iter().map(|s| s.join().unwrap()).collect()
+    });
+    assert!(burst.iter().all(|s| *s == 429), "{burst:?}");
+    for _ in 0..20 {
+        assert_eq!(proxied(&forge, client, &bad).status, 429);
+    }
+    let dump = forge.log_dump();
+    // Every failure in this test is client A's.
+    let records = |kind: &str| {
+        dump.lines()
+            .filter(|l| l.contains(&format!(" {kind} actor=anonymous@")))
+            .count()
+    };
+    assert_eq!(
+        records("auth_failed"),
+        3 + 1,
+        "failures that arrived while their address was throttled were \
+         audited one by one:\n{dump}"
+    );
+    assert_eq!(
+        records("sign_in_throttled"),
+        1,
+        "the throttle is audited once as it starts:\n{dump}"
+    );
+    assert_eq!(metric("vole_sign_in_failures_total") - failed_before, 4.0);
+    assert_eq!(
+        metric("vole_sign_ins_throttled_total") - throttled_before,
+        59.0,
+        "every throttled refusal is counted"
     );
 }
 

@@ -214,6 +214,7 @@ pub struct TestServerBuilder {
     soft_fd_limit: Option<u64>,
     file_size_limit: Option<u64>,
     wrapper: Vec<String>,
+    listen: String,
 }
 
 /// A running `vole serve`, killed when dropped.
@@ -236,6 +237,7 @@ impl TestServer {
             soft_fd_limit: None,
             file_size_limit: None,
             wrapper: Vec::new(),
+            listen: "127.0.0.1:0".into(),
         }
     }
 
@@ -325,6 +327,14 @@ impl TestServerBuilder {
         self
     }
 
+    /// Listens on `addr` instead of 127.0.0.1:0. A wildcard address is
+    /// reached at 127.0.0.1 (so on `[::]:0`, a dual-stack listener, the
+    /// peer is `::ffff:127.0.0.1`).
+    pub fn listen(mut self, addr: &str) -> Self {
+        self.listen = addr.into();
+        self
+    }
+
     /// Runs `vole serve` as the last argument of `command` (e.g. strace
     /// with its options).
     pub fn wrapped_in(mut self, command: &[&str]) -> Self {
@@ -369,7 +379,7 @@ impl TestServerBuilder {
         command
             .arg("serve")
             .arg("--listen")
-            .arg("127.0.0.1:0")
+            .arg(&self.listen)
             // Servers run side by side: none takes the default metrics
             // port unless a test asks (`--metrics-listen`).
             .env("VOLE_METRICS_LISTEN", "off")
@@ -427,8 +437,13 @@ impl TestServerBuilder {
                 rest.split(|c: char| !(c.is_ascii_hexdigit() || ".:[]".contains(c)))
                     .next()
             })
-            .and_then(|addr| addr.parse().ok())
+            .and_then(|addr| addr.parse::<SocketAddr>().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
+        let addr = if addr.ip().is_unspecified() {
+            SocketAddr::from(([127, 0, 0, 1], addr.port()))
+        } else {
+            addr
+        };
         TestServer {
             child: Some(child),
             wrapped: !self.wrapper.is_empty(),
