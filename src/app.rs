@@ -143,6 +143,11 @@ impl App {
                 ..StoreOptions::default()
             },
         )?);
+        // The upgrade: ACLs out of the repos' shard refs (which readers may
+        // fetch) into the system repo.
+        meta.move_acls_to_system().map_err(|e| {
+            anyhow::anyhow!(e).context("cannot move the repos' ACLs to the system repo")
+        })?;
         let config = Arc::new(config);
         let recorder = Arc::new(RefRecorder::new(
             logs.refs.clone(),

@@ -242,13 +242,7 @@ impl MetaStore {
     /// The repo's ACL (the default, public with no members, at version 0
     /// when none is stored).
     pub fn acl(&self, repo: &RepoName) -> Result<Acl, MetaError> {
-        self.read(repo, |state| {
-            Ok(state
-                .index
-                .acl()
-                .cloned()
-                .unwrap_or_else(Acl::default_for_repo))
-        })
+        Ok(self.acl_of(repo)?.0)
     }
 
     /// The incarnation of `repo` whose metadata the store holds (`None`:
@@ -265,20 +259,34 @@ impl MetaStore {
     /// The repo's ACL and the incarnation it belongs to, read together:
     /// an access decision made on this ACL is about that incarnation, and
     /// whatever the caller goes on to open must be the same one.
+    ///
+    /// The ACL lives in the system repo under the repo's incarnation (see
+    /// [`Entity::RepoAcl`]); a repo from before that keeps it in its own
+    /// shards until [`MetaStore::move_acls_to_system`] moves it.
     pub fn acl_of(
         &self,
         repo: &RepoName,
     ) -> Result<(Acl, Option<crate::repos::Incarnation>), MetaError> {
         self.check_failed()?;
         let meta = self.repo(repo)?;
-        let acl = meta
-            .state
-            .lock()
+        let stored = self
+            .system_acl(&meta)
+            .or_else(|| meta.state.lock().index.acl().cloned());
+        Ok((
+            stored.unwrap_or_else(Acl::default_for_repo),
+            meta.incarnation.clone(),
+        ))
+    }
+
+    /// The ACL the system repo holds for `meta`'s incarnation.
+    fn system_acl(&self, meta: &RepoMeta) -> Option<Acl> {
+        let incarnation = meta.incarnation.as_ref()?;
+        let system = self.system().ok()?;
+        let state = system.state.lock();
+        state
             .index
-            .acl()
-            .cloned()
-            .unwrap_or_else(Acl::default_for_repo);
-        Ok((acl, meta.incarnation.clone()))
+            .repo_acl(incarnation.id())
+            .map(|stored| stored.acl.clone())
     }
 
     pub fn put_acl(&self, repo: &RepoName, put: AclPut) -> Result<Acl, MetaError> {
@@ -286,30 +294,111 @@ impl MetaStore {
         if let Some(owner) = &put.owner {
             entity::check_user_name(owner)?;
         }
-        let written = self.write(repo, |state| {
-            let current = state.index.acl().map_or(0, |a| a.version);
+        let meta = self.repo(repo)?;
+        let build = |stored: Option<&Acl>| -> Result<Acl, MetaError> {
+            let current = stored.map_or(0, |a| a.version);
             check_version("ACL", 0, current, put.version)?;
             let owner = put
                 .owner
-                .or_else(|| state.index.acl().and_then(|a| a.owner.clone()));
-            Ok(Entity::Acl(Acl {
+                .clone()
+                .or_else(|| stored.and_then(|a| a.owner.clone()));
+            Ok(Acl {
                 v: SCHEMA_V,
                 visibility: put.visibility,
                 owner,
-                members: put.members,
+                members: put.members.clone(),
                 updated_at: now_text(),
                 version: current + 1,
                 replaces: (current > 0).then_some(current),
-            }))
-        });
+            })
+        };
+        let written = match (self.system(), meta.incarnation.clone()) {
+            // In the system repo, under the repo's incarnation.
+            (Ok(system), Some(incarnation)) => {
+                let legacy = meta.state.lock().index.acl().cloned();
+                let written = self.write_in(&system, |state| {
+                    let stored = state
+                        .index
+                        .repo_acl(incarnation.id())
+                        .map(|r| &r.acl)
+                        .or(legacy.as_ref());
+                    Ok(Entity::RepoAcl(entity::RepoAcl {
+                        repo: repo.to_string(),
+                        incarnation: incarnation.id().to_string(),
+                        acl: build(stored)?,
+                    }))
+                });
+                if written.is_ok() && legacy.is_some() {
+                    self.remove_repo_acl(&meta)?;
+                }
+                written
+            }
+            // A store without accounts (tools, tests): in the repo.
+            _ => self.write_in(&meta, |state| Ok(Entity::Acl(build(state.index.acl())?))),
+        };
         // Even a failed write may have reached the index.
         self.inner
             .settings_generation
             .fetch_add(1, Ordering::AcqRel);
-        let Entity::Acl(acl) = written? else {
-            unreachable!("built as an ACL")
+        match written? {
+            Entity::RepoAcl(stored) => Ok(stored.acl),
+            Entity::Acl(acl) => Ok(acl),
+            _ => unreachable!("built as an ACL"),
+        }
+    }
+
+    /// Takes the ACL a repo from before kept in its own shards out of
+    /// them (the system repo holds it now): readers who fetch the shard
+    /// refs no longer find it at the tips.
+    fn remove_repo_acl(&self, meta: &Arc<RepoMeta>) -> Result<(), MetaError> {
+        self.write_in(meta, |_| {
+            Ok(Entity::Removed(entity::Removed {
+                path: entity::REPO_ACL_PATH.to_string(),
+            }))
+        })
+        .map(drop)
+    }
+
+    /// The upgrade, at start: every repo that keeps its ACL in its own
+    /// shards gets it in the system repo, under its incarnation (unless the
+    /// system repo has one for it already), and the shards' copy is
+    /// removed from their tips. Returns the repos moved. Its history stays
+    /// in the shards (see SECURITY.md).
+    pub fn move_acls_to_system(&self) -> Result<Vec<String>, MetaError> {
+        let Ok(system) = self.system() else {
+            return Ok(Vec::new());
         };
-        Ok(acl)
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        let mut moved = Vec::new();
+        for meta in repos {
+            let Some(incarnation) = meta.incarnation.clone() else {
+                continue;
+            };
+            let Some(legacy) = meta.state.lock().index.acl().cloned() else {
+                continue;
+            };
+            if self.system_acl(&meta).is_none() {
+                self.write_in(&system, |_| {
+                    Ok(Entity::RepoAcl(entity::RepoAcl {
+                        repo: meta.name.clone(),
+                        incarnation: incarnation.id().to_string(),
+                        acl: legacy,
+                    }))
+                })?;
+            }
+            self.remove_repo_acl(&meta)?;
+            tracing::warn!(
+                repo = meta.name,
+                "upgrade: the repository's ACL moved from its shard refs to the system repo; its history stays in the shards"
+            );
+            moved.push(meta.name.clone());
+        }
+        if !moved.is_empty() {
+            self.inner
+                .settings_generation
+                .fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(moved)
     }
 
     /// The repo's settings (defaults from the server's config, at version

@@ -31,7 +31,33 @@ pub enum Entity {
     User(User),
     /// An access token of a user (system repo only).
     Token(Token),
+    /// A repo's ACL (system repo only, keyed by the repo's incarnation):
+    /// who may read a repo is not in the repo, whose shard refs every
+    /// reader may fetch.
+    RepoAcl(RepoAcl),
+    /// A document taken out of its shard's tree (the ACL a repo from
+    /// before kept in its own shards, once it is in the system repo).
+    Removed(Removed),
 }
+
+/// A repo's ACL as the system repo keeps it: the repo it was written for
+/// and that repo's incarnation, so an ACL never applies to another repo of
+/// the name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RepoAcl {
+    pub repo: String,
+    pub incarnation: String,
+    pub acl: Acl,
+}
+
+/// A document removed from a shard's tree: its path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Removed {
+    pub path: String,
+}
+
+/// Where a repo from before kept its ACL in its own shards.
+pub const REPO_ACL_PATH: &str = "repo/acl.json";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -284,6 +310,8 @@ impl Entity {
             Entity::Settings(_) => "settings",
             Entity::User(e) => &e.name,
             Entity::Token(e) => &e.id,
+            Entity::RepoAcl(e) => &e.incarnation,
+            Entity::Removed(e) => &e.path,
         }
     }
 
@@ -297,6 +325,9 @@ impl Entity {
             Entity::Acl(_) | Entity::Settings(_) => REPO_ROOT_ID,
             Entity::User(e) => &e.name,
             Entity::Token(e) => &e.id,
+            Entity::RepoAcl(e) => &e.incarnation,
+            // The ACL's shard (the one removal there is).
+            Entity::Removed(_) => REPO_ROOT_ID,
         }
     }
 
@@ -309,6 +340,8 @@ impl Entity {
             Entity::Settings(_) => "settings",
             Entity::User(_) => "user",
             Entity::Token(_) => "token",
+            Entity::RepoAcl(_) => "repo_acl",
+            Entity::Removed(_) => "removed",
         }
     }
 
@@ -321,6 +354,8 @@ impl Entity {
             Entity::Settings(e) => e.version,
             Entity::User(e) => e.version,
             Entity::Token(e) => e.version,
+            Entity::RepoAcl(e) => e.acl.version,
+            Entity::Removed(_) => 0,
         }
     }
 
@@ -334,10 +369,12 @@ impl Entity {
                 thread_dir(e.thread_kind, &e.thread),
                 e.id
             ),
-            Entity::Acl(_) => "repo/acl.json".into(),
+            Entity::Acl(_) => REPO_ACL_PATH.into(),
             Entity::Settings(_) => "repo/settings.json".into(),
             Entity::User(e) => format!("users/{}.json", User::id_of(&e.name)),
             Entity::Token(e) => format!("tokens/{}.json", e.id),
+            Entity::RepoAcl(e) => format!("acls/{}.json", e.incarnation),
+            Entity::Removed(e) => e.path.clone(),
         }
     }
 }

@@ -44,6 +44,7 @@ pub struct PendingWrite {
     pub shard: u8,
     /// Path of the document in the shard tree.
     pub path: String,
+    /// The document; empty: the path is removed from the tree.
     pub body: Vec<u8>,
 }
 
@@ -507,6 +508,11 @@ fn build_commits(
     let mut commits = 0;
     for chunk in writes.chunks(batch.max(1)) {
         for write in chunk {
+            // An empty body is a removal (no document is empty).
+            if write.body.is_empty() {
+                editor.remove(write.path.split('/'))?;
+                continue;
+            }
             let blob = new.put(gix::objs::Kind::Blob, write.body.clone())?;
             editor.upsert(
                 write.path.split('/'),

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hash::Hash;
 
 use super::entity::{
-    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, Settings, ThreadKind, Token, User,
+    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, REPO_ACL_PATH, RepoAcl, Settings,
+    ThreadKind, Token, User,
 };
 
 /// Secondary sets of one numbered kind (issue or change request).
@@ -128,6 +129,8 @@ pub struct Index {
     /// Thread id -> comment id -> comment (ids are time-ordered).
     comments: HashMap<String, BTreeMap<String, Comment>>,
     acl: Option<Acl>,
+    /// Incarnation -> its repo's ACL (the system repo's).
+    repo_acls: HashMap<String, RepoAcl>,
     settings: Option<Settings>,
     /// Lowercased name -> user (the system repo's).
     users: BTreeMap<String, User>,
@@ -149,7 +152,7 @@ impl Index {
         if !newer {
             return false;
         }
-        if self.current_version(&entity).is_none() {
+        if self.current_version(&entity).is_none() && !matches!(entity, Entity::Removed(_)) {
             self.entities += 1;
         }
         match entity {
@@ -185,6 +188,15 @@ impl Index {
                     .insert(comment.id.clone(), comment);
             }
             Entity::Acl(acl) => self.acl = Some(acl),
+            Entity::RepoAcl(repo_acl) => {
+                self.repo_acls
+                    .insert(repo_acl.incarnation.clone(), repo_acl);
+            }
+            Entity::Removed(removed) => {
+                if removed.path == REPO_ACL_PATH && self.acl.take().is_some() {
+                    self.entities -= 1;
+                }
+            }
             Entity::Settings(settings) => self.settings = Some(settings),
             Entity::User(user) => {
                 self.users.insert(User::id_of(&user.name), user);
@@ -211,6 +223,9 @@ impl Index {
             Entity::Settings(_) => self.settings.as_ref().map(|s| s.version),
             Entity::User(e) => self.users.get(&User::id_of(&e.name)).map(|u| u.version),
             Entity::Token(e) => self.tokens.get(&e.id).map(|t| t.version),
+            Entity::RepoAcl(e) => self.repo_acls.get(&e.incarnation).map(|r| r.acl.version),
+            // A removal always applies.
+            Entity::Removed(_) => None,
         }
     }
 
@@ -280,6 +295,12 @@ impl Index {
 
     pub fn acl(&self) -> Option<&Acl> {
         self.acl.as_ref()
+    }
+
+    /// The ACL of the repo of incarnation `incarnation` (the system
+    /// repo's).
+    pub fn repo_acl(&self, incarnation: &str) -> Option<&RepoAcl> {
+        self.repo_acls.get(incarnation)
     }
 
     pub fn settings(&self) -> Option<&Settings> {

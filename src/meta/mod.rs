@@ -344,6 +344,15 @@ impl Drop for MaintenanceHold {
     }
 }
 
+/// What the fold writes for a logged document: the document, or nothing
+/// for a removal (the fold takes its path out of the tree).
+fn fold_body(entity: &Entity, body: String) -> Vec<u8> {
+    match entity {
+        Entity::Removed(_) => Vec::new(),
+        _ => body.into_bytes(),
+    }
+}
+
 fn now_text() -> String {
     crate::time::now_millis()
 }
@@ -476,7 +485,7 @@ impl MetaStore {
                     .log
                     .encode(std::slice::from_ref(&row))
                     .map_err(|e| AppendError::Log(Arc::new(e)))?;
-                Ok((frame, row.body.into_bytes()))
+                Ok((frame, fold_body(&entity, row.body)))
             });
         // 3. Append in decision order: per shard (and per entity) the log
         // order is the order versions were decided in, which the folds and

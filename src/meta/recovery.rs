@@ -56,6 +56,7 @@ impl MetaStore {
             };
             let state = meta.state.get_mut();
             let path = entity.tree_path();
+            let body = fold_body(&entity, row.body);
             state.index.apply(entity);
             state
                 .pending
@@ -69,7 +70,7 @@ impl MetaStore {
                     seq,
                     shard: row.shard,
                     path,
-                    body: row.body.into_bytes(),
+                    body,
                 });
             unfolded.seqs.insert(seq);
             requeued += 1;

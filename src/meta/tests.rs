@@ -781,3 +781,108 @@ fn a_cycle_over_many_shards_is_folded_on_two_threads_and_loses_nothing() {
     assert_eq!(store.inner.log.applied(), *unique.last().unwrap());
     git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
 }
+
+/// Opens the fixture's store with a system repo beside `ann/demo`.
+fn open_with_system(fixture: &Fixture, system: &Path) -> MetaStore {
+    let mut replayed = Vec::new();
+    let (log, _) = Log::<MetaWrite>::open(&fixture.log_dir, |entry| {
+        if let Entry::Txn { seq, rows } = entry {
+            replayed.extend(rows.into_iter().map(|row| (seq, row)));
+        }
+    })
+    .unwrap();
+    MetaStore::open(
+        Arc::new(log),
+        &fixture.repos_dir,
+        &[
+            (REPO.to_string(), fixture.git_dir.clone()),
+            (SYSTEM.to_string(), system.to_path_buf()),
+        ],
+        replayed,
+        None,
+        StoreOptions::default(),
+    )
+    .unwrap()
+}
+
+fn members_acl(version: u64) -> requests::AclPut {
+    requests::AclPut {
+        version,
+        visibility: entity::Visibility::Private,
+        owner: None,
+        members: vec![entity::Member {
+            name: "zelda".into(),
+            role: entity::Role::Write,
+        }],
+    }
+}
+
+#[test]
+fn an_acl_kept_in_the_repos_shards_moves_to_the_system_repo_and_leaves_the_tips() {
+    let fixture = Fixture::new();
+    crate::repos::Incarnation::mint_adopting_legacy()
+        .write(&fixture.git_dir)
+        .unwrap();
+    let system = fixture.repos_dir.parent().unwrap().join("system.git");
+    git(&system, &["init", "--bare", "-q"]);
+    let repo = RepoName::parse(REPO).unwrap();
+    // As a store without a system repo (and vole before) kept it: in the
+    // repo's own shards.
+    {
+        let (_log, store) = fixture.open(StoreOptions::default());
+        store.put_acl(&repo, members_acl(0)).unwrap();
+        assert!(store.flush(Duration::from_secs(10)));
+        store.close(Duration::from_secs(10));
+    }
+    let acl_paths = |fixture: &Fixture| {
+        fixture
+            .documents()
+            .into_iter()
+            .filter(|(_, path)| path == entity::REPO_ACL_PATH)
+            .count()
+    };
+    assert_eq!(
+        acl_paths(&fixture),
+        1,
+        "the ACL is not in the shards to begin with"
+    );
+
+    let store = open_with_system(&fixture, &system);
+    let before = store.acl(&repo).unwrap();
+    assert_eq!(before.members[0].name, "zelda");
+    assert_eq!(store.move_acls_to_system().unwrap(), vec![REPO.to_string()]);
+    assert!(store.flush(Duration::from_secs(10)));
+    let after = store.acl(&repo).unwrap();
+    assert_eq!(
+        (after.version, after.visibility),
+        (before.version, before.visibility)
+    );
+    assert_eq!(after.members, before.members);
+    assert_eq!(
+        acl_paths(&fixture),
+        0,
+        "the ACL is still at the repo's shard tips"
+    );
+    // The next write goes to the system repo and stays out of the repo.
+    let next = store.put_acl(&repo, members_acl(after.version)).unwrap();
+    assert_eq!(next.version, after.version + 1);
+    assert!(store.flush(Duration::from_secs(10)));
+    assert_eq!(acl_paths(&fixture), 0);
+    store.close(Duration::from_secs(10));
+
+    // Read back from the system repo after a restart; moved once only.
+    let store = open_with_system(&fixture, &system);
+    assert_eq!(store.acl(&repo).unwrap().version, next.version);
+    assert!(store.move_acls_to_system().unwrap().is_empty());
+    let in_system = git(
+        &system,
+        &["for-each-ref", "--format=%(refname)", "refs/meta/"],
+    );
+    let found = in_system.lines().any(|name| {
+        git(&system, &["ls-tree", "-r", "--name-only", name])
+            .lines()
+            .any(|path| path.starts_with("acls/") && path.ends_with(".json"))
+    });
+    assert!(found, "the system repo holds no ACL document");
+    store.close(Duration::from_secs(10));
+}

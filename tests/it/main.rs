@@ -6,6 +6,7 @@
 mod abuse;
 mod access;
 mod accounts;
+mod acl_place;
 mod backup;
 mod browsing;
 mod check;
