@@ -4,8 +4,9 @@
 //!
 //! # Protocol, version 1
 //!
-//! - Transport: a Unix stream socket at `<data>/vole.sock`, mode `0600`
-//!   (owner only). The server removes a stale one at start.
+//! - Transport: a Unix stream socket at `<data>/run/vole.sock`, mode
+//!   `0600`, in a directory of mode `0700` made before the bind (owner
+//!   only). The server removes a stale one at start.
 //! - Framing: one JSON object per line (UTF-8, `\n`-terminated, at most
 //!   [`MAX_LINE`] bytes). Each request gets exactly one reply line, in order;
 //!   a connection may carry many requests.
