@@ -1,6 +1,6 @@
 //! The audit log's record kind: [`AuditEvent`], one security-relevant
 //! event (an authentication failure, a user or token change, a repo
-//! created or deleted, an ACL changed), in its own stream
+//! created, deleted or garbage-collected, an ACL changed), in its own stream
 //! (`data/log/audit.arrow`) beside the ref moves and metadata writes.
 
 use std::sync::{Arc, OnceLock};
@@ -27,6 +27,8 @@ pub enum AuditKind {
     RepoCreated,
     RepoDeleted,
     AclChanged,
+    /// `vole repo gc`: a repo's unreachable objects pruned.
+    RepoGc,
 }
 
 impl AuditKind {
@@ -40,6 +42,7 @@ impl AuditKind {
             AuditKind::RepoCreated => "repo_created",
             AuditKind::RepoDeleted => "repo_deleted",
             AuditKind::AclChanged => "acl_changed",
+            AuditKind::RepoGc => "repo_gc",
         }
     }
 }

@@ -197,7 +197,9 @@ fn object_id(value: &Option<String>) -> bool {
 fn valid_ref_move(row: &RefMove) -> Result<(), String> {
     crate::repos::RepoName::parse(&row.repo)
         .map_err(|_| format!("names no repository ({:?})", row.repo))?;
-    if !(row.ref_name.starts_with("refs/") || row.ref_name == "HEAD") {
+    // A gc's row names no ref: it moved none.
+    let gc = row.phase == crate::hooks::Phase::Gc && row.ref_name.is_empty();
+    if !(row.ref_name.starts_with("refs/") || row.ref_name == "HEAD" || gc) {
         return Err(format!("names no ref ({:?})", row.ref_name));
     }
     if !object_id(&row.old) || !object_id(&row.new) {

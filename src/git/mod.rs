@@ -338,10 +338,7 @@ pub fn open_gix(path: &Path) -> gix::Result<gix::Repository> {
 /// thread-local copy. Refs are read from disk on every lookup and a missing
 /// object makes gix look for new packs, so a push is seen at once.
 pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
-    type Handles =
-        parking_lot::Mutex<std::collections::HashMap<PathBuf, gix::ThreadSafeRepository>>;
-    static HANDLES: std::sync::OnceLock<Handles> = std::sync::OnceLock::new();
-    let handles = HANDLES.get_or_init(Default::default);
+    let handles = shared_handles();
     if let Some(shared) = handles.lock().get(path) {
         return Ok(shared.to_thread_local());
     }
@@ -350,6 +347,21 @@ pub fn shared_gix(path: &Path) -> gix::Result<gix::Repository> {
         .lock()
         .insert(path.to_path_buf(), repo.clone().into_sync());
     Ok(repo)
+}
+
+/// Drops the shared handle on the repo at `path` (after a gc deleted the
+/// packs it has mapped, whose objects it would go on finding): the next
+/// [`shared_gix`] opens it afresh. Handles already handed out keep theirs.
+pub fn forget_shared_gix(path: &Path) {
+    shared_handles().lock().remove(path);
+}
+
+type SharedHandles =
+    parking_lot::Mutex<std::collections::HashMap<PathBuf, gix::ThreadSafeRepository>>;
+
+fn shared_handles() -> &'static SharedHandles {
+    static HANDLES: std::sync::OnceLock<SharedHandles> = std::sync::OnceLock::new();
+    HANDLES.get_or_init(Default::default)
 }
 
 /// A branch name as git takes it: `refs/heads/<name>` passes git's ref

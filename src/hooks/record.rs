@@ -44,6 +44,9 @@ pub enum Phase {
     /// repo default-branch`. `new` is that branch's tip then, `old` none.
     /// Not a move of `ref`: the ref state ignores it.
     Head = 6,
+    /// `vole repo gc` pruned the repo's unreachable objects: no ref moved
+    /// (`ref` empty, `old` and `new` none). The ref state ignores it.
+    Gc = 7,
 }
 
 impl Phase {
@@ -56,6 +59,7 @@ impl Phase {
             4 => Phase::Checkpoint,
             5 => Phase::Restored,
             6 => Phase::Head,
+            7 => Phase::Gc,
             _ => return None,
         })
     }
@@ -68,6 +72,7 @@ impl Phase {
             Phase::Checkpoint => "checkpoint",
             Phase::Restored => "restored",
             Phase::Head => "head",
+            Phase::Gc => "gc",
         }
     }
 }

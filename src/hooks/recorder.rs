@@ -125,6 +125,8 @@ impl RefState {
                 // HEAD's target is read from HEAD itself; the row is the
                 // log's record of the change.
                 Phase::Head => {}
+                // Objects were pruned; no ref moved.
+                Phase::Gc => {}
             }
         }
     }
@@ -354,6 +356,30 @@ impl RefRecorder {
         let seq = self.log.commit(&rows)?;
         self.state().apply_txn(seq, &rows);
         self.publish(seq, rows);
+        Ok(seq)
+    }
+
+    /// Records that `repo`'s unreachable objects were pruned
+    /// ([`Phase::Gc`]), durably. Nothing is published: no ref moved.
+    pub fn record_gc(
+        &self,
+        repo: &RepoName,
+        actor: &str,
+        client: &str,
+    ) -> Result<u64, RecordError> {
+        let rows = vec![RefMove {
+            time_ns: now_ns(),
+            repo: repo.to_string(),
+            ref_name: String::new(),
+            old: None,
+            new: None,
+            actor: actor.to_string(),
+            client: client.to_string(),
+            push_id: 0,
+            phase: Phase::Gc,
+        }];
+        let seq = self.log.commit(&rows)?;
+        self.state().apply_txn(seq, &rows);
         Ok(seq)
     }
 

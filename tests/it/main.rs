@@ -12,6 +12,7 @@ mod check;
 mod default_branch;
 mod docker;
 mod durability;
+mod gc;
 mod hooks;
 mod layering;
 mod log_dump;
