@@ -21,6 +21,7 @@ mod meta;
 mod metrics;
 mod pack_cache;
 mod pagination;
+mod quotas;
 mod router;
 mod sites;
 mod skeleton;
