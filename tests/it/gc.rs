@@ -25,6 +25,40 @@ fn object_exists(bare: &Path, id: &str) -> bool {
     git(bare, &["cat-file", "-e", id]).status.success()
 }
 
+/// The web views of the commit `id` (its tree holds `secret.txt`).
+fn views_of(id: &str) -> Vec<String> {
+    [
+        "raw/{id}/secret.txt",
+        "blob/{id}/secret.txt",
+        "blame/{id}/secret.txt",
+        "tree/{id}",
+        "commit/{id}",
+        "commit/{id}.patch",
+        "commits/{id}",
+        "archive/{id}.tar.gz",
+    ]
+    .iter()
+    .map(|view| format!("/alice/r/-/{}", view.replace("{id}", id)))
+    .collect()
+}
+
+/// `vole log dump` shows a gc of `alice/r` by the CLI in the audit log and
+/// the ref log.
+fn assert_gc_recorded(data: &Path) {
+    let dump = run_vole(data, &["log", "dump"]);
+    let dump = text(&dump.stdout);
+    let audited = |l: &str| l.contains("repo_gc") && l.contains("target=alice/r");
+    assert!(
+        dump.lines().any(audited),
+        "no audit record of the gc:\n{dump}"
+    );
+    let logged = |l: &str| l.contains("alice/r") && l.contains(" gc actor=cli@local");
+    assert!(
+        dump.lines().any(logged),
+        "no ref log row of the gc:\n{dump}"
+    );
+}
+
 #[test]
 fn a_force_pushed_commit_is_served_by_full_id_until_vole_repo_gc_prunes_it() {
     let (dir, server, bare) = forge();
@@ -42,19 +76,7 @@ fn a_force_pushed_commit_is_served_by_full_id_until_vole_repo_gc_prunes_it() {
     );
 
     // Every view of it, by its full id.
-    let views: Vec<String> = [
-        "raw/{id}/secret.txt",
-        "blob/{id}/secret.txt",
-        "blame/{id}/secret.txt",
-        "tree/{id}",
-        "commit/{id}",
-        "commit/{id}.patch",
-        "commits/{id}",
-        "archive/{id}.tar.gz",
-    ]
-    .iter()
-    .map(|view| format!("/alice/r/-/{}", view.replace("{id}", &leaked)))
-    .collect();
+    let views = views_of(&leaked);
     for view in &views {
         let served = http_get(server.addr, view);
         assert_eq!(
@@ -106,19 +128,7 @@ fn a_force_pushed_commit_is_served_by_full_id_until_vole_repo_gc_prunes_it() {
         text(&check.stdout)
     );
 
-    // In the ref log and the audit log.
-    let dump = run_vole(&server.data, &["log", "dump"]);
-    let dump = text(&dump.stdout);
-    assert!(
-        dump.lines()
-            .any(|l| l.contains("repo_gc") && l.contains("target=alice/r")),
-        "no audit record of the gc:\n{dump}"
-    );
-    assert!(
-        dump.lines()
-            .any(|l| l.contains("alice/r") && l.contains(" gc actor=cli@local")),
-        "no ref log row of the gc:\n{dump}"
-    );
+    assert_gc_recorded(&server.data);
     let missing = run_vole(&server.data, &["repo", "gc", "alice/nothing"]);
     assert!(!missing.status.success());
     assert!(
