@@ -140,6 +140,7 @@ impl App {
                 fold_interval: config.meta_fold_interval,
                 default_branch: config.default_branch.clone(),
                 protected_branches: config.protected_branches.clone(),
+                max_authored_bytes: config.quotas.max_meta_bytes_per_user,
                 ..StoreOptions::default()
             },
         )?);
@@ -241,6 +242,7 @@ impl App {
                 access: access.clone(),
                 repos: repos.clone(),
                 control: control.clone(),
+                quotas: crate::api::quota::Quotas::new(&config.quotas),
             }),
             control,
             recorder,

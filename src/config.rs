@@ -50,6 +50,9 @@ pub mod defaults {
     pub const PACK_CACHE_SIZE: &str = "1GiB";
     pub const PACK_CACHE_MAX_AGE: &str = "5m";
     pub const PACK_CACHE_MIN_FREE: &str = "1GiB";
+    pub const MAX_REPOS_PER_USER: u64 = 1000;
+    pub const META_WRITE_RATE: u32 = 600;
+    pub const MAX_META_BYTES_PER_USER: &str = "64MiB";
 
     /// Concurrent read-side git children (log, show, archive, blob
     /// streams): 2 per core.
@@ -129,6 +132,25 @@ pub struct Settings {
     /// per minute; past it, 429 with Retry-After [default: 600].
     #[arg(long, env = "VOLE_API_RATE", value_name = "N")]
     pub api_rate: Option<u32>,
+
+    /// Repositories one user may have under their name: creating one more
+    /// through the API (`POST /api/v1/repos`) gets 403 naming this
+    /// setting (the CLI is not held to it); 0: no limit [default: 1000].
+    #[arg(long, env = "VOLE_MAX_REPOS_PER_USER", value_name = "N")]
+    pub max_repos_per_user: Option<u64>,
+
+    /// Metadata writes (issues, change requests, comments, ACL, settings)
+    /// one user may make through the API per minute; past it, 429 with
+    /// Retry-After naming this setting; 0: no limit [default: 600].
+    #[arg(long, env = "VOLE_META_WRITE_RATE", value_name = "N")]
+    pub meta_write_rate: Option<u32>,
+
+    /// Bytes of metadata one user may have authored in one repo (the
+    /// titles, bodies and labels of their issues, change requests and
+    /// comments, as they stand); a write that would take them past it gets
+    /// 403 naming this setting; 0: no limit [default: 64MiB].
+    #[arg(long, env = "VOLE_MAX_META_BYTES_PER_USER", value_name = "SIZE")]
+    pub max_meta_bytes_per_user: Option<String>,
 
     /// Bytes of packs kept on disk (`data/cache/packs`) for repeated
     /// identical clones and fetches; 0 turns the pack cache off
@@ -322,6 +344,11 @@ impl Settings {
             auth_failures: self.auth_failures.or(lower.auth_failures),
             auth_failure_window: self.auth_failure_window.or(lower.auth_failure_window),
             api_rate: self.api_rate.or(lower.api_rate),
+            max_repos_per_user: self.max_repos_per_user.or(lower.max_repos_per_user),
+            meta_write_rate: self.meta_write_rate.or(lower.meta_write_rate),
+            max_meta_bytes_per_user: self
+                .max_meta_bytes_per_user
+                .or(lower.max_meta_bytes_per_user),
             pack_cache_size: self.pack_cache_size.or(lower.pack_cache_size),
             pack_cache_max_age: self.pack_cache_max_age.or(lower.pack_cache_max_age),
             pack_cache_min_free: self.pack_cache_min_free.or(lower.pack_cache_min_free),
@@ -373,6 +400,7 @@ pub struct Config {
     pub quarantine_max_age: Duration,
     pub anonymous_push: bool,
     pub auth: AuthSettings,
+    pub quotas: QuotaSettings,
     pub pack_cache: PackCacheSettings,
     /// Branch names protected in every repo (until repo settings hold them).
     pub protected_branches: Vec<String>,
@@ -390,6 +418,17 @@ pub struct Config {
     pub trusted_proxies: Vec<ipnet::IpNet>,
     /// `scheme://host[:port]`, no trailing slash.
     pub public_url: Option<String>,
+}
+
+/// What one user may make through the API (`None`: no limit).
+#[derive(Debug, Clone)]
+pub struct QuotaSettings {
+    /// Repos under one user's name.
+    pub max_repos_per_user: Option<u64>,
+    /// Metadata writes per user per minute.
+    pub meta_write_rate: Option<std::num::NonZeroU32>,
+    /// Bytes of metadata one user authored in one repo.
+    pub max_meta_bytes_per_user: Option<u64>,
 }
 
 /// The pack cache's bounds.
@@ -483,6 +522,7 @@ impl Config {
             None => Settings::default(),
         };
         let raw = flags.or(file);
+        let quotas = quota_settings(&raw)?;
 
         let listen_text = raw.listen.as_deref().unwrap_or(defaults::LISTEN);
         let listen = listen_text.parse().map_err(|_| ConfigError::Invalid {
@@ -541,6 +581,7 @@ impl Config {
                 )?,
                 api_rate: positive_u32("api-rate", raw.api_rate.unwrap_or(defaults::API_RATE))?,
             },
+            quotas,
             pack_cache: PackCacheSettings {
                 max_bytes: size(
                     "pack-cache-size",
@@ -759,6 +800,26 @@ fn site_domain(entry: &str) -> Result<(String, crate::repos::RepoName), ConfigEr
     Ok((host.trim().to_ascii_lowercase(), repo))
 }
 
+/// The per-user quotas; 0 is no limit.
+fn quota_settings(raw: &Settings) -> Result<QuotaSettings, ConfigError> {
+    let bytes = size(
+        "max-meta-bytes-per-user",
+        raw.max_meta_bytes_per_user.as_deref(),
+        defaults::MAX_META_BYTES_PER_USER,
+    )?;
+    Ok(QuotaSettings {
+        max_repos_per_user: Some(
+            raw.max_repos_per_user
+                .unwrap_or(defaults::MAX_REPOS_PER_USER),
+        )
+        .filter(|n| *n > 0),
+        meta_write_rate: std::num::NonZeroU32::new(
+            raw.meta_write_rate.unwrap_or(defaults::META_WRITE_RATE),
+        ),
+        max_meta_bytes_per_user: Some(bytes).filter(|n| *n > 0),
+    })
+}
+
 /// [`positive`] for the counts governor takes.
 fn positive_u32(setting: &'static str, value: u32) -> Result<std::num::NonZeroU32, ConfigError> {
     std::num::NonZeroU32::new(value).ok_or(ConfigError::Invalid {
@@ -901,6 +962,24 @@ mod tests {
             err.contains("max-push-size") && err.contains("512MiB"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn quotas_have_defaults_and_0_is_no_limit() {
+        let config = Config::resolve(Settings::default(), None).unwrap();
+        assert_eq!(config.quotas.max_repos_per_user, Some(1000));
+        assert_eq!(config.quotas.meta_write_rate.map(|n| n.get()), Some(600));
+        assert_eq!(config.quotas.max_meta_bytes_per_user, Some(64 << 20));
+        let off = Settings {
+            max_repos_per_user: Some(0),
+            meta_write_rate: Some(0),
+            max_meta_bytes_per_user: Some("0".into()),
+            ..Settings::default()
+        };
+        let config = Config::resolve(off, None).unwrap();
+        assert_eq!(config.quotas.max_repos_per_user, None);
+        assert_eq!(config.quotas.meta_write_rate, None);
+        assert_eq!(config.quotas.max_meta_bytes_per_user, None);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! Layout (under the data dir):
 //! - `vole.lock`  held (flock) by the one process that writes here; holds its pid
-//! - `vole.sock`  the control socket of a running server ([`crate::control`])
+//! - `run/vole.sock`  the control socket of a running server ([`crate::control`]),
+//!   in a directory only the owner may enter, made before the socket is bound
 //! - `repos/<owner>/<name>.git`  bare repositories
 //! - `system.git` the server's own documents: users and tokens
 //! - `trash/<owner>/<name>.git.<unix-seconds>`  deleted repos, until an operator removes them
@@ -66,8 +67,13 @@ impl DataDir {
     pub fn trash_dir(&self) -> PathBuf {
         self.root.join("trash")
     }
+    /// The control socket's directory: owner-only (0700) before the socket
+    /// is bound in it ([`DataDir::prepare_run_dir`]).
+    pub fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
     pub fn socket_path(&self) -> PathBuf {
-        self.root.join("vole.sock")
+        self.run_dir().join("vole.sock")
     }
     pub fn lock_path(&self) -> PathBuf {
         self.root.join("vole.lock")
@@ -106,8 +112,74 @@ impl DataDir {
         Ok(())
     }
 
+    /// Makes the control socket's directory owner-only (0700), creating it
+    /// if missing, and returns the socket's path. The socket is bound
+    /// inside it afterwards, so no other user can reach the socket whatever
+    /// mode the process's umask gives it while it is bound (its own chmod
+    /// to 0600 comes after the bind). A symlink or a directory of another
+    /// user there is refused.
+    pub fn prepare_run_dir(&self) -> std::io::Result<PathBuf> {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let dir = self.run_dir();
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        let meta = std::fs::symlink_metadata(&dir)?;
+        if !meta.is_dir() || meta.uid() != rustix::process::geteuid().as_raw() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a directory of this user",
+                dir.display()
+            )));
+        }
+        // The umask may have taken bits off, or an older directory may
+        // have more: exactly 0700.
+        if meta.permissions().mode() & 0o777 != 0o700 {
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+        }
+        Ok(self.socket_path())
+    }
+
+    /// Makes the data dir, `system.git` (password hashes, token digests)
+    /// and `log/` owner-only (0700) where group or other users may read or
+    /// enter them (a volume made 0755, as Docker makes `/data`), with a
+    /// warning naming each one. What cannot be changed is warned about and
+    /// left. Called when the lock is taken; returns the paths tightened.
+    pub fn tighten(&self, _lock: &DataDirLock) -> Vec<PathBuf> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut tightened = Vec::new();
+        for dir in [self.root.clone(), self.system_repo(), self.log_dir()] {
+            let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+                continue;
+            };
+            let mode = meta.permissions().mode() & 0o777;
+            if !meta.is_dir() || mode & 0o077 == 0 {
+                continue;
+            }
+            match std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)) {
+                Ok(()) => {
+                    tracing::warn!(
+                        path = %dir.display(),
+                        "{} was mode {mode:o}, open to other users; made owner-only (700)",
+                        dir.display()
+                    );
+                    tightened.push(dir);
+                }
+                Err(e) => tracing::warn!(
+                    path = %dir.display(),
+                    error = %e,
+                    "{} is mode {mode:o}, open to other users, and cannot be made owner-only",
+                    dir.display()
+                ),
+            }
+        }
+        tightened
+    }
+
     /// Takes the exclusive lock, recording `pid` and `what` (e.g. `vole serve`)
-    /// so a refused process can name the holder. The lock lasts as long as the
+    /// so a refused process can name the holder, and tightens what other
+    /// users may read ([`DataDir::tighten`]). The lock lasts as long as the
     /// returned guard.
     pub fn lock(&self, what: &str) -> Result<DataDirLock, DataDirError> {
         let path = self.lock_path();
@@ -140,7 +212,9 @@ impl DataDir {
             .and_then(|()| file.rewind())
             .and_then(|()| file.write_all(record.as_bytes()))
             .map_err(|source| self.unusable(source))?;
-        Ok(DataDirLock { _file: file })
+        let lock = DataDirLock { _file: file };
+        self.tighten(&lock);
+        Ok(lock)
     }
 
     fn unusable(&self, source: std::io::Error) -> DataDirError {
@@ -157,9 +231,11 @@ impl DataDir {
     /// removal is logged. Must be called with the lock held.
     pub fn clean_leftovers(&self, _lock: &DataDirLock, quarantine_max_age: Duration) -> Cleanup {
         let mut cleanup = Cleanup::default();
-        let socket = self.socket_path();
-        if socket.exists() && std::fs::remove_file(&socket).is_ok() {
-            cleanup.record(&socket, "stale control socket");
+        // Where the socket was before it had a directory of its own, too.
+        for socket in [self.socket_path(), self.root.join("vole.sock")] {
+            if std::fs::symlink_metadata(&socket).is_ok() && std::fs::remove_file(&socket).is_ok() {
+                cleanup.record(&socket, "stale control socket");
+            }
         }
         if let Ok(entries) = std::fs::read_dir(self.tmp_dir()) {
             for entry in entries.flatten() {

@@ -1,8 +1,8 @@
 //! The audit log's record kind: [`AuditEvent`], one security-relevant
 //! event (an authentication failure, the start of a sign-in throttle, a
-//! user or token change, a repo created or deleted, an ACL changed), in
-//! its own stream (`data/log/audit.arrow`) beside the ref moves and
-//! metadata writes. The kind is stored as its name
+//! user or token change, a repo created, deleted or garbage-collected, an
+//! ACL changed), in its own stream (`data/log/audit.arrow`) beside the ref
+//! moves and metadata writes. The kind is stored as its name
 //! ([`AuditKind::as_str`]), so a kind added later leaves older records
 //! as they were.
 
@@ -34,6 +34,8 @@ pub enum AuditKind {
     RepoCreated,
     RepoDeleted,
     AclChanged,
+    /// `vole repo gc`: a repo's unreachable objects pruned.
+    RepoGc,
 }
 
 impl AuditKind {
@@ -48,6 +50,7 @@ impl AuditKind {
             AuditKind::RepoCreated => "repo_created",
             AuditKind::RepoDeleted => "repo_deleted",
             AuditKind::AclChanged => "acl_changed",
+            AuditKind::RepoGc => "repo_gc",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The metadata JSON API: issues, change requests, their comments, the ACL
 //! and the settings of a repo, under `/api/v1/repos/{owner}/{repo}/`.
 //! Handlers translate HTTP to [`crate::meta::MetaStore`] calls and back;
-//! writes run on the blocking pool (they wait for the log's fsync).
+//! writes run on the blocking pool (they wait for the log's fsync), each
+//! counted against its user's `--meta-write-rate` ([`super::quota`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ impl From<MetaError> for AppError {
             MetaError::NoRepo(_) | MetaError::NotFound(_) => StatusCode::NOT_FOUND,
             MetaError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             MetaError::Stale(_) | MetaError::Taken(_) => StatusCode::CONFLICT,
+            MetaError::OverQuota(_) => StatusCode::FORBIDDEN,
             MetaError::Unavailable(_) => {
                 return AppError::unavailable("the metadata store refused a request", &e);
             }
@@ -151,6 +153,7 @@ pub async fn create_issue(
     payload: Result<Json<NewIssue>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
     let issue = blocking(&app, move |app| app.meta.create_issue(&name, new, &author)).await?;
@@ -174,6 +177,7 @@ pub async fn edit_issue(
     payload: Result<Json<IssuePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
     let author = app.meta.issue(&name, number)?.author;
@@ -221,6 +225,7 @@ pub async fn create_change(
     payload: Result<Json<NewChange>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
     let change = blocking(&app, move |app| app.meta.create_change(&name, new, &author)).await?;
@@ -244,6 +249,7 @@ pub async fn edit_change(
     payload: Result<Json<ChangePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
     let author = app.meta.change(&name, number)?.author;
@@ -291,6 +297,7 @@ async fn add_comment(
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
@@ -384,6 +391,7 @@ pub async fn put_acl(
     payload: Result<Json<AclPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
+    app.quotas.meta_write(&principal)?;
     let put = body(payload)?;
     // Ownership moves only by the owner's (or a server admin's) hand, and
     // only to a user who exists: a member admin cannot take the repo over
@@ -469,6 +477,7 @@ pub async fn put_settings(
     payload: Result<Json<SettingsPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
+    app.quotas.meta_write(&principal)?;
     let put = body(payload)?;
     // The default branch is HEAD: it may name only a branch that exists
     // (checked before the settings are stored), and HEAD moves once they

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 pub mod meta;
+pub mod quota;
 pub mod repos;
 
 use crate::access::{Access, Action, Principal};
@@ -32,6 +33,8 @@ pub struct ApiState {
     pub repos: Repos,
     /// Repo creation and deletion (shared with the CLI).
     pub control: Arc<ControlState>,
+    /// What one user may make: repos, metadata writes a minute.
+    pub quotas: quota::Quotas,
 }
 
 /// The repo of an API request, resolved through [`Access`]: one the client

@@ -146,14 +146,19 @@ pub async fn create(
         private: create.private,
         owner: owning_user,
     };
+    let counted = name.clone();
     crate::http::spawn_blocking(move || {
-        app2.control.create_repo(
-            new,
-            Actor {
-                name: &actor,
-                client: &client,
-            },
-        )
+        // Counted and created under one guard (--max-repos-per-user).
+        let _creating = app2.quotas.repo_create(&app2.repos, &counted)?;
+        app2.control
+            .create_repo(
+                new,
+                Actor {
+                    name: &actor,
+                    client: &client,
+                },
+            )
+            .map_err(AppError::from)
     })
     .await
     .map_err(|e| AppError::internal("repo creation task failed", e))??;

@@ -187,6 +187,14 @@ pub enum RepoCommand {
         /// The branch to make the default (without `refs/heads/`).
         branch: Option<String>,
     },
+    /// Prune a repository's unreachable objects now (what a force push
+    /// or a deleted branch left, still served by full id until then):
+    /// `git gc --prune=now`, with the repository's pushes and the metadata
+    /// folds held meanwhile; recorded in the ref log and the audit log.
+    Gc {
+        /// `owner/name`.
+        name: String,
+    },
     /// List repositories.
     List {
         /// Print JSON instead of one line per repository.
@@ -444,6 +452,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 Some(head) => println!("{head}"),
                 None => println!("{name}'s HEAD names no branch"),
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Repo(RepoCommand::Gc { name }) => {
+            let report: serde_json::Value = call(&config, Request::RepoGc { repo: name.clone() })?;
+            println!(
+                "{name}: unreachable objects pruned; objects {} -> {} bytes in {} ms",
+                report["bytes_before"], report["bytes_after"], report["millis"]
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::User(command) => user_command(&config, command),

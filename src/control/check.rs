@@ -217,7 +217,11 @@ fn valid_ref_move(row: &RefMove) -> Result<(), String> {
         {
             return Err(format!("names no incarnation ({:?})", row.ref_name));
         }
-    } else if !(row.ref_name.starts_with("refs/") || row.ref_name == "HEAD") {
+    } else if !(row.ref_name.starts_with("refs/")
+        || row.ref_name == "HEAD"
+        // A gc's row names no ref: it moved none.
+        || (row.phase == Phase::Gc && row.ref_name.is_empty()))
+    {
         return Err(format!("names no ref ({:?})", row.ref_name));
     }
     if !object_id(&row.old) || !object_id(&row.new) {

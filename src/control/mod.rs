@@ -4,8 +4,9 @@
 //!
 //! # Protocol, version 1
 //!
-//! - Transport: a Unix stream socket at `<data>/vole.sock`, mode `0600`
-//!   (owner only). The server removes a stale one at start.
+//! - Transport: a Unix stream socket at `<data>/run/vole.sock`, mode
+//!   `0600`, in a directory of mode `0700` made before the bind (owner
+//!   only). The server removes a stale one at start.
 //! - Framing: one JSON object per line (UTF-8, `\n`-terminated, at most
 //!   [`MAX_LINE`] bytes). Each request gets exactly one reply line, in order;
 //!   a connection may carry many requests.
@@ -25,6 +26,7 @@
 //! | `hook_pre_receive` | `push` {repo, push_id, actor, client}, `updates` [{ref, old, new, fast_forward?}] | `{"refused":[{"ref","reason"}]}` |
 //! | `hook_ref_prepared` | `push`, `moves` [{ref, old, new}] | `{"seq":n}` once durable |
 //! | `hook_ref_outcome` | `push`, `moves`, `outcome` (`committed`/`aborted`) | `{"seq":n}` once durable and published |
+//! | `repo_gc` | `repo` | [`gc::GcReport`] once the repo's unreachable objects are pruned |
 //! | `log_compact` | `keep` | `{"bytes_before","bytes_after","base_seq","meta":{..same..}}` |
 //! | `backup` | `dest` | `{"progress":{"done","total"}}` lines, then the summary of [`backup::Manifest`] |
 //!
@@ -37,6 +39,7 @@
 pub mod backup;
 pub mod check;
 pub mod client;
+pub mod gc;
 pub mod protocol;
 pub mod server;
 
@@ -356,6 +359,10 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             },
             Err(e) => Reply::error(e.to_string()),
         },
+        Request::RepoGc { repo } => match RepoName::parse(&repo) {
+            Ok(name) => reply(app.gc_repo(&name, Actor::CLI)),
+            Err(e) => Reply::error(e.to_string()),
+        },
         Request::UserAdd {
             name,
             email,
@@ -587,7 +594,7 @@ fn point_head_at_a_branch(
 
 fn log_compact(app: &ControlState, keep: u64) -> Reply {
     if app.meta.maintenance_held() {
-        return Reply::error("a backup is under way; compact the logs once it is done");
+        return Reply::error("a backup or a gc is under way; compact the logs once it is done");
     }
     match (app.recorder.compact(keep), app.meta.compact_log(keep)) {
         (Ok(refs), Ok(meta)) => Reply::ok(serde_json::json!({

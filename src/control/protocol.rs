@@ -41,6 +41,10 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         branch: Option<String>,
     },
+    /// Prune a repo's unreachable objects now (`git gc --prune=now`).
+    RepoGc {
+        repo: String,
+    },
     UserAdd {
         name: String,
         email: String,
@@ -122,6 +126,7 @@ impl Request {
             Request::RepoDelete { .. } => "repo_delete",
             Request::RepoVisibility { .. } => "repo_visibility",
             Request::RepoDefaultBranch { .. } => "repo_default_branch",
+            Request::RepoGc { .. } => "repo_gc",
             Request::UserAdd { .. } => "user_add",
             Request::UserList => "user_list",
             Request::UserPasswd { .. } => "user_passwd",
@@ -248,6 +253,7 @@ mod tests {
             Request::UserList,
             Request::TokenList { user: None },
             Request::RepoDelete { repo: "a/b".into() },
+            Request::RepoGc { repo: "a/b".into() },
         ] {
             let wire = serde_json::to_value(&request).unwrap();
             assert_eq!(wire["op"], request.op(), "{request:?}");

@@ -14,7 +14,9 @@ use tokio::net::{UnixListener, UnixStream};
 use super::ControlState;
 use super::protocol::{MAX_LINE, Reply};
 
-/// Binds the socket with owner-only permissions.
+/// Binds the socket with owner-only permissions. `path` is in a directory
+/// only the owner may enter (`DataDir::prepare_run_dir`): between the bind
+/// and the chmod the socket has the umask's mode.
 pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
     let listener = UnixListener::bind(path)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;

@@ -44,14 +44,17 @@ pub enum Phase {
     /// repo default-branch`. `new` is that branch's tip then, `old` none.
     /// Not a move of `ref`: the ref state ignores it.
     Head = 6,
+    /// `vole repo gc` pruned the repo's unreachable objects: no ref moved
+    /// (`ref` empty, `old` and `new` none). The ref state ignores it.
+    Gc = 7,
     /// A repo was created under the name: `ref` holds its incarnation
     /// ([`crate::repos::Incarnation`]), `old` and `new` none. The rows of
     /// the name before it belong to earlier repos of the name (deleted
     /// since), the rows after it to this one.
-    Born = 7,
+    Born = 8,
     /// The upgrade to incarnations: the repo of the name present then took
     /// incarnation `ref`, and the rows of the name before it are its.
-    Adopted = 8,
+    Adopted = 9,
 }
 
 impl Phase {
@@ -64,8 +67,9 @@ impl Phase {
             4 => Phase::Checkpoint,
             5 => Phase::Restored,
             6 => Phase::Head,
-            7 => Phase::Born,
-            8 => Phase::Adopted,
+            7 => Phase::Gc,
+            8 => Phase::Born,
+            9 => Phase::Adopted,
             _ => return None,
         })
     }
@@ -78,6 +82,7 @@ impl Phase {
             Phase::Checkpoint => "checkpoint",
             Phase::Restored => "restored",
             Phase::Head => "head",
+            Phase::Gc => "gc",
             Phase::Born => "born",
             Phase::Adopted => "adopted",
         }

@@ -183,6 +183,8 @@ impl RefState {
                 // log's record of the change.
                 Phase::Head => {}
                 Phase::Born | Phase::Adopted => self.mark_incarnation(row),
+                // Objects were pruned; no ref moved.
+                Phase::Gc => {}
             }
         }
     }
@@ -428,10 +430,33 @@ impl RefRecorder {
         client: &str,
     ) -> Result<u64, RecordError> {
         debug_assert!(matches!(phase, Phase::Born | Phase::Adopted));
+        self.record_marker(repo, incarnation.id(), phase, actor, client)
+    }
+
+    /// Records that `repo`'s unreachable objects were pruned
+    /// ([`Phase::Gc`]), durably. Nothing is published: no ref moved.
+    pub fn record_gc(
+        &self,
+        repo: &RepoName,
+        actor: &str,
+        client: &str,
+    ) -> Result<u64, RecordError> {
+        self.record_marker(repo, "", Phase::Gc, actor, client)
+    }
+
+    /// One row that moves no ref (`old` and `new` none), durable.
+    fn record_marker(
+        &self,
+        repo: &RepoName,
+        ref_name: &str,
+        phase: Phase,
+        actor: &str,
+        client: &str,
+    ) -> Result<u64, RecordError> {
         let rows = vec![RefMove {
             time_ns: now_ns(),
             repo: repo.to_string(),
-            ref_name: incarnation.id().to_string(),
+            ref_name: ref_name.to_string(),
             old: None,
             new: None,
             actor: actor.to_string(),

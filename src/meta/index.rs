@@ -1,6 +1,7 @@
 //! The derived in-memory index of one repo's metadata: issues and change
 //! requests by number, state, label and author; comments by thread; the
-//! ACL and settings. Rebuilt from the shard trees (plus unfolded log
+//! ACL and settings; the bytes each author's documents hold (what
+//! `--max-meta-bytes-per-user` bounds). Rebuilt from the shard trees (plus unfolded log
 //! records) at open and updated on every write; never written anywhere.
 
 use crate::page::Pagination;
@@ -140,6 +141,33 @@ pub struct Index {
     token_names: HashMap<String, String>,
     max_number: u64,
     entities: usize,
+    /// Author -> bytes of the documents they authored, as they stand
+    /// ([`authored`]).
+    authored: HashMap<String, u64>,
+}
+
+/// The author of a document a user writes (issue, change request,
+/// comment) and the bytes it counts towards theirs: the text they wrote
+/// (titles, bodies, labels, branch names), as this version has it.
+fn authored(entity: &Entity) -> Option<(&str, u64)> {
+    match entity {
+        Entity::Issue(issue) => Some((&issue.author, issue_bytes(issue))),
+        Entity::Change(change) => Some((&change.author, change_bytes(change))),
+        Entity::Comment(comment) => Some((&comment.author, comment.body.len() as u64)),
+        _ => None,
+    }
+}
+
+fn issue_bytes(issue: &Issue) -> u64 {
+    let labels: usize = issue.labels.iter().map(String::len).sum();
+    (issue.title.len() + issue.body.len() + labels) as u64
+}
+
+fn change_bytes(change: &Change) -> u64 {
+    (change.title.len()
+        + change.body.len()
+        + change.source_branch.len()
+        + change.target_branch.len()) as u64
 }
 
 impl Index {
@@ -154,6 +182,20 @@ impl Index {
         }
         if self.current_version(&entity).is_none() && !matches!(entity, Entity::Removed(_)) {
             self.entities += 1;
+        }
+        let before = self
+            .current_authored(&entity)
+            .map(|(a, b)| (a.to_string(), b));
+        if let Some((author, bytes)) = before
+            && let Some(total) = self.authored.get_mut(&author)
+        {
+            *total = total.saturating_sub(bytes);
+            if *total == 0 {
+                self.authored.remove(&author);
+            }
+        }
+        if let Some((author, bytes)) = authored(&entity) {
+            *self.authored.entry(author.to_string()).or_default() += bytes;
         }
         match entity {
             Entity::Issue(issue) => {
@@ -227,6 +269,46 @@ impl Index {
             // A removal always applies.
             Entity::Removed(_) => None,
         }
+    }
+
+    /// The version of the document `entity` is a version of that the
+    /// index holds: its author and bytes ([`authored`]).
+    fn current_authored(&self, entity: &Entity) -> Option<(&str, u64)> {
+        match entity {
+            Entity::Issue(e) => self
+                .issues
+                .get(&e.number)
+                .map(|i| (i.author.as_str(), issue_bytes(i))),
+            Entity::Change(e) => self
+                .changes
+                .get(&e.number)
+                .map(|c| (c.author.as_str(), change_bytes(c))),
+            Entity::Comment(e) => self
+                .comments
+                .get(&e.thread)
+                .and_then(|t| t.get(&e.id))
+                .map(|c| (c.author.as_str(), c.body.len() as u64)),
+            _ => None,
+        }
+    }
+
+    /// Bytes of the documents `author` authored here, as they stand.
+    pub fn authored_bytes(&self, author: &str) -> u64 {
+        self.authored.get(author).copied().unwrap_or(0)
+    }
+
+    /// When applying `entity` would take its author's bytes up and past
+    /// `limit`: the author and the bytes they would have. A write that
+    /// does not add to them (an edit that shortens, a state change)
+    /// always passes.
+    pub fn over_authored_limit(&self, entity: &Entity, limit: u64) -> Option<(String, u64)> {
+        let (author, bytes) = authored(entity)?;
+        let before = self
+            .current_authored(entity)
+            .filter(|(a, _)| *a == author)
+            .map_or(0, |(_, b)| b);
+        let total = self.authored_bytes(author).saturating_sub(before) + bytes;
+        (bytes > before && total > limit).then(|| (author.to_string(), total))
     }
 
     /// Highest issue or change number in use (0 when none).
@@ -397,5 +479,39 @@ mod tests {
         assert_eq!(bug.total, 0, "a label removed by an edit still matched");
         assert_eq!(index.len(), 2);
         assert_eq!(index.max_number(), 2);
+    }
+
+    #[test]
+    fn an_authors_bytes_follow_their_documents_as_they_stand() {
+        let mut index = Index::default();
+        let sized = |number, version, body: &str| {
+            let Entity::Issue(mut issue) = issue(number, version, IssueState::Open, &["bug"])
+            else {
+                unreachable!()
+            };
+            issue.body = body.into();
+            Entity::Issue(issue)
+        };
+        // "t" + body + "bug"
+        index.apply(sized(1, 1, "0123456789"));
+        index.apply(sized(2, 1, "01234"));
+        assert_eq!(index.authored_bytes("ann"), 14 + 9);
+        // An edit replaces its document's bytes; an older version changes nothing.
+        index.apply(sized(1, 2, "0"));
+        index.apply(sized(1, 1, "0123456789"));
+        assert_eq!(index.authored_bytes("ann"), 5 + 9);
+        assert_eq!(index.authored_bytes("bob"), 0);
+
+        // Past the limit only what adds to them is refused.
+        assert_eq!(
+            index.over_authored_limit(&sized(3, 1, "0123456789"), 20),
+            Some(("ann".to_string(), 28))
+        );
+        assert_eq!(index.over_authored_limit(&sized(3, 1, ""), 20), None);
+        assert_eq!(index.over_authored_limit(&sized(2, 2, "0123"), 10), None);
+        assert_eq!(
+            index.over_authored_limit(&sized(2, 2, "0123456"), 10),
+            Some(("ann".to_string(), 16))
+        );
     }
 }

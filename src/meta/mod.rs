@@ -106,6 +106,9 @@ pub struct StoreOptions {
     /// Defaults of a repo without stored settings.
     pub default_branch: String,
     pub protected_branches: Vec<String>,
+    /// Bytes of documents one author may hold in one repo
+    /// (`Index::over_authored_limit`); `None`: no limit.
+    pub max_authored_bytes: Option<u64>,
     /// Test seam: called at each stage of a fold cycle.
     pub fold_hook: Option<FoldHook>,
 }
@@ -119,6 +122,7 @@ impl Default for StoreOptions {
             max_packs: 32,
             default_branch: "main".into(),
             protected_branches: Vec::new(),
+            max_authored_bytes: None,
             fold_hook: None,
         }
     }
@@ -150,6 +154,9 @@ pub enum MetaError {
     /// The name is taken.
     #[error("{0}")]
     Taken(String),
+    /// The write would take its author past a quota (which it names).
+    #[error("{0}")]
+    OverQuota(String),
     /// The store cannot serve (its log failed, or a repo's metadata
     /// cannot be read); the detail is for the server's log, not clients.
     #[error("metadata is unavailable")]
@@ -457,6 +464,12 @@ impl MetaStore {
         let (ticket, entity) = {
             let mut state = meta.state.lock();
             let entity = build(&mut state)?;
+            over_quota(
+                &meta.name,
+                &state.index,
+                &entity,
+                inner.options.max_authored_bytes,
+            )?;
             state.index.apply(entity.clone());
             let ticket = state.next_ticket;
             state.next_ticket += 1;
@@ -530,6 +543,26 @@ impl MetaStore {
         let meta = Arc::new(meta);
         repos.insert(key, meta.clone());
         Ok(meta)
+    }
+}
+
+/// Refuses a write that would take its author's documents in `repo` past
+/// `limit` bytes (`--max-meta-bytes-per-user`).
+fn over_quota(
+    repo: &str,
+    index: &index::Index,
+    entity: &Entity,
+    limit: Option<u64>,
+) -> Result<(), MetaError> {
+    let Some(limit) = limit else {
+        return Ok(());
+    };
+    match index.over_authored_limit(entity, limit) {
+        None => Ok(()),
+        Some((author, total)) => Err(MetaError::OverQuota(format!(
+            "{author}'s issues, change requests and comments in {repo} would hold {total} bytes, \
+             past the {limit} one user may write in one repo (max-meta-bytes-per-user)"
+        ))),
     }
 }
 

@@ -53,12 +53,17 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let local_addr = listener.local_addr()?;
-    let control_listener = control::server::bind(&data.socket_path()).with_context(|| {
-        format!(
-            "cannot open the control socket {}",
-            data.socket_path().display()
-        )
-    })?;
+    // Bound inside an owner-only directory made first (the umask is the
+    // process's, so the socket's own mode is set only after the bind).
+    let control_listener = data
+        .prepare_run_dir()
+        .and_then(|socket| control::server::bind(&socket))
+        .with_context(|| {
+            format!(
+                "cannot open the control socket {}",
+                data.socket_path().display()
+            )
+        })?;
 
     let shutdown_grace = config.shutdown_grace;
     let app = Arc::new(App::open(config, git)?);

@@ -505,6 +505,13 @@ async fn service_rpc(
             .fetch_add(spooled.len, std::sync::atomic::Ordering::Relaxed);
     }
     request.body = Some(spooled);
+    // A push's git child waits while the repo's pushes are held (a gc).
+    if let Some(ticket) = request.push.as_mut() {
+        let wait = limits.queue_timeout;
+        ticket.start(&repo, wait).await.map_err(|held| {
+            AppError::busy(format!("{held}; retry shortly"), wait.as_secs().max(1))
+        })?;
+    }
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }

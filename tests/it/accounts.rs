@@ -1073,7 +1073,7 @@ fn a_hook_report_with_a_push_id_the_server_did_not_hand_out_is_refused() {
     let forged = |args: &[&str]| {
         let mut hook = vole(data)
             .args(args)
-            .env("VOLE_SOCKET", data.join("vole.sock"))
+            .env("VOLE_SOCKET", data.join("run/vole.sock"))
             .env("VOLE_REPO", "alice/public")
             .env("VOLE_PUSH_ID", "4242424242")
             .env("VOLE_ACTOR", "alice")

@@ -236,7 +236,7 @@ fn when_the_hook_cannot_reach_the_server_the_push_fails_and_nothing_moves() {
         &hook,
         format!(
             "#!/bin/sh\nrm -f {}\nexit 0\n",
-            forge.data.join("vole.sock").display()
+            forge.data.join("run/vole.sock").display()
         ),
     )
     .unwrap();

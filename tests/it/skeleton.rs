@@ -252,7 +252,8 @@ fn start_up_cleanup_removes_what_a_killed_server_left_and_keeps_the_rest() {
     std::fs::write(&packed_lock, "").unwrap();
     let spool = data.join("tmp/spool-123");
     std::fs::write(&spool, "half a push").unwrap();
-    let stale_socket = data.join("vole.sock");
+    let stale_socket = data.join("run/vole.sock");
+    std::fs::create_dir_all(data.join("run")).unwrap();
     std::fs::write(&stale_socket, "").unwrap();
 
     let server = TestServer::builder().data(&data).start();
@@ -290,7 +291,7 @@ fn start_up_cleanup_removes_what_a_killed_server_left_and_keeps_the_rest() {
 fn the_control_socket_is_owner_only_and_refuses_other_protocol_versions() {
     use std::io::{BufRead, BufReader, Write};
     let server = TestServer::start();
-    let socket = server.data.join("vole.sock");
+    let socket = server.data.join("run/vole.sock");
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "control socket mode {mode:o}");
 
@@ -323,6 +324,68 @@ fn the_control_socket_is_owner_only_and_refuses_other_protocol_versions() {
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(reply["data"]["server"], "vole");
     server.stop();
+}
+
+#[test]
+fn a_data_dir_other_users_can_read_is_made_owner_only_and_the_socket_has_a_dir_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let added = run_vole(&data, &["user", "add", "ann", "--email", "ann@example.org"]);
+    assert!(added.status.success(), "{}", stderr(&added));
+    // As a volume made 0755 (Docker's /data) or a copy leaves them: the
+    // password hashes and token digests readable by every local user.
+    let loose = [data.clone(), data.join("system.git"), data.join("log")];
+    let mode = |path: &Path| {
+        format!(
+            "{:o}",
+            std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+        )
+    };
+    let open_up = || {
+        for path in &loose {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+    };
+    open_up();
+    let server = TestServer::builder().data(&data).start();
+    for path in &loose {
+        assert_eq!(mode(path), "700", "{} was left open", path.display());
+        let said = format!("{} was mode 755, open to other users", path.display());
+        assert!(
+            server
+                .log
+                .wait_for(&[&said], Duration::from_secs(1))
+                .is_some(),
+            "no warning for {}; log:\n{}",
+            path.display(),
+            server.log.all()
+        );
+    }
+    // The socket is bound in a directory only its owner may enter.
+    let socket = data.join("run/vole.sock");
+    assert_eq!(mode(&data.join("run")), "700");
+    assert_eq!(mode(&socket), "600");
+    assert!(std::os::unix::net::UnixStream::connect(&socket).is_ok());
+    assert!(!data.join("vole.sock").exists(), "a socket beside the data");
+    server.stop();
+
+    // A CLI command that takes the lock itself tightens them too.
+    open_up();
+    let listed = run_vole(&data, &["user", "list"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    for path in &loose {
+        assert_eq!(
+            mode(path),
+            "700",
+            "{} was left open by the CLI",
+            path.display()
+        );
+    }
+    assert!(
+        stderr(&listed).contains("made owner-only"),
+        "{}",
+        stderr(&listed)
+    );
 }
 
 fn assert_one_clear_line(output: &std::process::Output, expected: &str) {
@@ -405,6 +468,9 @@ fn the_dockerfile_command_runs_and_answers_healthz() {
     );
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
+    // As the image makes /data: by `mkdir`, 0755, owned by the server's user.
+    std::fs::create_dir(&data).unwrap();
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
     // Exactly the image's arguments, but for the listen address and data dir.
     let mut args = cmd[1..].to_vec();
     let mut replaced = 0;
@@ -473,5 +539,11 @@ fn the_dockerfile_command_runs_and_answers_healthz() {
     assert!(
         data.join("repos").is_dir(),
         "the data dir from --data was not used"
+    );
+    let mode = std::fs::metadata(&data).unwrap().permissions().mode() & 0o777;
+    assert_eq!(
+        format!("{mode:o}"),
+        "700",
+        "the image's /data was left open"
     );
 }
