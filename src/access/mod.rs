@@ -250,7 +250,7 @@ impl Access {
         acl: &Acl,
         incarnation: Option<&Incarnation>,
     ) -> Result<(), Denied> {
-        let public = self.visibility_of(repo, &acl) == Visibility::Public;
+        let public = self.visibility_of(repo, acl) == Visibility::Public;
         let identity = match principal {
             Principal::Anonymous => {
                 if !public {
@@ -269,7 +269,7 @@ impl Access {
             Principal::User(identity) => identity,
         };
         let reaches = identity.reaches(repo, incarnation);
-        let role = reaches.then(|| role_of(identity, repo, &acl)).flatten();
+        let role = reaches.then(|| role_of(identity, repo, acl)).flatten();
         if !public && role.is_none() {
             return Err(Denied::Missing);
         }
