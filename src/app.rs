@@ -109,9 +109,11 @@ impl App {
         repos.finish_interrupted_creations(&config.default_branch);
         // Before the metadata and the ref state are taken from the logs:
         // each repo has an incarnation, and only what is of it is its.
-        let adopted = repos
-            .adopt_legacy()
+        let upgrading = !data.incarnations_marker().exists();
+        let given = repos
+            .give_incarnations(upgrading)
             .map_err(|e| anyhow::anyhow!(e).context("cannot give the repos their incarnations"))?;
+        let recorded = ref_state.recorded_incarnations().clone();
         ref_state.settle(|name| {
             let name = crate::repos::RepoName::parse(name).ok()?;
             repos.incarnation(&name).ok().flatten()
@@ -155,16 +157,10 @@ impl App {
             ref_state,
             repos.clone(),
         ));
-        // The upgrade, in the ref log: the rows of each name before this
-        // are the adopting repo's.
-        for (name, incarnation) in &adopted {
-            recorder.mark_incarnation(
-                name,
-                incarnation,
-                crate::hooks::Phase::Adopted,
-                "vole-upgrade",
-                "local",
-            )?;
+        record_given_incarnations(&repos, &recorder, &given, &recorded, upgrading)?;
+        if upgrading {
+            // Once every repo's incarnation is in the ref log.
+            crate::durable::write_synced(&data.incarnations_marker(), b"1\n")?;
         }
         let access = Arc::new(
             Access::new(
@@ -257,4 +253,41 @@ impl App {
             config,
         })
     }
+}
+
+/// The incarnations given at this start, in the ref log: during the
+/// upgrade an `adopted` row (the rows of the name before it are the
+/// adopting repo's), also for a repo whose file a crash left without its
+/// row; after it a `born` row (a repo copied in by hand is a new repo).
+fn record_given_incarnations(
+    repos: &Repos,
+    recorder: &RefRecorder,
+    given: &[(crate::repos::RepoName, crate::repos::Incarnation)],
+    recorded: &std::collections::HashMap<String, String>,
+    upgrading: bool,
+) -> anyhow::Result<()> {
+    let phase = if upgrading {
+        crate::hooks::Phase::Adopted
+    } else {
+        crate::hooks::Phase::Born
+    };
+    let mut marked: Vec<(crate::repos::RepoName, crate::repos::Incarnation)> = given.to_vec();
+    if upgrading {
+        for info in repos.list() {
+            if marked.iter().any(|(name, _)| *name == info.name) {
+                continue;
+            }
+            let Ok(Some(incarnation)) = repos.incarnation(&info.name) else {
+                continue;
+            };
+            let logged = recorded.get(&info.name.to_string()).map(String::as_str);
+            if incarnation.owns(None) && logged != Some(incarnation.id()) {
+                marked.push((info.name, incarnation));
+            }
+        }
+    }
+    for (name, incarnation) in &marked {
+        recorder.mark_incarnation(name, incarnation, phase, "vole-upgrade", "local")?;
+    }
+    Ok(())
 }

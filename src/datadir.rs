@@ -78,6 +78,12 @@ impl DataDir {
     pub fn lock_path(&self) -> PathBuf {
         self.root.join("vole.lock")
     }
+    /// There once the upgrade to incarnations is done: from then on a repo
+    /// found without an incarnation (copied in by hand) is given a new
+    /// one, which adopts nothing recorded before it.
+    pub fn incarnations_marker(&self) -> PathBuf {
+        self.root.join("vole-incarnations")
+    }
 
     /// Creates the directory tree (owner-only) if missing; what it created
     /// is durable (the data dir and its parent synced) when it returns.

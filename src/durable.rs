@@ -24,6 +24,20 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Writes `bytes` to `path` durably: a temporary file beside it, synced,
+/// renamed into place, then the directory synced.
+pub fn write_synced(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .ok_or_else(|| io::Error::other("a file to write has a directory"))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    sync_dir(dir)
+}
+
 /// fsyncs every regular file and directory under `root` (and `root`),
 /// files before the directory that holds them. Symlinks are not followed.
 pub fn sync_tree(root: &Path) -> io::Result<()> {

@@ -98,16 +98,27 @@ impl Incarnation {
         }))
     }
 
+    /// Writes it into a repo being made (`repo_dir` is scratch until it is
+    /// renamed into place): the file created there and synced, then the
+    /// directory.
+    pub fn write_new(&self, repo_dir: &Path) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(repo_dir.join(INCARNATION_FILE))?;
+        file.write_all(self.file_text().as_bytes())?;
+        file.sync_all()?;
+        durable::sync_dir(repo_dir)
+    }
+
     /// Writes it into the repo at `repo_dir`, synced (a temporary file
     /// renamed into place, and the directory synced).
     pub fn write(&self, repo_dir: &Path) -> std::io::Result<()> {
-        use std::io::Write;
-        let mut tmp = tempfile::NamedTempFile::new_in(repo_dir)?;
-        tmp.write_all(self.file_text().as_bytes())?;
-        tmp.as_file().sync_all()?;
-        tmp.persist(repo_dir.join(INCARNATION_FILE))
-            .map_err(|e| e.error)?;
-        durable::sync_dir(repo_dir)
+        durable::write_synced(
+            &repo_dir.join(INCARNATION_FILE),
+            self.file_text().as_bytes(),
+        )
     }
 
     fn file_text(&self) -> String {

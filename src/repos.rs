@@ -264,7 +264,11 @@ impl Repos {
     /// an empty `hooks/`, no samples), every file and directory of it is synced, and it
     /// is renamed into place; then the directories above it are synced. So
     /// a crash never leaves half a repo under `repos/`: before the rename
-    /// it is scratch (emptied at start), after it, whole.
+    /// it is scratch (emptied at start), after it, whole. The repo is
+    /// `incarnation` from the moment it appears; `before_rename` runs
+    /// just before it does (once no other repo holds the name), so what
+    /// must know of the new repo first (the ref log's `born` row) does.
+    #[allow(clippy::too_many_arguments)]
     pub fn create(
         &self,
         git: &Git,
@@ -272,6 +276,8 @@ impl Repos {
         description: Option<&str>,
         default_branch: &str,
         private: bool,
+        incarnation: &Incarnation,
+        before_rename: impl FnOnce() -> std::io::Result<()>,
     ) -> Result<RepoInfo, RepoError> {
         // One creation at a time: the case-twin check and the rename must
         // not interleave with another's.
@@ -295,7 +301,8 @@ impl Repos {
         }
         // Its identity from the moment it appears: nothing recorded of an
         // earlier repo of this name is this one's.
-        Incarnation::mint().write(&staged)?;
+        incarnation.write_new(&staged)?;
+        before_rename()?;
         let owner_dir = target.parent().expect("a repo path has an owner dir");
         // An owner spelled another way is the same owner: the repo goes
         // into the directory that exists.
@@ -459,32 +466,49 @@ impl Repos {
         Incarnation::read(&self.path(name))
     }
 
-    /// The upgrade to incarnations, at start: each repo without one gets
+    /// At start, each repo without an incarnation gets one, written
+    /// synced and logged: during the upgrade to incarnations (`upgrading`)
     /// one that adopts the records written before incarnations existed
-    /// (they name the repo of that name present now), written synced and
-    /// logged. Returns the repos upgraded.
-    pub fn adopt_legacy(&self) -> Result<Vec<(RepoName, Incarnation)>, IncarnationError> {
-        let mut adopted = Vec::new();
+    /// (they name the repo of that name present now); after it, a new one
+    /// that adopts nothing (a repo copied in by hand is not the repo its
+    /// name's records are of). Returns the repos given one.
+    pub fn give_incarnations(
+        &self,
+        upgrading: bool,
+    ) -> Result<Vec<(RepoName, Incarnation)>, IncarnationError> {
+        let mut given = Vec::new();
         for info in self.list() {
             let path = self.path(&info.name);
             if !path.join("HEAD").is_file() || Incarnation::read(&path)?.is_some() {
                 continue;
             }
-            let incarnation = Incarnation::mint_adopting_legacy();
+            let incarnation = if upgrading {
+                Incarnation::mint_adopting_legacy()
+            } else {
+                Incarnation::mint()
+            };
             incarnation
                 .write(&path)
                 .map_err(|source| IncarnationError::Io {
                     file: path.join(INCARNATION_FILE).display().to_string(),
                     source,
                 })?;
-            tracing::warn!(
-                repo = %info.name,
-                incarnation = %incarnation,
-                "upgrade: the repository has no incarnation yet; gave it one, and the records written before incarnations existed are its"
-            );
-            adopted.push((info.name, incarnation));
+            if upgrading {
+                tracing::warn!(
+                    repo = %info.name,
+                    incarnation = %incarnation,
+                    "upgrade: the repository has no incarnation yet; gave it one, and the records written before incarnations existed are its"
+                );
+            } else {
+                tracing::warn!(
+                    repo = %info.name,
+                    incarnation = %incarnation,
+                    "a repository without an incarnation appeared (copied in by hand?); gave it a new one: nothing recorded of its name before is its"
+                );
+            }
+            given.push((info.name, incarnation));
         }
-        Ok(adopted)
+        Ok(given)
     }
 
     /// A repository's description (empty when git's placeholder is there).

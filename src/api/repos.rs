@@ -73,6 +73,7 @@ impl From<LifecycleError> for AppError {
                 AppError::new(StatusCode::CONFLICT, e.to_string())
             }
             LifecycleError::Repo(RepoError::NotFound(_)) => AppError::not_found(e.to_string()),
+            LifecycleError::Held(_) => AppError::busy(e.to_string(), 5),
             LifecycleError::Meta(_) => {
                 AppError::unavailable("a repo's ACL could not be written", &e)
             }

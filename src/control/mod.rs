@@ -130,6 +130,8 @@ pub enum LifecycleError {
     NoSuchBranch { repo: RepoName, branch: String },
     #[error(transparent)]
     Record(#[from] crate::hooks::recorder::RecordError),
+    #[error("{0}; try again shortly")]
+    Held(#[from] crate::access::pushes::HeldError),
 }
 
 impl ControlState {
@@ -142,31 +144,31 @@ impl ControlState {
         {
             return Err(LifecycleError::NoSuchOwner(owner.clone()));
         }
+        // The ref log learns the new repo's incarnation before the repo is
+        // there to push to: what it held of the name before is another
+        // repo's.
+        let incarnation = crate::repos::Incarnation::mint();
         let info = self.repos.create(
             &self.git,
             &name,
             new.description.as_deref(),
             &self.config.default_branch,
             new.private,
-        )?;
-        // The ref log learns the new repo's incarnation before anything of
-        // it is recorded: what it held of the name before is another
-        // repo's.
-        let incarnation = self
-            .repos
-            .incarnation(&name)
-            .map_err(|e| RepoError::Io(std::io::Error::other(e)))?
-            .ok_or_else(|| {
-                RepoError::Io(std::io::Error::other("the new repo has no incarnation"))
-            })?;
-        self.recorder.forget_repo(&name);
-        self.meta.forget_repo(&name);
-        self.recorder.mark_incarnation(
-            &name,
             &incarnation,
-            crate::hooks::Phase::Born,
-            actor.name,
-            actor.client,
+            || {
+                self.recorder.forget_repo(&name);
+                self.meta.forget_repo(&name);
+                self.recorder
+                    .mark_incarnation(
+                        &name,
+                        &incarnation,
+                        crate::hooks::Phase::Born,
+                        actor.name,
+                        actor.client,
+                    )
+                    .map(drop)
+                    .map_err(std::io::Error::other)
+            },
         )?;
         if new.private || new.owner.is_some() {
             let put = AclPut {
@@ -287,6 +289,12 @@ impl ControlState {
         }
         let incarnation = self.repos.incarnation(name).ok().flatten();
         let repo_dir = self.repos.path(name);
+        // No push of this repo runs on, or starts, while it goes: its
+        // records would land after the next repo of the name was born.
+        let _pushes = self
+            .access
+            .pushes()
+            .hold(name, std::time::Duration::from_secs(60))?;
         let trashed = self.repos.move_to_trash(name)?;
         // Gone from every route from here (the resolver finds no repo); the
         // store, the ref state, the gix handles and the caches forget it

@@ -40,15 +40,17 @@ pub const DURABLE_WRITES: [(&str, &str); 2] = [
 ///   (or tree, or blob) than the id names. Pushes there are refused too
 ///   (`access::check_ref_updates`), but a replace ref on disk (an old
 ///   version, an operator, a crash) must change nothing either.
-/// - `info/grafts` is not read (`GIT_GRAFT_FILE` points at an empty file):
-///   a graft rewrites a commit's parents just as a replacement does.
+/// - `info/grafts` is not read (`GIT_GRAFT_FILE` names a file that can
+///   never exist, below `/dev/null`: git reads no grafts and, unlike for
+///   an empty file, prints no deprecation hint to the client): a graft
+///   rewrites a commit's parents just as a replacement does.
 ///
 /// git passes both down to the processes it runs (the hooks, pack-objects
 /// under upload-pack), and vole's hooks set them again for their own git
 /// calls. gix handles get `core.useReplaceRefs=false` ([`open_gix`]).
 pub const UNTRUSTED_HISTORY_OFF: [(&str, &str); 2] = [
     ("GIT_NO_REPLACE_OBJECTS", "1"),
-    ("GIT_GRAFT_FILE", "/dev/null"),
+    ("GIT_GRAFT_FILE", "/dev/null/no-grafts"),
 ];
 
 /// fsck message ids neither a push (`transport`) nor `vole check` fails
@@ -390,30 +392,30 @@ fn handles() -> &'static Handles {
 /// never read for a request about the first. Refs are read from disk on
 /// every lookup and a missing object makes gix look for new packs, so a
 /// push is seen at once.
-pub fn shared_gix(path: &Path, incarnation: &str) -> gix::Result<gix::Repository> {
+///
+/// `Ok(None)`: the repo at `path` is not that incarnation (deleted, or
+/// created again under its name since the decision), which a caller
+/// answers as a missing repo.
+pub fn shared_gix(path: &Path, incarnation: &str) -> gix::Result<Option<gix::Repository>> {
     let key = (path.to_path_buf(), incarnation.to_string());
     if let Some(shared) = handles().lock().get(&key) {
-        return Ok(shared.to_thread_local());
+        return Ok(Some(shared.to_thread_local()));
     }
     let repo = open_gix(path)?;
     // Read after the open: a repo replaced in between is refused here.
     let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
     if on_disk.as_ref().map_or("", |i| i.id()) != incarnation {
-        use gix::error::ErrorExt;
-        return Err(gix::error::message(
-            "the repository is not the one the request was decided for (deleted, or created again under its name)",
-        )
-        .raise());
+        return Ok(None);
     }
     handles().lock().insert(key, repo.clone().into_sync());
-    Ok(repo)
+    Ok(Some(repo))
 }
 
 /// [`shared_gix`] for the incarnation the repo at `path` is now, for a
 /// reader whose every answer is derived from object ids alone (the sites'
 /// store: its caches are keyed by ids, and a root's resolution by the
 /// repo and its incarnation).
-pub fn shared_gix_current(path: &Path) -> gix::Result<gix::Repository> {
+pub fn shared_gix_current(path: &Path) -> gix::Result<Option<gix::Repository>> {
     let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
     shared_gix(path, on_disk.as_ref().map_or("", |i| i.id()))
 }

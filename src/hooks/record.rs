@@ -50,7 +50,9 @@ pub enum Phase {
     /// A repo was created under the name: `ref` holds its incarnation
     /// ([`crate::repos::Incarnation`]), `old` and `new` none. The rows of
     /// the name before it belong to earlier repos of the name (deleted
-    /// since), the rows after it to this one.
+    /// since), the rows after it to this one. In a compaction's checkpoint
+    /// (actor `vole-checkpoint`): the incarnation the checkpoint's rows of
+    /// the name are of.
     Born = 8,
     /// The upgrade to incarnations: the repo of the name present then took
     /// incarnation `ref`, and the rows of the name before it are its.

@@ -87,13 +87,19 @@ impl RefState {
             Entry::Checkpoint(rows) => {
                 for row in rows {
                     match row.phase {
-                        Phase::Born | Phase::Adopted => self.mark_incarnation(&row),
+                        Phase::Born | Phase::Adopted => self.checkpoint_incarnation(&row),
                         _ => self.set_known(&row),
                     }
                 }
             }
             Entry::Txn { seq, rows } => self.apply_txn(seq, &rows),
         }
+    }
+
+    /// repo -> the incarnation its rows are of, as the log says (the last
+    /// `born` or `adopted` row of the name).
+    pub fn recorded_incarnations(&self) -> &HashMap<String, String> {
+        &self.incarnations
     }
 
     /// Forgets everything of `repo` (deleted, or another repo of the
@@ -107,12 +113,22 @@ impl RefState {
     }
 
     /// A `born` row starts a new repo of the name: what the rows before it
-    /// said is another repo's. An `adopted` row names the incarnation of
-    /// the rows before it.
+    /// said is another repo's, so it is forgotten (also when a checkpoint
+    /// already named this incarnation: the transactions a compaction kept
+    /// after its checkpoint may hold the earlier repo's rows, and every
+    /// row of this one comes after its `born` row). An `adopted` row names
+    /// the incarnation of the rows before it.
     fn mark_incarnation(&mut self, row: &RefMove) {
-        if row.phase == Phase::Born && self.incarnations.get(&row.repo) != Some(&row.ref_name) {
+        if row.phase == Phase::Born {
             self.forget(&row.repo);
         }
+        self.incarnations
+            .insert(row.repo.clone(), row.ref_name.clone());
+    }
+
+    /// A checkpoint's `born` row: the name's rows in the checkpoint (and
+    /// after it) are of this incarnation.
+    fn checkpoint_incarnation(&mut self, row: &RefMove) {
         self.incarnations
             .insert(row.repo.clone(), row.ref_name.clone());
     }

@@ -329,6 +329,9 @@ impl MetaStore {
                     }))
                 });
                 if written.is_ok() && legacy.is_some() {
+                    self.inner
+                        .settings_generation
+                        .fetch_add(1, Ordering::AcqRel);
                     self.remove_repo_acl(&meta)?;
                 }
                 written

@@ -136,7 +136,7 @@ impl SiteRequest<'_> {
         })
         .await
         .map_err(|e| AppError::internal("site lookup panicked", e))?
-        .map_err(|e| AppError::internal("site lookup failed", crate::error_chain::Chain(&e)))?;
+        .map_err(|e| e.into_app_error("site lookup failed"))?;
         Ok(match resolved {
             None => Arc::new(Plan::NoSite(no_site_message(&repo, &source))),
             Some((root, plan)) => {

@@ -157,9 +157,7 @@ impl SiteRequest<'_> {
                 })
                 .await
                 .map_err(|e| AppError::internal("site read panicked", e))?
-                .map_err(|e| {
-                    AppError::internal("site read failed", crate::error_chain::Chain(&e))
-                })?
+                .map_err(|e| e.into_app_error("site read failed"))?
             }
         };
         let headers = response.headers_mut();

@@ -19,6 +19,19 @@ pub enum SiteError {
     Git(#[from] gix::Error),
     #[error("compressing a site file failed")]
     Gzip(#[from] std::io::Error),
+    /// The repo was deleted or created again under its name meanwhile.
+    #[error("the repository was deleted or replaced while the request ran")]
+    Replaced,
+}
+
+impl SiteError {
+    /// What a visitor is told.
+    pub fn into_app_error(self, what: &str) -> crate::http::error::AppError {
+        match self {
+            SiteError::Replaced => crate::http::error::AppError::not_found("not found"),
+            e => crate::http::error::AppError::internal(what, crate::error_chain::Chain(&e)),
+        }
+    }
 }
 
 pub use crate::git::Lookup;
@@ -50,7 +63,7 @@ impl SiteStore {
     }
 
     fn repo(&self, path: &Path) -> Result<gix::Repository, SiteError> {
-        crate::git::shared_gix_current(path).map_err(SiteError::from)
+        crate::git::shared_gix_current(path)?.ok_or(SiteError::Replaced)
     }
 
     /// The tree at `dir` of the commit `ref_name` points at, or `None` when

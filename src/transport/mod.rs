@@ -347,6 +347,20 @@ pub async fn info_refs(
         &headers,
         peer,
     )?;
+    // The repo the decision was about must be the one git is about to
+    // run in: a repo deleted and created again under the name while the
+    // body came in is another repo. (A push is counted as running from
+    // here, so a delete waits for it.)
+    let on_disk =
+        crate::incarnation::Incarnation::read(&transport.repos_root.join(repo.relative_path()))
+            .ok()
+            .flatten();
+    if on_disk.as_ref().map(|i| i.id()) != repo.incarnation.as_ref().map(|i| i.id()) {
+        return Err(AppError::not_found(format!(
+            "repository {} not found",
+            repo.name
+        )));
+    }
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }
@@ -511,6 +525,20 @@ async fn service_rpc(
         ticket.start(&repo, wait).await.map_err(|held| {
             AppError::busy(format!("{held}; retry shortly"), wait.as_secs().max(1))
         })?;
+    }
+    // The repo the decision was about must be the one git is about to
+    // run in: a repo deleted and created again under the name while the
+    // body came in is another repo. (A push is counted as running from
+    // here, so a delete waits for it.)
+    let on_disk =
+        crate::incarnation::Incarnation::read(&transport.repos_root.join(repo.relative_path()))
+            .ok()
+            .flatten();
+    if on_disk.as_ref().map(|i| i.id()) != repo.incarnation.as_ref().map(|i| i.id()) {
+        return Err(AppError::not_found(format!(
+            "repository {} not found",
+            repo.name
+        )));
     }
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await

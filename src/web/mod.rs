@@ -96,6 +96,7 @@ pub(crate) async fn blocking<T: Send + 'static>(
             read::ReadError::Git(crate::git::BoundedError::TimedOut { .. }) => {
                 AppError::unavailable("a git read ran past its deadline", &e)
             }
+            read::ReadError::Replaced => AppError::not_found("There is no such repository."),
             e => AppError::internal("git read failed", crate::error_chain::Chain(&e)),
         })
 }

@@ -18,6 +18,10 @@ pub enum ReadError {
     /// A git child failed, or ran past its deadline.
     #[error(transparent)]
     Git(#[from] crate::git::BoundedError),
+    /// The repo on disk is not the one the request was decided for
+    /// (deleted, or created again under its name meanwhile).
+    #[error("the repository was deleted or replaced while the request ran")]
+    Replaced,
 }
 
 /// Blobs up to this size are read in-process (gix inflates one whole);
@@ -64,7 +68,7 @@ pub struct Refs {
 /// A handle on the repo at `path` of incarnation `incarnation` (see
 /// [`crate::git::shared_gix`]).
 pub fn open(path: &Path, incarnation: &str) -> Result<gix::Repository, ReadError> {
-    Ok(crate::git::shared_gix(path, incarnation)?)
+    crate::git::shared_gix(path, incarnation)?.ok_or(ReadError::Replaced)
 }
 
 pub fn refs(repo: &gix::Repository) -> Result<Refs, ReadError> {

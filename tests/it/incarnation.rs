@@ -291,6 +291,7 @@ fn as_before_incarnations(data: &Path) {
     use vole::hooks::{Phase, RefMove};
     use vole::log::{Entry, Log, RecordKind, frame::FrameEncoder};
     use vole::meta::MetaWrite;
+    let _ = std::fs::remove_file(data.join("vole-incarnations"));
     for owner in files_in(&data.join("repos")) {
         for repo in files_in(&owner) {
             let _ = std::fs::remove_file(repo.join("vole-incarnation"));
@@ -478,4 +479,106 @@ fn a_repo_moved_back_from_the_trash_is_the_same_repo_again() {
         Some(&json!({"title": "bob, back again"})),
     );
     assert_eq!(wrote.status, 201, "{}", wrote.text());
+}
+
+#[test]
+fn a_backup_taken_after_a_name_was_reused_restores_nothing_of_the_first_repo() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let server = server(&data);
+    let first = first_repo(dir.path(), &data, &server);
+    delete(&data);
+    create_again(&data);
+    // The logs the backup copies hold the first repo's records.
+    let backup = dir.path().join("backup");
+    let out = run_vole(&data, &["backup", backup.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    server.stop();
+    let restored = dir.path().join("restored");
+    let out = run_vole(&restored, &["restore", backup.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let server = self::server(&restored);
+    nothing_of_the_first(&server, dir.path(), &first, "restored from a backup");
+}
+
+#[test]
+fn a_compacted_ref_log_keeps_which_repo_each_name_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let server = server(&data);
+    let first = first_repo(dir.path(), &data, &server);
+    delete(&data);
+    create_again(&data);
+    // The second repo's own history, then a compaction that keeps no
+    // transaction: only the checkpoint says what the refs are, and whose.
+    let work = worktree(dir.path(), "second");
+    let url = server
+        .url("/alice/tmp.git")
+        .replace("http://", &format!("http://alice:{}@", first.alice));
+    git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    let second = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    // Kept after the checkpoint: every transaction but the first repo's
+    // `born` row (its other rows, then the second's), or none.
+    let txns = ref_log_txns(&data);
+    let all_but_the_first = (txns - 1).to_string();
+    let mut server = server;
+    for keep in [all_but_the_first.as_str(), "0"] {
+        let compacted = run_vole(&data, &["log", "compact", "--keep", keep]);
+        assert!(compacted.status.success(), "{}", text(&compacted.stderr));
+        server.stop();
+        server = self::server(&data);
+        let branches = call(&server, "GET", "/alice/tmp/-/branches", None, None);
+        assert!(branches.text().contains("main"), "{}", branches.text());
+        let activity = call(
+            &server,
+            "GET",
+            "/api/v1/repos/alice/tmp/activity",
+            None,
+            None,
+        );
+        // (A checkpoint keeps values, not moves: with nothing kept, the
+        // activity starts empty.)
+        assert!(
+            (keep == "0" || activity.text().contains(&second))
+                && !activity.text().contains(&first.commit),
+            "keep {keep}: the activity after a compaction is not the second repo's: {}",
+            activity.text()
+        );
+        let refs = git(dir.path(), &["ls-remote", &server.url("/alice/tmp.git")]);
+        assert!(
+            text(&refs.stdout).contains(&second),
+            "{}",
+            text(&refs.stdout)
+        );
+        assert!(!text(&refs.stdout).contains(&first.commit));
+        // The restart reconciled nothing: the checkpoint (and the rows
+        // kept) told the ref state the second repo's refs.
+        let reconciled = server.log.wait_for(
+            &["recording it as reconciled"],
+            std::time::Duration::from_millis(300),
+        );
+        assert!(
+            reconciled.is_none(),
+            "keep {keep}: the restart after a compaction reconciled refs: {reconciled:?}"
+        );
+    }
+    server.stop();
+    let checked = run_vole(&data, &["check"]);
+    assert!(
+        checked.status.success(),
+        "{}{}",
+        text(&checked.stdout),
+        text(&checked.stderr)
+    );
+}
+
+/// Transactions in the ref log now.
+fn ref_log_txns(data: &Path) -> u64 {
+    use vole::hooks::RefMove;
+    use vole::log::RecordKind;
+    let path = data.join("log").join(RefMove::FILE_NAME);
+    let file = std::fs::File::open(&path).unwrap();
+    vole::log::replay::<RefMove, _>(&path, file, |_| {})
+        .unwrap()
+        .txns
 }

@@ -264,3 +264,33 @@ fn the_same_history_in_two_repos_shows_each_its_own_pages() {
         }
     }
 }
+
+#[test]
+fn a_repo_whose_attributes_hide_a_diff_does_not_hide_it_in_another_repo_with_the_same_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, server) = forge(dir.path(), &["alice/twin"]);
+    let work = worktree(dir.path(), "work");
+    let commit = commit_file(&work, "notes.txt", b"a line only a text diff shows\n");
+    for repo in ["repo", "twin"] {
+        let url = server.url(&format!("/alice/{repo}.git"));
+        git_ok(&work, &["push", "-q", &url, "HEAD:main"]);
+    }
+    // The operator's attributes of one repo make git show its files as
+    // binary; that repo's commit page is viewed (and cached) first.
+    let info = data.join("repos/alice/repo.git/info");
+    std::fs::create_dir_all(&info).unwrap();
+    std::fs::write(info.join("attributes"), "* -diff\n").unwrap();
+    let line = "a line only a text diff shows";
+    let page = http_get(server.addr, &format!("/alice/repo/-/commit/{commit}"));
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(
+        !page.text().contains(line),
+        "the attributes did not make the diff binary: the test shows nothing"
+    );
+    let twin = http_get(server.addr, &format!("/alice/twin/-/commit/{commit}"));
+    assert_eq!(twin.status, 200, "{}", twin.text());
+    assert!(
+        twin.text().contains(line),
+        "alice/twin's commit page shows what alice/repo's attributes made of the same commit: a cache keyed by the commit alone"
+    );
+}
