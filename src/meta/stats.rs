@@ -44,10 +44,43 @@ impl MetaStore {
     /// created under the name later starts afresh, and caches of what the
     /// settings decide (the warm site map) are out of date.
     pub fn forget_repo(&self, repo: &RepoName) {
-        self.inner.repos.write().remove(&repo.to_string());
+        let forgotten = self.inner.repos.write().remove(&repo.to_string());
         self.inner
             .settings_generation
             .fetch_add(1, Ordering::AcqRel);
+        // Writes still waiting for a fold (they came after the delete's
+        // flush) are folded nowhere now: they stay in the log, no longer
+        // counted as pending, so flushes and the applied watermark (and so
+        // compaction) do not wait on them.
+        let Some(meta) = forgotten else {
+            return;
+        };
+        // No fold of it is between taking its writes and settling them.
+        let _folds = self.inner.fold_gate.lock();
+        let dropped: Vec<u64> = std::mem::take(&mut meta.state.lock().pending)
+            .into_values()
+            .flat_map(|queue| queue.writes)
+            .map(|write| write.seq)
+            .collect();
+        if dropped.is_empty() {
+            return;
+        }
+        let applied = {
+            let mut unfolded = self.inner.unfolded.lock();
+            for seq in &dropped {
+                unfolded.seqs.remove(seq);
+            }
+            unfolded.applied()
+        };
+        self.inner
+            .pending_total
+            .fetch_sub(dropped.len(), Ordering::SeqCst);
+        self.inner.log.mark_applied(applied);
+        tracing::warn!(
+            repo = %repo,
+            writes = dropped.len(),
+            "metadata writes of a deleted repository were not folded; they stay in the log"
+        );
     }
 
     /// Folds everything pending now and waits (at most `bound`) until it

@@ -886,3 +886,22 @@ fn an_acl_kept_in_the_repos_shards_moves_to_the_system_repo_and_leaves_the_tips(
     assert!(found, "the system repo holds no ACL document");
     store.close(Duration::from_secs(10));
 }
+
+#[test]
+fn the_pending_writes_of_a_forgotten_repo_hold_up_no_flush_and_no_compaction() {
+    let fixture = Fixture::new();
+    let (log, store) = fixture.open(only_on_flush());
+    create_issues(&store, "left behind ", 3);
+    assert_eq!(
+        log.applied(),
+        0,
+        "the writes were folded before the repo went"
+    );
+    store.forget_repo(&repo());
+    assert!(
+        store.flush(Duration::from_millis(500)),
+        "a flush waits on the writes of a repo that is gone"
+    );
+    assert_eq!(log.applied(), 3, "the applied watermark stops at them");
+    store.close(Duration::from_secs(1));
+}
