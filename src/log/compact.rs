@@ -1,4 +1,6 @@
-//! Compaction: the only code that replaces a log file. It writes a
+//! Compaction: the only code that replaces a log file while the log is
+//! open (`upgrade.rs` rewrites one at open, before it has a writer). It
+//! writes a
 //! checkpoint and the kept transactions to a new file, syncs it, and
 //! renames it over the old one while holding the sync gate.
 
@@ -16,7 +18,7 @@ impl<K: RecordKind> Log<K> {
     /// Rewrites the file without the transactions through `drop_through`
     /// (which must be applied), starting with `checkpoint` rows (e.g. the
     /// current value of every ref), and swaps it in. This is the one place
-    /// the file is replaced.
+    /// an open log's file is replaced.
     ///
     /// Appends go on while most of it runs: the kept frames written before
     /// it began are copied without the writer mutex (complete in the file:
