@@ -4,8 +4,10 @@
 //! like a file of that size): `git rev-list --objects`
 //! from the pushed values, not from any existing ref, piped straight into
 //! `git cat-file --batch-check`, in the hook's environment (the push's
-//! quarantine, where the new objects are). Cost: one pass over the new
-//! objects' headers, two git processes, memory for the few paths reported.
+//! quarantine, where the new objects are); when that finds none, every
+//! object of the quarantine is looked at too (a pack may bring objects no
+//! pushed ref reaches). Cost: two passes over the new objects' headers,
+//! three git processes, memory for the few paths reported.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
@@ -102,6 +104,64 @@ pub fn oversized_blobs(
     if found.is_empty() && !(listed.success() && checked.success()) {
         return Err(std::io::Error::other(format!(
             "listing the pushed objects failed (rev-list {listed}, cat-file {checked})"
+        )));
+    }
+    if found.is_empty() {
+        found = unreachable_oversized(git, limit)?;
+    }
+    Ok(found)
+}
+
+/// Objects larger than `limit` that the push brings but no pushed ref
+/// reaches: a pack may carry any object, and git keeps every one (anyone
+/// may then fetch it by id). Every object in the push's quarantine
+/// (`GIT_QUARANTINE_PATH`, its alternates, the repo's own objects, left
+/// out) is looked at; a push without one (only deletions) brought none.
+fn unreachable_oversized(git: &str, limit: u64) -> std::io::Result<Vec<Oversized>> {
+    let Some(quarantine) = std::env::var_os("GIT_QUARANTINE_PATH") else {
+        return Ok(Vec::new());
+    };
+    let mut check = crate::git::hook_command(git)
+        .args([
+            "cat-file",
+            "--batch-all-objects",
+            "--batch-check=%(objecttype) %(objectsize) %(objectname)",
+        ])
+        .env("GIT_OBJECT_DIRECTORY", &quarantine)
+        .env_remove("GIT_ALTERNATE_OBJECT_DIRECTORIES")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let headers = check
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("cat-file has no stdout"))?;
+    let mut found = Vec::new();
+    for line in BufReader::new(headers).lines() {
+        let line = line?;
+        let mut fields = line.splitn(3, ' ');
+        let (Some(kind), Some(size), Some(id)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if size.parse::<u64>().is_ok_and(|size| size > limit) {
+            found.push(Oversized {
+                kind: kind.to_string(),
+                path: String::new(),
+                id: id.to_string(),
+                size: size.parse().unwrap_or(0),
+            });
+            if found.len() == MAX_REPORTED {
+                break;
+            }
+        }
+    }
+    let _ = check.kill();
+    let checked = check.wait()?;
+    if found.is_empty() && !checked.success() {
+        return Err(std::io::Error::other(format!(
+            "listing the pushed objects failed (cat-file {checked})"
         )));
     }
     Ok(found)

@@ -294,3 +294,69 @@ fn a_repo_whose_attributes_hide_a_diff_does_not_hide_it_in_another_repo_with_the
         "alice/twin's commit page shows what alice/repo's attributes made of the same commit: a cache keyed by the commit alone"
     );
 }
+
+#[test]
+fn a_big_blob_that_no_pushed_ref_reaches_is_refused_too() {
+    let Pushed {
+        dir,
+        server,
+        bare,
+        work,
+        first,
+        ..
+    } = pushed();
+    // A pack of one small commit and, beside it, a 2 MiB blob no tree
+    // names: sent as a push by hand, as a hostile client would.
+    let big = dir.path().join("big.bin");
+    std::fs::write(&big, random_bytes(2 << 20, 11)).unwrap();
+    let blob = git_ok(&work, &["hash-object", "-w", big.to_str().unwrap()])
+        .trim()
+        .to_string();
+    let next = commit_file(&work, "small.txt", b"small\n");
+    let objects = git_ok(
+        &work,
+        &["rev-list", "--objects", &format!("{first}..{next}")],
+    );
+    let mut ids: Vec<String> = objects
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    ids.push(blob.clone());
+    let mut pack = git_command(&work);
+    pack.args(["pack-objects", "--stdout", "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = pack.spawn().unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(ids.join("\n").as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+    }
+    let pack = child.wait_with_output().unwrap().stdout;
+    let command = format!("{first} {next} refs/heads/main\0report-status side-band-64k\n");
+    let mut body = format!("{:04x}{command}0000", command.len() + 4).into_bytes();
+    body.extend_from_slice(&pack);
+    let response = http(
+        server.addr,
+        &format!(
+            "POST /alice/repo.git/git-receive-pack HTTP/1.1\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: {}",
+            body.len()
+        ),
+        &body,
+    );
+    let said = response.text();
+    assert!(
+        !said.contains("ok refs/heads/main"),
+        "a push whose pack carries a blob over --max-blob-size that no ref reaches went through: {said}"
+    );
+    assert!(
+        said.contains("--max-blob-size"),
+        "the refusal must say why: {said}"
+    );
+    assert_eq!(ref_value(&bare, "refs/heads/main"), Some(first));
+    assert!(
+        !git(&bare, &["cat-file", "-e", &blob]).status.success(),
+        "the refused blob is in the repo"
+    );
+}
