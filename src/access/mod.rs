@@ -480,7 +480,9 @@ impl Access {
                 ));
                 continue;
             }
-            if name.starts_with("refs/replace/") {
+            // A deletion only takes a replacement away (one left on disk
+            // by an old version, say).
+            if name.starts_with("refs/replace/") && !update.is_deletion() {
                 refused.push(refuse(
                     "refs/replace/* would make an object id name another object for every reader; the server ignores replacement objects and takes no push there".into(),
                 ));

@@ -448,8 +448,22 @@ pub fn is_branch_name(name: &str) -> bool {
 /// memory by git; pushes are bounded by `--max-blob-size`. No mailmap is
 /// read (a bare repo reads `HEAD:.mailmap` by default): what a read shows
 /// of a commit (blame's author names) is the commit's own, a function of
-/// its id, whatever a later push puts on HEAD.
-pub const READ_SIDE: [&str; 4] = ["-c", "core.bigFileThreshold=1m", "-c", "mailmap.blob="];
+/// its id, whatever a later push puts on HEAD. No signature is ever
+/// checked (`gpg.*program=false`): a pushed file with `$Format:%G?$` under
+/// `export-subst` would otherwise have an archive run gpg on the pusher's
+/// bytes once per file.
+pub const READ_SIDE: [&str; 10] = [
+    "-c",
+    "core.bigFileThreshold=1m",
+    "-c",
+    "mailmap.blob=",
+    "-c",
+    "gpg.program=false",
+    "-c",
+    "gpg.ssh.program=false",
+    "-c",
+    "gpg.x509.program=false",
+];
 
 /// A git child's stdout that owns the child: dropped (read to the end, or
 /// its reader went away) it takes the child with it, and `kill_on_drop`

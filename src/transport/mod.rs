@@ -298,6 +298,12 @@ pub fn git_config(service: Service) -> Vec<(String, String)> {
         ("pack.deltaCacheSize", "32m"),
     ];
     config.extend(crate::git::DURABLE_WRITES);
+    if service == Service::UploadPack {
+        // Replacement objects are no history the server serves: a replace
+        // ref left on disk (vole takes none) is not advertised, and what
+        // only it reaches cannot be fetched.
+        config.push(("uploadpack.hideRefs", "refs/replace/"));
+    }
     if service == Service::ReceivePack {
         config.push(("receive.unpackLimit", "1"));
         config.push(("receive.autogc", "false"));

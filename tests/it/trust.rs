@@ -212,7 +212,30 @@ fn a_replace_ref_on_disk_changes_no_page_and_no_clone() {
     let raw = http_get(server.addr, "/alice/repo/-/raw/main/README.md");
     assert_eq!(raw.text(), "# hello\n");
 
-    // A clone gets the commit the id names, not its replacement.
+    // A clone gets the commit the id names, not its replacement; a
+    // mirror gets no replace ref.
+    let mirror = dir.path().join("mirror.git");
+    git_ok(
+        dir.path(),
+        &["clone", "-q", "--mirror", &url, mirror.to_str().unwrap()],
+    );
+    assert_eq!(
+        ref_value(&mirror, &format!("refs/replace/{first}")),
+        None,
+        "the replace ref on disk is advertised to clients"
+    );
+    let forged_log = git_ok(&mirror, &["log", "-1", "--format=%s", "main"]);
+    assert_eq!(
+        forged_log.trim(),
+        "first",
+        "a mirror's history is the replacement's"
+    );
+    // A pusher may take the replacement away.
+    git_ok(
+        &work,
+        &["push", "-q", &url, &format!(":refs/replace/{first}")],
+    );
+    assert_eq!(ref_value(&bare, &format!("refs/replace/{first}")), None);
     let clone = dir.path().join("clone");
     git_ok(dir.path(), &["clone", "-q", &url, clone.to_str().unwrap()]);
     let message = git_ok(
@@ -358,5 +381,72 @@ fn a_big_blob_that_no_pushed_ref_reaches_is_refused_too() {
     assert!(
         !git(&bare, &["cat-file", "-e", &blob]).status.success(),
         "the refused blob is in the repo"
+    );
+}
+
+#[test]
+fn an_archive_of_a_signed_commit_with_export_subst_runs_no_signature_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    // A `gpg` first on the server's PATH that says it ran.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let ran = dir.path().join("gpg-ran");
+    let gpg = bin.join("gpg");
+    std::fs::write(
+        &gpg,
+        format!("#!/bin/sh\ntouch {}\nexit 1\n", ran.display()),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&gpg, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .env("PATH", &path)
+        .start();
+    let work = worktree(dir.path(), "work");
+    std::fs::write(work.join(".gitattributes"), "*.txt export-subst\n").unwrap();
+    std::fs::write(work.join("a.txt"), "$Format:%G?$\n").unwrap();
+    git_ok(&work, &["add", ".gitattributes", "a.txt"]);
+    let tree = git_ok(&work, &["write-tree"]).trim().to_string();
+    let parent = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let commit = format!(
+        "tree {tree}\nparent {parent}\nauthor A <a@example.org> 1767225600 +0000\ncommitter A <a@example.org> 1767225600 +0000\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n iQEzBAABCAAdFiEE\n -----END PGP SIGNATURE-----\n\nsigned, or so it says\n"
+    );
+    let message = dir.path().join("commit.txt");
+    std::fs::write(&message, commit).unwrap();
+    let signed = git_ok(
+        &work,
+        &[
+            "hash-object",
+            "-t",
+            "commit",
+            "-w",
+            message.to_str().unwrap(),
+        ],
+    )
+    .trim()
+    .to_string();
+    git_ok(
+        &work,
+        &[
+            "push",
+            "-q",
+            &server.url("/alice/repo.git"),
+            &format!("{signed}:refs/heads/main"),
+        ],
+    );
+    let archive = http_get(server.addr, "/alice/repo/-/archive/main.tar.gz");
+    assert_eq!(archive.status, 200, "{}", archive.text());
+    assert!(archive.body.len() > 20, "no archive came back");
+    assert!(
+        !ran.exists(),
+        "an archive of a pushed commit ran gpg on the pusher's signature"
     );
 }
