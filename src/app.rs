@@ -151,6 +151,13 @@ impl App {
         meta.move_acls_to_system().map_err(|e| {
             anyhow::anyhow!(e).context("cannot move the repos' ACLs to the system repo")
         })?;
+        // A repo that shared its incarnation keeps the ACL it had.
+        for given in &given {
+            if let Some(had) = &given.had {
+                meta.copy_repo_acl(&given.name, had, &given.incarnation)
+                    .map_err(|e| anyhow::anyhow!(e).context("cannot give a copied repo its ACL"))?;
+            }
+        }
         let config = Arc::new(config);
         let recorder = Arc::new(RefRecorder::new(
             logs.refs.clone(),
@@ -255,23 +262,21 @@ impl App {
     }
 }
 
-/// The incarnations given at this start, in the ref log: during the
-/// upgrade an `adopted` row (the rows of the name before it are the
-/// adopting repo's), also for a repo whose file a crash left without its
-/// row; after it a `born` row (a repo copied in by hand is a new repo).
+/// The incarnations given at this start, in the ref log: an `adopted` row
+/// for one that adopts the records from before (the upgrade; also for a
+/// repo whose file a crash left without its row), a `born` row for a new
+/// one (a repo copied in by hand is a new repo).
 fn record_given_incarnations(
     repos: &Repos,
     recorder: &RefRecorder,
-    given: &[(crate::repos::RepoName, crate::repos::Incarnation)],
+    given: &[crate::repos::Given],
     recorded: &std::collections::HashMap<String, String>,
     upgrading: bool,
 ) -> anyhow::Result<()> {
-    let phase = if upgrading {
-        crate::hooks::Phase::Adopted
-    } else {
-        crate::hooks::Phase::Born
-    };
-    let mut marked: Vec<(crate::repos::RepoName, crate::repos::Incarnation)> = given.to_vec();
+    let mut marked: Vec<(crate::repos::RepoName, crate::repos::Incarnation)> = given
+        .iter()
+        .map(|g| (g.name.clone(), g.incarnation.clone()))
+        .collect();
     if upgrading {
         for info in repos.list() {
             if marked.iter().any(|(name, _)| *name == info.name) {
@@ -287,6 +292,11 @@ fn record_given_incarnations(
         }
     }
     for (name, incarnation) in &marked {
+        let phase = if incarnation.owns(None) {
+            crate::hooks::Phase::Adopted
+        } else {
+            crate::hooks::Phase::Born
+        };
         recorder.mark_incarnation(name, incarnation, phase, "vole-upgrade", "local")?;
     }
     Ok(())

@@ -208,6 +208,15 @@ fn validate_part(part: &'static str, value: &str) -> Result<(), NameError> {
     Ok(())
 }
 
+/// An incarnation given to a repo at start ([`Repos::give_incarnations`]).
+#[derive(Debug, Clone)]
+pub struct Given {
+    pub name: RepoName,
+    pub incarnation: Incarnation,
+    /// The one it shared with another repo before, if any.
+    pub had: Option<Incarnation>,
+}
+
 /// One repository as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RepoInfo {
@@ -471,18 +480,31 @@ impl Repos {
     /// one that adopts the records written before incarnations existed
     /// (they name the repo of that name present now); after it, a new one
     /// that adopts nothing (a repo copied in by hand is not the repo its
-    /// name's records are of). Returns the repos given one.
-    pub fn give_incarnations(
-        &self,
-        upgrading: bool,
-    ) -> Result<Vec<(RepoName, Incarnation)>, IncarnationError> {
-        let mut given = Vec::new();
+    /// name's records are of). Repos that share an incarnation (one copied
+    /// by hand within the data dir: which is the copy cannot be told) each
+    /// get a new one. Returns the repos given one, each with the
+    /// incarnation it had before when it had one.
+    pub fn give_incarnations(&self, upgrading: bool) -> Result<Vec<Given>, IncarnationError> {
+        let mut found = Vec::new();
+        let mut count: std::collections::HashMap<String, usize> = Default::default();
         for info in self.list() {
             let path = self.path(&info.name);
-            if !path.join("HEAD").is_file() || Incarnation::read(&path)?.is_some() {
+            if !path.join("HEAD").is_file() {
                 continue;
             }
-            let incarnation = if upgrading {
+            let had = Incarnation::read(&path)?;
+            if let Some(had) = &had {
+                *count.entry(had.id().to_string()).or_default() += 1;
+            }
+            found.push((info.name, path, had));
+        }
+        let mut given = Vec::new();
+        for (name, path, had) in found {
+            let shared = had.as_ref().is_some_and(|h| count[h.id()] > 1);
+            if had.is_some() && !shared {
+                continue;
+            }
+            let incarnation = if upgrading && had.is_none() {
                 Incarnation::mint_adopting_legacy()
             } else {
                 Incarnation::mint()
@@ -493,20 +515,23 @@ impl Repos {
                     file: path.join(INCARNATION_FILE).display().to_string(),
                     source,
                 })?;
-            if upgrading {
-                tracing::warn!(
-                    repo = %info.name,
-                    incarnation = %incarnation,
+            let why = match (&had, upgrading) {
+                (Some(_), _) => {
+                    "the repository shared its incarnation with another (copied by hand?); gave each a new one, which keeps its ACL"
+                }
+                (None, true) => {
                     "upgrade: the repository has no incarnation yet; gave it one, and the records written before incarnations existed are its"
-                );
-            } else {
-                tracing::warn!(
-                    repo = %info.name,
-                    incarnation = %incarnation,
+                }
+                (None, false) => {
                     "a repository without an incarnation appeared (copied in by hand?); gave it a new one: nothing recorded of its name before is its"
-                );
-            }
-            given.push((info.name, incarnation));
+                }
+            };
+            tracing::warn!(repo = %name, incarnation = %incarnation, "{why}");
+            given.push(Given {
+                name,
+                incarnation,
+                had,
+            });
         }
         Ok(given)
     }

@@ -362,6 +362,39 @@ impl MetaStore {
         .map(drop)
     }
 
+    /// Gives `repo`, now of incarnation `new`, the ACL the system repo holds
+    /// for `had` (a repo that shared its incarnation with a copy): each
+    /// keeps the ACL it had, and they no longer share it.
+    pub fn copy_repo_acl(
+        &self,
+        repo: &RepoName,
+        had: &crate::repos::Incarnation,
+        new: &crate::repos::Incarnation,
+    ) -> Result<(), MetaError> {
+        let Ok(system) = self.system() else {
+            return Ok(());
+        };
+        let acl = system
+            .state
+            .lock()
+            .index
+            .repo_acl(had.id())
+            .map(|stored| stored.acl.clone());
+        if let Some(acl) = acl {
+            self.write_in(&system, |_| {
+                Ok(Entity::RepoAcl(entity::RepoAcl {
+                    repo: repo.to_string(),
+                    incarnation: new.id().to_string(),
+                    acl,
+                }))
+            })?;
+            self.inner
+                .settings_generation
+                .fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
     /// The upgrade, at start: every repo that keeps its ACL in its own
     /// shards gets it in the system repo, under its incarnation (unless the
     /// system repo has one for it already), and the shards' copy is

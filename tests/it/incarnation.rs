@@ -582,3 +582,63 @@ fn ref_log_txns(data: &Path) -> u64 {
         .unwrap()
         .txns
 }
+
+#[test]
+fn a_repo_copied_by_hand_in_the_data_dir_is_another_repo_with_an_acl_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let alice = user_token(&data, "alice", false, "admin", &[]);
+    let made = run_vole(&data, &["repo", "create", "alice/secret", "--private"]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let server = server(&data);
+    assert_eq!(
+        call(&server, "GET", "/alice/secret", None, None).status,
+        404
+    );
+    server.stop();
+    // A copy whose name sorts before the original's, and one after.
+    for copy in ["a-copy", "z-copy"] {
+        let copied = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(data.join("repos/alice/secret.git"))
+            .arg(data.join(format!("repos/alice/{copy}.git")))
+            .status()
+            .unwrap();
+        assert!(copied.success());
+    }
+    let server = self::server(&data);
+    // Each keeps the ACL it had: private, all of them.
+    for repo in ["secret", "a-copy", "z-copy"] {
+        assert_eq!(
+            call(&server, "GET", &format!("/alice/{repo}"), None, None).status,
+            404,
+            "alice/{repo} is no longer private after the copy"
+        );
+    }
+    // And they no longer share it.
+    let public = call(
+        &server,
+        "PUT",
+        "/api/v1/repos/alice/a-copy/acl",
+        Some(&alice),
+        Some(&json!({"version": 1, "visibility": "public", "members": []})),
+    );
+    assert_eq!(public.status, 200, "{}", public.text());
+    assert_eq!(
+        call(&server, "GET", "/alice/a-copy", None, None).status,
+        200
+    );
+    for repo in ["secret", "z-copy"] {
+        assert_eq!(
+            call(&server, "GET", &format!("/alice/{repo}"), None, None).status,
+            404,
+            "making a copy public made alice/{repo} public: they share one ACL"
+        );
+    }
+    let id = |repo: &str| {
+        std::fs::read_to_string(data.join(format!("repos/alice/{repo}.git/vole-incarnation")))
+            .unwrap()
+    };
+    assert_ne!(id("secret"), id("a-copy"));
+    assert_ne!(id("secret"), id("z-copy"));
+}
