@@ -23,26 +23,33 @@ pub fn client_ip(peer: IpAddr, headers: &HeaderMap, trusted: &[IpNet]) -> IpAddr
     if !is_trusted(&peer) {
         return peer;
     }
-    let mut hops: Vec<IpAddr> = Vec::new();
+    // Every hop, in order; `None` for one that is no address.
+    let mut hops: Vec<Option<IpAddr>> = Vec::new();
     for value in headers.get_all("x-forwarded-for") {
-        let Ok(text) = value.to_str() else {
-            return peer;
-        };
-        for part in text.split(',') {
-            match part.trim().parse::<IpAddr>() {
-                Ok(ip) => hops.push(ip.to_canonical()),
-                // A hop that is no address: nothing right of the peer can
-                // be trusted to be the client.
-                Err(_) => return peer,
-            }
+        match value.to_str() {
+            Ok(text) => hops.extend(text.split(',').map(|part| {
+                part.trim()
+                    .parse::<IpAddr>()
+                    .ok()
+                    .map(|ip| ip.to_canonical())
+            })),
+            Err(_) => hops.push(None),
         }
     }
-    hops.iter()
-        .rev()
-        .find(|ip| !is_trusted(ip))
-        .copied()
-        .or_else(|| hops.first().copied())
-        .unwrap_or(peer)
+    // From the right (what the trusted proxies appended): the first hop
+    // that is not a trusted proxy is the client. A hop that is no address
+    // was written by someone no proxy vouches for, so the last trusted hop
+    // right of it is the client as far as anyone can tell; what the
+    // client wrote further left proves nothing either way.
+    let mut last_trusted = peer;
+    for hop in hops.iter().rev() {
+        match hop {
+            Some(ip) if is_trusted(ip) => last_trusted = *ip,
+            Some(ip) => return *ip,
+            None => return last_trusted,
+        }
+    }
+    last_trusted
 }
 
 /// A net as it matches canonical addresses: one written in the
@@ -195,6 +202,36 @@ mod tests {
         assert_eq!(
             client_ip(ip("2001:db8::1"), &claimed, &v6_only),
             ip("198.51.100.7")
+        );
+    }
+
+    #[test]
+    fn a_hop_that_is_no_address_left_of_the_client_does_not_hide_it() {
+        let proxy: IpAddr = "10.0.0.2".parse().unwrap();
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/24".parse().unwrap()];
+        let client: IpAddr = "203.0.113.10".parse().unwrap();
+        // Written by the client, left of what the proxy appended.
+        assert_eq!(
+            client_ip(proxy, &xff(&["garbage, 203.0.113.10"]), &trusted),
+            client
+        );
+        assert_eq!(
+            client_ip(
+                proxy,
+                &xff(&["garbage", "203.0.113.10, 10.0.0.5"]),
+                &trusted
+            ),
+            client
+        );
+        // Right of every real hop (what the trusted peer appended is no
+        // address): the peer is the client as far as anyone can tell.
+        assert_eq!(
+            client_ip(proxy, &xff(&["203.0.113.10, 10.0.0.5, garbage"]), &trusted),
+            proxy
+        );
+        assert_eq!(
+            client_ip(proxy, &xff(&["203.0.113.10, garbage"]), &trusted),
+            proxy
         );
     }
 }
