@@ -536,6 +536,24 @@ impl Repos {
         Ok(given)
     }
 
+    /// How many deleted repos of `owner` (any case) the trash holds: they
+    /// take room until an operator removes them.
+    pub fn trashed(&self, owner: &str) -> usize {
+        let Ok(owners) = std::fs::read_dir(self.data.trash_dir()) else {
+            return 0;
+        };
+        owners
+            .flatten()
+            .filter(|dir| {
+                dir.file_name()
+                    .to_string_lossy()
+                    .eq_ignore_ascii_case(owner)
+            })
+            .filter_map(|dir| std::fs::read_dir(dir.path()).ok())
+            .map(|repos| repos.flatten().count())
+            .sum()
+    }
+
     /// A repository's description (empty when git's placeholder is there).
     pub fn description(&self, name: &RepoName) -> String {
         read_description(&self.path(name))

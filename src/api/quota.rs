@@ -85,17 +85,23 @@ impl Quotas {
             return Ok(creating);
         };
         let owner = name.owner();
-        let held = repos
+        let live = repos
             .list()
             .iter()
             .filter(|info| info.name.owner().eq_ignore_ascii_case(owner))
             .count() as u64;
+        // Deleted ones count until the trash is emptied: a delete moves a
+        // repo (and what was pushed to it) to the trash, so creating and
+        // deleting in a loop would fill the disk otherwise.
+        let trashed = repos.trashed(owner) as u64;
+        let held = live + trashed;
         if held >= max {
             return Err(AppError::new(
                 StatusCode::FORBIDDEN,
                 format!(
-                    "{owner} has {held} repositories, as many as one user may create \
-                     (max-repos-per-user is {max})"
+                    "{owner} has {live} repositories and {trashed} deleted ones in the trash, \
+                     as many as one user may create (max-repos-per-user is {max}; an operator \
+                     empties the data dir's trash/)"
                 ),
             ));
         }

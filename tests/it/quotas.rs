@@ -71,6 +71,24 @@ fn creating_past_max_repos_per_user_is_a_403_naming_it_and_the_cli_is_not_held_t
     assert!(!server.data.join("repos/alice/four.git").exists());
     // Per user: bob's own name holds none.
     assert_eq!(create(&bob, "mine").status, 201);
+    // Deleting does not make room while the deleted repo is in the trash
+    // (create and delete in a loop would fill the disk).
+    let admin = user_token(&server.data, "alice", false, "admin", &[]);
+    let deleted = call(
+        server.addr,
+        &admin,
+        "DELETE",
+        "/api/v1/repos/alice/three",
+        &json!({}),
+    );
+    assert_eq!(deleted.status, 204, "{}", deleted.text());
+    let again = create(&alice, "again");
+    assert_eq!(again.status, 403, "{}", again.text());
+    assert!(
+        again.text().contains("1 deleted ones in the trash"),
+        "{}",
+        again.text()
+    );
     // The operator is not held to it.
     let by_cli = run_vole(&server.data, &["repo", "create", "alice/four"]);
     assert!(by_cli.status.success(), "{}", text(&by_cli.stderr));
