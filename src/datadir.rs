@@ -156,7 +156,9 @@ impl DataDir {
         use std::os::unix::fs::PermissionsExt;
         let mut tightened = Vec::new();
         for dir in [self.root.clone(), self.system_repo(), self.log_dir()] {
-            let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+            // Followed: a data dir that is a link to a directory keeps its
+            // secrets in that directory.
+            let Ok(meta) = std::fs::metadata(&dir) else {
                 continue;
             };
             let mode = meta.permissions().mode() & 0o777;

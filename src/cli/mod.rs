@@ -250,7 +250,10 @@ pub enum TokenCommand {
         /// API writes), admin (also repo settings, ACLs, deletion).
         #[arg(long, value_enum, default_value = "read")]
         scope: ScopeArg,
-        /// Limit it to this repo (`owner/name`); repeat for more.
+        /// Limit it to this repo (`owner/name`), as it is now: a repo
+        /// created under the name later (after a delete) is another repo
+        /// the token does not reach, and a name no repo has reaches none;
+        /// repeat for more.
         #[arg(long = "repo", value_name = "OWNER/NAME")]
         repos: Vec<String>,
         /// Expire it after this long, e.g. 30d, 12h [default: never].

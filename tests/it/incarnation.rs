@@ -122,6 +122,9 @@ fn nothing_of_the_first(server: &TestServer, dir: &Path, first: &First, when: &s
             format!("/alice/tmp/-/tree/{commit}"),
             format!("/alice/tmp/-/commit/{commit}"),
             format!("/alice/tmp/-/commits/{commit}"),
+            format!("/alice/tmp/-/blame/{commit}/secret.txt"),
+            format!("/alice/tmp/-/commit/{commit}.patch"),
+            format!("/alice/tmp/-/archive/{commit}.tar.gz"),
             "/alice/tmp/-/raw/main/secret.txt".to_string(),
         ] {
             let page = call(server, "GET", &path, token, None);
