@@ -73,29 +73,7 @@ pub fn oversized_blobs(
         .stdout
         .take()
         .ok_or_else(|| std::io::Error::other("cat-file has no stdout"))?;
-    let mut found = Vec::new();
-    for line in BufReader::new(headers).lines() {
-        let line = line?;
-        let mut fields = line.splitn(4, ' ');
-        let (Some(kind), Some(size), Some(id)) = (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let Ok(size) = size.parse::<u64>() else {
-            continue;
-        };
-        if size > limit {
-            found.push(Oversized {
-                kind: kind.to_string(),
-                path: fields.next().unwrap_or_default().to_string(),
-                id: id.to_string(),
-                size,
-            });
-            if found.len() == MAX_REPORTED {
-                break;
-            }
-        }
-    }
+    let mut found = over_the_limit(headers, limit)?;
     // Enough found (or all read): the children are not needed further.
     let _ = rev_list.kill();
     let _ = check.kill();
@@ -137,32 +115,42 @@ fn unreachable_oversized(git: &str, limit: u64) -> std::io::Result<Vec<Oversized
         .stdout
         .take()
         .ok_or_else(|| std::io::Error::other("cat-file has no stdout"))?;
-    let mut found = Vec::new();
-    for line in BufReader::new(headers).lines() {
-        let line = line?;
-        let mut fields = line.splitn(3, ' ');
-        let (Some(kind), Some(size), Some(id)) = (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        if size.parse::<u64>().is_ok_and(|size| size > limit) {
-            found.push(Oversized {
-                kind: kind.to_string(),
-                path: String::new(),
-                id: id.to_string(),
-                size: size.parse().unwrap_or(0),
-            });
-            if found.len() == MAX_REPORTED {
-                break;
-            }
-        }
-    }
+    let found = over_the_limit(headers, limit)?;
     let _ = check.kill();
     let checked = check.wait()?;
     if found.is_empty() && !checked.success() {
         return Err(std::io::Error::other(format!(
             "listing the pushed objects failed (cat-file {checked})"
         )));
+    }
+    Ok(found)
+}
+
+/// The objects over `limit` among `cat-file --batch-check` lines
+/// `TYPE SIZE ID [PATH]`, at most [`MAX_REPORTED`] (reading stops there).
+fn over_the_limit(headers: impl std::io::Read, limit: u64) -> std::io::Result<Vec<Oversized>> {
+    let mut found = Vec::new();
+    for line in BufReader::new(headers).lines() {
+        let line = line?;
+        let mut fields = line.splitn(4, ' ');
+        let (Some(kind), Some(size), Some(id)) = (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let Ok(size) = size.parse::<u64>() else {
+            continue;
+        };
+        if size > limit {
+            found.push(Oversized {
+                kind: kind.to_string(),
+                path: fields.next().unwrap_or_default().to_string(),
+                id: id.to_string(),
+                size,
+            });
+            if found.len() == MAX_REPORTED {
+                break;
+            }
+        }
     }
     Ok(found)
 }

@@ -327,6 +327,28 @@ pub fn git_config(service: Service) -> Vec<(String, String)> {
     config
 }
 
+/// The repo the access decision was about must be the one git is about to
+/// run in: a repo deleted and created again under the name meanwhile (a
+/// request body can take long to arrive) is another repo, answered as a
+/// missing one. (A push counts as running from here on, so a delete waits
+/// for it.)
+fn still_the_decided_repo(
+    transport: &Transport,
+    repo: &crate::access::ResolvedRepo,
+) -> Result<(), AppError> {
+    let on_disk =
+        crate::incarnation::Incarnation::read(&transport.repos_root.join(repo.relative_path()))
+            .ok()
+            .flatten();
+    if on_disk.as_ref().map(|i| i.id()) != repo.incarnation.as_ref().map(|i| i.id()) {
+        return Err(AppError::not_found(format!(
+            "repository {} not found",
+            repo.name
+        )));
+    }
+    Ok(())
+}
+
 /// `GET /{owner}/{repo}/info/refs?service=...`
 pub async fn info_refs(
     State(transport): State<Arc<Transport>>,
@@ -353,20 +375,7 @@ pub async fn info_refs(
         &headers,
         peer,
     )?;
-    // The repo the decision was about must be the one git is about to
-    // run in: a repo deleted and created again under the name while the
-    // body came in is another repo. (A push is counted as running from
-    // here, so a delete waits for it.)
-    let on_disk =
-        crate::incarnation::Incarnation::read(&transport.repos_root.join(repo.relative_path()))
-            .ok()
-            .flatten();
-    if on_disk.as_ref().map(|i| i.id()) != repo.incarnation.as_ref().map(|i| i.id()) {
-        return Err(AppError::not_found(format!(
-            "repository {} not found",
-            repo.name
-        )));
-    }
+    still_the_decided_repo(&transport, &repo)?;
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }
@@ -532,20 +541,7 @@ async fn service_rpc(
             AppError::busy(format!("{held}; retry shortly"), wait.as_secs().max(1))
         })?;
     }
-    // The repo the decision was about must be the one git is about to
-    // run in: a repo deleted and created again under the name while the
-    // body came in is another repo. (A push is counted as running from
-    // here, so a delete waits for it.)
-    let on_disk =
-        crate::incarnation::Incarnation::read(&transport.repos_root.join(repo.relative_path()))
-            .ok()
-            .flatten();
-    if on_disk.as_ref().map(|i| i.id()) != repo.incarnation.as_ref().map(|i| i.id()) {
-        return Err(AppError::not_found(format!(
-            "repository {} not found",
-            repo.name
-        )));
-    }
+    still_the_decided_repo(&transport, &repo)?;
     let permit = transport.limits.acquire(service).await?;
     cgi::run(request, permit).await
 }

@@ -645,3 +645,63 @@ fn a_repo_copied_by_hand_in_the_data_dir_is_another_repo_with_an_acl_of_its_own(
     assert_ne!(id("secret"), id("a-copy"));
     assert_ne!(id("secret"), id("z-copy"));
 }
+
+#[test]
+fn a_push_decided_for_a_repo_that_is_re_created_while_its_body_arrives_goes_nowhere() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_dir(dir.path());
+    let made = run_vole(&data, &["repo", "create", "alice/tmp"]);
+    assert!(made.status.success(), "{}", text(&made.stderr));
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    // A push's body, made by hand: main created at a commit of its own.
+    let work = worktree(dir.path(), "work");
+    let head = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let mut pack = git_command(&work);
+    pack.args(["pack-objects", "--stdout", "-q", "--revs"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped());
+    let mut child = pack.spawn().unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{head}\n").as_bytes())
+        .unwrap();
+    let pack = child.wait_with_output().unwrap().stdout;
+    let zero = "0".repeat(40);
+    let command = format!("{zero} {head} refs/heads/main\0report-status\n");
+    let mut body = format!("{:04x}{command}0000", command.len() + 4).into_bytes();
+    body.extend_from_slice(&pack);
+    // The request decided (and half its body sent) for the first repo...
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    write!(
+        stream,
+        "POST /alice/tmp.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    let half = body.len() / 2;
+    stream.write_all(&body[..half]).unwrap();
+    stream.flush().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // ...the repo deleted and created again before the rest arrives.
+    delete(&data);
+    create_again(&data);
+    stream.write_all(&body[half..]).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let response = String::from_utf8_lossy(&response);
+    assert!(
+        response.starts_with("HTTP/1.1 404"),
+        "a push decided for the deleted repo ran in the new one: {response}"
+    );
+    assert_eq!(
+        ref_value(&data.join("repos/alice/tmp.git"), "refs/heads/main"),
+        None,
+        "the new repo got the push meant for the first"
+    );
+}
