@@ -266,8 +266,11 @@ async fn serve_pack(
                 let state = *pack.state.borrow();
                 let reply = match (changed, state) {
                     (Ok(()), State::Done(size)) => {
-                        // A follower is served the whole pack too.
-                        app.pack_cache.count_served(size);
+                        // A follower is served the whole pack too (the
+                        // request that started the pack is a miss).
+                        if pack.follower {
+                            app.pack_cache.count_served(size);
+                        }
                         Reply::ok(serde_json::json!({ "done": size }))
                     }
                     (Ok(()), State::Producing) => continue,

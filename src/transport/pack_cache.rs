@@ -165,6 +165,10 @@ pub struct Reader {
     pub tmp: PathBuf,
     pub pack: PathBuf,
     pub state: watch::Receiver<State>,
+    /// It joined a pack another request's producer was making (not the
+    /// request that started it, nor a hit, counted as it opened): what it
+    /// is sent counts as served from the cache once the pack is done.
+    pub follower: bool,
     readers: Arc<AtomicUsize>,
     stop: Arc<tokio::sync::Notify>,
     cache: Arc<PackCache>,
@@ -400,6 +404,7 @@ impl PackCache {
                 return Open::Read(Reader {
                     tmp: entry.tmp.clone(),
                     pack,
+                    follower: !matches!(state, State::Done(_)),
                     state: entry.state.clone(),
                     readers: entry.readers.clone(),
                     stop: entry.stop.clone(),
@@ -501,6 +506,7 @@ impl PackCache {
         Open::Read(Reader {
             tmp,
             pack,
+            follower: false,
             state: state_rx,
             readers,
             stop,
