@@ -110,14 +110,11 @@ impl App {
         // Before the metadata and the ref state are taken from the logs:
         // each repo has an incarnation, and only what is of it is its.
         let upgrading = !data.incarnations_marker().exists();
-        let given = repos
+        let (given, incarnations) = repos
             .give_incarnations(upgrading)
             .map_err(|e| anyhow::anyhow!(e).context("cannot give the repos their incarnations"))?;
         let recorded = ref_state.recorded_incarnations().clone();
-        ref_state.settle(|name| {
-            let name = crate::repos::RepoName::parse(name).ok()?;
-            repos.incarnation(&name).ok().flatten()
-        });
+        ref_state.settle(|name| incarnations.get(name).cloned());
         let mut repo_dirs: Vec<(String, std::path::PathBuf)> = repos
             .list()
             .into_iter()
@@ -164,7 +161,7 @@ impl App {
             ref_state,
             repos.clone(),
         ));
-        record_given_incarnations(&repos, &recorder, &given, &recorded, upgrading)?;
+        record_given_incarnations(&recorder, &given, &incarnations, &recorded, upgrading)?;
         if upgrading {
             // Once every repo's incarnation is in the ref log.
             crate::durable::write_synced(&data.incarnations_marker(), b"1\n")?;
@@ -267,9 +264,9 @@ impl App {
 /// repo whose file a crash left without its row), a `born` row for a new
 /// one (a repo copied in by hand is a new repo).
 fn record_given_incarnations(
-    repos: &Repos,
     recorder: &RefRecorder,
     given: &[crate::repos::Given],
+    incarnations: &std::collections::HashMap<String, crate::repos::Incarnation>,
     recorded: &std::collections::HashMap<String, String>,
     upgrading: bool,
 ) -> anyhow::Result<()> {
@@ -278,16 +275,16 @@ fn record_given_incarnations(
         .map(|g| (g.name.clone(), g.incarnation.clone()))
         .collect();
     if upgrading {
-        for info in repos.list() {
-            if marked.iter().any(|(name, _)| *name == info.name) {
-                continue;
-            }
-            let Ok(Some(incarnation)) = repos.incarnation(&info.name) else {
+        for (name, incarnation) in incarnations {
+            let logged = recorded.get(name).map(String::as_str);
+            let Ok(name) = crate::repos::RepoName::parse(name) else {
                 continue;
             };
-            let logged = recorded.get(&info.name.to_string()).map(String::as_str);
+            if marked.iter().any(|(given, _)| *given == name) {
+                continue;
+            }
             if incarnation.owns(None) && logged != Some(incarnation.id()) {
-                marked.push((info.name, incarnation));
+                marked.push((name, incarnation.clone()));
             }
         }
     }

@@ -2,6 +2,7 @@
 //! listing them. Reads and writes only `data/repos` (and `data/tmp` while a
 //! repo is being created); git objects are never touched here.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -483,10 +484,14 @@ impl Repos {
     /// name's records are of). Repos that share an incarnation (one copied
     /// by hand within the data dir: which is the copy cannot be told) each
     /// get a new one. Returns the repos given one, each with the
-    /// incarnation it had before when it had one.
-    pub fn give_incarnations(&self, upgrading: bool) -> Result<Vec<Given>, IncarnationError> {
+    /// incarnation it had before when it had one, and every repo's
+    /// incarnation now (read once, for what start-up decides with them).
+    pub fn give_incarnations(
+        &self,
+        upgrading: bool,
+    ) -> Result<(Vec<Given>, HashMap<String, Incarnation>), IncarnationError> {
         let mut found = Vec::new();
-        let mut count: std::collections::HashMap<String, usize> = Default::default();
+        let mut count: HashMap<String, usize> = HashMap::new();
         for info in self.list() {
             let path = self.path(&info.name);
             if !path.join("HEAD").is_file() {
@@ -499,9 +504,11 @@ impl Repos {
             found.push((info.name, path, had));
         }
         let mut given = Vec::new();
+        let mut now = HashMap::new();
         for (name, path, had) in found {
             let shared = had.as_ref().is_some_and(|h| count[h.id()] > 1);
-            if had.is_some() && !shared {
+            if let Some(had) = had.as_ref().filter(|_| !shared) {
+                now.insert(name.to_string(), had.clone());
                 continue;
             }
             let incarnation = if upgrading && had.is_none() {
@@ -527,13 +534,14 @@ impl Repos {
                 }
             };
             tracing::warn!(repo = %name, incarnation = %incarnation, "{why}");
+            now.insert(name.to_string(), incarnation.clone());
             given.push(Given {
                 name,
                 incarnation,
                 had,
             });
         }
-        Ok(given)
+        Ok((given, now))
     }
 
     /// How many deleted repos of `owner` (any case) the trash holds: they
@@ -693,14 +701,10 @@ fn finish_repo(repo: &Path, default_branch: &str) -> std::io::Result<Vec<&'stati
     Ok(repaired)
 }
 
-/// Writes `name` in `dir` through a synced temporary file and a rename.
+/// Writes `name` in `dir` through a synced temporary file and a rename
+/// (`durable::write_synced`, which syncs `dir` too).
 fn write_synced(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
-    Ok(())
+    durable::write_synced(&dir.join(name), bytes)
 }
 
 fn read_description(repo: &Path) -> String {

@@ -156,7 +156,7 @@ impl ControlState {
             new.private,
             &incarnation,
             || {
-                self.recorder.forget_repo(&name);
+                // The `born` row also makes the ref state forget the name.
                 self.meta.forget_repo(&name);
                 self.recorder
                     .mark_incarnation(

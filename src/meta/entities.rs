@@ -381,18 +381,31 @@ impl MetaStore {
             .repo_acl(had.id())
             .map(|stored| stored.acl.clone());
         if let Some(acl) = acl {
-            self.write_in(&system, |_| {
-                Ok(Entity::RepoAcl(entity::RepoAcl {
-                    repo: repo.to_string(),
-                    incarnation: new.id().to_string(),
-                    acl,
-                }))
-            })?;
+            self.store_repo_acl(&system, &repo.to_string(), new, acl)?;
             self.inner
                 .settings_generation
                 .fetch_add(1, Ordering::AcqRel);
         }
         Ok(())
+    }
+
+    /// Stores `acl` as it is (its version kept) for `repo` of
+    /// `incarnation` in the system repo.
+    fn store_repo_acl(
+        &self,
+        system: &Arc<RepoMeta>,
+        repo: &str,
+        incarnation: &crate::repos::Incarnation,
+        acl: Acl,
+    ) -> Result<(), MetaError> {
+        self.write_in(system, |_| {
+            Ok(Entity::RepoAcl(entity::RepoAcl {
+                repo: repo.to_string(),
+                incarnation: incarnation.id().to_string(),
+                acl,
+            }))
+        })
+        .map(drop)
     }
 
     /// The upgrade, at start: every repo that keeps its ACL in its own
@@ -414,13 +427,7 @@ impl MetaStore {
                 continue;
             };
             if self.system_acl(&meta).is_none() {
-                self.write_in(&system, |_| {
-                    Ok(Entity::RepoAcl(entity::RepoAcl {
-                        repo: meta.name.clone(),
-                        incarnation: incarnation.id().to_string(),
-                        acl: legacy,
-                    }))
-                })?;
+                self.store_repo_acl(&system, &meta.name, &incarnation, legacy)?;
             }
             self.remove_repo_acl(&meta)?;
             tracing::warn!(
