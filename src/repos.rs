@@ -471,7 +471,7 @@ impl Repos {
     }
 
     /// The incarnation of repo `name` (which exists); `None` for a repo
-    /// from before incarnations that [`Repos::adopt_legacy`] has not seen.
+    /// from before incarnations that [`Repos::give_incarnations`] has not seen.
     pub fn incarnation(&self, name: &RepoName) -> Result<Option<Incarnation>, IncarnationError> {
         Incarnation::read(&self.path(name))
     }
