@@ -7,25 +7,25 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::access::Access;
-use crate::accounts::Accounts;
-use crate::accounts::audit::AuditEvent;
-use crate::api::ApiState;
-use crate::config::Config;
-use crate::control::ControlState;
-use crate::datadir::DataDir;
-use crate::git::Git;
-use crate::hooks::RefMove;
-use crate::hooks::recorder::{RefRecorder, RefState};
-use crate::http::auth::Authn;
-use crate::http::slots::ReadSlots;
-use crate::log::{Entry, Log, LogError, RecordKind};
-use crate::meta::MetaWrite;
-use crate::meta::{MetaStore, StoreOptions};
-use crate::repos::Repos;
-use crate::sites::{Sites, SitesState};
-use crate::transport::Transport;
-use crate::web::WebState;
+use vole_access::Access;
+use vole_accounts::Accounts;
+use vole_accounts::audit::AuditEvent;
+use vole_api::ApiState;
+use vole_config::Config;
+use vole_control::ControlState;
+use vole_git::Git;
+use vole_git::datadir::DataDir;
+use vole_git::repos::Repos;
+use vole_hooks::RefMove;
+use vole_hooks::recorder::{RefRecorder, RefState};
+use vole_http::auth::Authn;
+use vole_http::slots::ReadSlots;
+use vole_log::{Entry, Log, LogError, RecordKind};
+use vole_meta::MetaWrite;
+use vole_meta::{MetaStore, StoreOptions};
+use vole_sites::{Sites, SitesState};
+use vole_transport::Transport;
+use vole_web::WebState;
 
 /// The data dir's logs, one stream per record kind.
 #[derive(Debug)]
@@ -92,7 +92,7 @@ pub struct App {
     pub api: Arc<ApiState>,
     pub control: Arc<ControlState>,
     /// Requests by route and status, and their latency (`GET /metrics`).
-    pub http_metrics: Arc<crate::metrics::HttpMetrics>,
+    pub http_metrics: Arc<vole_stdx::metrics::HttpMetrics>,
 }
 
 impl App {
@@ -127,7 +127,7 @@ impl App {
         let system = repos
             .ensure_system_repo(&git)
             .map_err(|e| anyhow::anyhow!(e).context("cannot create the system repo"))?;
-        repo_dirs.push((crate::meta::SYSTEM.to_string(), system));
+        repo_dirs.push((vole_meta::SYSTEM.to_string(), system));
         let meta = Arc::new(MetaStore::open(
             logs.meta.clone(),
             &data.repos_dir(),
@@ -164,7 +164,7 @@ impl App {
         record_given_incarnations(&recorder, &given, &incarnations, &recorded, upgrading)?;
         if upgrading {
             // Once every repo's incarnation is in the ref log.
-            crate::durable::write_synced(&data.incarnations_marker(), b"1\n")?;
+            vole_git::durable::write_synced(&data.incarnations_marker(), b"1\n")?;
         }
         let access = Arc::new(
             Access::new(
@@ -194,11 +194,11 @@ impl App {
         // The pack cache runs pack-objects with the settings of every
         // upload's git children.
         let pack_cache = Arc::new(
-            crate::transport::pack_cache::PackCache::new(
+            vole_pack_cache::PackCache::new(
                 data.pack_cache_dir(),
                 config.pack_cache.clone(),
                 git.clone(),
-                crate::transport::git_config(crate::transport::Service::UploadPack),
+                vole_transport::git_config(vole_transport::Service::UploadPack),
             )
             .map_err(|e| anyhow::anyhow!(e).context("cannot prepare the pack cache"))?,
         );
@@ -213,7 +213,7 @@ impl App {
             pack_cache,
         });
         Ok(App {
-            http_metrics: Arc::new(crate::metrics::HttpMetrics::new()),
+            http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
             sites: Arc::new(SitesState {
                 sites: Sites::new(&config),
@@ -232,7 +232,7 @@ impl App {
                 recorder: recorder.clone(),
                 access: access.clone(),
                 reads: reads.clone(),
-                highlighter: Arc::new(crate::web::highlight::Highlighter::new(
+                highlighter: Arc::new(vole_web::highlight::Highlighter::new(
                     config.reads.highlight_cache_bytes,
                 )),
             }),
@@ -242,7 +242,7 @@ impl App {
                 access: access.clone(),
                 repos: repos.clone(),
                 control: control.clone(),
-                quotas: crate::api::quota::Quotas::new(&config.quotas),
+                quotas: vole_api::quota::Quotas::new(&config.quotas),
             }),
             control,
             recorder,
@@ -265,19 +265,19 @@ impl App {
 /// one (a repo copied in by hand is a new repo).
 fn record_given_incarnations(
     recorder: &RefRecorder,
-    given: &[crate::repos::Given],
-    incarnations: &std::collections::HashMap<String, crate::repos::Incarnation>,
+    given: &[vole_git::repos::Given],
+    incarnations: &std::collections::HashMap<String, vole_git::repos::Incarnation>,
     recorded: &std::collections::HashMap<String, String>,
     upgrading: bool,
 ) -> anyhow::Result<()> {
-    let mut marked: Vec<(crate::repos::RepoName, crate::repos::Incarnation)> = given
+    let mut marked: Vec<(vole_git::repos::RepoName, vole_git::repos::Incarnation)> = given
         .iter()
         .map(|g| (g.name.clone(), g.incarnation.clone()))
         .collect();
     if upgrading {
         for (name, incarnation) in incarnations {
             let logged = recorded.get(name).map(String::as_str);
-            let Ok(name) = crate::repos::RepoName::parse(name) else {
+            let Ok(name) = vole_git::repos::RepoName::parse(name) else {
                 continue;
             };
             if marked.iter().any(|(given, _)| *given == name) {
@@ -290,9 +290,9 @@ fn record_given_incarnations(
     }
     for (name, incarnation) in &marked {
         let phase = if incarnation.owns(None) {
-            crate::hooks::Phase::Adopted
+            vole_hooks::Phase::Adopted
         } else {
-            crate::hooks::Phase::Born
+            vole_hooks::Phase::Born
         };
         recorder.mark_incarnation(name, incarnation, phase, "vole-upgrade", "local")?;
     }

@@ -209,10 +209,10 @@ pub fn start_nginx(dir: &Path, baseline_sync: bool) -> Server {
     // Same git settings as vole gives its children (receive-pack's
     // superset), less the syncs unless asked for (see the module doc).
     let config: Vec<(String, String)> =
-        vole::transport::git_config(vole::transport::Service::ReceivePack)
+        vole_transport::git_config(vole_transport::Service::ReceivePack)
             .into_iter()
             .filter(|(key, _)| {
-                baseline_sync || !vole::git::DURABLE_WRITES.iter().any(|(k, _)| k == key)
+                baseline_sync || !vole_git::DURABLE_WRITES.iter().any(|(k, _)| k == key)
             })
             .collect();
     params.push_str(&format!(

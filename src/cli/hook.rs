@@ -1,15 +1,15 @@
 //! `vole hook pre-receive` and `vole hook reference-transaction <state>`:
 //! the git side of the hooks. Each reads git's input, asks the running
 //! server over the control socket, and exits with the status git needs
-//! (see the module doc of [`crate::hooks`]).
+//! (see the module doc of [`vole_hooks`]).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
-use crate::control::{Reply, Request, client::Client};
-use crate::hooks::{Outcome, PushContext, RefUpdate, env};
+use vole_control::{Reply, Request, client::Client};
+use vole_hooks::{Outcome, PushContext, RefUpdate, env};
 
 /// Why a hook could not do its part; the message is what git's user sees
 /// (as `remote:` lines), so it names what failed but carries no io error's
@@ -21,17 +21,17 @@ enum HookError {
     #[error("{0} is not a number")]
     BadPushId(&'static str),
     #[error("the vole server could not be reached to record this push; nothing was changed")]
-    Unreachable(#[source] crate::control::client::ClientError),
+    Unreachable(#[source] vole_control::client::ClientError),
     #[error("the vole server is not running")]
     NoServer,
     #[error("the vole server did not answer in time; this push is not recorded")]
-    NoAnswer(#[source] crate::control::client::ClientError),
+    NoAnswer(#[source] vole_control::client::ClientError),
     #[error("{0}")]
     Refused(String),
     #[error("cannot read the hook input from git")]
     Input(#[source] std::io::Error),
     #[error(transparent)]
-    BadInput(#[from] crate::hooks::BadHookInput),
+    BadInput(#[from] vole_hooks::BadHookInput),
     #[error("cannot run the repository's {name} hook")]
     RepoHook {
         name: String,
@@ -92,7 +92,7 @@ fn is_fast_forward(git: &str, update: &RefUpdate) -> Option<bool> {
     if update.is_creation() || update.is_deletion() {
         return None;
     }
-    let status = crate::git::hook_command(git)
+    let status = vole_git::hook_command(git)
         .args(["merge-base", "--is-ancestor", &update.old, &update.new])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -153,7 +153,7 @@ fn run_pre_receive() -> Result<ExitCode, HookError> {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {
-        let oversized = crate::hooks::blob_limit::oversized_blobs(&git, &updates, limit)
+        let oversized = vole_hooks::blob_limit::oversized_blobs(&git, &updates, limit)
             .map_err(HookError::BlobScan)?;
         if !oversized.is_empty() {
             let size = |n: u64| bytesize::ByteSize::b(n).display().iec().to_string();
@@ -287,7 +287,7 @@ fn stop_git() {
 
 /// `vole hook pack-objects git pack-objects ARGS...` (or the same
 /// arguments to the `vole-pack-objects` link): upload-pack's
-/// pack-objects, from the server's pack cache (`transport::pack_cache`):
+/// pack-objects, from the server's pack cache (`vole-pack-cache`):
 /// the request's stdin and arguments go to the server, which answers with
 /// a file to stream to stdout (complete, or being written by the one
 /// pack-objects for all identical requests) and says when it is complete.
@@ -368,7 +368,7 @@ fn from_cache(command: &[String], stdin: &[u8]) -> Result<Served, String> {
     let mut out = std::io::stdout().lock();
     let mut sent = 0u64;
     let mut pending = String::new();
-    let deadline = std::time::Instant::now() + crate::transport::pack_cache::READ_DEADLINE;
+    let deadline = std::time::Instant::now() + vole_pack_cache::READ_DEADLINE;
     loop {
         // What is written so far, file to pipe in the kernel.
         let n = match send_written(&mut file, &mut out) {
@@ -499,7 +499,7 @@ impl Growth {
 /// stdout when that is a pipe (upload-pack's, always), copied otherwise.
 /// Returns the bytes sent.
 fn send_written(file: &mut std::fs::File, out: &mut std::io::StdoutLock) -> std::io::Result<u64> {
-    crate::transport::pack_cache::splice_all(file, out)
+    vole_pack_cache::splice_all(file, out)
 }
 
 /// The cache failed after `sent` bytes of the pack (the start of `file`,

@@ -2,7 +2,7 @@
 //!
 //! Commands that change state go to the running server over the control
 //! socket when one is up, and otherwise take the data dir lock and do the
-//! work in-process through the same [`crate::control::dispatch`].
+//! work in-process through the same [`vole_control::dispatch`].
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -14,16 +14,16 @@ mod hook;
 use anyhow::{Context, bail};
 use clap::{Args, Parser, Subcommand};
 
-use crate::accounts::audit::AuditEvent;
 use crate::app::App;
-use crate::config::{Config, Settings};
-use crate::control::{self, Reply, Request, client::Client};
-use crate::datadir::{DataDir, DataDirError};
-use crate::git::Git;
-use crate::hooks::RefMove;
-use crate::log::{Entry, RecordKind, Tail};
-use crate::meta::MetaWrite;
-use crate::repos::RepoInfo;
+use vole_accounts::audit::AuditEvent;
+use vole_config::{Config, Settings};
+use vole_control::{Reply, Request, client::Client};
+use vole_git::Git;
+use vole_git::datadir::{DataDir, DataDirError};
+use vole_git::repos::RepoInfo;
+use vole_hooks::RefMove;
+use vole_log::{Entry, RecordKind, Tail};
+use vole_meta::MetaWrite;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -287,9 +287,9 @@ pub enum ScopeArg {
     Admin,
 }
 
-impl From<ScopeArg> for crate::meta::entity::Scope {
+impl From<ScopeArg> for vole_meta::entity::Scope {
     fn from(scope: ScopeArg) -> Self {
-        use crate::meta::entity::Scope;
+        use vole_meta::entity::Scope;
         match scope {
             ScopeArg::Read => Scope::Read,
             ScopeArg::Write => Scope::Write,
@@ -304,7 +304,7 @@ fn read_secret_line() -> anyhow::Result<String> {
     let mut line = String::new();
     std::io::stdin()
         .lock()
-        .take(crate::accounts::MAX_PASSWORD_BYTES as u64 + 2)
+        .take(vole_accounts::MAX_PASSWORD_BYTES as u64 + 2)
         .read_line(&mut line)
         .context("reading the password from standard input")?;
     let password = line.trim_end_matches(['\n', '\r']).to_string();
@@ -330,14 +330,14 @@ pub fn main() -> ExitCode {
         .next()
         .as_deref()
         .and_then(|argv0| std::path::Path::new(argv0).file_name())
-        .is_some_and(|name| name == crate::hooks::scripts::PACK_OBJECTS_LINK)
+        .is_some_and(|name| name == vole_hooks::scripts::PACK_OBJECTS_LINK)
     {
         let command: Vec<String> = args.map(|a| a.to_string_lossy().into_owned()).collect();
         return hook::pack_objects(&command);
     }
     let cli = Cli::parse();
     if let Command::Sentinel { mark } = &cli.command {
-        return crate::transport::sentinel::run(mark);
+        return vole_transport::sentinel::run(mark);
     }
     // Hooks run inside git, under the server: no config, no tracing set-up.
     if let Command::Hook(hook) = &cli.command {
@@ -353,7 +353,7 @@ pub fn main() -> ExitCode {
         Err(e) => {
             // Log lines first, then the error, in the order they happened.
             drop(log_writer);
-            eprintln!("vole: error: {}", crate::error_chain::Chain(e.as_ref()));
+            eprintln!("vole: error: {}", vole_stdx::error_chain::Chain(e.as_ref()));
             return ExitCode::FAILURE;
         }
     };
@@ -487,7 +487,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Restore { src } => {
             let data = DataDir::new(config.data_dir.clone());
             let mut bar = Progress::new("restoring");
-            let manifest = crate::control::backup::restore(&src, &data, &mut |done, total| {
+            let manifest = vole_control::backup::restore(&src, &data, &mut |done, total| {
                 bar.set(done, total)
             })?;
             bar.finish();
@@ -501,7 +501,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Check => {
             let git = Git::locate(config.git.as_deref())?;
-            let report = crate::control::check::check(&DataDir::new(config.data_dir.clone()), &git);
+            let report = vole_control::check::check(&DataDir::new(config.data_dir.clone()), &git);
             for problem in &report.problems {
                 println!("{problem}");
             }
@@ -773,7 +773,7 @@ fn dump_lines<K: serde::Serialize>(
 }
 
 fn format_time(time_ns: i64) -> String {
-    crate::time::nanos_to_millis(time_ns)
+    vole_stdx::time::nanos_to_millis(time_ns)
 }
 
 fn short_oid(oid: &Option<String>) -> &str {
@@ -837,7 +837,7 @@ fn call<T: serde::de::DeserializeOwned>(config: &Config, request: Request) -> an
             Ok(lock) => {
                 let git = Git::locate(config.git.as_deref())?;
                 let app = App::open(config.clone(), git)?;
-                let reply = control::dispatch(&app.control, request);
+                let reply = vole_control::dispatch(&app.control, request);
                 // Folded into git before the lock goes: a copy of the data
                 // dir taken now holds the change in its repos too.
                 app.meta.close(Duration::from_secs(30));
@@ -885,11 +885,11 @@ fn backup(config: &Config, dest: &std::path::Path) -> anyhow::Result<ExitCode> {
         decode::<serde_json::Value>(reply)?
     } else {
         let _lock = data.lock("vole backup")?;
-        let cut = crate::control::backup::cut_offline(&data)?;
-        let manifest = crate::control::backup::write(&data, cut, &dest, &mut |done, total| {
+        let cut = vole_control::backup::cut_offline(&data)?;
+        let manifest = vole_control::backup::write(&data, cut, &dest, &mut |done, total| {
             bar.set(done, total)
         })?;
-        crate::control::backup::summary(&manifest)
+        vole_control::backup::summary(&manifest)
     };
     bar.finish();
     println!(

@@ -1,5 +1,5 @@
 //! Background upkeep every few seconds: the pack cache's expired entries
-//! are dropped (`transport::pack_cache`: otherwise only a request's end
+//! are dropped (`vole-pack-cache`: otherwise only a request's end
 //! evicts, and an idle server would keep them); past its configured size
 //! a log is compacted by the server itself, so start-up replays only what
 //! is not yet folded (the meta log) and the disk holds what matters. A

@@ -5,7 +5,7 @@
 //!
 //! The counters the parts keep anyway (logs, metadata, caches, git slots)
 //! are read at scrape time; histograms are observed where things happen
-//! (`crate::metrics`). No label names a repo, a user or a path.
+//! (`vole_stdx::metrics`). No label names a repo, a user or a path.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -18,11 +18,11 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::access::{Principal, ServerAction};
 use crate::app::App;
-use crate::http::AppError;
-use crate::metrics::{counter, gauge, series, unlabelled};
-use crate::transport::Service;
+use vole_access::{Principal, ServerAction};
+use vole_http::AppError;
+use vole_stdx::metrics::{counter, gauge, series, unlabelled};
+use vole_transport::Service;
 
 /// The content type of the text format, version 0.0.4.
 const TEXT_FORMAT: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -65,7 +65,7 @@ impl Collector for AppCollector {
                 )
             })
             .collect();
-        let each = |f: fn(&crate::transport::limits::Children) -> i64| -> Vec<_> {
+        let each = |f: fn(&vole_transport::limits::Children) -> i64| -> Vec<_> {
             children
                 .iter()
                 .map(|(l, c)| {
@@ -124,7 +124,7 @@ impl Collector for AppCollector {
         let label = |name: &str| LogLabel {
             log: name.to_string(),
         };
-        let per_log = |f: fn(&crate::log::Counters) -> u64| -> Vec<_> {
+        let per_log = |f: fn(&vole_log::Counters) -> u64| -> Vec<_> {
             logs.iter()
                 .map(|(n, c)| {
                     (
@@ -152,10 +152,9 @@ impl Collector for AppCollector {
             "fsyncs that made appended frames durable, per log",
             &per_log(|c| c.syncs.load(Ordering::Relaxed)),
         )?;
-        let histograms =
-            |f: fn(&crate::log::Counters) -> &Histogram| -> Vec<(LogLabel, Histogram)> {
-                logs.iter().map(|(n, c)| (label(n), f(c).clone())).collect()
-            };
+        let histograms = |f: fn(&vole_log::Counters) -> &Histogram| -> Vec<(LogLabel, Histogram)> {
+            logs.iter().map(|(n, c)| (label(n), f(c).clone())).collect()
+        };
         series(
             e,
             "vole_log_fsync_seconds",

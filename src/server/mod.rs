@@ -14,10 +14,9 @@ use anyhow::Context;
 use tokio::net::TcpListener;
 
 use crate::app::App;
-use crate::config::Config;
-use crate::control;
-use crate::datadir::DataDir;
-use crate::git::Git;
+use vole_config::Config;
+use vole_git::Git;
+use vole_git::datadir::DataDir;
 
 pub use router::router;
 
@@ -40,11 +39,11 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let cleanup = data.clean_leftovers(&lock, config.quarantine_max_age);
     tracing::info!(removed = cleanup.removed.len(), "start-up cleanup done");
     // Before any git child starts: each one carries the mark.
-    let mark = crate::transport::sentinel::new_mark();
+    let mark = vole_transport::sentinel::new_mark();
     let exe = std::env::current_exe().context("cannot find the vole binary")?;
-    let _sentinel = crate::transport::sentinel::start(&exe, &mark)
+    let _sentinel = vole_transport::sentinel::start(&exe, &mark)
         .context("cannot start the sentinel that outlives the server")?;
-    crate::git::mark_children(mark);
+    vole_git::mark_children(mark);
 
     // Registered before the server announces itself: a SIGTERM that
     // arrives once "listening" is logged must drain, never kill.
@@ -57,7 +56,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     // process's, so the socket's own mode is set only after the bind).
     let control_listener = data
         .prepare_run_dir()
-        .and_then(|socket| control::server::bind(&socket))
+        .and_then(|socket| vole_control::server::bind(&socket))
         .with_context(|| {
             format!(
                 "cannot open the control socket {}",
@@ -67,7 +66,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let shutdown_grace = config.shutdown_grace;
     let app = Arc::new(App::open(config, git)?);
-    crate::hooks::scripts::install(app.transport.hooks_dir(), app.transport.vole_exe())
+    vole_hooks::scripts::install(app.transport.hooks_dir(), app.transport.vole_exe())
         .context("cannot write the git hooks")?;
     let repos: Vec<(String, std::path::PathBuf)> = app
         .repos
@@ -86,12 +85,12 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
         "ref log checked against the refs on disk"
     );
     // Every push's hooks at once, and a few CLI requests besides.
-    let dispatcher = control::server::Dispatcher::start(
+    let dispatcher = vole_control::server::Dispatcher::start(
         app.control.clone(),
         app.config.transport.receive_pack_limit + 4,
     )
     .context("cannot start the control socket's threads")?;
-    let control_task = tokio::spawn(control::server::serve(control_listener, dispatcher));
+    let control_task = tokio::spawn(vole_control::server::serve(control_listener, dispatcher));
     // A metrics address that is taken (another server, Prometheus itself)
     // does not stop the forge: it is said, and admins still read /metrics
     // on the main address.
@@ -241,12 +240,12 @@ async fn serve_until_signal(
                 let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
                     // Every part of vole sees the client's address: the
                     // proxy's X-Forwarded-For when the peer is trusted.
-                    let client = crate::access::client::client_ip(peer.ip(), request.headers(), &trusted);
+                    let client = vole_http::client::client_ip(peer.ip(), request.headers(), &trusted);
                     request.extensions_mut().insert(axum::extract::ConnectInfo(std::net::SocketAddr::new(client, peer.port())));
-                    request.extensions_mut().insert(crate::http::ConnectionFd(socket_fd));
+                    request.extensions_mut().insert(vole_http::ConnectionFd(socket_fd));
                     router.clone().oneshot(request.map(axum::body::Body::new))
                 });
-                let connection = graceful.watch(http.serve_connection(TokioIo::new(crate::http::zero_copy::Connection::new(stream)), service));
+                let connection = graceful.watch(http.serve_connection(TokioIo::new(vole_http::zero_copy::Connection::new(stream)), service));
                 tokio::spawn(async move {
                     let _permit = permit;
                     if let Err(e) = connection.await {

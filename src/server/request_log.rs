@@ -25,7 +25,7 @@ use http_body::Frame;
 use axum::http::{HeaderMap, HeaderValue};
 use tracing::Instrument;
 
-use crate::metrics::{HttpMetrics, Route};
+use vole_stdx::metrics::{HttpMetrics, Route};
 
 const REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
 

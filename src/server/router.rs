@@ -9,14 +9,13 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 
-use crate::access::{Principal, ServerAction};
 use crate::app::App;
-use crate::http::AppError;
-use crate::{api, sites, transport, web};
+use vole_access::{Principal, ServerAction};
+use vole_http::AppError;
 
 /// The whole HTTP application, ready to serve (tests call it too).
 pub fn router(app: Arc<App>) -> Router {
-    use api::meta;
+    use vole_api::meta;
     let meta_api = Router::new()
         .route(
             "/api/v1/repos/{owner}/{repo}/issues",
@@ -55,61 +54,70 @@ pub fn router(app: Arc<App>) -> Router {
         ))
         .route(
             "/api/v1/repos",
-            get(api::repos::list).post(api::repos::create),
+            get(vole_api::repos::list).post(vole_api::repos::create),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}",
-            get(api::repos::get).delete(api::repos::delete),
+            get(vole_api::repos::get).delete(vole_api::repos::delete),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/activity",
-            get(api::repo_activity),
+            get(vole_api::repo_activity),
         )
         .with_state(app.api.clone());
     let web_routes = Router::new()
-        .route("/", get(web::home))
-        .route("/static/{file}", get(web::static_file))
-        .route("/{owner}/{repo}", get(web::repo_home))
-        .route("/{owner}/{repo}/-/tree/{rev}", get(web::tree_root))
-        .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(web::tree))
-        .route("/{owner}/{repo}/-/blob/{rev}/{*path}", get(web::blob))
+        .route("/", get(vole_web::home))
+        .route("/static/{file}", get(vole_web::static_file))
+        .route("/{owner}/{repo}", get(vole_web::repo_home))
+        .route("/{owner}/{repo}/-/tree/{rev}", get(vole_web::tree_root))
+        .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(vole_web::tree))
+        .route("/{owner}/{repo}/-/blob/{rev}/{*path}", get(vole_web::blob))
         .route(
             "/{owner}/{repo}/-/blame/{rev}/{*path}",
-            get(web::blame::blame),
+            get(vole_web::blame::blame),
         )
-        .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(web::raw))
+        .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(vole_web::raw))
         .route(
             "/{owner}/{repo}/-/commits/{rev}",
-            get(web::history::log_root),
+            get(vole_web::history::log_root),
         )
         .route(
             "/{owner}/{repo}/-/commits/{rev}/{*path}",
-            get(web::history::log_path),
+            get(vole_web::history::log_path),
         )
-        .route("/{owner}/{repo}/-/commit/{id}", get(web::history::commit))
-        .route("/{owner}/{repo}/-/branches", get(web::history::branches))
-        .route("/{owner}/{repo}/-/tags", get(web::history::tags))
-        .route("/{owner}/{repo}/-/activity", get(web::history::activity))
+        .route(
+            "/{owner}/{repo}/-/commit/{id}",
+            get(vole_web::history::commit),
+        )
+        .route(
+            "/{owner}/{repo}/-/branches",
+            get(vole_web::history::branches),
+        )
+        .route("/{owner}/{repo}/-/tags", get(vole_web::history::tags))
+        .route(
+            "/{owner}/{repo}/-/activity",
+            get(vole_web::history::activity),
+        )
         .route(
             "/{owner}/{repo}/-/archive/{file}",
-            get(web::history::archive),
+            get(vole_web::history::archive),
         )
-        .layer(axum::middleware::map_response(web::as_page))
+        .layer(axum::middleware::map_response(vole_web::as_page))
         .with_state(app.web.clone());
     let site_routes = Router::new()
-        .route("/{owner}/{repo}/-/site", get(sites::site_root))
-        .route("/{owner}/{repo}/-/site/", get(sites::site_path))
-        .route("/{owner}/{repo}/-/site/{*path}", get(sites::site_path))
+        .route("/{owner}/{repo}/-/site", get(vole_sites::site_root))
+        .route("/{owner}/{repo}/-/site/", get(vole_sites::site_path))
+        .route("/{owner}/{repo}/-/site/{*path}", get(vole_sites::site_path))
         .with_state(app.sites.clone());
     let git_routes = Router::new()
-        .route("/{owner}/{repo}/info/refs", get(transport::info_refs))
+        .route("/{owner}/{repo}/info/refs", get(vole_transport::info_refs))
         .route(
             "/{owner}/{repo}/git-upload-pack",
-            post(transport::upload_pack),
+            post(vole_transport::upload_pack),
         )
         .route(
             "/{owner}/{repo}/git-receive-pack",
-            post(transport::receive_pack),
+            post(vole_transport::receive_pack),
         )
         .with_state(app.transport.clone());
     let routes = Router::new()
@@ -130,13 +138,13 @@ pub fn router(app: Arc<App>) -> Router {
     let routes = if app.sites.sites.has_domains() {
         routes.layer(axum::middleware::from_fn_with_state(
             app.sites.clone(),
-            sites::by_host,
+            vole_sites::by_host,
         ))
     } else {
         routes
     };
     // Warm site requests are answered before routing.
-    let warm = sites::WarmLayer {
+    let warm = vole_sites::WarmLayer {
         app: app.sites.clone(),
     };
     // Who the request is, decided before anything answers it (the warm
@@ -145,7 +153,7 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback_service(tower::Layer::layer(&warm, routes))
         .layer(axum::middleware::from_fn_with_state(
             app.authn.clone(),
-            crate::http::auth::authenticate,
+            vole_http::auth::authenticate,
         ))
         .layer(super::request_log::RequestLogLayer {
             metrics: app.http_metrics.clone(),
@@ -153,13 +161,13 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// Puts the matched route's template in the response's extensions, where
-/// the request log finds it ([`crate::metrics::Route`]).
+/// the request log finds it ([`vole_stdx::metrics::Route`]).
 async fn route_template(
     matched: axum::extract::MatchedPath,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    let route = crate::metrics::Route(matched.as_str().into());
+    let route = vole_stdx::metrics::Route(matched.as_str().into());
     let mut response = next.run(request).await;
     response.extensions_mut().insert(route);
     response
@@ -183,7 +191,7 @@ async fn stats(
         "site_cache": {
             "bytes": site_cache_bytes,
             "limit": site_cache_limit,
-            "sendfile_bytes": crate::http::zero_copy::sent_bytes(),
+            "sendfile_bytes": vole_http::zero_copy::sent_bytes(),
         },
         "meta": app.meta.stats(),
         "pack_cache": app.control.pack_cache.stats(),

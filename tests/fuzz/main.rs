@@ -183,7 +183,7 @@ fn cgi_response_headers() {
             .to_vec(),
     ];
     fuzz("cgi_headers", seeds, |input| {
-        let end = vole::transport::cgi::find_header_end(input);
+        let end = vole_transport::cgi::find_header_end(input);
         if let Some((at, len)) = end {
             assert!(
                 at + len <= input.len(),
@@ -191,7 +191,7 @@ fn cgi_response_headers() {
             );
         }
         let block = end.map_or(input, |(at, _)| &input[..at]);
-        if let Ok(head) = vole::transport::cgi::parse_cgi_headers(block) {
+        if let Ok(head) = vole_transport::cgi::parse_cgi_headers(block) {
             let lines = block.split(|b| *b == b'\n').count();
             assert!(head.headers.len() <= lines, "more headers than lines");
         }
@@ -208,7 +208,7 @@ fn control_socket_lines() {
     ];
     fuzz("control_line", seeds, |input| {
         let line = String::from_utf8_lossy(input);
-        if let Err(reply) = vole::control::protocol::Reply::parse_request(&line) {
+        if let Err(reply) = vole_control::protocol::Reply::parse_request(&line) {
             serde_json::to_string(&reply).unwrap();
         }
     });
@@ -216,7 +216,7 @@ fn control_socket_lines() {
 
 #[test]
 fn ranges_and_conditions() {
-    use vole::http::conditional::{accepts_gzip, not_modified, range_for};
+    use vole_http::conditional::{accepts_gzip, not_modified, range_for};
     let seeds = vec![
         b"\x00\x00\x00\x00\x00\x00\x03\xe8bytes=0-99".to_vec(),
         b"\x00\x00\x00\x00\x00\x00\x00\x0abytes=-5".to_vec(),
@@ -261,7 +261,7 @@ fn tree_paths() {
         let Ok(text) = std::str::from_utf8(input) else {
             return;
         };
-        if let Ok(path) = vole::tree_path::TreePath::parse(text) {
+        if let Ok(path) = vole_git::tree_path::TreePath::parse(text) {
             for segment in path.segments() {
                 assert!(
                     !segment.is_empty()
@@ -271,7 +271,7 @@ fn tree_paths() {
                     "{text:?} gave the segment {segment:?}"
                 );
             }
-            let again = vole::tree_path::TreePath::parse(&path.segments().join("/")).unwrap();
+            let again = vole_git::tree_path::TreePath::parse(&path.segments().join("/")).unwrap();
             assert_eq!(
                 again.segments(),
                 path.segments(),
@@ -283,11 +283,11 @@ fn tree_paths() {
 
 #[test]
 fn log_replay_over_garbage() {
-    use vole::hooks::RefMove;
+    use vole_hooks::RefMove;
     // A real log, written by the log itself, as the seed.
     let dir = tempfile::tempdir().unwrap();
     let real = {
-        let (log, _) = vole::log::Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
+        let (log, _) = vole_log::Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
         for i in 0..3u64 {
             let row = RefMove {
                 time_ns: i as i64,
@@ -298,7 +298,7 @@ fn log_replay_over_garbage() {
                 actor: "anonymous".into(),
                 client: "127.0.0.1".into(),
                 push_id: i,
-                phase: vole::hooks::Phase::Committed,
+                phase: vole_hooks::Phase::Committed,
             };
             let frame = log.encode(std::slice::from_ref(&row)).unwrap();
             log.append_encoded_all(vec![frame]).unwrap();
@@ -314,7 +314,7 @@ fn log_replay_over_garbage() {
     };
     let path = Path::new("fuzzed.arrow");
     fuzz("log_replay", vec![real], |input| {
-        let replayed = vole::log::replay::<RefMove, _>(path, std::io::Cursor::new(input), |_| {});
+        let replayed = vole_log::replay::<RefMove, _>(path, std::io::Cursor::new(input), |_| {});
         if let Ok(replay) = replayed {
             assert!(
                 replay.valid_len <= input.len() as u64,

@@ -9,7 +9,7 @@
 //! layer), and so is a repo dir that is a symlink leading out of the
 //! repos dir.
 //!
-//! The rules are `src/access/`'s (its module doc): reading needs the repo
+//! The rules are `crates/access/src/`'s (its module doc): reading needs the repo
 //! public or a role; pushing needs write; issues, change requests and
 //! comments need an account that may read; the ACL and the settings need
 //! admin; a token's scope caps what it may do and a token limited to

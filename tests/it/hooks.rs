@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
-use vole::hooks::{Phase, RefMove};
-use vole::log::Log;
+use vole_hooks::{Phase, RefMove};
+use vole_log::Log;
 
 use crate::support::*;
 
@@ -576,7 +576,7 @@ fn a_prepared_transaction_left_by_a_crash_is_resolved_from_the_disk() {
     {
         let (log, _) = Log::<RefMove>::open(&forge.data.join("log"), |_| {}).unwrap();
         let prepared = |r: &str, new: &str, push_id: u64| RefMove {
-            time_ns: vole::log::now_ns(),
+            time_ns: vole_log::now_ns(),
             repo: "alice/repo".into(),
             ref_name: r.into(),
             old: Some(c1.clone()),

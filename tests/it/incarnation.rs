@@ -291,9 +291,9 @@ fn a_server_killed_right_after_a_delete_brings_nothing_of_the_repo_back() {
 /// in any repo, the meta log of schema version 1 (no `incarnation`
 /// column), no `born` or `adopted` rows in the ref log.
 fn as_before_incarnations(data: &Path) {
-    use vole::hooks::{Phase, RefMove};
-    use vole::log::{Entry, Log, RecordKind, frame::FrameEncoder};
-    use vole::meta::MetaWrite;
+    use vole_hooks::{Phase, RefMove};
+    use vole_log::{Entry, Log, RecordKind, frame::FrameEncoder};
+    use vole_meta::MetaWrite;
     let _ = std::fs::remove_file(data.join("vole-incarnations"));
     for owner in files_in(&data.join("repos")) {
         for repo in files_in(&owner) {
@@ -577,11 +577,11 @@ fn a_compacted_ref_log_keeps_which_repo_each_name_is() {
 
 /// Transactions in the ref log now.
 fn ref_log_txns(data: &Path) -> u64 {
-    use vole::hooks::RefMove;
-    use vole::log::RecordKind;
+    use vole_hooks::RefMove;
+    use vole_log::RecordKind;
     let path = data.join("log").join(RefMove::FILE_NAME);
     let file = std::fs::File::open(&path).unwrap();
-    vole::log::replay::<RefMove, _>(&path, file, |_| {})
+    vole_log::replay::<RefMove, _>(&path, file, |_| {})
         .unwrap()
         .txns
 }

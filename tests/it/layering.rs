@@ -1,11 +1,17 @@
-//! The layering law of `src/` (ARCHITECTURE.md, "Layers"), checked by
-//! reading the source: a module may use modules of its own layer or below,
-//! never above, and no two top-level modules may reach each other, however
-//! indirectly. A failure names the file, the line and what it reached.
+//! The layering law (ARCHITECTURE.md, "Crates"). Across crates Cargo
+//! keeps it: a crate can name only the crates it depends on, and the first
+//! test here checks that the crate graph is the one ARCHITECTURE.md draws,
+//! and that the HTTP stack is a dependency of the crates that serve HTTP
+//! alone. Inside a crate of several modules, what Cargo cannot see is
+//! checked by reading the source: a module may use modules of its own
+//! layer or below, never above, and no two modules may reach each other,
+//! however indirectly. A failure names the file, the line and what it
+//! reached.
 //!
 //! What counts as a use: any `crate::<module>` path outside comments and
 //! literals, including `use` lines (groups nested and split over lines as
-//! rustfmt writes them) and paths written inline. Test code is exempt
+//! rustfmt writes them) and paths written inline; a `crate::<item>` that
+//! names no module is a use of the crate root (`lib`). Test code is exempt
 //! (files named `tests.rs`, a top-level `#[cfg(test)]` module and what
 //! follows it, an item under a top-level `#[cfg(test)]`): tests drive a
 //! layer with the real parts above it.
@@ -13,38 +19,63 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Bottom to top; each entry is one layer.
-const LAYERS: &[(&str, &[&str])] = &[
+type Layers = &'static [(&'static str, &'static [&'static str])];
+
+/// The crates of several modules, each with its layers, bottom to top.
+const CRATES: &[(&str, Layers)] = &[
     (
-        "storage",
+        // The git binary and its children, fsync, a repo's identity; then
+        // what stands on them: the data dir, repos on disk, tree paths.
+        "crates/git",
         &[
-            "log",
-            "durable",
-            "time",
-            "error_chain",
-            "byte_lru",
-            "metrics",
+            ("platform", &["lib", "bounded", "durable", "incarnation"]),
+            ("disk", &["datadir", "repos", "tree_path"]),
         ],
     ),
-    ("platform", &["git", "datadir", "incarnation"]),
-    ("names", &["repos", "page", "tree_path"]),
-    ("config", &["config"]),
-    ("domain", &["meta", "hooks", "accounts"]),
-    ("access", &["access"]),
-    ("http", &["http"]),
-    ("services", &["transport", "sites", "web", "api", "control"]),
-    ("assembly", &["app", "server"]),
-    ("cli", &["cli"]),
+    (
+        "crates/stdx",
+        &[("stdx", &["lib", "error_chain", "metrics", "page", "time"])],
+    ),
+    (
+        ".",
+        &[
+            ("assembly", &["lib", "app"]),
+            ("server", &["server"]),
+            ("cli", &["cli"]),
+        ],
+    ),
 ];
 
-/// Files at the root of the crate that belong to no layer.
-const ROOTS: &[&str] = &["lib", "main"];
+/// Crate roots that belong to no layer (the binary's `main`).
+const ROOTS: &[&str] = &["main"];
 
-fn layer_of(module: &str) -> Option<(usize, &'static str)> {
-    LAYERS
+/// The crates that serve HTTP: the only ones that may depend on the
+/// HTTP stack.
+const SERVES_HTTP: &[&str] = &[
+    "vole",
+    "vole-api",
+    "vole-http",
+    "vole-sites",
+    "vole-transport",
+    "vole-web",
+];
+const HTTP_STACK: &[&str] = &[
+    "askama",
+    "axum",
+    "headers",
+    "http-body",
+    "http-body-util",
+    "hyper",
+    "hyper-util",
+    "tower",
+    "tower-http",
+];
+
+fn layer_of(layers: Layers, module: &str) -> Option<(usize, &'static str)> {
+    layers
         .iter()
         .position(|(_, modules)| modules.contains(&module))
-        .map(|i| (i, LAYERS[i].0))
+        .map(|i| (i, layers[i].0))
 }
 
 /// One `crate::x` reference.
@@ -67,7 +98,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The top-level module a file of `src/` belongs to.
+/// The top-level module a file of a crate's `src/` belongs to (`lib` for
+/// the crate root).
 fn module_of(src: &Path, file: &Path) -> String {
     let relative = file.strip_prefix(src).unwrap();
     let first = relative.components().next().unwrap();
@@ -239,7 +271,20 @@ fn targets(lines: &[String]) -> Vec<(usize, String)> {
     found
 }
 
+/// The top-level modules of a crate's `src/`, `lib` among them.
+fn modules(src: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(src)
+        .unwrap()
+        .flatten()
+        .map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".rs").unwrap_or(&name).to_string()
+        })
+        .collect()
+}
+
 fn uses(src: &Path) -> Vec<Use> {
+    let modules = modules(src);
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
@@ -273,6 +318,12 @@ fn uses(src: &Path) -> Vec<Use> {
             }
         }
         for (index, to) in targets(&lines) {
+            // `crate::Item` of the root, not a module.
+            let to = if modules.contains(&to) {
+                to
+            } else {
+                "lib".to_string()
+            };
             if to != from {
                 uses.push(Use {
                     file: file.clone(),
@@ -287,9 +338,9 @@ fn uses(src: &Path) -> Vec<Use> {
     uses
 }
 
-/// The violations: each use of a layer above, each module outside the
-/// law, and each cycle among top-level modules.
-fn violations(src: &Path) -> Vec<String> {
+/// The violations in one crate: each use of a layer above, each module
+/// outside the law, and each cycle among top-level modules.
+fn violations(src: &Path, layers: Layers) -> Vec<String> {
     let uses = uses(src);
     let mut problems = Vec::new();
     let mut edges: BTreeMap<String, BTreeMap<String, &Use>> = BTreeMap::new();
@@ -298,14 +349,14 @@ fn violations(src: &Path) -> Vec<String> {
         if ROOTS.contains(&u.from.as_str()) {
             continue;
         }
-        match (layer_of(&u.from), layer_of(&u.to)) {
+        match (layer_of(layers, &u.from), layer_of(layers, &u.to)) {
             (None, _) => problems.push(format!(
-                "{}: module `{}` is in no layer; add it to ARCHITECTURE.md's layers and to LAYERS here",
+                "{}: module `{}` is in no layer; add it to ARCHITECTURE.md's layers and to CRATES here",
                 shown(),
                 u.from
             )),
             (_, None) => problems.push(format!(
-                "{}: `{}` is in no layer; add it to ARCHITECTURE.md's layers and to LAYERS here",
+                "{}: `{}` is in no layer; add it to ARCHITECTURE.md's layers and to CRATES here",
                 shown(),
                 u.to
             )),
@@ -384,31 +435,166 @@ fn path_between(
 
 #[test]
 fn no_module_uses_a_layer_above_its_own_and_no_two_modules_reach_each_other() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    // Anti-vacuity: the scan sees the crate's real uses.
-    let all = uses(&src);
-    assert!(
-        all.iter().any(|u| u.from == "app" && u.to == "transport"),
-        "the scan found no use of transport in app; it reads nothing"
-    );
-    assert!(all.len() > 100, "only {} uses found", all.len());
-    // Every module of src/ has a layer.
-    let mut modules: BTreeSet<String> = BTreeSet::new();
-    for entry in std::fs::read_dir(&src).unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        modules.insert(name.strip_suffix(".rs").unwrap_or(&name).to_string());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for (dir, layers) in CRATES {
+        let src = root.join(dir).join("src");
+        let unlayered: Vec<String> = modules(&src)
+            .into_iter()
+            .filter(|m| !ROOTS.contains(&m.as_str()) && layer_of(layers, m).is_none())
+            .collect();
+        assert!(
+            unlayered.is_empty(),
+            "modules of {dir} in no layer (add them to ARCHITECTURE.md's layers and CRATES): {unlayered:?}"
+        );
+        let problems = violations(&src, layers);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
-    let unlayered: Vec<&String> = modules
+    // Anti-vacuity: the scan sees each crate's real uses.
+    let top = uses(&root.join("src"));
+    assert!(
+        top.iter().any(|u| u.from == "server" && u.to == "app"),
+        "the scan found no use of app in server; it reads nothing"
+    );
+    let git = uses(&root.join("crates/git/src"));
+    assert!(
+        git.iter()
+            .any(|u| u.from == "repos" && u.to == "incarnation"),
+        "the scan found no use of incarnation in vole-git's repos; it reads nothing"
+    );
+}
+
+/// The workspace's crate graph as `cargo metadata` has it: each package's
+/// normal dependencies on other packages of the workspace, and each
+/// dependency on the HTTP stack of a crate that does not serve HTTP.
+fn crate_graph(metadata: &serde_json::Value) -> (BTreeSet<(String, String)>, Vec<String>) {
+    let packages = metadata["packages"].as_array().expect("packages");
+    let names: BTreeSet<&str> = packages
         .iter()
-        .filter(|m| !ROOTS.contains(&m.as_str()) && layer_of(m).is_none())
+        .map(|p| p["name"].as_str().expect("a name"))
+        .collect();
+    let mut graph = BTreeSet::new();
+    let mut http = Vec::new();
+    for package in packages {
+        let from = package["name"].as_str().expect("a name");
+        for dep in package["dependencies"].as_array().expect("dependencies") {
+            let to = dep["name"].as_str().expect("a name");
+            if !dep["kind"].is_null() {
+                continue; // dev and build dependencies: not the graph
+            }
+            if names.contains(to) {
+                graph.insert((from.to_string(), to.to_string()));
+            }
+            if HTTP_STACK.contains(&to) && !SERVES_HTTP.contains(&from) {
+                http.push(format!(
+                    "{from} depends on {to}, but serves no HTTP (SERVES_HTTP in tests/it/layering.rs)"
+                ));
+            }
+        }
+    }
+    (graph, http)
+}
+
+/// The edges ARCHITECTURE.md draws: each `a --> b & c` line of its
+/// mermaid block under "Crates" (a crate and every crate it depends on).
+fn drawn_graph(architecture: &str) -> BTreeSet<(String, String)> {
+    let section = architecture
+        .split("\n## Crates")
+        .nth(1)
+        .expect("ARCHITECTURE.md has a \"## Crates\" section");
+    let block = section
+        .split("```mermaid")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the Crates section draws the graph in a mermaid block");
+    block
+        .lines()
+        .filter_map(|line| line.trim().split_once(" --> "))
+        .flat_map(|(from, to)| {
+            to.split(" & ")
+                .map(move |to| (from.trim().to_string(), to.trim().to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn the_crate_graph_is_the_one_architecture_md_draws_and_only_servers_speak_http() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = std::process::Command::new(cargo)
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let (graph, http) = crate_graph(&metadata);
+    // Anti-vacuity: the graph read is the workspace's.
+    assert!(
+        graph.contains(&("vole-meta".to_string(), "vole-log".to_string())) && graph.len() > 20,
+        "cargo metadata gave no workspace graph: {graph:?}"
+    );
+    assert!(http.is_empty(), "{}", http.join("\n"));
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let drawn = drawn_graph(&architecture);
+    let undrawn: Vec<String> = graph
+        .difference(&drawn)
+        .map(|(a, b)| format!("{a} --> {b}"))
+        .collect();
+    let stale: Vec<String> = drawn
+        .difference(&graph)
+        .map(|(a, b)| format!("{a} --> {b}"))
         .collect();
     assert!(
-        unlayered.is_empty(),
-        "modules in no layer (add them to ARCHITECTURE.md's layers and LAYERS): {unlayered:?}"
+        undrawn.is_empty() && stale.is_empty(),
+        "ARCHITECTURE.md's crate graph is not Cargo's.\nIn Cargo.toml, not drawn: {undrawn:?}\nDrawn, not in Cargo.toml: {stale:?}"
     );
-    let problems = violations(&src);
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+#[test]
+fn the_crate_graph_check_sees_an_http_dependency_and_ignores_dev_dependencies() {
+    let metadata = serde_json::json!({"packages": [
+        {"name": "vole-meta", "dependencies": [
+            {"name": "vole-log", "kind": null},
+            {"name": "axum", "kind": null},
+            {"name": "vole-web", "kind": "dev"},
+        ]},
+        {"name": "vole-log", "dependencies": [{"name": "hyper", "kind": "dev"}]},
+        {"name": "vole-web", "dependencies": [{"name": "askama", "kind": null}]},
+    ]});
+    let (graph, http) = crate_graph(&metadata);
+    assert_eq!(
+        graph,
+        BTreeSet::from([("vole-meta".to_string(), "vole-log".to_string())])
+    );
+    assert_eq!(
+        http,
+        ["vole-meta depends on axum, but serves no HTTP (SERVES_HTTP in tests/it/layering.rs)"]
+    );
+    let drawn =
+        drawn_graph("# A\n## Crates\n\n```mermaid\ngraph BT\n  vole-meta --> vole-log\n```\n");
+    assert_eq!(drawn, graph);
+}
+
+/// The layers of the sample crate below.
+const SAMPLE: Layers = &[
+    ("storage", &["log", "durable"]),
+    ("names", &["page", "repos", "tree_path"]),
+    ("domain", &["meta"]),
+    ("http", &["http"]),
+    ("services", &["transport", "api", "web"]),
+    ("assembly", &["app", "server"]),
+    ("cli", &["cli"]),
+];
 
 #[test]
 fn the_layering_check_sees_an_upward_use_a_cycle_and_ignores_comments() {
@@ -427,6 +613,18 @@ fn the_layering_check_sees_an_upward_use_a_cycle_and_ignores_comments() {
     )
     .unwrap();
     std::fs::write(src.join("app.rs"), "use crate::transport;\n").unwrap();
+    for module in [
+        "http",
+        "meta",
+        "repos",
+        "tree_path",
+        "api",
+        "cli",
+        "web",
+        "server",
+    ] {
+        std::fs::write(src.join(format!("{module}.rs")), "").unwrap();
+    }
     // What rustfmt writes for a long group, nested groups, a char that is
     // a quote, a raw string and a block comment: only the uses count.
     std::fs::write(
@@ -434,7 +632,7 @@ fn the_layering_check_sees_an_upward_use_a_cycle_and_ignores_comments() {
         "let q = '\"'; let s = r#\"crate::cli \"quoted\"\"#;\n/* crate::server */\nuse crate::{\n    repos::{RepoName, Repos},\n    meta,\n};\n#[cfg(test)]\nuse crate::api;\nuse crate::tree_path;\n",
     )
     .unwrap();
-    let problems = violations(&src);
+    let problems = violations(&src, SAMPLE);
     let joined = problems.join("\n");
     assert!(
         joined.contains("src/transport/mod.rs:1: `use crate::{app::App, http};`: `transport` (services) uses `app` (assembly), a layer above its own"),

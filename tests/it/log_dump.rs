@@ -4,9 +4,9 @@ use std::io::BufRead;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use vole::hooks::{Phase, RefMove};
-use vole::log::Log;
-use vole::meta::MetaWrite;
+use vole_hooks::{Phase, RefMove};
+use vole_log::Log;
+use vole_meta::MetaWrite;
 
 use crate::support::{TestServer, run_vole, vole};
 

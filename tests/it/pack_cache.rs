@@ -1,4 +1,4 @@
-//! The pack cache (`transport::pack_cache`) with real git clients: a hit
+//! The pack cache (`vole-pack-cache`) with real git clients: a hit
 //! serves exactly the bytes the miss made; identical requests at once run
 //! pack-objects once; a kill -9 mid-write leaves nothing a later request
 //! is served; the byte bound holds; shallow (and deepened), partial and

@@ -11,9 +11,9 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use vole::app::App;
-use vole::config::{Config, Settings};
-use vole::datadir::DataDir;
-use vole::git::Git;
+use vole_config::{Config, Settings};
+use vole_git::Git;
+use vole_git::datadir::DataDir;
 
 struct Routed {
     _dir: tempfile::TempDir,
@@ -37,17 +37,17 @@ fn app() -> Routed {
     let app = Arc::new(App::open(config, git).unwrap());
     app.control
         .create_repo(
-            vole::control::NewRepo {
+            vole_control::NewRepo {
                 name: "alice/repo".into(),
                 description: Some("a repo".into()),
                 ..Default::default()
             },
-            vole::control::Actor::CLI,
+            vole_control::Actor::CLI,
         )
         .unwrap();
     app.accounts
         .add_user(
-            vole::accounts::NewUser {
+            vole_accounts::NewUser {
                 name: "root".into(),
                 email: "root@example.org".into(),
                 admin: true,
@@ -59,10 +59,10 @@ fn app() -> Routed {
     let (_, admin_token) = app
         .accounts
         .create_token(
-            vole::accounts::NewTokenRequest {
+            vole_accounts::NewTokenRequest {
                 name: "root".into(),
                 user: "root".into(),
-                scope: vole::meta::entity::Scope::Admin,
+                scope: vole_meta::entity::Scope::Admin,
                 repos: Vec::new(),
                 expires_in: None,
             },

@@ -26,10 +26,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use vole::log::Log;
-use vole::meta::MetaWrite;
-use vole::meta::{MetaStore, NewIssue, StoreOptions};
-use vole::repos::RepoName;
+use vole_git::repos::RepoName;
+use vole_log::Log;
+use vole_meta::MetaWrite;
+use vole_meta::{MetaStore, NewIssue, StoreOptions};
 
 /// The allocator the `vole` binary runs the store with (see `src/main.rs`):
 /// the harness measures the store in-process, so it must not fall back to
@@ -107,7 +107,7 @@ fn vole_mode(root: &Path, n: usize, writers: usize, shards: u16, batch: usize) -
         &root.join("repos"),
         &[(REPO.to_string(), git_dir)],
         Vec::new(),
-        vole::git::Git::locate(None).ok(),
+        vole_git::Git::locate(None).ok(),
         StoreOptions {
             shards,
             fold_batch: batch,
@@ -229,7 +229,7 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
                         return;
                     }
                     let id = ulid::Ulid::new().to_string();
-                    let shard = vole::meta::shard::shard_of(&id, 256) as usize;
+                    let shard = vole_meta::shard::shard_of(&id, 256) as usize;
                     queues[shard].lock().unwrap().push((id, Instant::now()));
                 }
             })
@@ -374,7 +374,7 @@ fn subprocess_mode(root: &Path, n: usize, writers: usize) -> Outcome {
 /// Reads every shard ref's tree (in-process, no blob reads) and returns
 /// the entity ids found, with how often each occurs.
 fn entities_in_refs(git_dir: &Path) -> HashMap<String, usize> {
-    let repo = vole::git::open_gix(git_dir).expect("open repo");
+    let repo = vole_git::open_gix(git_dir).expect("open repo");
     let mut found: HashMap<String, usize> = HashMap::new();
     // Each tree is decoded once: a directory holding `issue.json` is one
     // entity (vole: issues/<bucket>/<id>/issue.json), any other is walked.

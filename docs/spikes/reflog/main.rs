@@ -14,8 +14,8 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vole::hooks::{Phase, RefMove};
-use vole::log::{Entry, Log, RecordKind};
+use vole_hooks::{Phase, RefMove};
+use vole_log::{Entry, Log, RecordKind};
 
 #[path = "../common.rs"]
 mod common;
@@ -23,7 +23,7 @@ use common::{arg, free_port, median, release_vole, sh, start_vole};
 
 fn ref_move(id: u64) -> RefMove {
     RefMove {
-        time_ns: vole::log::now_ns(),
+        time_ns: vole_log::now_ns(),
         repo: "alice/vole".into(),
         ref_name: "refs/heads/main".into(),
         old: Some(format!("{:040x}", id)),

@@ -10,7 +10,7 @@
 //! have the source's head, a push must have moved the server's ref to it.
 //!
 //! `--baseline-sync off` (the default) gives nginx's git the settings
-//! without `vole::git::DURABLE_WRITES`, i.e. git's default `core.fsync`
+//! without `vole_git::DURABLE_WRITES`, i.e. git's default `core.fsync`
 //! (packs and indexes, no refs), as both servers ran before vole synced
 //! refs: the vole/nginx ratio then carries the whole cost of vole's syncs
 //! (git's ref lock files, and vole's directory syncs at prepared and

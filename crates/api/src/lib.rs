@@ -1,0 +1,142 @@
+//! The JSON API under `/api/v1`: a repo's activity and pagination here,
+//! the metadata API in [`meta`]. Handlers read through [`ApiState`]; they
+//! never touch git or the log files directly. (`/api/v1/stats`, which
+//! reads every part of the server, is the server's own: `server/router.rs`.)
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+pub mod meta;
+pub mod quota;
+pub mod repos;
+
+use vole_access::{Access, Action, Principal};
+use vole_control::ControlState;
+use vole_git::repos::Repos;
+use vole_hooks::recorder::{ACTIVITY_PER_REPO, RefRecorder};
+use vole_http::AppError;
+use vole_http::page::ApiPage;
+use vole_meta::MetaStore;
+use vole_stdx::page::Pagination;
+
+/// What the API handlers need of the server.
+#[derive(Debug)]
+pub struct ApiState {
+    pub meta: Arc<MetaStore>,
+    pub recorder: Arc<RefRecorder>,
+    pub access: Arc<Access>,
+    pub repos: Repos,
+    /// Repo creation and deletion (shared with the CLI).
+    pub control: Arc<ControlState>,
+    /// What one user may make: repos, metadata writes a minute.
+    pub quotas: quota::Quotas,
+}
+
+/// The repo of an API request, resolved through [`Access`]: one the client
+/// may not see is answered as a missing one (401 to the anonymous, 404 to
+/// the signed in).
+fn resolve(
+    app: &ApiState,
+    principal: &Principal,
+    owner: &str,
+    repo: &str,
+    action: Action,
+) -> Result<vole_access::ResolvedRepo, AppError> {
+    app.access
+        .resolve(principal, owner, repo, action)
+        .map_err(|denied| {
+            AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
+        })
+}
+
+/// One ref move as the public feed shows it: who pushed what and when,
+/// never the client's address or the server's internal ids (the ref log,
+/// `vole log dump`, keeps those for the operator).
+#[derive(Debug, Serialize)]
+pub struct Activity {
+    #[serde(rename = "ref")]
+    pub ref_name: String,
+    /// `created`, `deleted` or `updated`.
+    pub action: &'static str,
+    pub old: Option<String>,
+    pub new: Option<String>,
+    pub actor: String,
+    /// RFC 3339, UTC, to the millisecond.
+    pub time: String,
+}
+
+impl From<vole_hooks::recorder::ActivityEntry> for Activity {
+    fn from(entry: vole_hooks::recorder::ActivityEntry) -> Activity {
+        let m = entry.ref_move;
+        let action = m.action();
+        Activity {
+            ref_name: m.ref_name,
+            action,
+            old: m.old,
+            new: m.new,
+            actor: m.actor,
+            time: vole_stdx::time::nanos_to_millis(m.time_ns),
+        }
+    }
+}
+
+/// `GET /api/v1/repos/{owner}/{repo}/activity?page=&per_page=`: recent ref
+/// moves (committed or reconciled), newest first, with a `Link` header.
+pub async fn repo_activity(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    let name = resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    let (entries, total) = app.recorder.activity(&name.to_string(), page);
+    let entries: Vec<Activity> = entries.into_iter().map(Activity::from).collect();
+    Ok(paginated(
+        entries,
+        &format!("/api/v1/repos/{name}/activity"),
+        "",
+        page,
+        total.min(ACTIVITY_PER_REPO),
+    ))
+}
+
+/// A page of a list as JSON, with a `Link` header (first, last, prev,
+/// next; `filters` is repeated in each) and `X-Total-Count`.
+pub fn paginated<T: Serialize>(
+    items: Vec<T>,
+    base: &str,
+    filters: &str,
+    page: Pagination,
+    total: usize,
+) -> Response {
+    let last = page.last(total);
+    let per_page = page.per_page();
+    let filters = if filters.is_empty() {
+        String::new()
+    } else {
+        format!("&{filters}")
+    };
+    let link = |p: usize, rel: &str| {
+        format!("<{base}?page={p}&per_page={per_page}{filters}>; rel=\"{rel}\"")
+    };
+    let mut links = vec![link(1, "first"), link(last, "last")];
+    if let Some(prev) = page.prev() {
+        links.push(link(prev, "prev"));
+    }
+    if page.page() < last {
+        links.push(link(page.page() + 1, "next"));
+    }
+    let mut response = Json(items).into_response();
+    if let Ok(value) = HeaderValue::from_str(&links.join(", ")) {
+        response.headers_mut().insert(header::LINK, value);
+    }
+    response
+        .headers_mut()
+        .insert("x-total-count", HeaderValue::from(total));
+    response
+}

@@ -1,0 +1,509 @@
+//! The metadata JSON API: issues, change requests, their comments, the ACL
+//! and the settings of a repo, under `/api/v1/repos/{owner}/{repo}/`.
+//! Handlers translate HTTP to [`vole_meta::MetaStore`] calls and back;
+//! writes run on the blocking pool (they wait for the log's fsync), each
+//! counted against its user's `--meta-write-rate` ([`super::quota`]).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{ConnectInfo, Extension, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::{ApiState, paginated};
+use vole_access::{Action, Principal};
+use vole_accounts::audit::{AuditEvent, AuditKind};
+use vole_http::AppError;
+use vole_http::page::ApiPage;
+use vole_meta::entity::{ChangeState, IssueState, ThreadKind};
+use vole_meta::{
+    AclPut, ChangePatch, Filter, IssuePatch, MetaError, NewChange, NewComment, NewIssue,
+    SettingsPut,
+};
+use vole_stdx::page::Pagination;
+
+/// A JSON body, or the reason it was refused (bad JSON, an unknown field,
+/// a wrong content type, over the size cap), as a 4xx a person can act on.
+pub(super) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
+    payload.map(|Json(value)| value).map_err(|rejection| {
+        let status = rejection.status();
+        let message = match (&rejection, status) {
+            (_, StatusCode::PAYLOAD_TOO_LARGE) => {
+                "request body is larger than the API accepts (see --api-body-limit)".to_string()
+            }
+            // Reading the body failed (the connection, not the JSON): its
+            // error is the transport's, not the client's to read.
+            (JsonRejection::BytesRejection(_), _) => {
+                "the request body could not be read: the connection failed or its framing was malformed".to_string()
+            }
+            // What is wrong with the JSON, or its content type.
+            _ => rejection.body_text(),
+        };
+        AppError::new(status, message)
+    })
+}
+
+fn thread_number(text: &str) -> Result<u64, AppError> {
+    text.parse::<u64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+        AppError::bad_request(format!(
+            "{text:?} is not an issue or change request number (a whole number from 1)"
+        ))
+    })
+}
+
+/// Runs a store write on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    f: impl FnOnce(&ApiState) -> Result<T, MetaError> + Send + 'static,
+) -> Result<T, AppError> {
+    let app = app.clone();
+    vole_http::spawn_blocking(move || f(&app))
+        .await
+        .map_err(|e| AppError::internal("metadata write task failed", e))?
+        .map_err(AppError::from)
+}
+
+fn created<T: Serialize>(value: T) -> Response {
+    (StatusCode::CREATED, Json(value)).into_response()
+}
+
+fn parse_state<S: serde::de::DeserializeOwned>(
+    query: &HashMap<String, String>,
+    allowed: &str,
+) -> Result<Option<S>, AppError> {
+    match query.get("state").map(String::as_str) {
+        None | Some("all") => Ok(None),
+        Some(text) => serde_json::from_value(serde_json::Value::String(text.to_string()))
+            .map(Some)
+            .map_err(|_| {
+                AppError::bad_request(format!(
+                    "state must be one of {allowed} or all, got {text:?}"
+                ))
+            }),
+    }
+}
+
+/// The filter part of a list query, repeated in its `Link` header.
+fn filter_query(query: &HashMap<String, String>) -> String {
+    ["state", "label", "author"]
+        .iter()
+        .filter_map(|key| {
+            query.get(*key).map(|value| {
+                format!(
+                    "{key}={}",
+                    percent_encoding::utf8_percent_encode(
+                        value,
+                        percent_encoding::NON_ALPHANUMERIC
+                    )
+                )
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+// ---- issues ----
+
+pub async fn list_issues(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    let filter = Filter {
+        state: parse_state::<IssueState>(&query, "open, closed")?,
+        label: query.get("label").cloned(),
+        author: query.get("author").cloned(),
+    };
+    let found = app.meta.list_issues(&name, &filter, page)?;
+    Ok(paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/issues"),
+        &filter_query(&query),
+        page,
+        found.total,
+    ))
+}
+
+pub async fn create_issue(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<NewIssue>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
+    let new = body(payload)?;
+    let author = principal.name().to_string();
+    let issue = blocking(&app, move |app| app.meta.create_issue(&name, new, &author)).await?;
+    Ok(created(issue))
+}
+
+pub async fn get_issue(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    let number = thread_number(&number)?;
+    Ok(Json(app.meta.issue(&name, number)?).into_response())
+}
+
+pub async fn edit_issue(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<IssuePatch>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
+    let number = thread_number(&number)?;
+    let patch = body(payload)?;
+    let author = app.meta.issue(&name, number)?.author;
+    app.access
+        .check_edit(&principal, &name, &author)
+        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
+    let issue = blocking(&app, move |app| app.meta.edit_issue(&name, number, patch)).await?;
+    Ok(Json(issue).into_response())
+}
+
+// ---- change requests ----
+
+pub async fn list_changes(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    if query.contains_key("label") {
+        return Err(AppError::bad_request(
+            "change requests have no labels; filter by state or author",
+        ));
+    }
+    let filter = Filter {
+        state: parse_state::<ChangeState>(&query, "open, merged, closed")?,
+        label: None,
+        author: query.get("author").cloned(),
+    };
+    let found = app.meta.list_changes(&name, &filter, page)?;
+    Ok(paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/changes"),
+        &filter_query(&query),
+        page,
+        found.total,
+    ))
+}
+
+pub async fn create_change(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<NewChange>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
+    let new = body(payload)?;
+    let author = principal.name().to_string();
+    let change = blocking(&app, move |app| app.meta.create_change(&name, new, &author)).await?;
+    Ok(created(change))
+}
+
+pub async fn get_change(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    let number = thread_number(&number)?;
+    Ok(Json(app.meta.change(&name, number)?).into_response())
+}
+
+pub async fn edit_change(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<ChangePatch>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
+    let number = thread_number(&number)?;
+    let patch = body(payload)?;
+    let author = app.meta.change(&name, number)?.author;
+    app.access
+        .check_edit(&principal, &name, &author)
+        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
+    let change = blocking(&app, move |app| app.meta.edit_change(&name, number, patch)).await?;
+    Ok(Json(change).into_response())
+}
+
+// ---- comments (on issues and change requests) ----
+
+async fn list_comments(
+    app: Arc<ApiState>,
+    principal: Principal,
+    kind: ThreadKind,
+    owner: String,
+    repo: String,
+    number: String,
+    page: Pagination,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    let number = thread_number(&number)?;
+    let found = app.meta.comments(&name, kind, number, page)?;
+    let noun = match kind {
+        ThreadKind::Issue => "issues",
+        ThreadKind::Change => "changes",
+    };
+    Ok(paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/{noun}/{number}/comments"),
+        "",
+        page,
+        found.total,
+    ))
+}
+
+async fn add_comment(
+    app: Arc<ApiState>,
+    principal: Principal,
+    kind: ThreadKind,
+    owner: String,
+    repo: String,
+    number: String,
+    payload: Result<Json<NewComment>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
+    app.quotas.meta_write(&principal)?;
+    let number = thread_number(&number)?;
+    let new = body(payload)?;
+    let author = principal.name().to_string();
+    let comment = blocking(&app, move |app| {
+        app.meta.comment(&name, kind, number, new, &author)
+    })
+    .await?;
+    Ok(created(comment))
+}
+
+pub async fn list_issue_comments(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    list_comments(app, principal, ThreadKind::Issue, owner, repo, number, page).await
+}
+
+pub async fn add_issue_comment(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<NewComment>, JsonRejection>,
+) -> Result<Response, AppError> {
+    add_comment(
+        app,
+        principal,
+        ThreadKind::Issue,
+        owner,
+        repo,
+        number,
+        payload,
+    )
+    .await
+}
+
+pub async fn list_change_comments(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    list_comments(
+        app,
+        principal,
+        ThreadKind::Change,
+        owner,
+        repo,
+        number,
+        page,
+    )
+    .await
+}
+
+pub async fn add_change_comment(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo, number)): Path<(String, String, String)>,
+    payload: Result<Json<NewComment>, JsonRejection>,
+) -> Result<Response, AppError> {
+    add_comment(
+        app,
+        principal,
+        ThreadKind::Change,
+        owner,
+        repo,
+        number,
+        payload,
+    )
+    .await
+}
+
+// ---- ACL and settings ----
+
+pub async fn get_acl(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, AppError> {
+    // Who the members are is the repo's admins' to know.
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
+    Ok(Json(app.meta.acl(&name)?).into_response())
+}
+
+pub async fn put_acl(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<AclPut>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
+    app.quotas.meta_write(&principal)?;
+    let put = body(payload)?;
+    // Ownership moves only by the owner's (or a server admin's) hand, and
+    // only to a user who exists: a member admin cannot take the repo over
+    // or orphan it.
+    if let Some(new_owner) = &put.owner {
+        let current = app.meta.acl(&name)?;
+        let owner_now = current.owner.as_deref().unwrap_or(name.owner());
+        if !new_owner.eq_ignore_ascii_case(owner_now) {
+            let is_owner = principal
+                .identity()
+                .is_some_and(|id| id.user.eq_ignore_ascii_case(owner_now));
+            if !is_owner && !principal.is_server_admin() {
+                return Err(AppError::new(
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "only {owner_now}, the owner, or a server admin may give {name} another owner"
+                    ),
+                ));
+            }
+            let known = app
+                .control
+                .accounts
+                .user(new_owner)
+                .map_err(|e| AppError::unavailable("cannot look a user up", &e))?;
+            if known.is_none() {
+                return Err(AppError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    format!("no user named {new_owner:?}"),
+                ));
+            }
+        }
+    }
+    let actor = principal.name().to_string();
+    let client = peer.ip().to_string();
+    let acl = blocking(&app, move |app| {
+        let acl = app.meta.put_acl(&name, put)?;
+        let event = AuditEvent::new(
+            AuditKind::AclChanged,
+            &actor,
+            &name.to_string(),
+            &client,
+            format!(
+                "visibility={} members={} version={}",
+                serde_json::to_value(acl.visibility)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default(),
+                acl.members.len(),
+                acl.version
+            ),
+        );
+        // The change is made; an audit log that cannot take its record
+        // has failed, and the caller hears so (503).
+        app.control
+            .accounts
+            .audit(event)
+            .map_err(|e| MetaError::Unavailable(vole_meta::Unavailable::Audit(Arc::new(e))))?;
+        Ok(acl)
+    })
+    .await?;
+    Ok(Json(acl).into_response())
+}
+
+pub async fn get_settings(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    let mut settings = app.meta.settings(&name)?;
+    // HEAD is the one record of the default branch.
+    if let Some(head) = vole_git::repos::head_branch(&app.control.repos.path(&name)) {
+        settings.default_branch = head;
+    }
+    Ok(Json(settings).into_response())
+}
+
+pub async fn put_settings(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Path((owner, repo)): Path<(String, String)>,
+    payload: Result<Json<SettingsPut>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
+    app.quotas.meta_write(&principal)?;
+    let put = body(payload)?;
+    // The default branch is HEAD: it may name only a branch that exists
+    // (checked before the settings are stored), and HEAD moves once they
+    // are, recorded in the ref log.
+    let head = vole_git::repos::head_branch(&app.control.repos.path(&name));
+    let moves_head = head.as_deref() != Some(put.default_branch.as_str());
+    if moves_head
+        && !app.control.recorder.has_ref(
+            &name.to_string(),
+            &format!("refs/heads/{}", put.default_branch),
+        )
+    {
+        return Err(super::repos::lifecycle_error(
+            vole_control::LifecycleError::NoSuchBranch {
+                repo: name.name,
+                branch: put.default_branch,
+            },
+        ));
+    }
+    let target = name.clone();
+    let mut settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
+    if moves_head {
+        let branch = settings.default_branch.clone();
+        let control = app.control.clone();
+        let actor = principal.name().to_string();
+        let client = peer.ip().to_string();
+        vole_http::spawn_blocking(move || {
+            control.set_default_branch(
+                &target,
+                &branch,
+                vole_control::Actor {
+                    name: &actor,
+                    client: &client,
+                },
+            )
+        })
+        .await
+        .map_err(|e| AppError::internal("moving HEAD failed", e))?
+        .map_err(super::repos::lifecycle_error)?;
+    } else if let Some(head) = head {
+        settings.default_branch = head;
+    }
+    Ok(Json(settings).into_response())
+}

@@ -1,0 +1,206 @@
+//! Repos through the API: list the ones the caller may read, create one
+//! owned by the caller, read one, and delete one (an admin of it; the repo
+//! goes to the trash, where an operator can restore it). Creation and
+//! deletion are `vole_control`'s, shared with the CLI.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{ConnectInfo, Extension, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+
+use super::{ApiState, paginated, resolve};
+use vole_access::{Action, Principal};
+use vole_control::{Actor, LifecycleError, NewRepo};
+use vole_git::repos::{RepoError, RepoName};
+use vole_http::AppError;
+use vole_http::page::ApiPage;
+use vole_meta::entity::Visibility;
+
+/// `POST /api/v1/repos`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateRepo {
+    /// The repo's name (without owner).
+    pub name: String,
+    /// The owner segment; default: the caller. Only a server admin may
+    /// name another.
+    #[serde(default)]
+    pub owner: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub private: bool,
+}
+
+/// A repo as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct RepoView {
+    pub name: String,
+    pub owner: String,
+    pub full_name: String,
+    pub description: String,
+    pub private: bool,
+}
+
+fn view(app: &ApiState, name: &RepoName) -> RepoView {
+    let private = app
+        .meta
+        .acl(name)
+        .map(|acl| app.access.visibility_of(name, &acl) == Visibility::Private)
+        .unwrap_or(true);
+    RepoView {
+        name: name.name().to_string(),
+        owner: name.owner().to_string(),
+        full_name: name.to_string(),
+        description: app.repos.description(name),
+        private,
+    }
+}
+
+/// What a refused creation, deletion or default-branch move tells the
+/// client.
+pub(crate) fn lifecycle_error(e: LifecycleError) -> AppError {
+    {
+        match &e {
+            LifecycleError::Repo(RepoError::Name(_))
+            | LifecycleError::NoSuchOwner(_)
+            | LifecycleError::NoSuchBranch { .. } => {
+                AppError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+            }
+            LifecycleError::Repo(RepoError::AlreadyExists(_) | RepoError::CaseTwin { .. }) => {
+                AppError::new(StatusCode::CONFLICT, e.to_string())
+            }
+            LifecycleError::Repo(RepoError::NotFound(_)) => AppError::not_found(e.to_string()),
+            LifecycleError::Held(_) => AppError::busy(e.to_string(), 5),
+            LifecycleError::Meta(_) => {
+                AppError::unavailable("a repo's ACL could not be written", &e)
+            }
+            LifecycleError::Record(_) => {
+                AppError::internal("HEAD could not be moved and recorded durably", &e)
+            }
+            _ => AppError::internal("a repo could not be created or deleted", &e),
+        }
+    }
+}
+
+/// `GET /api/v1/repos`: the repos the caller may read, by name.
+pub async fn list(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    let app2 = app.clone();
+    let visible = vole_http::spawn_blocking(move || {
+        app2.repos
+            .list()
+            .into_iter()
+            .filter(|info| app2.access.may_list(&principal, &info.name))
+            .map(|info| info.name)
+            .collect::<Vec<_>>()
+    })
+    .await
+    .map_err(|e| AppError::internal("listing repos failed", e))?;
+    let total = visible.len();
+    let items: Vec<RepoView> = page.slice(visible.iter()).map(|n| view(&app, n)).collect();
+    Ok(paginated(items, "/api/v1/repos", "", page, total))
+}
+
+/// `POST /api/v1/repos`: a new repo owned by the caller; 201 with it,
+/// 409 when the name is taken (case-insensitively), 422 when it breaks
+/// the name rules.
+pub async fn create(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    payload: Result<Json<CreateRepo>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let create = super::meta::body(payload)?;
+    let Some(identity) = principal.identity() else {
+        return Err(AppError::unauthenticated(
+            vole_access::WRITES_NEED_CREDENTIALS,
+        ));
+    };
+    let owner = create
+        .owner
+        .clone()
+        .unwrap_or_else(|| identity.user.clone());
+    let full = format!("{owner}/{}", create.name);
+    let name = RepoName::parse_new(&full)
+        .map_err(|e| AppError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    app.access
+        .check_create(&principal, &name)
+        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
+    // The caller owns what they create under their own name; under
+    // another (a server admin's doing) the user named like it does.
+    let owning_user = identity
+        .user
+        .eq_ignore_ascii_case(name.owner())
+        .then(|| identity.user.clone());
+    let actor = identity.user.clone();
+    let client = peer.ip().to_string();
+    let app2 = app.clone();
+    let new = NewRepo {
+        name: name.to_string(),
+        description: create.description,
+        private: create.private,
+        owner: owning_user,
+    };
+    let counted = name.clone();
+    vole_http::spawn_blocking(move || {
+        // Counted and created under one guard (--max-repos-per-user).
+        let _creating = app2.quotas.repo_create(&app2.repos, &counted)?;
+        app2.control
+            .create_repo(
+                new,
+                Actor {
+                    name: &actor,
+                    client: &client,
+                },
+            )
+            .map_err(lifecycle_error)
+    })
+    .await
+    .map_err(|e| AppError::internal("repo creation task failed", e))??;
+    Ok((StatusCode::CREATED, Json(view(&app, &name))).into_response())
+}
+
+/// `GET /api/v1/repos/{owner}/{repo}`.
+pub async fn get(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, AppError> {
+    let name = resolve(&app, &principal, &owner, &repo, Action::Read)?;
+    Ok(Json(view(&app, &name)).into_response())
+}
+
+/// `DELETE /api/v1/repos/{owner}/{repo}`: an admin of the repo moves it
+/// to the trash; 204.
+pub async fn delete(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Result<Response, AppError> {
+    let name = resolve(&app, &principal, &owner, &repo, Action::Administer)?;
+    let actor = principal.name().to_string();
+    let client = peer.ip().to_string();
+    let app2 = app.clone();
+    vole_http::spawn_blocking(move || {
+        app2.control.delete_repo(
+            &name,
+            Actor {
+                name: &actor,
+                client: &client,
+            },
+        )
+    })
+    .await
+    .map_err(|e| AppError::internal("repo deletion task failed", e))?
+    .map_err(lifecycle_error)?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

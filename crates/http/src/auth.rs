@@ -1,0 +1,612 @@
+//! Who a request is: the middleware every request passes before routing.
+//! It reads `Authorization` (HTTP Basic with a user name and a token or,
+//! where the server allows it, a password; or `Bearer <token>`) with the
+//! `headers` crate, checks it through [`Accounts`], and puts the
+//! [`Principal`] into the request's extensions for the handlers (no
+//! header: [`Principal::Anonymous`]). A refused credential is a 401 with
+//! the challenge, recorded in the audit log.
+//!
+//! Rate limits (governor's keyed GCRA limiters):
+//! - failed sign-ins, per client address and per (user name, address):
+//!   past `--auth-failures` per `--auth-failure-window`, every password
+//!   sign-in and every refused token from there gets 429 with
+//!   `Retry-After` until the bucket refills, so the right password from
+//!   an address that is not throttled always works. A valid token is
+//!   accepted before the throttle is asked (256 random bits, checked
+//!   with one hash): clients behind one address (a proxy, a NAT) are not
+//!   locked out by another's failures. A refusal from a throttled key is
+//!   counted ([`SignInCounts`]), not audited; the throttle is audited
+//!   once per key and window as it starts;
+//! - API requests, per token (or per password-signed-in user): past
+//!   `--api-rate` a minute, 429.
+//!
+//! What does not live here: what a principal may do (`vole_access`).
+
+use std::hash::Hash;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use headers::authorization::{Basic, Bearer};
+use headers::{Authorization, HeaderMapExt};
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+
+use super::AppError;
+use vole_access::Principal;
+use vole_accounts::audit::{AuditEvent, AuditKind};
+use vole_accounts::{Accounts, AuthFailure, Presented};
+use vole_config::AuthSettings;
+
+/// Keys a limiter keeps at most before it forgets the idle ones (an
+/// attacker rotating addresses makes one key per address).
+const MAX_KEYS: usize = 100_000;
+
+/// How long a sign-in waits for one of the password-hashing slots.
+const HASH_QUEUE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A key's throttle: until when, and when a throttle of the key was
+/// last recorded in the audit log.
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    until: Instant,
+    recorded: Instant,
+}
+
+/// What one failure did to its key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failed {
+    /// Counted, within the allowance.
+    Counted,
+    /// One past the allowance: the key is throttled for `wait`. `record`:
+    /// the key's first throttle in a failure window, for the audit log.
+    Throttles { wait: Duration, record: bool },
+    /// The key was throttled already (a failure of another request got
+    /// there first): this one is refused as throttled.
+    Throttled(Duration),
+}
+
+/// A keyed limiter that can say "throttled" without spending a cell:
+/// governor's check spends one, so only failures are checked, and a key
+/// whose check failed is remembered as blocked until its cell comes back.
+/// Both maps are bounded ([`MAX_KEYS`]): governor's forgets idle keys, the
+/// blocked map is an LRU (an attacker with more addresses than it holds
+/// could push the oldest throttles out; an IPv6 address counts by its
+/// /64, so that takes that many networks).
+struct FailureLimiter<K: Hash + Eq + Clone> {
+    limiter: DefaultKeyedRateLimiter<K>,
+    blocked: Mutex<lru::LruCache<K, Block>>,
+    failures: AtomicU64,
+    /// A key's throttle is recorded at most once in this long.
+    window: Duration,
+}
+
+impl<K: Hash + Eq + Clone> FailureLimiter<K> {
+    fn new(quota: Quota, window: Duration) -> Self {
+        FailureLimiter {
+            limiter: RateLimiter::keyed(quota),
+            blocked: Mutex::new(lru::LruCache::new(
+                std::num::NonZeroUsize::new(MAX_KEYS).expect("MAX_KEYS is positive"),
+            )),
+            failures: AtomicU64::new(0),
+            window,
+        }
+    }
+
+    /// How long `key` is still throttled, if it is.
+    fn blocked_for(&self, key: &K) -> Option<Duration> {
+        let blocked = self.blocked.lock();
+        let until = blocked.peek(key)?.until;
+        until.checked_duration_since(Instant::now())
+    }
+
+    /// Counts a failure of `key`.
+    fn fail(&self, key: &K) -> Failed {
+        // Idle keys are dropped every so often, not on every failure (a
+        // sweep is a walk of the whole map).
+        let n = self.failures.fetch_add(1, Ordering::Relaxed);
+        if n.is_multiple_of(1024) && self.limiter.len() > MAX_KEYS {
+            self.limiter.retain_recent();
+            self.limiter.shrink_to_fit();
+        }
+        let Err(not_until) = self.limiter.check_key(key) else {
+            return Failed::Counted;
+        };
+        let wait = not_until.wait_time_from(DefaultClock::default().now());
+        let now = Instant::now();
+        let mut blocked = self.blocked.lock();
+        let before = blocked.get(key).copied();
+        if let Some(left) = before.and_then(|b| b.until.checked_duration_since(now))
+            && !left.is_zero()
+        {
+            return Failed::Throttled(left);
+        }
+        let recorded = before
+            .map(|b| b.recorded)
+            .filter(|at| now.duration_since(*at) < self.window);
+        blocked.put(
+            key.clone(),
+            Block {
+                until: now + wait,
+                recorded: recorded.unwrap_or(now),
+            },
+        );
+        Failed::Throttles {
+            wait,
+            record: recorded.is_none(),
+        }
+    }
+}
+
+/// What an address is counted as: itself, or for IPv6 its /64 (one
+/// client's network; an address inside it costs nothing to change).
+fn counted_as(client: IpAddr) -> IpAddr {
+    match client {
+        IpAddr::V4(_) => client,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut segments = v6.segments();
+                segments[4..].fill(0);
+                IpAddr::V6(segments.into())
+            }
+        },
+    }
+}
+
+/// The user name as it is counted and recorded: at most 64 characters
+/// (no user name is longer), control characters shown escaped, so a
+/// name cannot forge lines of `vole log dump`.
+fn recorded_name(user: &str) -> String {
+    user.chars()
+        .take(64)
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// A credential as the `Authorization` header gave it.
+struct Credential {
+    /// The user name of HTTP Basic (empty for Bearer).
+    user: String,
+    secret: String,
+    bearer: bool,
+}
+
+impl Credential {
+    /// The header's credential; `None`: no header (anonymous).
+    fn read(headers: &axum::http::HeaderMap) -> Result<Option<Credential>, AppError> {
+        if !headers.contains_key(axum::http::header::AUTHORIZATION) {
+            return Ok(None);
+        }
+        if let Some(basic) = headers
+            .typed_try_get::<Authorization<Basic>>()
+            .ok()
+            .flatten()
+        {
+            return Ok(Some(Credential {
+                user: basic.username().to_string(),
+                secret: basic.password().to_string(),
+                bearer: false,
+            }));
+        }
+        match headers
+            .typed_try_get::<Authorization<Bearer>>()
+            .ok()
+            .flatten()
+        {
+            Some(bearer) => Ok(Some(Credential {
+                user: String::new(),
+                secret: bearer.token().to_string(),
+                bearer: true,
+            })),
+            None => Err(AppError::bad_request(
+                "the Authorization header must be Basic (your user name and a token) or Bearer (a token)",
+            )),
+        }
+    }
+
+    fn presented(&self) -> Presented<'_> {
+        if self.bearer {
+            Presented::Bearer(&self.secret)
+        } else {
+            Presented::Basic {
+                user: &self.user,
+                secret: &self.secret,
+            }
+        }
+    }
+}
+
+/// What a sign-in is counted and recorded as.
+struct Keys {
+    /// The client address as counted ([`counted_as`]).
+    client: IpAddr,
+    /// The user name as recorded ([`recorded_name`]).
+    shown: String,
+    /// The (user name, address) key.
+    user: (String, IpAddr),
+}
+
+impl Keys {
+    fn of(user: &str, client: IpAddr) -> Keys {
+        let client = counted_as(client);
+        let shown = recorded_name(user);
+        let user = (shown.to_ascii_lowercase(), client);
+        Keys {
+            client,
+            shown,
+            user,
+        }
+    }
+}
+
+/// The sign-in counters, for `/metrics`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignInCounts {
+    /// Credentials checked and refused (each one audited).
+    pub failed: u64,
+    /// Sign-ins refused with 429 because their address (or user name and
+    /// address) was throttled: counted here, not audited one by one.
+    pub throttled: u64,
+}
+
+/// The middleware's state.
+pub struct Authn {
+    accounts: Arc<Accounts>,
+    by_address: FailureLimiter<IpAddr>,
+    by_user: FailureLimiter<(String, IpAddr)>,
+    api: DefaultKeyedRateLimiter<String>,
+    /// argon2 runs take one each (one per core): a burst of password
+    /// sign-ins queues here instead of taking every blocking thread.
+    hashing: Semaphore,
+    failed: AtomicU64,
+    throttled: AtomicU64,
+}
+
+impl std::fmt::Debug for Authn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authn").finish_non_exhaustive()
+    }
+}
+
+impl Authn {
+    pub fn new(accounts: Arc<Accounts>, settings: &AuthSettings) -> Authn {
+        let failures = settings.failures;
+        let window = settings.failure_window;
+        let refill = window / failures.get();
+        let failure_quota = Quota::with_period(refill.max(Duration::from_millis(1)))
+            .expect("a positive period")
+            .allow_burst(failures);
+        Authn {
+            accounts,
+            by_address: FailureLimiter::new(failure_quota, window),
+            by_user: FailureLimiter::new(failure_quota, window),
+            api: RateLimiter::keyed(Quota::per_minute(settings.api_rate)),
+            hashing: Semaphore::new(vole_config::defaults::cores()),
+            failed: AtomicU64::new(0),
+            throttled: AtomicU64::new(0),
+        }
+    }
+
+    /// The sign-in counters so far.
+    pub fn counts(&self) -> SignInCounts {
+        SignInCounts {
+            failed: self.failed.load(Ordering::Relaxed),
+            throttled: self.throttled.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Decides who the request is; see the module doc.
+    async fn principal(
+        &self,
+        headers: &axum::http::HeaderMap,
+        client: IpAddr,
+    ) -> Result<Principal, AppError> {
+        let Some(credential) = Credential::read(headers)? else {
+            return Ok(Principal::Anonymous);
+        };
+        let keys = Keys::of(&credential.user, client);
+        let presented = credential.presented();
+        // Held until the outcome is counted, so the next attempt from the
+        // same address sees this one's failure.
+        let mut _slot = None;
+        let result = if presented.is_password() {
+            // A password is what can be guessed: a throttled address gets
+            // no argon2 run.
+            self.refuse_if_throttled(&keys)?;
+            let Ok(Ok(slot)) =
+                tokio::time::timeout(HASH_QUEUE_TIMEOUT, self.hashing.acquire()).await
+            else {
+                return Err(AppError::busy(
+                    "too many sign-ins at once; retry shortly",
+                    5,
+                ));
+            };
+            _slot = Some(slot);
+            // Asked again with the slot held: attempts that queued behind
+            // the ones that just failed must not be checked past the limit.
+            self.refuse_if_throttled(&keys)?;
+            let accounts = self.accounts.clone();
+            let (user, secret) = (credential.user.clone(), credential.secret.clone());
+            crate::spawn_blocking(move || {
+                accounts.authenticate(Presented::Basic {
+                    user: &user,
+                    secret: &secret,
+                })
+            })
+            .await
+            .unwrap_or(Err(AuthFailure::Unavailable))
+        } else {
+            // A token is checked before the throttle: it is 256 random
+            // bits (no guessing one) and its check is one hash, so a valid
+            // token works from a throttled address too, and clients behind
+            // one address are not locked out by another's failures.
+            self.accounts.authenticate(presented)
+        };
+        match result {
+            Ok(identity) => Ok(Principal::User(Arc::new(identity))),
+            Err(AuthFailure::Unavailable) => Err(AppError::busy(
+                "the server cannot check credentials right now; retry later",
+                30,
+            )),
+            Err(failure) => Err(self.refused(failure, &keys).await),
+        }
+    }
+
+    /// How long the sign-in's keys are still throttled, if they are.
+    fn throttled_for(&self, keys: &Keys) -> Option<Duration> {
+        self.by_address
+            .blocked_for(&keys.client)
+            .into_iter()
+            .chain(self.by_user.blocked_for(&keys.user))
+            .max()
+    }
+
+    /// A 429 if the sign-in's keys are throttled (counted, not audited).
+    fn refuse_if_throttled(&self, keys: &Keys) -> Result<(), AppError> {
+        match self.throttled_for(keys) {
+            Some(wait) => {
+                self.throttled.fetch_add(1, Ordering::Relaxed);
+                Err(throttled_error(wait))
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A refused credential: counted against its keys and audited, or,
+    /// when its keys were throttled already, only counted (a flood from a
+    /// throttled address appends nothing to the audit log). A throttle is
+    /// audited as it starts, once per key and failure window.
+    async fn refused(&self, failure: AuthFailure, keys: &Keys) -> AppError {
+        if let Err(throttled) = self.refuse_if_throttled(keys) {
+            return throttled;
+        }
+        let failed = [
+            (self.by_address.fail(&keys.client), "address"),
+            (self.by_user.fail(&keys.user), "user name and address"),
+        ];
+        let client = keys.client.to_string();
+        let raced = failed
+            .iter()
+            .any(|(f, _)| matches!(f, Failed::Throttled(_)));
+        let mut events = Vec::new();
+        if raced {
+            self.throttled.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.failed.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(client, user = keys.shown, reason = %failure, "sign-in refused");
+            events.push(AuditEvent::new(
+                AuditKind::AuthFailed,
+                "anonymous",
+                &keys.shown,
+                &client,
+                failure.to_string(),
+            ));
+        }
+        let mut wait = None;
+        let mut started = Vec::new();
+        for (failed, per) in failed {
+            match failed {
+                Failed::Counted => {}
+                Failed::Throttled(w) => wait = wait.max(Some(w)),
+                Failed::Throttles { wait: w, record } => {
+                    wait = wait.max(Some(w));
+                    if record {
+                        started.push(per);
+                    }
+                }
+            }
+        }
+        if let (false, Some(wait)) = (started.is_empty(), wait) {
+            // One record however many of the keys this failure throttled.
+            let detail = format!(
+                "per {}, for {}s",
+                started.join(" and per "),
+                wait.as_secs_f64().ceil()
+            );
+            tracing::warn!(client, user = keys.shown, detail, "sign-ins throttled");
+            events.push(AuditEvent::new(
+                AuditKind::SignInThrottled,
+                "anonymous",
+                &keys.shown,
+                &client,
+                detail,
+            ));
+        }
+        if !events.is_empty()
+            && let Err(e) = self.accounts.audit_log().commit_async(events).await
+        {
+            tracing::error!(error = %vole_stdx::error_chain::Chain(&e), "cannot record a failed sign-in in the audit log");
+        }
+        match wait {
+            Some(wait) => throttled_error(wait),
+            None => AppError::unauthenticated(
+                "the credentials were refused: use your user name and a valid token (`vole token create`)",
+            ),
+        }
+    }
+
+    /// An API request of `principal`: within its per-token rate?
+    fn api_allowed(&self, principal: &Principal) -> Result<(), AppError> {
+        let Some(identity) = principal.identity() else {
+            return Ok(());
+        };
+        let key = match &identity.token {
+            Some(token) => format!("token:{}", token.id),
+            None => format!("user:{}", identity.user.to_ascii_lowercase()),
+        };
+        if self.api.len() > MAX_KEYS {
+            self.api.retain_recent();
+        }
+        match self.api.check_key(&key) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                Err(AppError::too_many(
+                    "too many API requests with this credential; slow down",
+                    wait.as_secs_f64().ceil() as u64,
+                ))
+            }
+        }
+    }
+}
+
+fn throttled_error(wait: Duration) -> AppError {
+    AppError::too_many(
+        "too many failed sign-ins from this address; wait before trying again",
+        wait.as_secs_f64().ceil() as u64,
+    )
+}
+
+/// The middleware: puts the request's [`Principal`] into its extensions.
+pub async fn authenticate(
+    State(authn): State<Arc<Authn>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    // The server puts the client's address in every request; a router
+    // driven in-process has none, and counts as one unknown address.
+    let client = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+    let principal = match authn.principal(request.headers(), client).await {
+        Ok(principal) => principal,
+        Err(e) => return e.into_response(),
+    };
+    if request.uri().path().starts_with("/api/")
+        && let Err(e) = authn.api_allowed(&principal)
+    {
+        return e.into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_client_counts_by_its_64_and_a_mapped_v4_as_itself() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(counted_as(a), counted_as(b), "one /64, one client");
+        assert_ne!(counted_as(a), counted_as(other));
+        let mapped: IpAddr = "::ffff:203.0.113.5".parse().unwrap();
+        assert_eq!(counted_as(mapped), "203.0.113.5".parse::<IpAddr>().unwrap());
+        let v4: IpAddr = "198.51.100.7".parse().unwrap();
+        assert_eq!(counted_as(v4), v4);
+    }
+
+    #[test]
+    fn a_recorded_name_is_one_short_line() {
+        assert_eq!(recorded_name("ann"), "ann");
+        let forged = recorded_name("x\naudit seq=1 user_added\r\u{1b}[2J");
+        assert!(!forged.chars().any(char::is_control), "{forged:?}");
+        assert!(forged.starts_with("x\\naudit"), "{forged:?}");
+        assert_eq!(recorded_name(&"a".repeat(10_000)).len(), 64);
+    }
+
+    #[test]
+    fn a_key_is_throttled_past_its_allowance_and_only_then() {
+        let limiter = FailureLimiter::new(
+            Quota::per_hour(std::num::NonZeroU32::new(3).unwrap()),
+            Duration::from_secs(3600),
+        );
+        let key = IpAddr::from([127, 0, 0, 1]);
+        for _ in 0..3 {
+            assert_eq!(limiter.fail(&key), Failed::Counted);
+            assert_eq!(
+                limiter.blocked_for(&key),
+                None,
+                "blocked within the allowance"
+            );
+        }
+        let Failed::Throttles { wait, record } = limiter.fail(&key) else {
+            panic!("the fourth failure is one too many");
+        };
+        assert!(wait > Duration::from_secs(60), "{wait:?}");
+        assert!(record, "the first throttle of a window is recorded");
+        assert!(limiter.blocked_for(&key).is_some());
+        assert_eq!(limiter.blocked_for(&IpAddr::from([127, 0, 0, 2])), None);
+        assert!(
+            matches!(limiter.fail(&key), Failed::Throttled(_)),
+            "a failure while throttled"
+        );
+    }
+
+    /// Fails `key` until it is throttled (a few failures at most).
+    fn throttle(limiter: &FailureLimiter<IpAddr>, key: IpAddr) -> bool {
+        for _ in 0..10 {
+            if let Failed::Throttles { record, .. } = limiter.fail(&key) {
+                return record;
+            }
+        }
+        panic!("not throttled after 10 failures");
+    }
+
+    /// Waits (bounded) until `key` is no longer blocked.
+    fn until_unblocked(limiter: &FailureLimiter<IpAddr>, key: IpAddr) {
+        let start = Instant::now();
+        while limiter.blocked_for(&key).is_some() {
+            assert!(start.elapsed() < Duration::from_secs(10), "still blocked");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_throttle_is_recorded_once_a_window_however_often_it_starts() {
+        let quota = Quota::with_period(Duration::from_millis(20))
+            .unwrap()
+            .allow_burst(std::num::NonZeroU32::new(2).unwrap());
+        let key = IpAddr::from([127, 0, 0, 1]);
+        let long = FailureLimiter::new(quota, Duration::from_secs(3600));
+        assert!(throttle(&long, key), "the first throttle is recorded");
+        for _ in 0..3 {
+            until_unblocked(&long, key);
+            assert!(
+                !throttle(&long, key),
+                "a throttle again within the window is not"
+            );
+        }
+        let short = FailureLimiter::new(quota, Duration::from_millis(1));
+        assert!(throttle(&short, key));
+        until_unblocked(&short, key);
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(throttle(&short, key), "a throttle in a new window is");
+    }
+}

@@ -1,0 +1,25 @@
+//! What the HTTP services share and nothing else: the one error type at
+//! the boundary ([`AppError`]), and the sealed-memfd buffers with the
+//! connection that sends them with `sendfile` ([`zero_copy`]), the
+//! pagination extractors ([`page`]). No handler
+//! lives here; routes are in `server/router.rs`, handlers in the services.
+
+pub mod auth;
+pub mod client;
+pub mod conditional;
+pub mod error;
+pub mod page;
+pub mod slots;
+pub mod stream;
+pub mod zero_copy;
+
+pub use error::AppError;
+
+/// The raw descriptor of the socket a request came on (a request
+/// extension, set by the server): open while the request's handler runs,
+/// since the connection waits for its response. Whoever needs the socket
+/// longer duplicates it then.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectionFd(pub std::os::fd::RawFd);
+
+pub use vole_stdx::spawn_blocking;

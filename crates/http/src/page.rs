@@ -1,0 +1,62 @@
+//! The pagination extractors, one per kind of client: [`ApiPage`] is
+//! strict (a `page` or `per_page` that is not a whole number in range is a
+//! 400 saying so), [`WebPage`] is lenient (anything else is page 1, so a
+//! mangled link still shows something). Both give a bounded
+//! [`Pagination`].
+
+use std::collections::HashMap;
+
+use axum::extract::{FromRequestParts, Query};
+use axum::http::request::Parts;
+
+use super::AppError;
+use vole_stdx::page::Pagination;
+
+/// Items on an API page when the client does not say.
+pub const API_PER_PAGE: u32 = 30;
+
+/// `?page=&per_page=` of an API list.
+#[derive(Debug, Clone, Copy)]
+pub struct ApiPage(pub Pagination);
+
+/// `?page=` of a web page listing `PER_PAGE` items a page.
+#[derive(Debug, Clone, Copy)]
+pub struct WebPage<const PER_PAGE: u32>(pub Pagination);
+
+fn query(parts: &Parts) -> HashMap<String, String> {
+    Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+        .map(|Query(q)| q)
+        .unwrap_or_default()
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ApiPage {
+    type Rejection = AppError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, AppError> {
+        let query = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+            .map_err(|e| AppError::bad_request(format!("malformed query string: {e}")))?
+            .0;
+        Pagination::parse(
+            query.get("page").map(String::as_str),
+            query.get("per_page").map(String::as_str),
+            API_PER_PAGE,
+        )
+        .map(ApiPage)
+        .map_err(|e| AppError::bad_request(e.to_string()))
+    }
+}
+
+impl<S: Send + Sync, const PER_PAGE: u32> FromRequestParts<S> for WebPage<PER_PAGE> {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        _state: &S,
+    ) -> Result<Self, std::convert::Infallible> {
+        let query = query(parts);
+        Ok(WebPage(Pagination::lenient(
+            query.get("page").map(String::as_str),
+            PER_PAGE,
+        )))
+    }
+}

@@ -1,0 +1,558 @@
+//! The store's operations on each kind of document: create, edit, read
+//! and list issues and change requests, comment on them, read and put the
+//! ACL and the settings (and the site settings derived from them). Each
+//! write is decided under the repo's lock and goes through the ordered
+//! appender (`append.rs`).
+
+use super::*;
+
+impl MetaStore {
+    // ---- issues ----
+
+    pub fn create_issue(
+        &self,
+        repo: &RepoName,
+        new: NewIssue,
+        author: &str,
+    ) -> Result<Issue, MetaError> {
+        entity::check_title(&new.title)?;
+        entity::check_body(&new.body)?;
+        entity::check_labels(&new.labels)?;
+        let id = self.new_id();
+        let entity = self.write(repo, |state| {
+            let now = now_text();
+            let number = state.take_number();
+            Ok(Entity::Issue(Issue {
+                v: SCHEMA_V,
+                id,
+                number,
+                title: new.title,
+                body: new.body,
+                state: IssueState::Open,
+                labels: dedup(new.labels),
+                author: author.to_string(),
+                created_at: now.clone(),
+                updated_at: now,
+                version: 1,
+                replaces: None,
+            }))
+        })?;
+        let Entity::Issue(issue) = entity else {
+            unreachable!("built as an issue")
+        };
+        Ok(issue)
+    }
+
+    pub fn edit_issue(
+        &self,
+        repo: &RepoName,
+        number: u64,
+        patch: IssuePatch,
+    ) -> Result<Issue, MetaError> {
+        if let Some(title) = &patch.title {
+            entity::check_title(title)?;
+        }
+        if let Some(body) = &patch.body {
+            entity::check_body(body)?;
+        }
+        if let Some(labels) = &patch.labels {
+            entity::check_labels(labels)?;
+        }
+        let entity = self.write(repo, |state| {
+            let current = state.issue(number)?;
+            check_version("issue", number, current.version, patch.version)?;
+            let mut next = current.clone();
+            next.title = patch.title.unwrap_or(next.title);
+            next.body = patch.body.unwrap_or(next.body);
+            next.state = patch.state.unwrap_or(next.state);
+            next.labels = patch.labels.map(dedup).unwrap_or(next.labels);
+            next.replaces = Some(current.version);
+            next.version = current.version + 1;
+            next.updated_at = now_text();
+            Ok(Entity::Issue(next))
+        })?;
+        let Entity::Issue(issue) = entity else {
+            unreachable!("built as an issue")
+        };
+        Ok(issue)
+    }
+
+    pub fn issue(&self, repo: &RepoName, number: u64) -> Result<Issue, MetaError> {
+        self.read(repo, |state| state.issue(number).cloned())
+    }
+
+    pub fn list_issues(
+        &self,
+        repo: &RepoName,
+        filter: &Filter<IssueState>,
+        page: Pagination,
+    ) -> Result<Page<Issue>, MetaError> {
+        self.read(repo, |state| Ok(state.index.issues(filter, page)))
+    }
+
+    // ---- change requests ----
+
+    pub fn create_change(
+        &self,
+        repo: &RepoName,
+        new: NewChange,
+        author: &str,
+    ) -> Result<Change, MetaError> {
+        entity::check_title(&new.title)?;
+        entity::check_body(&new.body)?;
+        entity::check_branch("source branch", &new.source_branch)?;
+        entity::check_branch("target branch", &new.target_branch)?;
+        if new.source_branch == new.target_branch {
+            return Err(MetaError::Invalid(
+                "source and target branch are the same branch".into(),
+            ));
+        }
+        let id = self.new_id();
+        let entity = self.write(repo, |state| {
+            let now = now_text();
+            let number = state.take_number();
+            Ok(Entity::Change(Change {
+                v: SCHEMA_V,
+                id,
+                number,
+                title: new.title,
+                body: new.body,
+                source_branch: new.source_branch,
+                target_branch: new.target_branch,
+                state: ChangeState::Open,
+                author: author.to_string(),
+                created_at: now.clone(),
+                updated_at: now,
+                version: 1,
+                replaces: None,
+            }))
+        })?;
+        let Entity::Change(change) = entity else {
+            unreachable!("built as a change")
+        };
+        Ok(change)
+    }
+
+    pub fn edit_change(
+        &self,
+        repo: &RepoName,
+        number: u64,
+        patch: ChangePatch,
+    ) -> Result<Change, MetaError> {
+        if let Some(title) = &patch.title {
+            entity::check_title(title)?;
+        }
+        if let Some(body) = &patch.body {
+            entity::check_body(body)?;
+        }
+        if let Some(target) = &patch.target_branch {
+            entity::check_branch("target branch", target)?;
+        }
+        let entity = self.write(repo, |state| {
+            let current = state.change(number)?;
+            check_version("change request", number, current.version, patch.version)?;
+            let mut next = current.clone();
+            next.title = patch.title.unwrap_or(next.title);
+            next.body = patch.body.unwrap_or(next.body);
+            next.state = patch.state.unwrap_or(next.state);
+            next.target_branch = patch.target_branch.unwrap_or(next.target_branch);
+            if next.target_branch == next.source_branch {
+                return Err(MetaError::Invalid(
+                    "source and target branch are the same branch".into(),
+                ));
+            }
+            next.replaces = Some(current.version);
+            next.version = current.version + 1;
+            next.updated_at = now_text();
+            Ok(Entity::Change(next))
+        })?;
+        let Entity::Change(change) = entity else {
+            unreachable!("built as a change")
+        };
+        Ok(change)
+    }
+
+    pub fn change(&self, repo: &RepoName, number: u64) -> Result<Change, MetaError> {
+        self.read(repo, |state| state.change(number).cloned())
+    }
+
+    pub fn list_changes(
+        &self,
+        repo: &RepoName,
+        filter: &Filter<ChangeState>,
+        page: Pagination,
+    ) -> Result<Page<Change>, MetaError> {
+        self.read(repo, |state| Ok(state.index.changes(filter, page)))
+    }
+
+    // ---- comments ----
+
+    /// Comments on the issue or change request `number` (`kind` says
+    /// which the caller addressed).
+    pub fn comment(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        new: NewComment,
+        author: &str,
+    ) -> Result<Comment, MetaError> {
+        if new.body.trim().is_empty() {
+            return Err(MetaError::Invalid("comment body must not be empty".into()));
+        }
+        entity::check_body(&new.body)?;
+        let id = self.new_id();
+        let entity = self.write(repo, |state| {
+            let thread = state.thread_id(kind, number)?;
+            let now = now_text();
+            Ok(Entity::Comment(Comment {
+                v: SCHEMA_V,
+                id,
+                thread,
+                thread_kind: kind,
+                body: new.body,
+                author: author.to_string(),
+                created_at: now.clone(),
+                updated_at: now,
+                version: 1,
+                replaces: None,
+            }))
+        })?;
+        let Entity::Comment(comment) = entity else {
+            unreachable!("built as a comment")
+        };
+        Ok(comment)
+    }
+
+    pub fn comments(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        page: Pagination,
+    ) -> Result<Page<Comment>, MetaError> {
+        self.read(repo, |state| {
+            let thread = state.thread_id(kind, number)?;
+            Ok(state.index.comments(&thread, page))
+        })
+    }
+
+    // ---- ACL and settings ----
+
+    /// The repo's ACL (the default, public with no members, at version 0
+    /// when none is stored).
+    pub fn acl(&self, repo: &RepoName) -> Result<Acl, MetaError> {
+        Ok(self.acl_of(repo)?.0)
+    }
+
+    /// The incarnation of `repo` whose metadata the store holds (`None`:
+    /// a repo from before incarnations); [`MetaError::NoRepo`] when there
+    /// is no such repo.
+    pub fn incarnation(
+        &self,
+        repo: &RepoName,
+    ) -> Result<Option<vole_git::repos::Incarnation>, MetaError> {
+        self.check_failed()?;
+        Ok(self.repo(repo)?.incarnation.clone())
+    }
+
+    /// The repo's ACL and the incarnation it belongs to, read together:
+    /// an access decision made on this ACL is about that incarnation, and
+    /// whatever the caller goes on to open must be the same one.
+    ///
+    /// The ACL lives in the system repo under the repo's incarnation (see
+    /// [`Entity::RepoAcl`]); a repo from before that keeps it in its own
+    /// shards until [`MetaStore::move_acls_to_system`] moves it.
+    pub fn acl_of(
+        &self,
+        repo: &RepoName,
+    ) -> Result<(Acl, Option<vole_git::repos::Incarnation>), MetaError> {
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
+        let stored = self
+            .system_acl(&meta)
+            .or_else(|| meta.state.lock().index.acl().cloned());
+        Ok((
+            stored.unwrap_or_else(Acl::default_for_repo),
+            meta.incarnation.clone(),
+        ))
+    }
+
+    /// The ACL the system repo holds for `meta`'s incarnation.
+    fn system_acl(&self, meta: &RepoMeta) -> Option<Acl> {
+        let incarnation = meta.incarnation.as_ref()?;
+        let system = self.system().ok()?;
+        let state = system.state.lock();
+        state
+            .index
+            .repo_acl(incarnation.id())
+            .map(|stored| stored.acl.clone())
+    }
+
+    pub fn put_acl(&self, repo: &RepoName, put: AclPut) -> Result<Acl, MetaError> {
+        entity::check_members(&put.members)?;
+        if let Some(owner) = &put.owner {
+            entity::check_user_name(owner)?;
+        }
+        let meta = self.repo(repo)?;
+        let build = |stored: Option<&Acl>| -> Result<Acl, MetaError> {
+            let current = stored.map_or(0, |a| a.version);
+            check_version("ACL", 0, current, put.version)?;
+            let owner = put
+                .owner
+                .clone()
+                .or_else(|| stored.and_then(|a| a.owner.clone()));
+            Ok(Acl {
+                v: SCHEMA_V,
+                visibility: put.visibility,
+                owner,
+                members: put.members.clone(),
+                updated_at: now_text(),
+                version: current + 1,
+                replaces: (current > 0).then_some(current),
+            })
+        };
+        let written = match (self.system(), meta.incarnation.clone()) {
+            // In the system repo, under the repo's incarnation.
+            (Ok(system), Some(incarnation)) => {
+                let legacy = meta.state.lock().index.acl().cloned();
+                let written = self.write_in(&system, |state| {
+                    let stored = state
+                        .index
+                        .repo_acl(incarnation.id())
+                        .map(|r| &r.acl)
+                        .or(legacy.as_ref());
+                    Ok(Entity::RepoAcl(entity::RepoAcl {
+                        repo: repo.to_string(),
+                        incarnation: incarnation.id().to_string(),
+                        acl: build(stored)?,
+                    }))
+                });
+                if written.is_ok() && legacy.is_some() {
+                    self.inner
+                        .settings_generation
+                        .fetch_add(1, Ordering::AcqRel);
+                    self.remove_repo_acl(&meta)?;
+                }
+                written
+            }
+            // A store without accounts (tools, tests): in the repo.
+            _ => self.write_in(&meta, |state| Ok(Entity::Acl(build(state.index.acl())?))),
+        };
+        // Even a failed write may have reached the index.
+        self.inner
+            .settings_generation
+            .fetch_add(1, Ordering::AcqRel);
+        match written? {
+            Entity::RepoAcl(stored) => Ok(stored.acl),
+            Entity::Acl(acl) => Ok(acl),
+            _ => unreachable!("built as an ACL"),
+        }
+    }
+
+    /// Takes the ACL a repo from before kept in its own shards out of
+    /// them (the system repo holds it now): readers who fetch the shard
+    /// refs no longer find it at the tips.
+    fn remove_repo_acl(&self, meta: &Arc<RepoMeta>) -> Result<(), MetaError> {
+        self.write_in(meta, |_| {
+            Ok(Entity::Removed(entity::Removed {
+                path: entity::REPO_ACL_PATH.to_string(),
+            }))
+        })
+        .map(drop)
+    }
+
+    /// Gives `repo`, now of incarnation `new`, the ACL the system repo holds
+    /// for `had` (a repo that shared its incarnation with a copy): each
+    /// keeps the ACL it had, and they no longer share it.
+    pub fn copy_repo_acl(
+        &self,
+        repo: &RepoName,
+        had: &vole_git::repos::Incarnation,
+        new: &vole_git::repos::Incarnation,
+    ) -> Result<(), MetaError> {
+        let Ok(system) = self.system() else {
+            return Ok(());
+        };
+        let acl = system
+            .state
+            .lock()
+            .index
+            .repo_acl(had.id())
+            .map(|stored| stored.acl.clone());
+        if let Some(acl) = acl {
+            self.store_repo_acl(&system, &repo.to_string(), new, acl)?;
+            self.inner
+                .settings_generation
+                .fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    }
+
+    /// Stores `acl` as it is (its version kept) for `repo` of
+    /// `incarnation` in the system repo.
+    fn store_repo_acl(
+        &self,
+        system: &Arc<RepoMeta>,
+        repo: &str,
+        incarnation: &vole_git::repos::Incarnation,
+        acl: Acl,
+    ) -> Result<(), MetaError> {
+        self.write_in(system, |_| {
+            Ok(Entity::RepoAcl(entity::RepoAcl {
+                repo: repo.to_string(),
+                incarnation: incarnation.id().to_string(),
+                acl,
+            }))
+        })
+        .map(drop)
+    }
+
+    /// The upgrade, at start: every repo that keeps its ACL in its own
+    /// shards gets it in the system repo, under its incarnation (unless the
+    /// system repo has one for it already), and the shards' copy is
+    /// removed from their tips. Returns the repos moved. Its history stays
+    /// in the shards (see SECURITY.md).
+    pub fn move_acls_to_system(&self) -> Result<Vec<String>, MetaError> {
+        let Ok(system) = self.system() else {
+            return Ok(Vec::new());
+        };
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        let mut moved = Vec::new();
+        for meta in repos {
+            let Some(incarnation) = meta.incarnation.clone() else {
+                continue;
+            };
+            let Some(legacy) = meta.state.lock().index.acl().cloned() else {
+                continue;
+            };
+            if self.system_acl(&meta).is_none() {
+                self.store_repo_acl(&system, &meta.name, &incarnation, legacy)?;
+            }
+            self.remove_repo_acl(&meta)?;
+            tracing::warn!(
+                repo = meta.name,
+                "upgrade: the repository's ACL moved from its shard refs to the system repo; its history stays in the shards"
+            );
+            moved.push(meta.name.clone());
+        }
+        if !moved.is_empty() {
+            self.inner
+                .settings_generation
+                .fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(moved)
+    }
+
+    /// The repo's settings (defaults from the server's config, at version
+    /// 0, when none are stored).
+    pub fn settings(&self, repo: &RepoName) -> Result<Settings, MetaError> {
+        self.read(repo, |state| {
+            Ok(state
+                .index
+                .settings()
+                .cloned()
+                .unwrap_or_else(|| self.default_settings()))
+        })
+    }
+
+    pub fn put_settings(&self, repo: &RepoName, put: SettingsPut) -> Result<Settings, MetaError> {
+        entity::check_branch("default branch", &put.default_branch)?;
+        for branch in &put.protected_branches {
+            entity::check_branch("protected branch", branch)?;
+        }
+        entity::check_site(&put.site, &put.site_domains)?;
+        if put.description.len() > 1024 || put.description.chars().any(char::is_control) {
+            return Err(MetaError::Invalid(
+                "description must be one line of at most 1024 bytes".into(),
+            ));
+        }
+        let written = self.write(repo, |state| {
+            let current = state.index.settings().map_or(0, |s| s.version);
+            check_version("settings", 0, current, put.version)?;
+            Ok(Entity::Settings(Settings {
+                v: SCHEMA_V,
+                description: put.description,
+                default_branch: put.default_branch,
+                protected_branches: put.protected_branches,
+                protected_admins_only: put.protected_admins_only,
+                site: put.site,
+                site_domains: put.site_domains,
+                updated_at: now_text(),
+                version: current + 1,
+                replaces: (current > 0).then_some(current),
+            }))
+        });
+        // Even a failed write may have reached the index.
+        self.inner
+            .settings_generation
+            .fetch_add(1, Ordering::AcqRel);
+        let Entity::Settings(settings) = written? else {
+            unreachable!("built as settings")
+        };
+        Ok(settings)
+    }
+
+    /// Changes whenever any repo's settings or ACL change.
+    pub fn settings_generation(&self) -> u64 {
+        self.inner.settings_generation.load(Ordering::Acquire)
+    }
+
+    /// Where the repo's site is served from (the default, `refs/heads/pages`
+    /// at its root, for a repo without settings or without a store entry).
+    pub fn site(&self, repo: &RepoName) -> SiteSettings {
+        self.read(repo, |state| {
+            Ok(state
+                .index
+                .settings()
+                .map(|s| s.site.clone())
+                .unwrap_or_default())
+        })
+        .unwrap_or_default()
+    }
+
+    pub(super) fn default_settings(&self) -> Settings {
+        let options = &self.inner.options;
+        Settings {
+            v: SCHEMA_V,
+            description: String::new(),
+            default_branch: options.default_branch.clone(),
+            protected_branches: options.protected_branches.clone(),
+            protected_admins_only: false,
+            site: SiteSettings::default(),
+            site_domains: Vec::new(),
+            updated_at: String::new(),
+            version: 0,
+            replaces: None,
+        }
+    }
+}
+
+pub(super) fn check_version(
+    what: &str,
+    number: u64,
+    current: u64,
+    replaces: u64,
+) -> Result<(), MetaError> {
+    if current == replaces {
+        return Ok(());
+    }
+    let name = if number > 0 {
+        format!("{what} #{number}")
+    } else {
+        what.to_string()
+    };
+    Err(MetaError::Stale(format!(
+        "{name} is at version {current} but this edit replaces version {replaces}; \
+         read it again and reapply the change"
+    )))
+}
+
+pub(super) fn dedup(labels: Vec<String>) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    labels
+        .into_iter()
+        .map(|l| l.trim().to_string())
+        .filter(|l| seen.insert(l.clone()))
+        .collect()
+}

@@ -1,0 +1,517 @@
+//! The derived in-memory index of one repo's metadata: issues and change
+//! requests by number, state, label and author; comments by thread; the
+//! ACL and settings; the bytes each author's documents hold (what
+//! `--max-meta-bytes-per-user` bounds). Rebuilt from the shard trees (plus unfolded log
+//! records) at open and updated on every write; never written anywhere.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
+use vole_stdx::page::Pagination;
+
+use super::entity::{
+    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, REPO_ACL_PATH, RepoAcl, Settings,
+    ThreadKind, Token, User,
+};
+
+/// Secondary sets of one numbered kind (issue or change request).
+#[derive(Debug)]
+struct Facets<S> {
+    by_state: HashMap<S, BTreeSet<u64>>,
+    by_label: HashMap<String, BTreeSet<u64>>,
+    by_author: HashMap<String, BTreeSet<u64>>,
+}
+
+impl<S> Default for Facets<S> {
+    fn default() -> Self {
+        Facets {
+            by_state: HashMap::new(),
+            by_label: HashMap::new(),
+            by_author: HashMap::new(),
+        }
+    }
+}
+
+impl<S: Eq + Hash + Copy> Facets<S> {
+    fn add(&mut self, number: u64, state: S, labels: &[String], author: &str) {
+        self.by_state.entry(state).or_default().insert(number);
+        for label in labels {
+            self.by_label
+                .entry(label.clone())
+                .or_default()
+                .insert(number);
+        }
+        self.by_author
+            .entry(author.to_string())
+            .or_default()
+            .insert(number);
+    }
+
+    fn remove(&mut self, number: u64, state: S, labels: &[String], author: &str) {
+        fn drop_from<K: Eq + Hash>(map: &mut HashMap<K, BTreeSet<u64>>, key: &K, number: u64) {
+            if let Some(set) = map.get_mut(key) {
+                set.remove(&number);
+                if set.is_empty() {
+                    map.remove(key);
+                }
+            }
+        }
+        drop_from(&mut self.by_state, &state, number);
+        for label in labels {
+            drop_from(&mut self.by_label, label, number);
+        }
+        drop_from(&mut self.by_author, &author.to_string(), number);
+    }
+
+    /// Numbers matching every given facet, newest (highest) first.
+    fn select(
+        &self,
+        all: &BTreeMap<u64, impl Sized>,
+        state: Option<S>,
+        label: Option<&str>,
+        author: Option<&str>,
+    ) -> Vec<u64> {
+        let mut sets: Vec<&BTreeSet<u64>> = Vec::new();
+        let empty = BTreeSet::new();
+        if let Some(state) = state {
+            sets.push(self.by_state.get(&state).unwrap_or(&empty));
+        }
+        if let Some(label) = label {
+            sets.push(self.by_label.get(label).unwrap_or(&empty));
+        }
+        if let Some(author) = author {
+            sets.push(self.by_author.get(author).unwrap_or(&empty));
+        }
+        sets.sort_by_key(|s| s.len());
+        match sets.split_first() {
+            None => all.keys().rev().copied().collect(),
+            Some((smallest, rest)) => smallest
+                .iter()
+                .rev()
+                .filter(|n| rest.iter().all(|s| s.contains(n)))
+                .copied()
+                .collect(),
+        }
+    }
+}
+
+/// A page of a filtered list.
+#[derive(Debug)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: usize,
+}
+
+/// List filters; `None` matches everything.
+#[derive(Debug, Clone)]
+pub struct Filter<S> {
+    pub state: Option<S>,
+    pub label: Option<String>,
+    pub author: Option<String>,
+}
+
+impl<S> Default for Filter<S> {
+    fn default() -> Self {
+        Filter {
+            state: None,
+            label: None,
+            author: None,
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Index {
+    issues: BTreeMap<u64, Issue>,
+    issue_facets: Facets<IssueState>,
+    changes: BTreeMap<u64, Change>,
+    change_facets: Facets<ChangeState>,
+    /// Thread id -> (kind, number).
+    threads: HashMap<String, (ThreadKind, u64)>,
+    /// Thread id -> comment id -> comment (ids are time-ordered).
+    comments: HashMap<String, BTreeMap<String, Comment>>,
+    acl: Option<Acl>,
+    /// Incarnation -> its repo's ACL (the system repo's).
+    repo_acls: HashMap<String, RepoAcl>,
+    settings: Option<Settings>,
+    /// Lowercased name -> user (the system repo's).
+    users: BTreeMap<String, User>,
+    /// Token id -> token (the system repo's).
+    tokens: BTreeMap<String, Token>,
+    /// Token name -> id.
+    token_names: HashMap<String, String>,
+    max_number: u64,
+    entities: usize,
+    /// Author -> bytes of the documents they authored, as they stand
+    /// ([`authored`]).
+    authored: HashMap<String, u64>,
+}
+
+/// The author of a document a user writes (issue, change request,
+/// comment) and the bytes it counts towards theirs: the text they wrote
+/// (titles, bodies, labels, branch names), as this version has it.
+fn authored(entity: &Entity) -> Option<(&str, u64)> {
+    match entity {
+        Entity::Issue(issue) => Some((&issue.author, issue_bytes(issue))),
+        Entity::Change(change) => Some((&change.author, change_bytes(change))),
+        Entity::Comment(comment) => Some((&comment.author, comment.body.len() as u64)),
+        _ => None,
+    }
+}
+
+fn issue_bytes(issue: &Issue) -> u64 {
+    let labels: usize = issue.labels.iter().map(String::len).sum();
+    (issue.title.len() + issue.body.len() + labels) as u64
+}
+
+fn change_bytes(change: &Change) -> u64 {
+    (change.title.len()
+        + change.body.len()
+        + change.source_branch.len()
+        + change.target_branch.len()) as u64
+}
+
+impl Index {
+    /// Folds a document in if it is newer than what the index holds;
+    /// returns whether it was.
+    pub fn apply(&mut self, entity: Entity) -> bool {
+        let newer = self
+            .current_version(&entity)
+            .is_none_or(|v| entity.version() > v);
+        if !newer {
+            return false;
+        }
+        if self.current_version(&entity).is_none() && !matches!(entity, Entity::Removed(_)) {
+            self.entities += 1;
+        }
+        let before = self
+            .current_authored(&entity)
+            .map(|(a, b)| (a.to_string(), b));
+        if let Some((author, bytes)) = before
+            && let Some(total) = self.authored.get_mut(&author)
+        {
+            *total = total.saturating_sub(bytes);
+            if *total == 0 {
+                self.authored.remove(&author);
+            }
+        }
+        if let Some((author, bytes)) = authored(&entity) {
+            *self.authored.entry(author.to_string()).or_default() += bytes;
+        }
+        match entity {
+            Entity::Issue(issue) => {
+                if let Some(old) = self.issues.get(&issue.number) {
+                    self.issue_facets
+                        .remove(old.number, old.state, &old.labels, &old.author);
+                }
+                self.issue_facets
+                    .add(issue.number, issue.state, &issue.labels, &issue.author);
+                self.threads
+                    .insert(issue.id.clone(), (ThreadKind::Issue, issue.number));
+                self.max_number = self.max_number.max(issue.number);
+                self.issues.insert(issue.number, issue);
+            }
+            Entity::Change(change) => {
+                let no_labels: &[String] = &[];
+                if let Some(old) = self.changes.get(&change.number) {
+                    self.change_facets
+                        .remove(old.number, old.state, no_labels, &old.author);
+                }
+                self.change_facets
+                    .add(change.number, change.state, no_labels, &change.author);
+                self.threads
+                    .insert(change.id.clone(), (ThreadKind::Change, change.number));
+                self.max_number = self.max_number.max(change.number);
+                self.changes.insert(change.number, change);
+            }
+            Entity::Comment(comment) => {
+                self.comments
+                    .entry(comment.thread.clone())
+                    .or_default()
+                    .insert(comment.id.clone(), comment);
+            }
+            Entity::Acl(acl) => self.acl = Some(acl),
+            Entity::RepoAcl(repo_acl) => {
+                self.repo_acls
+                    .insert(repo_acl.incarnation.clone(), repo_acl);
+            }
+            Entity::Removed(removed) => {
+                if removed.path == REPO_ACL_PATH && self.acl.take().is_some() {
+                    self.entities -= 1;
+                }
+            }
+            Entity::Settings(settings) => self.settings = Some(settings),
+            Entity::User(user) => {
+                self.users.insert(User::id_of(&user.name), user);
+            }
+            Entity::Token(token) => {
+                self.token_names
+                    .insert(token.name.clone(), token.id.clone());
+                self.tokens.insert(token.id.clone(), token);
+            }
+        }
+        true
+    }
+
+    fn current_version(&self, entity: &Entity) -> Option<u64> {
+        match entity {
+            Entity::Issue(e) => self.issues.get(&e.number).map(|i| i.version),
+            Entity::Change(e) => self.changes.get(&e.number).map(|c| c.version),
+            Entity::Comment(e) => self
+                .comments
+                .get(&e.thread)
+                .and_then(|t| t.get(&e.id))
+                .map(|c| c.version),
+            Entity::Acl(_) => self.acl.as_ref().map(|a| a.version),
+            Entity::Settings(_) => self.settings.as_ref().map(|s| s.version),
+            Entity::User(e) => self.users.get(&User::id_of(&e.name)).map(|u| u.version),
+            Entity::Token(e) => self.tokens.get(&e.id).map(|t| t.version),
+            Entity::RepoAcl(e) => self.repo_acls.get(&e.incarnation).map(|r| r.acl.version),
+            // A removal always applies.
+            Entity::Removed(_) => None,
+        }
+    }
+
+    /// The version of the document `entity` is a version of that the
+    /// index holds: its author and bytes ([`authored`]).
+    fn current_authored(&self, entity: &Entity) -> Option<(&str, u64)> {
+        match entity {
+            Entity::Issue(e) => self
+                .issues
+                .get(&e.number)
+                .map(|i| (i.author.as_str(), issue_bytes(i))),
+            Entity::Change(e) => self
+                .changes
+                .get(&e.number)
+                .map(|c| (c.author.as_str(), change_bytes(c))),
+            Entity::Comment(e) => self
+                .comments
+                .get(&e.thread)
+                .and_then(|t| t.get(&e.id))
+                .map(|c| (c.author.as_str(), c.body.len() as u64)),
+            _ => None,
+        }
+    }
+
+    /// Bytes of the documents `author` authored here, as they stand.
+    pub fn authored_bytes(&self, author: &str) -> u64 {
+        self.authored.get(author).copied().unwrap_or(0)
+    }
+
+    /// When applying `entity` would take its author's bytes up and past
+    /// `limit`: the author and the bytes they would have. A write that
+    /// does not add to them (an edit that shortens, a state change)
+    /// always passes.
+    pub fn over_authored_limit(&self, entity: &Entity, limit: u64) -> Option<(String, u64)> {
+        let (author, bytes) = authored(entity)?;
+        let before = self
+            .current_authored(entity)
+            .filter(|(a, _)| *a == author)
+            .map_or(0, |(_, b)| b);
+        let total = self.authored_bytes(author).saturating_sub(before) + bytes;
+        (bytes > before && total > limit).then(|| (author.to_string(), total))
+    }
+
+    /// Highest issue or change number in use (0 when none).
+    pub fn max_number(&self) -> u64 {
+        self.max_number
+    }
+
+    /// Distinct entities held.
+    pub fn len(&self) -> usize {
+        self.entities
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entities == 0
+    }
+
+    pub fn issue(&self, number: u64) -> Option<&Issue> {
+        self.issues.get(&number)
+    }
+
+    pub fn change(&self, number: u64) -> Option<&Change> {
+        self.changes.get(&number)
+    }
+
+    /// What kind of thread `number` is, if any.
+    pub fn kind_of_number(&self, number: u64) -> Option<ThreadKind> {
+        if self.issues.contains_key(&number) {
+            Some(ThreadKind::Issue)
+        } else if self.changes.contains_key(&number) {
+            Some(ThreadKind::Change)
+        } else {
+            None
+        }
+    }
+
+    pub fn issues(&self, filter: &Filter<IssueState>, page: Pagination) -> Page<Issue> {
+        let numbers = self.issue_facets.select(
+            &self.issues,
+            filter.state,
+            filter.label.as_deref(),
+            filter.author.as_deref(),
+        );
+        paginate(&numbers, page, |n| self.issues.get(n).cloned())
+    }
+
+    pub fn changes(&self, filter: &Filter<ChangeState>, page: Pagination) -> Page<Change> {
+        let numbers =
+            self.change_facets
+                .select(&self.changes, filter.state, None, filter.author.as_deref());
+        paginate(&numbers, page, |n| self.changes.get(n).cloned())
+    }
+
+    /// Comments of a thread, oldest first.
+    pub fn comments(&self, thread_id: &str, page: Pagination) -> Page<Comment> {
+        let Some(thread) = self.comments.get(thread_id) else {
+            return Page {
+                items: Vec::new(),
+                total: 0,
+            };
+        };
+        Page {
+            items: page.slice(thread.values()).cloned().collect(),
+            total: thread.len(),
+        }
+    }
+
+    pub fn acl(&self) -> Option<&Acl> {
+        self.acl.as_ref()
+    }
+
+    /// The ACL of the repo of incarnation `incarnation` (the system
+    /// repo's).
+    pub fn repo_acl(&self, incarnation: &str) -> Option<&RepoAcl> {
+        self.repo_acls.get(incarnation)
+    }
+
+    pub fn settings(&self) -> Option<&Settings> {
+        self.settings.as_ref()
+    }
+
+    /// A user by name, case-insensitively.
+    pub fn user(&self, name: &str) -> Option<&User> {
+        self.users.get(&User::id_of(name))
+    }
+
+    /// Every user, by lowercased name.
+    pub fn users(&self) -> impl Iterator<Item = &User> {
+        self.users.values()
+    }
+
+    pub fn token(&self, id: &str) -> Option<&Token> {
+        self.tokens.get(id)
+    }
+
+    pub fn token_named(&self, name: &str) -> Option<&Token> {
+        self.token_names
+            .get(name)
+            .and_then(|id| self.tokens.get(id))
+    }
+
+    /// Every token, by id.
+    pub fn tokens(&self) -> impl Iterator<Item = &Token> {
+        self.tokens.values()
+    }
+}
+
+fn paginate<T>(numbers: &[u64], page: Pagination, get: impl Fn(&u64) -> Option<T>) -> Page<T> {
+    Page {
+        items: page.slice(numbers).filter_map(get).collect(),
+        total: numbers.len(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issue(number: u64, version: u64, state: IssueState, labels: &[&str]) -> Entity {
+        Entity::Issue(Issue {
+            v: 1,
+            id: format!("id{number}"),
+            number,
+            title: "t".into(),
+            body: String::new(),
+            state,
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+            author: "ann".into(),
+            created_at: String::new(),
+            updated_at: String::new(),
+            version,
+            replaces: None,
+        })
+    }
+
+    #[test]
+    fn facets_follow_edits_and_older_versions_are_ignored() {
+        let mut index = Index::default();
+        assert!(index.apply(issue(1, 1, IssueState::Open, &["bug"])));
+        assert!(index.apply(issue(2, 1, IssueState::Open, &["ui"])));
+        assert!(index.apply(issue(1, 2, IssueState::Closed, &["ui"])));
+        assert!(!index.apply(issue(1, 1, IssueState::Open, &["bug"])));
+        let open = index.issues(
+            &Filter {
+                state: Some(IssueState::Open),
+                ..Filter::default()
+            },
+            Pagination::new(1, 10).unwrap(),
+        );
+        assert_eq!(open.items.iter().map(|i| i.number).collect::<Vec<_>>(), [2]);
+        let ui = index.issues(
+            &Filter {
+                label: Some("ui".into()),
+                ..Filter::default()
+            },
+            Pagination::new(1, 10).unwrap(),
+        );
+        assert_eq!(
+            ui.items.iter().map(|i| i.number).collect::<Vec<_>>(),
+            [2, 1]
+        );
+        let bug = index.issues(
+            &Filter {
+                label: Some("bug".into()),
+                ..Filter::default()
+            },
+            Pagination::new(1, 10).unwrap(),
+        );
+        assert_eq!(bug.total, 0, "a label removed by an edit still matched");
+        assert_eq!(index.len(), 2);
+        assert_eq!(index.max_number(), 2);
+    }
+
+    #[test]
+    fn an_authors_bytes_follow_their_documents_as_they_stand() {
+        let mut index = Index::default();
+        let sized = |number, version, body: &str| {
+            let Entity::Issue(mut issue) = issue(number, version, IssueState::Open, &["bug"])
+            else {
+                unreachable!()
+            };
+            issue.body = body.into();
+            Entity::Issue(issue)
+        };
+        // "t" + body + "bug"
+        index.apply(sized(1, 1, "0123456789"));
+        index.apply(sized(2, 1, "01234"));
+        assert_eq!(index.authored_bytes("ann"), 14 + 9);
+        // An edit replaces its document's bytes; an older version changes nothing.
+        index.apply(sized(1, 2, "0"));
+        index.apply(sized(1, 1, "0123456789"));
+        assert_eq!(index.authored_bytes("ann"), 5 + 9);
+        assert_eq!(index.authored_bytes("bob"), 0);
+
+        // Past the limit only what adds to them is refused.
+        assert_eq!(
+            index.over_authored_limit(&sized(3, 1, "0123456789"), 20),
+            Some(("ann".to_string(), 28))
+        );
+        assert_eq!(index.over_authored_limit(&sized(3, 1, ""), 20), None);
+        assert_eq!(index.over_authored_limit(&sized(2, 2, "0123"), 10), None);
+        assert_eq!(
+            index.over_authored_limit(&sized(2, 2, "0123456"), 10),
+            Some(("ann".to_string(), 16))
+        );
+    }
+}

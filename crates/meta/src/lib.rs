@@ -1,0 +1,618 @@
+//! Metadata in git: issues, comments, change requests, ACLs and repo
+//! settings, stored as JSON documents on 256 sharded refs
+//! (`refs/meta/shards/00`..`ff`) inside each repo, so a clone that fetches
+//! `refs/meta/*` carries them along.
+//!
+//! # Write path
+//!
+//! validate (under the repo's lock: versions, numbers) -> append to the
+//! meta log -> wait until the log is durable -> acknowledge. The write is
+//! in the derived [`index::Index`] from the moment it is appended, so the
+//! next read sees it before any git object exists. A fold thread then
+//! folds the pending writes of each shard into commits (at `fold_batch`
+//! writes, or once the oldest has waited `fold_interval`) through the one
+//! CAS commit helper in [`fold`], and marks them applied in the log only
+//! once their pack and refs are synced.
+//!
+//! # Recovery
+//!
+//! At open, each repo's shard trees are read into its index, and every log
+//! record above its shard tip's `Vole-Log-Seq` is put back in the index and
+//! the fold queue: an acknowledged write is never lost, and one already
+//! folded is never folded twice.
+//!
+//! # Where each part lives
+//!
+//! Here: the store's options, its error, its shared state (`Inner`, each
+//! repo's `RepoMeta`) and the write helpers every operation uses.
+//! `requests.rs` (what the API sends), `entities.rs` (create, edit, read
+//! and list each kind of document), `append.rs` (the ordered appender; its decisions
+//! are the I/O-free state machine in `append_order.rs`),
+//! `recovery.rs` (opening: index rebuild and re-folding), `fold_thread.rs`
+//! (when and what a fold cycle folds, and settling it), [`fold`] (the one
+//! CAS commit helper), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
+//! close, compaction, figures), [`entity`] (document schemas and tree
+//! layout), [`index`], [`shard`], [`record`] (the meta log's record kind).
+//! The JSON API is `vole_api::meta`; the on-disk format is in
+//! `docs/metadata-format.md`.
+
+mod append;
+mod append_order;
+mod entities;
+pub mod entity;
+pub mod fold;
+mod fold_thread;
+pub mod index;
+mod pack;
+pub mod record;
+mod recovery;
+mod repack;
+mod requests;
+pub mod shard;
+mod stats;
+mod system;
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+use serde::{Deserialize, Serialize};
+
+use entity::{
+    Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
+    Settings, SiteSettings, ThreadKind, Token, User, Visibility,
+};
+pub use fold::{FoldHook, FoldStage, GitError, PendingWrite};
+pub use index::{Filter, Page};
+pub use record::MetaWrite;
+pub use requests::{AclPut, ChangePatch, IssuePatch, NewChange, NewComment, NewIssue, SettingsPut};
+pub use stats::MetaStats;
+use vole_git::Git;
+use vole_git::repos::RepoName;
+use vole_log::{EncodedTxn, Log, now_ns};
+use vole_stdx::page::Pagination;
+
+use fold_thread::{FoldWake, fold_loop};
+use recovery::load_repo;
+use repack::maybe_repack;
+
+/// The store's key of the system repo, which holds the server's own
+/// documents (users, tokens) outside `data/repos`: it is no repo name
+/// (`@` is not allowed in one), so no route can name it.
+pub const SYSTEM: &str = "@system";
+
+/// How the store folds; the defaults are what `vole serve` runs with.
+#[derive(Clone)]
+pub struct StoreOptions {
+    /// Shards per repo: 256 ([`shard::SHARDS`]); the `ref-cas` harness
+    /// runs 1 to reproduce the unsharded baseline.
+    pub shards: u16,
+    /// Writes per fold commit; a shard with this many pending is folded
+    /// at once.
+    pub fold_batch: usize,
+    /// A pending write waits at most this long before its shard is folded
+    /// (reads see it at once; this is how soon clones do). 1 s by default:
+    /// at 200 ms a busy repo moved every shard ref five times a second,
+    /// five small commits of audit history each, and on a journal-less
+    /// ext4 each ref move's lock file costs more the more files were
+    /// deleted in the last ~30 s (the `ref-cas` README has the figures).
+    pub fold_interval: Duration,
+    /// More packs than this in a repo starts a geometric `git repack`.
+    pub max_packs: usize,
+    /// Defaults of a repo without stored settings.
+    pub default_branch: String,
+    pub protected_branches: Vec<String>,
+    /// Bytes of documents one author may hold in one repo
+    /// (`Index::over_authored_limit`); `None`: no limit.
+    pub max_authored_bytes: Option<u64>,
+    /// Test seam: called at each stage of a fold cycle.
+    pub fold_hook: Option<FoldHook>,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            shards: shard::SHARDS,
+            fold_batch: 64,
+            fold_interval: Duration::from_secs(1),
+            max_packs: 32,
+            default_branch: "main".into(),
+            protected_branches: Vec::new(),
+            max_authored_bytes: None,
+            fold_hook: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("shards", &self.shards)
+            .field("fold_batch", &self.fold_batch)
+            .field("fold_interval", &self.fold_interval)
+            .field("max_packs", &self.max_packs)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a metadata call failed; each maps to one HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum MetaError {
+    #[error("repository {0} not found")]
+    NoRepo(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    /// The edit replaces a version that is no longer current.
+    #[error("{0}")]
+    Stale(String),
+    /// The name is taken.
+    #[error("{0}")]
+    Taken(String),
+    /// The write would take its author past a quota (which it names).
+    #[error("{0}")]
+    OverQuota(String),
+    /// The store cannot serve (its log failed, or a repo's metadata
+    /// cannot be read); the detail is for the server's log, not clients.
+    #[error("metadata is unavailable")]
+    Unavailable(#[source] Unavailable),
+}
+
+/// Why the metadata store cannot serve.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Unavailable {
+    /// A write could not be made durable: the index already shows a
+    /// document the log may not hold, so nothing more is served until a
+    /// restart rebuilds both from disk.
+    #[error("the metadata log failed; restart the server to replay it")]
+    LogFailed(#[source] AppendError),
+    #[error("cannot read the metadata of {repo}")]
+    Unreadable {
+        repo: String,
+        #[source]
+        source: Arc<fold::GitError>,
+    },
+    #[error("cannot start the fold thread")]
+    Thread(#[source] Arc<std::io::Error>),
+    /// A write was made but the audit log could not record it.
+    #[error("the audit log failed")]
+    Audit(#[source] Arc<dyn std::error::Error + Send + Sync>),
+}
+
+impl Unavailable {
+    fn unreadable(repo: &str, source: fold::GitError) -> MetaError {
+        MetaError::Unavailable(Unavailable::Unreadable {
+            repo: repo.to_string(),
+            source: Arc::new(source),
+        })
+    }
+}
+
+/// Why a write did not reach the log durably; one failed append or sync
+/// fails every write of its batch, so each gets a shared copy.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AppendError {
+    #[error("cannot encode the document")]
+    Json(#[source] Arc<serde_json::Error>),
+    #[error("the metadata log failed")]
+    Log(#[source] Arc<vole_log::LogError>),
+}
+
+impl From<Invalid> for MetaError {
+    fn from(e: Invalid) -> Self {
+        MetaError::Invalid(e.0)
+    }
+}
+
+// ---- internals ------------------------------------------------------------
+
+struct ShardQueue {
+    writes: Vec<PendingWrite>,
+    since: Instant,
+}
+
+struct RepoState {
+    index: index::Index,
+    /// The next write's place in the append order (see [`Appender`]).
+    next_ticket: u64,
+    pending: BTreeMap<u8, ShardQueue>,
+}
+
+struct RepoMeta {
+    name: String,
+    git_dir: PathBuf,
+    /// The repo's incarnation as it was when its metadata was loaded
+    /// (`None`: the system repo): its writes carry it, and only records
+    /// that carry it are its.
+    incarnation: Option<vole_git::repos::Incarnation>,
+    state: Mutex<RepoState>,
+    /// What the fold last saw each shard ref hold (the fold thread's).
+    tips: Mutex<HashMap<u8, Option<ObjectId>>>,
+    packs_since_check: AtomicUsize,
+    repacking: Arc<AtomicBool>,
+    appender: Appender,
+}
+
+/// Appends writers' frames to the log in the order their tickets were
+/// drawn. A writer deposits its encoded frame; a writer that finds no
+/// append under way appends every deposited frame that is next in ticket
+/// order, back to back, waits at the log's sync gate until they are
+/// durable, and wakes exactly their writers with their results. (Waking
+/// writers in turn, one append each, made every acknowledged write wait
+/// behind a chain of thread hand-offs; waking them once when appended and
+/// again when durable doubled the context switches.)
+/// The decisions are [`append_order::AppendOrder`]'s; this is its lock.
+#[derive(Default)]
+struct Appender {
+    state: Mutex<
+        append_order::AppendOrder<Deposit, Result<Appended, AppendError>, std::thread::Thread>,
+    >,
+}
+
+/// A writer's encoded frame (or why it could not be encoded) and where its
+/// document goes.
+struct Deposit {
+    encoded: Result<(EncodedTxn<MetaWrite>, Vec<u8>), AppendError>,
+    shard: u8,
+    path: String,
+}
+
+/// A write in the log: its sequence, and whether its shard is now full.
+type Appended = (u64, bool);
+
+/// Log sequences appended but not yet folded. Appends happen with this
+/// lock held, so every sequence at or below `max_seen` is either here or
+/// folded: `applied()` never passes an unfolded write.
+#[derive(Default)]
+struct Unfolded {
+    seqs: BTreeSet<u64>,
+    max_seen: u64,
+}
+
+impl Unfolded {
+    fn applied(&self) -> u64 {
+        match self.seqs.first() {
+            Some(first) => first - 1,
+            None => self.max_seen,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    fold_cycles: AtomicU64,
+    fold_commits: AtomicU64,
+    fold_objects: AtomicU64,
+    folded_writes: AtomicU64,
+    foreign_moves: AtomicU64,
+    fold_errors: AtomicU64,
+    repacks: AtomicU64,
+    build_nanos: AtomicU64,
+    pack_nanos: AtomicU64,
+    refs_nanos: AtomicU64,
+    sync_nanos: AtomicU64,
+    /// Writes folded per cycle, for the metrics.
+    fold_batch: FoldBatch,
+}
+
+/// The histogram of writes per fold cycle.
+#[derive(Debug, Clone)]
+pub struct FoldBatch(pub prometheus_client::metrics::histogram::Histogram);
+
+impl Default for FoldBatch {
+    fn default() -> FoldBatch {
+        FoldBatch(vole_stdx::metrics::size_histogram())
+    }
+}
+
+struct Inner {
+    log: Arc<Log<MetaWrite>>,
+    repos_dir: PathBuf,
+    git: Option<Git>,
+    options: StoreOptions,
+    repos: RwLock<HashMap<String, Arc<RepoMeta>>>,
+    unfolded: Mutex<Unfolded>,
+    pending_total: AtomicUsize,
+    /// Wakes the fold thread (see [`FoldWake`]).
+    wake: Mutex<FoldWake>,
+    wake_cv: Condvar,
+    flush_requested: AtomicBool,
+    stop: AtomicBool,
+    ids: Mutex<ulid::Generator>,
+    failed: Mutex<Option<Unavailable>>,
+    counters: Counters,
+    index_rebuild_ms: f64,
+    /// Cores available to fold on (see `PARALLEL_FOLD_SHARDS`).
+    cores: usize,
+    /// Bumped after every settings or ACL write (once the index has it),
+    /// so caches of what they decide can tell they are out of date.
+    settings_generation: AtomicU64,
+    /// Held by each repo's fold (from building its commits to marking them
+    /// applied) and by a backup's cut, which so sees no shard ref move.
+    fold_gate: Mutex<()>,
+    /// Backups under way: while any is, nothing rewrites what they copy
+    /// (no repack of shard packs, no log compaction).
+    maintenance_holds: Arc<AtomicUsize>,
+}
+
+/// Holds off repacks and log compaction while it lives
+/// ([`MetaStore::hold_maintenance`]).
+#[derive(Debug)]
+pub struct MaintenanceHold(Arc<AtomicUsize>);
+
+impl Drop for MaintenanceHold {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What the fold writes for a logged document: the document, or nothing
+/// for a removal (the fold takes its path out of the tree).
+fn fold_body(entity: &Entity, body: String) -> Vec<u8> {
+    match entity {
+        Entity::Removed(_) => Vec::new(),
+        _ => body.into_bytes(),
+    }
+}
+
+fn now_text() -> String {
+    vole_stdx::time::now_millis()
+}
+
+/// The metadata store of every repo in a data dir.
+pub struct MetaStore {
+    inner: Arc<Inner>,
+    folder: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for MetaStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetaStore")
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetaStore {
+    // ---- the write path ----
+
+    fn new_id(&self) -> String {
+        let mut ids = self.inner.ids.lock();
+        // The monotonic generator fails only when 2^80 ids were made in
+        // one millisecond; a fresh random one is still unique.
+        ids.generate()
+            .unwrap_or_else(|_| ulid::Ulid::new())
+            .to_string()
+    }
+
+    fn check_failed(&self) -> Result<(), MetaError> {
+        match &*self.inner.failed.lock() {
+            Some(why) => Err(MetaError::Unavailable(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    fn read<T>(
+        &self,
+        repo: &RepoName,
+        f: impl FnOnce(&RepoState) -> Result<T, MetaError>,
+    ) -> Result<T, MetaError> {
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
+        let state = meta.state.lock();
+        f(&state)
+    }
+
+    /// [`MetaStore::read`] of the system repo.
+    fn read_system<T>(
+        &self,
+        f: impl FnOnce(&RepoState) -> Result<T, MetaError>,
+    ) -> Result<T, MetaError> {
+        self.check_failed()?;
+        let meta = self.system()?;
+        let state = meta.state.lock();
+        f(&state)
+    }
+
+    /// [`MetaStore::write`] of the system repo.
+    fn write_system(
+        &self,
+        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
+    ) -> Result<Entity, MetaError> {
+        self.check_failed()?;
+        let meta = self.system()?;
+        self.write_in(&meta, build)
+    }
+
+    /// The system repo, if the store was opened with one.
+    fn system(&self) -> Result<Arc<RepoMeta>, MetaError> {
+        self.inner
+            .repos
+            .read()
+            .get(SYSTEM)
+            .cloned()
+            .ok_or_else(|| MetaError::NotFound("this store holds no accounts".into()))
+    }
+
+    /// Builds the new document under the repo's lock (so versions and
+    /// numbers are decided in one order), encodes its log frame outside
+    /// every lock, appends it in the order decided, and returns once the
+    /// log has it durably.
+    fn write(
+        &self,
+        repo: &RepoName,
+        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
+    ) -> Result<Entity, MetaError> {
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
+        self.write_in(&meta, build)
+    }
+
+    fn write_in(
+        &self,
+        meta: &Arc<RepoMeta>,
+        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
+    ) -> Result<Entity, MetaError> {
+        let inner = &self.inner;
+        // 1. Decide: the new version, its number, its place in the order.
+        // Readers see it from here on (their own writes included).
+        let (ticket, entity) = {
+            let mut state = meta.state.lock();
+            let entity = build(&mut state)?;
+            over_quota(
+                &meta.name,
+                &state.index,
+                &entity,
+                inner.options.max_authored_bytes,
+            )?;
+            state.index.apply(entity.clone());
+            let ticket = state.next_ticket;
+            state.next_ticket += 1;
+            (ticket, entity)
+        };
+        // 2. Encode in parallel with other writers.
+        let shard = shard::shard_of(entity.root_id(), inner.options.shards);
+        let path = entity.tree_path();
+        let encoded = serde_json::to_string(&entity)
+            .map_err(|e| AppendError::Json(Arc::new(e)))
+            .and_then(|body| {
+                let row = MetaWrite {
+                    time_ns: now_ns(),
+                    repo: meta.name.clone(),
+                    entity_id: entity.id().to_string(),
+                    shard,
+                    kind: entity.kind().to_string(),
+                    body,
+                    incarnation: meta
+                        .incarnation
+                        .as_ref()
+                        .map(|i| i.id().to_string())
+                        .unwrap_or_default(),
+                };
+                let frame = inner
+                    .log
+                    .encode(std::slice::from_ref(&row))
+                    .map_err(|e| AppendError::Log(Arc::new(e)))?;
+                Ok((frame, fold_body(&entity, row.body)))
+            });
+        // 3. Append in decision order: per shard (and per entity) the log
+        // order is the order versions were decided in, which the folds and
+        // recovery rely on.
+        let deposit = Deposit {
+            encoded,
+            shard,
+            path,
+        };
+        match self.append_durably(meta, ticket, deposit) {
+            Ok((_, full)) => {
+                inner.wake(full);
+                Ok(entity)
+            }
+            Err(e) => {
+                // The index already shows a document the log may not hold:
+                // stop serving until a restart rebuilds both from disk.
+                let why = Unavailable::LogFailed(e);
+                tracing::error!(error = %vole_stdx::error_chain::Chain(&why), "metadata writes stop");
+                *inner.failed.lock() = Some(why.clone());
+                Err(MetaError::Unavailable(why))
+            }
+        }
+    }
+
+    fn repo(&self, name: &RepoName) -> Result<Arc<RepoMeta>, MetaError> {
+        let key = name.to_string();
+        if let Some(meta) = self.inner.repos.read().get(&key) {
+            return Ok(meta.clone());
+        }
+        let git_dir = self.inner.repos_dir.join(name.relative_path());
+        if !git_dir.is_dir() {
+            return Err(MetaError::NoRepo(key));
+        }
+        let mut repos = self.inner.repos.write();
+        if let Some(meta) = repos.get(&key) {
+            return Ok(meta.clone());
+        }
+        // A repo created after open: its shard refs are read once here.
+        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards)
+            .map_err(|e| Unavailable::unreadable(&key, e))?;
+        let meta = Arc::new(meta);
+        repos.insert(key, meta.clone());
+        Ok(meta)
+    }
+}
+
+/// Refuses a write that would take its author's documents in `repo` past
+/// `limit` bytes (`--max-meta-bytes-per-user`).
+fn over_quota(
+    repo: &str,
+    index: &index::Index,
+    entity: &Entity,
+    limit: Option<u64>,
+) -> Result<(), MetaError> {
+    let Some(limit) = limit else {
+        return Ok(());
+    };
+    match index.over_authored_limit(entity, limit) {
+        None => Ok(()),
+        Some((author, total)) => Err(MetaError::OverQuota(format!(
+            "{author}'s issues, change requests and comments in {repo} would hold {total} bytes, \
+             past the {limit} one user may write in one repo (max-meta-bytes-per-user)"
+        ))),
+    }
+}
+
+impl Drop for MetaStore {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::SeqCst);
+        self.inner.wake(true);
+        if let Some(folder) = self.folder.lock().take() {
+            let _ = folder.join();
+        }
+    }
+}
+
+impl RepoState {
+    /// The next issue or change request number. Derived, not stored: the
+    /// write that takes it puts its document in the index under the same
+    /// lock, so the index's highest number is always the last handed out.
+    fn take_number(&self) -> u64 {
+        self.index.max_number() + 1
+    }
+
+    fn issue(&self, number: u64) -> Result<&Issue, MetaError> {
+        self.index
+            .issue(number)
+            .ok_or_else(|| match self.index.kind_of_number(number) {
+                Some(ThreadKind::Change) => {
+                    MetaError::NotFound(format!("#{number} is a change request, not an issue"))
+                }
+                _ => MetaError::NotFound(format!("issue #{number} not found")),
+            })
+    }
+
+    fn change(&self, number: u64) -> Result<&Change, MetaError> {
+        self.index
+            .change(number)
+            .ok_or_else(|| match self.index.kind_of_number(number) {
+                Some(ThreadKind::Issue) => {
+                    MetaError::NotFound(format!("#{number} is an issue, not a change request"))
+                }
+                _ => MetaError::NotFound(format!("change request #{number} not found")),
+            })
+    }
+
+    fn thread_id(&self, kind: ThreadKind, number: u64) -> Result<String, MetaError> {
+        Ok(match kind {
+            ThreadKind::Issue => self.issue(number)?.id.clone(),
+            ThreadKind::Change => self.change(number)?.id.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,224 @@
+//! Opening the store: each repo's shard trees read into its index, and
+//! every log record above its shard tip's `Vole-Log-Seq` put back in the
+//! index and the fold queue (an acknowledged write is never lost; one
+//! already folded is never folded twice).
+
+use super::*;
+
+impl MetaStore {
+    /// Opens the store: reads every repo's shard trees into its index,
+    /// re-queues the log records not yet folded (`replayed`: the meta log's
+    /// transactions, as replayed at open), and starts the fold thread.
+    pub fn open(
+        log: Arc<Log<MetaWrite>>,
+        repos_dir: &Path,
+        repos: &[(String, PathBuf)],
+        replayed: Vec<(u64, MetaWrite)>,
+        git: Option<Git>,
+        options: StoreOptions,
+    ) -> Result<MetaStore, MetaError> {
+        let started = Instant::now();
+        let mut loaded: HashMap<String, (RepoMeta, HashMap<u8, u64>)> = HashMap::new();
+        for (name, git_dir) in repos {
+            let (meta, folded) = load_repo(name, git_dir, options.shards)
+                .map_err(|e| Unavailable::unreadable(name, e))?;
+            loaded.insert(name.clone(), (meta, folded));
+        }
+        let mut unfolded = Unfolded {
+            max_seen: log.watermarks().0,
+            ..Unfolded::default()
+        };
+        let mut requeued = 0usize;
+        let mut orphaned = 0usize;
+        let mut other_incarnation = 0usize;
+        for (seq, row) in replayed {
+            let Some((meta, folded)) = loaded.get_mut(&row.repo) else {
+                orphaned += 1;
+                continue;
+            };
+            // A record of another repo of this name (deleted since) is not
+            // this one's: its shard tips say nothing of it.
+            if let Some(incarnation) = &meta.incarnation
+                && !incarnation.owns(Some(&row.incarnation))
+            {
+                other_incarnation += 1;
+                continue;
+            }
+            if seq <= folded.get(&row.shard).copied().unwrap_or(0) {
+                continue;
+            }
+            let entity: Entity = match serde_json::from_str(&row.body) {
+                Ok(entity) => entity,
+                Err(e) => {
+                    tracing::error!(seq, repo = row.repo, error = %e, "meta log record does not parse; skipped");
+                    continue;
+                }
+            };
+            let state = meta.state.get_mut();
+            let path = entity.tree_path();
+            let body = fold_body(&entity, row.body);
+            state.index.apply(entity);
+            state
+                .pending
+                .entry(row.shard)
+                .or_insert_with(|| ShardQueue {
+                    writes: Vec::new(),
+                    since: Instant::now(),
+                })
+                .writes
+                .push(PendingWrite {
+                    seq,
+                    shard: row.shard,
+                    path,
+                    body,
+                });
+            unfolded.seqs.insert(seq);
+            requeued += 1;
+        }
+        let mut map = HashMap::new();
+        let mut entities = 0;
+        for (name, (mut meta, _)) in loaded {
+            let state = meta.state.get_mut();
+            entities += state.index.len();
+            map.insert(name, Arc::new(meta));
+        }
+        log.mark_applied(unfolded.applied());
+        if let Err(e) = log.persist_applied() {
+            tracing::warn!(error = %e, "cannot write the meta log's applied sequence");
+        }
+        let index_rebuild_ms = started.elapsed().as_secs_f64() * 1e3;
+        tracing::info!(
+            repos = map.len(),
+            entities,
+            requeued,
+            orphaned,
+            other_incarnation,
+            index_rebuild_ms,
+            "metadata index rebuilt"
+        );
+        let inner = Arc::new(Inner {
+            log,
+            repos_dir: repos_dir.to_path_buf(),
+            git,
+            options,
+            repos: RwLock::new(map),
+            unfolded: Mutex::new(unfolded),
+            pending_total: AtomicUsize::new(requeued),
+            wake: Mutex::new(FoldWake {
+                now: requeued > 0,
+                idle: false,
+            }),
+            wake_cv: Condvar::new(),
+            flush_requested: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            ids: Mutex::new(ulid::Generator::new()),
+            cores: vole_config::defaults::cores(),
+            failed: Mutex::new(None),
+            counters: Counters::default(),
+            index_rebuild_ms,
+            settings_generation: AtomicU64::new(0),
+            fold_gate: Mutex::new(()),
+            maintenance_holds: Arc::new(AtomicUsize::new(0)),
+        });
+        let folder_inner = inner.clone();
+        let folder = std::thread::Builder::new()
+            .name("vole-meta-fold".into())
+            .spawn(move || fold_loop(folder_inner))
+            .map_err(|e| MetaError::Unavailable(Unavailable::Thread(Arc::new(e))))?;
+        Ok(MetaStore {
+            inner,
+            folder: Mutex::new(Some(folder)),
+        })
+    }
+}
+
+/// Reads a repo's shard trees into a fresh index; returns each shard's
+/// folded sequence too.
+pub(super) fn load_repo(
+    name: &str,
+    git_dir: &Path,
+    shards: u16,
+) -> Result<(RepoMeta, HashMap<u8, u64>), GitError> {
+    let repo = fold::open_repo(git_dir)?;
+    let incarnation = if name == SYSTEM {
+        None
+    } else {
+        vole_git::repos::Incarnation::read(git_dir)?
+    };
+    let mut index = index::Index::default();
+    let mut folded = HashMap::new();
+    let mut tips = HashMap::new();
+    for shard in 0..shards {
+        let shard = shard as u8;
+        let tip = fold::read_shard(&repo, shard)?;
+        tips.insert(shard, tip);
+        let Some(tip) = tip else { continue };
+        folded.insert(shard, fold::folded_seq(&repo, tip)?);
+        let read = |e| GitError::ReadObject(tip, e);
+        let tree = repo
+            .find_commit(tip)
+            .map_err(read)?
+            .tree_id()
+            .map_err(read)?
+            .detach();
+        read_tree(&repo, tree, &mut index)?;
+    }
+    Ok((
+        RepoMeta {
+            name: name.to_string(),
+            git_dir: git_dir.to_path_buf(),
+            incarnation,
+            state: Mutex::new(RepoState {
+                index,
+                next_ticket: 0,
+                pending: BTreeMap::new(),
+            }),
+            tips: Mutex::new(tips),
+            packs_since_check: AtomicUsize::new(0),
+            repacking: Arc::new(AtomicBool::new(false)),
+            appender: Appender::default(),
+        },
+        folded,
+    ))
+}
+
+pub(super) fn read_tree(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    index: &mut index::Index,
+) -> Result<(), GitError> {
+    let read = |e| GitError::ReadObject(tree, e);
+    let tree = repo.find_tree(tree).map_err(read)?;
+    let entries: Vec<(bool, bool, Vec<u8>, ObjectId)> = tree
+        .decode()
+        .map_err(read)?
+        .entries
+        .iter()
+        .map(|e| {
+            (
+                e.mode.is_tree(),
+                e.mode.is_blob(),
+                e.filename.to_vec(),
+                e.oid.to_owned(),
+            )
+        })
+        .collect();
+    for (is_tree, is_blob, filename, id) in entries {
+        if is_tree {
+            read_tree(repo, id, index)?;
+        } else if is_blob && filename.ends_with(b".json") {
+            let blob = repo
+                .find_blob(id)
+                .map_err(|e| GitError::ReadObject(id, e))?;
+            match serde_json::from_slice::<Entity>(&blob.data) {
+                Ok(entity) => {
+                    index.apply(entity);
+                }
+                Err(e) => {
+                    tracing::warn!(blob = %id, error = %e, "metadata document does not parse; skipped")
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! The system repo's documents: users and tokens. Stored, folded,
+//! logged and recovered like every other document; what a credential
+//! means is `vole_accounts`'s, not this file's. Each write is decided
+//! under the system repo's lock, so two writers cannot both take a name.
+
+use super::*;
+
+impl MetaStore {
+    // ---- users ----
+
+    /// Stores a new user; its name must be free (case-insensitively).
+    pub fn create_user(&self, user: User) -> Result<User, MetaError> {
+        entity::check_user_name(&user.name)?;
+        let written = self.write_system(|state| {
+            if let Some(taken) = state.index.user(&user.name) {
+                return Err(MetaError::Taken(format!(
+                    "user name {:?} is taken (by {:?})",
+                    user.name, taken.name
+                )));
+            }
+            let now = now_text();
+            Ok(Entity::User(User {
+                v: SCHEMA_V,
+                created_at: now.clone(),
+                updated_at: now,
+                version: 1,
+                replaces: None,
+                ..user
+            }))
+        })?;
+        let Entity::User(user) = written else {
+            unreachable!("built as a user")
+        };
+        Ok(user)
+    }
+
+    /// Applies `edit` to the stored user `name` and stores the result as
+    /// its next version.
+    pub fn edit_user(&self, name: &str, edit: impl FnOnce(&mut User)) -> Result<User, MetaError> {
+        let written = self.write_system(|state| {
+            let mut user = state
+                .index
+                .user(name)
+                .cloned()
+                .ok_or_else(|| MetaError::NotFound(format!("no user named {name:?}")))?;
+            edit(&mut user);
+            user.replaces = Some(user.version);
+            user.version += 1;
+            user.updated_at = now_text();
+            Ok(Entity::User(user))
+        })?;
+        let Entity::User(user) = written else {
+            unreachable!("built as a user")
+        };
+        Ok(user)
+    }
+
+    /// A user by name, case-insensitively.
+    pub fn user(&self, name: &str) -> Result<Option<User>, MetaError> {
+        self.read_system(|state| Ok(state.index.user(name).cloned()))
+    }
+
+    /// Every user, by lowercased name.
+    pub fn users(&self) -> Result<Vec<User>, MetaError> {
+        self.read_system(|state| Ok(state.index.users().cloned().collect()))
+    }
+
+    // ---- tokens ----
+
+    /// Stores a new token; its name must be free and its user exist.
+    pub fn create_token(&self, token: Token) -> Result<Token, MetaError> {
+        if token.name.is_empty()
+            || token.name.len() > 64
+            || token.name.chars().any(|c| c.is_control() || c == '/')
+        {
+            return Err(MetaError::Invalid(format!(
+                "token name {:?} must be 1 to 64 characters without '/' or control characters",
+                token.name
+            )));
+        }
+        let written = self.write_system(|state| {
+            let user = state
+                .index
+                .user(&token.user)
+                .ok_or_else(|| MetaError::NotFound(format!("no user named {:?}", token.user)))?;
+            if user.disabled {
+                return Err(MetaError::Invalid(format!(
+                    "user {:?} is disabled; a token of theirs would be refused",
+                    user.name
+                )));
+            }
+            if state.index.token_named(&token.name).is_some() {
+                // Revoked tokens keep their names: the audit log and the
+                // listing name each token once.
+                return Err(MetaError::Taken(format!(
+                    "a token named {:?} exists (revoked ones keep their names); pick another name",
+                    token.name
+                )));
+            }
+            if state.index.token(&token.id).is_some() {
+                return Err(MetaError::Taken("token id collision; try again".into()));
+            }
+            let now = now_text();
+            Ok(Entity::Token(Token {
+                v: SCHEMA_V,
+                user: user.name.clone(),
+                created_at: now.clone(),
+                updated_at: now,
+                version: 1,
+                replaces: None,
+                ..token
+            }))
+        })?;
+        let Entity::Token(token) = written else {
+            unreachable!("built as a token")
+        };
+        Ok(token)
+    }
+
+    /// Marks the token `name` revoked (a revoked token stays listed).
+    pub fn revoke_token(&self, name: &str) -> Result<Token, MetaError> {
+        let written = self.write_system(|state| {
+            let mut token = state
+                .index
+                .token_named(name)
+                .cloned()
+                .ok_or_else(|| MetaError::NotFound(format!("no token named {name:?}")))?;
+            if token.revoked {
+                return Err(MetaError::Invalid(format!(
+                    "token {name:?} is revoked already"
+                )));
+            }
+            token.revoked = true;
+            token.replaces = Some(token.version);
+            token.version += 1;
+            token.updated_at = now_text();
+            Ok(Entity::Token(token))
+        })?;
+        let Entity::Token(token) = written else {
+            unreachable!("built as a token")
+        };
+        Ok(token)
+    }
+
+    /// A token and its user, by token id: what every authenticated
+    /// request looks up (one lock, two map lookups).
+    pub fn token_and_user(&self, id: &str) -> Result<Option<(Token, User)>, MetaError> {
+        self.read_system(|state| {
+            Ok(state.index.token(id).and_then(|token| {
+                let user = state.index.user(&token.user)?;
+                Some((token.clone(), user.clone()))
+            }))
+        })
+    }
+
+    /// Every token (of `user` only, when given), by id.
+    pub fn tokens(&self, user: Option<&str>) -> Result<Vec<Token>, MetaError> {
+        let user = user.map(User::id_of);
+        self.read_system(|state| {
+            Ok(state
+                .index
+                .tokens()
+                .filter(|t| user.as_ref().is_none_or(|u| &User::id_of(&t.user) == u))
+                .cloned()
+                .collect())
+        })
+    }
+}

@@ -1,0 +1,907 @@
+//! Tests of the metadata store against real git repos, a real log and real
+//! fsync: CAS races, foreign ref moves, numbering under concurrency, the
+//! fold-durability ordering and recovery from the log.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::MetaWrite;
+use super::fold::{self, PendingWrite};
+use super::fold_thread::PARALLEL_FOLD_SHARDS;
+use super::repack::count_packs;
+use super::*;
+use vole_log::{Entry, Log};
+use vole_stdx::page::Pagination;
+
+const REPO: &str = "ann/demo";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("--git-dir")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("HOME", dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+struct Fixture {
+    _tmp: tempfile::TempDir,
+    repos_dir: PathBuf,
+    git_dir: PathBuf,
+    log_dir: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        let tmp = tempfile::tempdir().unwrap();
+        let repos_dir = tmp.path().join("repos");
+        let git_dir = repos_dir.join("ann/demo.git");
+        std::fs::create_dir_all(&git_dir).unwrap();
+        git(&git_dir, &["init", "--bare", "-q"]);
+        let log_dir = tmp.path().join("log");
+        std::fs::create_dir_all(&log_dir).unwrap();
+        Fixture {
+            _tmp: tmp,
+            repos_dir,
+            git_dir,
+            log_dir,
+        }
+    }
+
+    fn open(&self, options: StoreOptions) -> (Arc<Log<MetaWrite>>, MetaStore) {
+        self.open_with_git(options, None)
+    }
+
+    /// Opens with a git binary (for repacks).
+    fn open_with_git(
+        &self,
+        options: StoreOptions,
+        git: Option<vole_git::Git>,
+    ) -> (Arc<Log<MetaWrite>>, MetaStore) {
+        let mut replayed = Vec::new();
+        let (log, _) = Log::<MetaWrite>::open(&self.log_dir, |entry| {
+            if let Entry::Txn { seq, rows } = entry {
+                replayed.extend(rows.into_iter().map(|row| (seq, row)));
+            }
+        })
+        .unwrap();
+        let log = Arc::new(log);
+        let store = MetaStore::open(
+            log.clone(),
+            &self.repos_dir,
+            &[(REPO.to_string(), self.git_dir.clone())],
+            replayed,
+            git,
+            options,
+        )
+        .unwrap();
+        (log, store)
+    }
+
+    /// Every `*.json` path in every shard ref, with its shard.
+    fn documents(&self) -> Vec<(String, String)> {
+        let refs = git(
+            &self.git_dir,
+            &["for-each-ref", "--format=%(refname)", "refs/meta/"],
+        );
+        let mut out = Vec::new();
+        for name in refs.lines() {
+            for path in git(&self.git_dir, &["ls-tree", "-r", "--name-only", name]).lines() {
+                out.push((name.to_string(), path.to_string()));
+            }
+        }
+        out
+    }
+
+    /// The log sequences every fold commit of every shard says it covers.
+    fn folded_seqs(&self) -> Vec<u64> {
+        let refs = git(
+            &self.git_dir,
+            &["for-each-ref", "--format=%(refname)", "refs/meta/"],
+        );
+        let mut seqs = Vec::new();
+        for name in refs.lines() {
+            for line in git(&self.git_dir, &["log", "--format=%B", name]).lines() {
+                if let Some(ranges) = line.strip_prefix("Vole-Log-Seqs: ") {
+                    seqs.extend(fold::parse_seq_ranges(ranges));
+                }
+            }
+        }
+        seqs
+    }
+}
+
+fn repo() -> RepoName {
+    RepoName::parse(REPO).unwrap()
+}
+
+fn new_issue(title: &str) -> NewIssue {
+    NewIssue {
+        title: title.to_string(),
+        body: "body".into(),
+        labels: vec!["bug".into()],
+    }
+}
+
+/// Creates `n` issues titled `{prefix}{i}`, each acknowledged.
+fn create_issues(store: &MetaStore, prefix: &str, n: usize) {
+    for i in 0..n {
+        store
+            .create_issue(&repo(), new_issue(&format!("{prefix}{i}")), "ann")
+            .unwrap();
+    }
+}
+
+/// Polls `done` every few milliseconds until it holds or `bound` passes;
+/// returns whether it held.
+fn wait_until(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + bound;
+    loop {
+        if done() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A store that folds only when flushed: writes stay in the log alone.
+fn only_on_flush() -> StoreOptions {
+    StoreOptions {
+        fold_interval: Duration::from_secs(3600),
+        fold_batch: 1_000_000,
+        ..StoreOptions::default()
+    }
+}
+
+fn quick() -> StoreOptions {
+    StoreOptions {
+        fold_interval: Duration::from_millis(5),
+        ..StoreOptions::default()
+    }
+}
+
+#[test]
+fn a_cas_race_between_two_writers_on_one_shard_loses_nothing() {
+    let fx = Fixture::new();
+    let rounds = 40;
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let lost_races = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let writers: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|who| {
+            let git_dir = fx.git_dir.clone();
+            let barrier = barrier.clone();
+            let lost_races = lost_races.clone();
+            std::thread::spawn(move || {
+                let mut repo = fold::open_repo(&git_dir).unwrap();
+                for round in 0..rounds {
+                    barrier.wait();
+                    let writes = vec![PendingWrite {
+                        seq: round + 1,
+                        shard: 7,
+                        path: format!("{who}/{round}.json"),
+                        body: format!("{{\"by\":\"{who}\",\"round\":{round}}}").into_bytes(),
+                    }];
+                    let (report, _) = fold::commit_shards(
+                        &mut repo,
+                        REPO,
+                        &[(7, writes)],
+                        64,
+                        1,
+                        &mut |_| None,
+                        None,
+                    )
+                    .unwrap();
+                    lost_races.fetch_add(report.foreign_moves, std::sync::atomic::Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    let paths: BTreeSet<String> = fx.documents().into_iter().map(|(_, p)| p).collect();
+    let missing: Vec<String> = ["a", "b"]
+        .iter()
+        .flat_map(|who| (0..rounds).map(move |r| format!("{who}/{r}.json")))
+        .filter(|p| !paths.contains(p))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "compare-and-swap lost {} of {} writes to a racing writer: {missing:?}",
+        missing.len(),
+        2 * rounds
+    );
+    // Anti-vacuity: the two writers really raced on the ref.
+    assert!(
+        lost_races.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the writers never collided, so the CAS path was not exercised"
+    );
+}
+
+#[test]
+fn a_foreign_move_of_a_shard_ref_is_detected_and_built_upon() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    let issue = store
+        .create_issue(&repo(), new_issue("first"), "ann")
+        .unwrap();
+    assert!(store.flush(Duration::from_secs(10)));
+    let shard_name = shard::shard_ref(shard::shard_of(&issue.id, shard::SHARDS));
+    // Someone moves the shard ref behind vole's back: a commit that adds a
+    // file on top of vole's.
+    let tip = git(&fx.git_dir, &["rev-parse", &shard_name])
+        .trim()
+        .to_string();
+    let blob = {
+        let mut child = Command::new("git")
+            .arg("--git-dir")
+            .arg(&fx.git_dir)
+            .args(["hash-object", "-w", "--stdin"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(b"foreign\n").unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let mut tree_listing = git(&fx.git_dir, &["ls-tree", &format!("{tip}^{{tree}}")]);
+    tree_listing.push_str(&format!("100644 blob {blob}\tforeign.txt\n"));
+    let tree = {
+        let mut child = Command::new("git")
+            .arg("--git-dir")
+            .arg(&fx.git_dir)
+            .arg("mktree")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(tree_listing.as_bytes())
+            .unwrap();
+        String::from_utf8(child.wait_with_output().unwrap().stdout)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let foreign = Command::new("git")
+        .arg("--git-dir")
+        .arg(&fx.git_dir)
+        .args(["commit-tree", &tree, "-p", &tip, "-m", "foreign"])
+        .env("GIT_AUTHOR_NAME", "x")
+        .env("GIT_AUTHOR_EMAIL", "x@x")
+        .env("GIT_COMMITTER_NAME", "x")
+        .env("GIT_COMMITTER_EMAIL", "x@x")
+        .output()
+        .unwrap();
+    let foreign = String::from_utf8(foreign.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+    git(&fx.git_dir, &["update-ref", &shard_name, &foreign, &tip]);
+
+    // A comment lives in its issue's shard: the next fold meets the move.
+    store
+        .comment(
+            &repo(),
+            ThreadKind::Issue,
+            issue.number,
+            NewComment {
+                body: "second".into(),
+            },
+            "bob",
+        )
+        .unwrap();
+    assert!(store.flush(Duration::from_secs(10)));
+    assert!(
+        store.stats().foreign_moves >= 1,
+        "the shard ref moved outside vole and the fold did not notice"
+    );
+    let paths: Vec<String> = git(&fx.git_dir, &["ls-tree", "-r", "--name-only", &shard_name])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(
+        paths.iter().any(|p| p == "foreign.txt"),
+        "the foreign commit was overwritten instead of re-read: {paths:?}"
+    );
+    assert_eq!(
+        paths.iter().filter(|p| p.ends_with(".json")).count(),
+        2,
+        "{paths:?}"
+    );
+    let parent = git(&fx.git_dir, &["rev-parse", &format!("{shard_name}^")]);
+    assert_eq!(
+        parent.trim(),
+        foreign,
+        "the fold did not build on the foreign commit"
+    );
+}
+
+#[test]
+fn numbers_are_unique_under_concurrent_creation() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    let store = Arc::new(store);
+    let threads = 8;
+    let each = 25;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                (0..each)
+                    .map(|i| {
+                        if (t + i) % 3 == 0 {
+                            store
+                                .create_change(
+                                    &repo(),
+                                    NewChange {
+                                        title: format!("cr {t}/{i}"),
+                                        body: String::new(),
+                                        source_branch: format!("topic-{t}-{i}"),
+                                        target_branch: "main".into(),
+                                    },
+                                    "ann",
+                                )
+                                .unwrap()
+                                .number
+                        } else {
+                            store
+                                .create_issue(&repo(), new_issue(&format!("{t}/{i}")), "ann")
+                                .unwrap()
+                                .number
+                        }
+                    })
+                    .collect::<Vec<u64>>()
+            })
+        })
+        .collect();
+    let mut numbers: Vec<u64> = handles
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    numbers.sort_unstable();
+    let expected: Vec<u64> = (1..=(threads * each) as u64).collect();
+    assert_eq!(
+        numbers, expected,
+        "issue/change numbers were handed out twice or skipped under concurrent creation"
+    );
+    // And they survive a reopen: the next number continues the sequence.
+    assert!(store.flush(Duration::from_secs(10)));
+    drop(Arc::try_unwrap(store).expect("sole owner"));
+    let (_log, store) = fx.open(quick());
+    let next = store
+        .create_issue(&repo(), new_issue("after"), "ann")
+        .unwrap();
+    assert_eq!(next.number, (threads * each) as u64 + 1);
+}
+
+#[test]
+fn a_stale_edit_is_refused_and_changes_nothing() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    let issue = store.create_issue(&repo(), new_issue("t"), "ann").unwrap();
+    let closed = store
+        .edit_issue(
+            &repo(),
+            issue.number,
+            IssuePatch {
+                version: 1,
+                state: Some(IssueState::Closed),
+                ..IssuePatch::default()
+            },
+        )
+        .unwrap();
+    assert_eq!((closed.version, closed.replaces), (2, Some(1)));
+    let stale = store.edit_issue(
+        &repo(),
+        issue.number,
+        IssuePatch {
+            version: 1,
+            title: Some("overwrite".into()),
+            ..IssuePatch::default()
+        },
+    );
+    assert!(
+        matches!(stale, Err(MetaError::Stale(_))),
+        "an edit of version 1 after version 2 was not refused: {stale:?}"
+    );
+    let now = store.issue(&repo(), issue.number).unwrap();
+    assert_eq!((now.title.as_str(), now.version), ("t", 2));
+}
+
+#[test]
+fn a_fold_is_marked_applied_only_after_its_refs_are_synced() {
+    let fx = Fixture::new();
+    let seen: Arc<Mutex<Vec<(u64, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let log_slot: Arc<Mutex<Option<Arc<Log<MetaWrite>>>>> = Arc::new(Mutex::new(None));
+    let hook: FoldHook = {
+        let seen = seen.clone();
+        let log_slot = log_slot.clone();
+        Arc::new(move |stage| {
+            if let FoldStage::RefsMoved { last_seq } = stage
+                && let Some(log) = log_slot.lock().unwrap().as_ref()
+            {
+                seen.lock().unwrap().push((last_seq, log.applied()));
+            }
+        })
+    };
+    let (log, store) = fx.open(StoreOptions {
+        fold_hook: Some(hook),
+        ..quick()
+    });
+    *log_slot.lock().unwrap() = Some(log.clone());
+    for i in 0..20 {
+        store
+            .create_issue(&repo(), new_issue(&format!("{i}")), "ann")
+            .unwrap();
+        if i % 5 == 4 {
+            assert!(store.flush(Duration::from_secs(10)));
+        }
+    }
+    assert!(store.flush(Duration::from_secs(10)));
+    let seen = seen.lock().unwrap().clone();
+    assert!(!seen.is_empty(), "no fold reached the refs-moved stage");
+    for (last_seq, applied) in &seen {
+        assert!(
+            applied < last_seq,
+            "writes through seq {applied} were marked applied before the fold covering seq {last_seq} synced its refs"
+        );
+    }
+    assert_eq!(
+        log.applied(),
+        20,
+        "every folded write is applied after the syncs"
+    );
+}
+
+#[test]
+fn reopening_refolds_what_was_not_folded_and_nothing_twice() {
+    let fx = Fixture::new();
+    {
+        let (_log, store) = fx.open(quick());
+        create_issues(&store, "folded ", 10);
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    {
+        // Nothing is folded: the writes exist only in the log when the
+        // store goes away (as after a crash).
+        let (_log, store) = fx.open(only_on_flush());
+        create_issues(&store, "unfolded ", 10);
+        assert_eq!(
+            store.stats().pending,
+            10,
+            "records already folded (at or below their shard's Vole-Log-Seq) were queued again"
+        );
+    }
+    assert_eq!(
+        fx.documents().len(),
+        10,
+        "the unfolded writes reached git before the reopen"
+    );
+    let (_log, store) = fx.open(quick());
+    let listed = store
+        .list_issues(
+            &repo(),
+            &Filter::default(),
+            Pagination::new(1, 100).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(listed.total, 20, "a reopened store lost log-only writes");
+    assert!(store.flush(Duration::from_secs(10)));
+    assert_eq!(fx.documents().len(), 20);
+    let seqs = fx.folded_seqs();
+    let mut counts: HashMap<u64, usize> = HashMap::new();
+    for seq in &seqs {
+        *counts.entry(*seq).or_default() += 1;
+    }
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "log records folded twice: {twice:?}");
+    assert_eq!(
+        counts.keys().copied().collect::<BTreeSet<u64>>(),
+        (1..=20).collect::<BTreeSet<u64>>()
+    );
+}
+
+#[test]
+fn one_fold_cycle_writes_one_pack_and_no_loose_objects() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(only_on_flush());
+    create_issues(&store, "", 50);
+    assert!(store.flush(Duration::from_secs(10)));
+    let counts = git(&fx.git_dir, &["count-objects", "-v"]);
+    assert!(
+        counts.contains("count: 0\n"),
+        "loose objects written: {counts}"
+    );
+    assert!(
+        counts.contains("packs: 1\n"),
+        "one cycle, one pack: {counts}"
+    );
+    git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(fx.documents().len(), 50);
+}
+
+#[test]
+fn compacting_the_meta_log_keeps_every_write_not_yet_folded() {
+    let fx = Fixture::new();
+    {
+        let (_log, store) = fx.open(quick());
+        create_issues(&store, "folded ", 10);
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    {
+        let (log, store) = fx.open(only_on_flush());
+        create_issues(&store, "unfolded ", 5);
+        let report = store.compact_log(0).unwrap();
+        assert!(report.bytes_after < report.bytes_before, "{report:?}");
+        assert_eq!(report.base_seq, 11, "only the folded records may go");
+        drop(store);
+        drop(log);
+    }
+    let (_log, store) = fx.open(quick());
+    let listed = store
+        .list_issues(
+            &repo(),
+            &Filter::default(),
+            Pagination::new(1, 100).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(
+        listed.total, 15,
+        "compaction dropped writes that were only in the log"
+    );
+}
+
+#[test]
+fn the_pack_count_stays_bounded_by_geometric_repacks() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open_with_git(
+        StoreOptions {
+            max_packs: 4,
+            ..quick()
+        },
+        Some(vole_git::Git::locate(None).unwrap()),
+    );
+    let packs = || count_packs(&fx.git_dir.join("objects/pack"));
+    let mut most = 0;
+    for i in 0..24 {
+        store
+            .create_issue(&repo(), new_issue(&format!("{i}")), "ann")
+            .unwrap();
+        assert!(store.flush(Duration::from_secs(10)));
+        most = most.max(packs());
+    }
+    // Each flush above was one fold cycle, one pack.
+    assert_eq!(store.stats().fold_cycles, 24);
+    wait_until(Duration::from_secs(20), || packs() <= 4);
+    assert!(
+        store.stats().repacks >= 1,
+        "24 packs were written and no repack ran"
+    );
+    assert!(
+        packs() <= 4 && most < 24,
+        "the pack count was not kept bounded: {} now, {most} at most",
+        packs()
+    );
+    git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
+    assert_eq!(fx.documents().len(), 24);
+}
+
+#[test]
+fn per_entity_the_log_holds_versions_in_the_order_they_were_decided() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    let store = Arc::new(store);
+    let issue = store.create_issue(&repo(), new_issue("t"), "ann").unwrap();
+    let edits_per_thread = 40;
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                let mut landed = 0;
+                while landed < edits_per_thread {
+                    let current = store.issue(&repo(), issue.number).unwrap();
+                    let edit = store.edit_issue(
+                        &repo(),
+                        issue.number,
+                        IssuePatch {
+                            version: current.version,
+                            title: Some(format!("t{t}-{landed}")),
+                            ..IssuePatch::default()
+                        },
+                    );
+                    match edit {
+                        Ok(_) => landed += 1,
+                        Err(MetaError::Stale(_)) => {}
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert!(store.flush(Duration::from_secs(10)));
+    drop(Arc::try_unwrap(store).expect("sole owner"));
+    // Replay the log: this issue's versions must come in increasing order,
+    // or a fold (and a recovery) would end on an older version.
+    let mut versions = Vec::new();
+    let (_log, _) = Log::<MetaWrite>::open(&fx.log_dir, |entry| {
+        if let Entry::Txn { rows, .. } = entry {
+            for row in rows.into_iter().filter(|r| r.entity_id == issue.id) {
+                let doc: serde_json::Value = serde_json::from_str(&row.body).unwrap();
+                versions.push(doc["version"].as_u64().unwrap());
+            }
+        }
+    })
+    .unwrap();
+    let expected: Vec<u64> = (1..=1 + 8 * edits_per_thread as u64).collect();
+    assert_eq!(
+        versions, expected,
+        "the log holds this issue's versions out of the order they were decided in"
+    );
+    let shard = shard::shard_ref(shard::shard_of(&issue.id, shard::SHARDS));
+    let path = format!(
+        "{shard}:{}",
+        entity::Entity::Issue(issue.clone()).tree_path()
+    );
+    let folded: serde_json::Value =
+        serde_json::from_str(&git(&fx.git_dir, &["show", &path])).unwrap();
+    assert_eq!(folded["version"], 1 + 8 * edits_per_thread as u64);
+}
+
+#[test]
+fn a_write_made_while_the_fold_thread_sleeps_is_folded_without_a_flush() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    for round in 0..3 {
+        // Nothing pending: the fold thread sleeps with no timer running,
+        // so only the writer can wake it.
+        let idle = wait_until(Duration::from_secs(5), || store.inner.wake.lock().idle);
+        assert!(idle, "the fold thread never went idle (round {round})");
+        create_issues(&store, &format!("round{round}-"), 1);
+        assert!(
+            wait_until(Duration::from_secs(5), || store.stats().pending == 0),
+            "a write made while the fold thread slept was not folded within 5 s (round {round}): the writer did not wake it"
+        );
+    }
+    assert_eq!(fx.documents().len(), 3, "every write is in a shard ref");
+}
+
+#[test]
+fn no_write_is_acknowledged_before_the_log_has_it_durably() {
+    let fx = Fixture::new();
+    let (log, store) = fx.open(only_on_flush());
+    let store = Arc::new(store);
+    let writers = 8;
+    let acked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (written_before, durable_before) = log.watermarks();
+    // No sync can start while the gate is held: every frame can reach the
+    // file, none can become durable.
+    let hold = log.gate().hold();
+    let threads: Vec<_> = (0..writers)
+        .map(|w| {
+            let store = store.clone();
+            let acked = acked.clone();
+            std::thread::spawn(move || {
+                create_issues(&store, &format!("w{w}-"), 1);
+                acked.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    let all_written = wait_until(Duration::from_secs(5), || {
+        log.watermarks().0 >= written_before + writers as u64
+    });
+    assert!(
+        all_written,
+        "the writers' frames never reached the log (written {:?})",
+        log.watermarks()
+    );
+    // Give an early acknowledgement time to show.
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        acked.load(Ordering::SeqCst),
+        0,
+        "a write was acknowledged while no sync could run: acknowledged before durable"
+    );
+    assert_eq!(log.watermarks().1, durable_before, "nothing became durable");
+    drop(hold);
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(acked.load(Ordering::SeqCst), writers);
+    assert!(log.watermarks().1 >= written_before + writers as u64);
+}
+
+#[test]
+fn a_cycle_over_many_shards_is_folded_on_two_threads_and_loses_nothing() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(only_on_flush());
+    let n = 300;
+    create_issues(&store, "wide-", n);
+    let shards: BTreeSet<String> = (1..=3)
+        .flat_map(|page| {
+            store
+                .list_issues(
+                    &repo(),
+                    &Filter::default(),
+                    Pagination::new(page, 100).unwrap(),
+                )
+                .unwrap()
+                .items
+        })
+        .map(|issue| shard::shard_ref(shard::shard_of(&issue.id, shard::SHARDS)))
+        .collect();
+    assert!(
+        shards.len() >= PARALLEL_FOLD_SHARDS,
+        "the writes span only {} shards: too few to split the cycle",
+        shards.len()
+    );
+    assert!(store.flush(Duration::from_secs(30)));
+    let stats = store.stats();
+    assert_eq!(stats.fold_cycles, 1, "one flush, one cycle");
+    let packs = count_packs(&fx.git_dir.join("objects/pack"));
+    let lanes = if store.inner.cores > 1 { 2 } else { 1 };
+    assert_eq!(packs, lanes, "each lane of the cycle writes its own pack");
+    let documents = fx.documents();
+    assert_eq!(
+        documents.len(),
+        n,
+        "every write is in its shard ref after a split cycle"
+    );
+    let seqs = fx.folded_seqs();
+    let unique: BTreeSet<u64> = seqs.iter().copied().collect();
+    assert_eq!(seqs.len(), n, "each write folded once");
+    assert_eq!(unique.len(), n);
+    assert_eq!(stats.pending, 0);
+    assert_eq!(store.inner.log.applied(), *unique.last().unwrap());
+    git(&fx.git_dir, &["fsck", "--strict", "--no-dangling"]);
+}
+
+/// Opens the fixture's store with a system repo beside `ann/demo`.
+fn open_with_system(fixture: &Fixture, system: &Path) -> MetaStore {
+    let mut replayed = Vec::new();
+    let (log, _) = Log::<MetaWrite>::open(&fixture.log_dir, |entry| {
+        if let Entry::Txn { seq, rows } = entry {
+            replayed.extend(rows.into_iter().map(|row| (seq, row)));
+        }
+    })
+    .unwrap();
+    MetaStore::open(
+        Arc::new(log),
+        &fixture.repos_dir,
+        &[
+            (REPO.to_string(), fixture.git_dir.clone()),
+            (SYSTEM.to_string(), system.to_path_buf()),
+        ],
+        replayed,
+        None,
+        StoreOptions::default(),
+    )
+    .unwrap()
+}
+
+fn members_acl(version: u64) -> requests::AclPut {
+    requests::AclPut {
+        version,
+        visibility: entity::Visibility::Private,
+        owner: None,
+        members: vec![entity::Member {
+            name: "zelda".into(),
+            role: entity::Role::Write,
+        }],
+    }
+}
+
+#[test]
+fn an_acl_kept_in_the_repos_shards_moves_to_the_system_repo_and_leaves_the_tips() {
+    let fixture = Fixture::new();
+    vole_git::repos::Incarnation::mint_adopting_legacy()
+        .write(&fixture.git_dir)
+        .unwrap();
+    let system = fixture.repos_dir.parent().unwrap().join("system.git");
+    git(&system, &["init", "--bare", "-q"]);
+    let repo = RepoName::parse(REPO).unwrap();
+    // As a store without a system repo (and vole before) kept it: in the
+    // repo's own shards.
+    {
+        let (_log, store) = fixture.open(StoreOptions::default());
+        store.put_acl(&repo, members_acl(0)).unwrap();
+        assert!(store.flush(Duration::from_secs(10)));
+        store.close(Duration::from_secs(10));
+    }
+    let acl_paths = |fixture: &Fixture| {
+        fixture
+            .documents()
+            .into_iter()
+            .filter(|(_, path)| path == entity::REPO_ACL_PATH)
+            .count()
+    };
+    assert_eq!(
+        acl_paths(&fixture),
+        1,
+        "the ACL is not in the shards to begin with"
+    );
+
+    let store = open_with_system(&fixture, &system);
+    let before = store.acl(&repo).unwrap();
+    assert_eq!(before.members[0].name, "zelda");
+    assert_eq!(store.move_acls_to_system().unwrap(), vec![REPO.to_string()]);
+    assert!(store.flush(Duration::from_secs(10)));
+    let after = store.acl(&repo).unwrap();
+    assert_eq!(
+        (after.version, after.visibility),
+        (before.version, before.visibility)
+    );
+    assert_eq!(after.members, before.members);
+    assert_eq!(
+        acl_paths(&fixture),
+        0,
+        "the ACL is still at the repo's shard tips"
+    );
+    // The next write goes to the system repo and stays out of the repo.
+    let next = store.put_acl(&repo, members_acl(after.version)).unwrap();
+    assert_eq!(next.version, after.version + 1);
+    assert!(store.flush(Duration::from_secs(10)));
+    assert_eq!(acl_paths(&fixture), 0);
+    store.close(Duration::from_secs(10));
+
+    // Read back from the system repo after a restart; moved once only.
+    let store = open_with_system(&fixture, &system);
+    assert_eq!(store.acl(&repo).unwrap().version, next.version);
+    assert!(store.move_acls_to_system().unwrap().is_empty());
+    let in_system = git(
+        &system,
+        &["for-each-ref", "--format=%(refname)", "refs/meta/"],
+    );
+    let found = in_system.lines().any(|name| {
+        git(&system, &["ls-tree", "-r", "--name-only", name])
+            .lines()
+            .any(|path| path.starts_with("acls/") && path.ends_with(".json"))
+    });
+    assert!(found, "the system repo holds no ACL document");
+    store.close(Duration::from_secs(10));
+}
+
+#[test]
+fn the_pending_writes_of_a_forgotten_repo_hold_up_no_flush_and_no_compaction() {
+    let fixture = Fixture::new();
+    let (log, store) = fixture.open(only_on_flush());
+    create_issues(&store, "left behind ", 3);
+    assert_eq!(
+        log.applied(),
+        0,
+        "the writes were folded before the repo went"
+    );
+    store.forget_repo(&repo());
+    assert!(
+        store.flush(Duration::from_millis(500)),
+        "a flush waits on the writes of a repo that is gone"
+    );
+    assert_eq!(log.applied(), 3, "the applied watermark stops at them");
+    store.close(Duration::from_secs(1));
+}

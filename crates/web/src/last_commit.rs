@@ -1,0 +1,547 @@
+//! The last commit that touched each entry of a tree listing, and the
+//! size of each file: one bounded walk of history per (commit, directory),
+//! in-process through gix, cached by that pair (history named by a commit
+//! id never changes). What does not live here: the listing itself
+//! (`read::lookup`) and how it is drawn (`browse.rs`, `listing.html`).
+//!
+//! The walk goes from the listed commit to older commits, newest commit
+//! time first, as `git log` does, each entry following its own line of
+//! history as `git log -1 -- entry` would: at a commit where the entry is
+//! the same as in a parent, it goes on to that parent only (the first
+//! such: git's history simplification); where it differs from every
+//! parent, that commit is the entry's. A commit whose whole directory is
+//! the same as a parent's passes every entry on without reading it. The walk stops once every entry is found, or at
+//! [`MAX_WALKED`] commits or [`WALK_BUDGET`]; entries not found by then
+//! are shown as older than the walk went, not guessed.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+use gix::bstr::BStr;
+use parking_lot::Mutex;
+
+use super::read::{EntryKind, ReadError, TreeEntry};
+use crate::byte_lru::{ByteLru, Weigh};
+use vole_git::Lookup;
+
+/// How far one walk may go.
+#[derive(Clone, Copy)]
+pub struct Bounds {
+    pub commits: usize,
+    pub time: Duration,
+}
+
+/// Commits one walk looks at, at most.
+pub const MAX_WALKED: usize = 10_000;
+/// Time one walk may take, at most (and never more than the read
+/// deadline).
+pub const WALK_BUDGET: Duration = Duration::from_secs(2);
+/// Bytes of the object cache one walk's repo handle has (a directory of
+/// 5,000 entries is a tree of some 215 KB).
+pub const OBJECT_CACHE_BYTES: usize = 8 << 20;
+/// Bytes of the cache of walks.
+const CACHE_BYTES: usize = 16 << 20;
+
+/// A commit that last touched some entry.
+#[derive(Clone)]
+pub struct Touch {
+    pub id: String,
+    pub summary: String,
+    pub author: String,
+    /// RFC 3339, UTC (what the `when` filter takes).
+    pub time: String,
+}
+
+/// What a listing shows beside its entries, in the listing's order.
+pub struct Facts {
+    /// The file's size (`None` for directories, submodules, links).
+    pub sizes: Vec<Option<u64>>,
+    /// Index into `commits` of the commit that last touched the entry.
+    pub last: Vec<Option<u32>>,
+    pub commits: Vec<Touch>,
+    /// Commits the walk looked at.
+    pub walked: usize,
+    /// The walk stopped at its bound with entries still not found.
+    pub cut: bool,
+    /// It was the time bound that stopped it.
+    pub out_of_time: bool,
+    /// When the walk ended.
+    pub made: Instant,
+}
+
+impl Weigh for Touch {
+    fn weight(&self) -> usize {
+        self.id.weight() + self.summary.weight() + self.author.weight() + self.time.weight()
+    }
+}
+
+impl Weigh for Facts {
+    fn weight(&self) -> usize {
+        self.sizes.len() * std::mem::size_of::<Option<u64>>()
+            + self.last.len() * std::mem::size_of::<Option<u32>>()
+            + self.commits.weight()
+            + std::mem::size_of::<Facts>()
+    }
+}
+
+/// (the repo's incarnation, commit, directory): the walk reads the
+/// repo's objects, so a walk in one repo never answers for another (nor for
+/// a repo created again under the name).
+pub type Key = (String, ObjectId, Vec<String>);
+
+impl Weigh for Key {
+    fn weight(&self) -> usize {
+        self.0.weight() + self.2.weight() + std::mem::size_of::<Key>()
+    }
+}
+
+fn cache() -> &'static Mutex<ByteLru<Key, Arc<Facts>>> {
+    static CACHE: OnceLock<Mutex<ByteLru<Key, Arc<Facts>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(ByteLru::new(CACHE_BYTES)))
+}
+
+/// A walk the clock cut depends on the load it ran under: it is kept
+/// (so the views after it cost what a cached listing costs) but walked
+/// again once it is this old.
+pub const RETRY_CUT_WALK: Duration = Duration::from_secs(60);
+
+/// The facts of `path` at `commit`, if a walk already found them (and,
+/// for one the clock cut, not longer than [`RETRY_CUT_WALK`] ago).
+pub fn cached(incarnation: &str, commit: ObjectId, path: &[String]) -> Option<Arc<Facts>> {
+    cache()
+        .lock()
+        .get(&(incarnation.to_string(), commit, path.to_vec()))
+        .filter(|facts| !facts.out_of_time || facts.made.elapsed() < RETRY_CUT_WALK)
+}
+
+/// The walks under way (one per key at a time).
+pub fn flights() -> &'static super::flight::Flights<Key, Option<Arc<Facts>>> {
+    static FLIGHTS: OnceLock<super::flight::Flights<Key, Option<Arc<Facts>>>> = OnceLock::new();
+    FLIGHTS.get_or_init(Default::default)
+}
+
+pub fn remember(incarnation: &str, commit: ObjectId, path: Vec<String>, facts: Arc<Facts>) {
+    cache()
+        .lock()
+        .put((incarnation.to_string(), commit, path), facts);
+}
+
+/// A commit as the walk needs it.
+struct Node {
+    time: i64,
+    parents: Vec<ObjectId>,
+    /// The walked directory's tree in this commit (none: not there).
+    dir: Option<ObjectId>,
+}
+
+/// Walks history from `commit` for the last commit of each of `entries`
+/// (the listing of `path` at `commit`) and reads each file's size. Blocking.
+pub fn walk(
+    repo: &gix::Repository,
+    commit: ObjectId,
+    path: &[String],
+    entries: &[TreeEntry],
+    bounds: Bounds,
+) -> Result<Facts, ReadError> {
+    let started = Instant::now();
+    let sizes = entries
+        .iter()
+        .map(|e| match e.kind {
+            EntryKind::File => repo.find_header(e.id).map(|h| Some(h.size())),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, gix::Error>>()?;
+    let mut last: Vec<Option<u32>> = vec![None; entries.len()];
+    let mut commits: Vec<Touch> = Vec::new();
+    let mut nodes: HashMap<ObjectId, Node> = HashMap::new();
+    // Each entry not yet found follows one line of history, as `git log
+    // -1 -- entry` does: it waits on exactly one queued commit.
+    let mut queue: BinaryHeap<(i64, ObjectId)> = BinaryHeap::new();
+    let mut waiting: HashMap<ObjectId, Vec<usize>> = HashMap::new();
+    load(repo, path, &mut nodes, commit)?;
+    queue.push((nodes[&commit].time, commit));
+    waiting.insert(commit, (0..entries.len()).collect());
+    let mut pending = entries.len();
+    let mut walked = 0;
+    let mut cut = false;
+    let mut out_of_time = false;
+    while let Some((_, id)) = queue.pop() {
+        if pending == 0 {
+            break;
+        }
+        if walked >= bounds.commits {
+            cut = true;
+            break;
+        }
+        if started.elapsed() >= bounds.time {
+            cut = true;
+            out_of_time = true;
+            break;
+        }
+        walked += 1;
+        let here = waiting.remove(&id).unwrap_or_default();
+        let parents = nodes[&id].parents.clone();
+        for parent in &parents {
+            load(repo, path, &mut nodes, *parent)?;
+        }
+        let dir = nodes[&id].dir;
+        // Where each entry goes on: the parent it is the same in.
+        let mut onward: Vec<(ObjectId, Vec<usize>)> = Vec::new();
+        match parents.iter().find(|p| nodes[*p].dir == dir) {
+            // The same directory as a parent's: nothing in it changed
+            // here; every entry follows that parent.
+            Some(same) => onward.push((*same, here)),
+            None => {
+                let (found, follow) = match dir {
+                    Some(dir) => split(repo, dir, &parents, &nodes, entries, here)?,
+                    None => (Vec::new(), Vec::new()),
+                };
+                if !found.is_empty() {
+                    pending -= found.len();
+                    let index = commits.len() as u32;
+                    commits.push(touch(repo, id)?);
+                    for entry in found {
+                        last[entry] = Some(index);
+                    }
+                }
+                onward = follow;
+            }
+        }
+        for (parent, followers) in onward {
+            if followers.is_empty() {
+                continue;
+            }
+            match waiting.get_mut(&parent) {
+                Some(already) => already.extend(followers),
+                None => {
+                    waiting.insert(parent, followers);
+                    queue.push((nodes[&parent].time, parent));
+                }
+            }
+        }
+    }
+    Ok(Facts {
+        sizes,
+        last,
+        commits,
+        walked,
+        cut: cut && pending > 0,
+        out_of_time: out_of_time && pending > 0,
+        made: Instant::now(),
+    })
+}
+
+/// Reads commit `id` into `nodes`, once.
+fn load(
+    repo: &gix::Repository,
+    path: &[String],
+    nodes: &mut HashMap<ObjectId, Node>,
+    id: ObjectId,
+) -> Result<(), ReadError> {
+    if nodes.contains_key(&id) {
+        return Ok(());
+    }
+    let found = repo.find_commit(id)?;
+    let decoded = found.decode()?;
+    let dir = match vole_git::lookup(repo, decoded.tree(), path)? {
+        Lookup::Dir(tree) => Some(tree),
+        _ => None,
+    };
+    nodes.insert(
+        id,
+        Node {
+            time: decoded.committer()?.seconds(),
+            parents: decoded.parents().collect(),
+            dir,
+        },
+    );
+    Ok(())
+}
+
+/// Entries going on to each parent: (parent, entry indices).
+type Onward = Vec<(ObjectId, Vec<usize>)>;
+
+/// Of `here` (entries waiting on a commit whose directory is `dir`): those
+/// whose object differs from every parent's, which this commit last
+/// touched, and for each parent the entries that are the same in it (the
+/// first such parent: git's simplification), which go on to it.
+fn split(
+    repo: &gix::Repository,
+    dir: ObjectId,
+    parents: &[ObjectId],
+    nodes: &HashMap<ObjectId, Node>,
+    entries: &[TreeEntry],
+    here: Vec<usize>,
+) -> Result<(Vec<usize>, Onward), ReadError> {
+    let ours = repo.find_tree(dir)?;
+    let ours = ours.decode()?;
+    let parent_trees = parents
+        .iter()
+        .map(|p| nodes[p].dir.map(|tree| repo.find_tree(tree)).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    let parent_trees = parent_trees
+        .iter()
+        .map(|tree| tree.as_ref().map(|t| t.decode()).transpose())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut found = Vec::new();
+    let mut follow: Onward = parents.iter().map(|p| (*p, Vec::new())).collect();
+    // Most entries are the same as in the first parent: found in one
+    // merge of the two sorted trees, they go on to it as they are, and
+    // only the few that differ are looked up in the other parents.
+    let mut here = here;
+    if let Some(Some(first)) = parent_trees.first() {
+        let changed = differing(&ours, first);
+        if changed.is_empty() {
+            follow[0].1 = here;
+            here = Vec::new();
+        } else {
+            let (rest, same): (Vec<usize>, Vec<usize>) = here
+                .into_iter()
+                .partition(|i| changed.contains(&entries[*i].raw_name.as_slice()));
+            follow[0].1 = same;
+            here = rest;
+        }
+    }
+    for index in here.drain(..) {
+        let entry = &entries[index];
+        let name: &BStr = entry.raw_name.as_ref();
+        let is_dir = entry.kind == EntryKind::Dir;
+        let Some(mine) = ours.bisect_entry(name, is_dir) else {
+            // Not in this commit (it came in by another line of
+            // history): nothing to say of it here.
+            continue;
+        };
+        let same = parent_trees.iter().position(|tree| {
+            tree.as_ref()
+                .and_then(|t| t.bisect_entry(name, is_dir))
+                .is_some_and(|theirs| theirs.oid == mine.oid && theirs.mode == mine.mode)
+        });
+        match same {
+            Some(at) => follow[at].1.push(index),
+            None => found.push(index),
+        }
+    }
+    Ok((found, follow))
+}
+
+/// The names of `ours` whose entry is not in `theirs` as it is (another
+/// object or mode, or missing): one merge of the two trees, both in git's
+/// order.
+fn differing<'a>(ours: &gix::objs::TreeRef<'a>, theirs: &gix::objs::TreeRef<'_>) -> Changed<'a> {
+    let mut changed = Changed::default();
+    let (mut i, mut j) = (0, 0);
+    while i < ours.entries.len() {
+        let mine = &ours.entries[i];
+        let Some(other) = theirs.entries.get(j) else {
+            changed.insert(mine.filename.as_ref());
+            i += 1;
+            continue;
+        };
+        match git_order(
+            mine.filename,
+            mine.mode.is_tree(),
+            other.filename,
+            other.mode.is_tree(),
+        ) {
+            std::cmp::Ordering::Less => {
+                changed.insert(mine.filename.as_ref());
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                if mine.oid != other.oid || mine.mode != other.mode {
+                    changed.insert(mine.filename.as_ref());
+                }
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    changed.seal();
+    changed
+}
+
+/// Names that differ: a commit changes few, so a short list is looked
+/// through; a long one is sorted and searched.
+#[derive(Default)]
+struct Changed<'a> {
+    names: Vec<&'a [u8]>,
+    sorted: bool,
+}
+
+impl<'a> Changed<'a> {
+    fn insert(&mut self, name: &'a [u8]) {
+        self.names.push(name);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    fn seal(&mut self) {
+        if self.names.len() > 16 {
+            self.names.sort_unstable();
+            self.sorted = true;
+        }
+    }
+
+    fn contains(&self, name: &&[u8]) -> bool {
+        if self.sorted {
+            self.names.binary_search(name).is_ok()
+        } else {
+            self.names.contains(name)
+        }
+    }
+}
+
+/// git's order of tree entries: by name, a tree's name read as if it
+/// ended in `/`.
+fn git_order(a: &BStr, a_tree: bool, b: &BStr, b_tree: bool) -> std::cmp::Ordering {
+    let common = a.len().min(b.len());
+    a[..common].cmp(&b[..common]).then_with(|| {
+        let next = |name: &BStr, tree: bool| name.get(common).copied().or(tree.then_some(b'/'));
+        next(a, a_tree).cmp(&next(b, b_tree))
+    })
+}
+
+/// Characters of a commit's subject a listing or blame shows at most (a
+/// subject may be a megabyte, and a page repeats it on many rows).
+pub const MAX_SUBJECT: usize = 200;
+
+/// `subject` cut at [`MAX_SUBJECT`] characters, with an ellipsis if cut.
+pub fn short_subject(subject: &str) -> String {
+    match subject.char_indices().nth(MAX_SUBJECT) {
+        Some((at, _)) => format!("{}…", &subject[..at]),
+        None => subject.to_string(),
+    }
+}
+
+fn touch(repo: &gix::Repository, id: ObjectId) -> Result<Touch, ReadError> {
+    let info = super::read::commit(repo, id)?;
+    Ok(Touch {
+        id: info.id,
+        summary: short_subject(&info.summary),
+        author: short_subject(&info.author),
+        time: info.time,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn git(dir: &std::path::Path, args: &[&str], seconds: u64) {
+        let date = format!("{} +0000", 1_767_225_600 + seconds);
+        let out = Command::new("git")
+            .current_dir(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_COMMITTER_DATE", &date)
+            .env("GIT_AUTHOR_DATE", &date)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn a_walk_the_clock_cut_is_kept_for_a_minute_then_walked_again() {
+        let facts = |out_of_time, age: u64| Facts {
+            sizes: Vec::new(),
+            last: Vec::new(),
+            commits: Vec::new(),
+            walked: 1,
+            cut: out_of_time,
+            out_of_time,
+            made: Instant::now()
+                .checked_sub(Duration::from_secs(age))
+                .unwrap(),
+        };
+        let commit = ObjectId::from_hex(b"1111111111111111111111111111111111111111").unwrap();
+        let at = |name: &str| vec![name.to_string()];
+        remember("i", commit, at("fresh"), Arc::new(facts(true, 1)));
+        remember("i", commit, at("stale"), Arc::new(facts(true, 61)));
+        remember("i", commit, at("whole"), Arc::new(facts(false, 3600)));
+        assert!(cached("i", commit, &at("fresh")).is_some());
+        assert!(
+            cached("i", commit, &at("stale")).is_none(),
+            "a cut walk a minute old was served"
+        );
+        assert!(
+            cached("i", commit, &at("whole")).is_some(),
+            "a whole walk expired"
+        );
+    }
+
+    #[test]
+    fn entries_past_the_bound_are_older_not_guessed() {
+        let dir = tempfile::tempdir().unwrap();
+        let work = dir.path();
+        git(work, &["init", "-q", "-b", "main"], 0);
+        std::fs::write(work.join("a.txt"), "0").unwrap();
+        std::fs::write(work.join("b.txt"), "never changed").unwrap();
+        git(work, &["add", "-A"], 0);
+        git(work, &["commit", "-q", "-m", "first"], 1);
+        for i in 1..=20u64 {
+            std::fs::write(work.join("a.txt"), i.to_string()).unwrap();
+            git(work, &["commit", "-q", "-am", &format!("edit {i}")], 1 + i);
+        }
+        let repo = gix::open(work.join(".git")).unwrap();
+        let tip = repo.head_id().unwrap().detach();
+        let tree = repo.find_commit(tip).unwrap().tree_id().unwrap().detach();
+        let super::super::read::Node::Tree(entries) =
+            super::super::read::lookup(&repo, tree, &[]).unwrap()
+        else {
+            panic!("the root is a tree")
+        };
+        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+        assert_eq!(names, ["a.txt", "b.txt"]);
+        let walk = |commits| {
+            let bounds = Bounds {
+                commits,
+                time: Duration::from_secs(60),
+            };
+            walk(&repo, tip, &[], &entries, bounds).unwrap()
+        };
+        let short = walk(5);
+        assert!(short.cut, "a walk of 5 of 21 commits was not cut");
+        assert_eq!(short.walked, 5);
+        assert_eq!(
+            short.commits[short.last[0].unwrap() as usize].summary,
+            "edit 20"
+        );
+        assert_eq!(short.last[1], None, "b.txt was guessed past the bound");
+        // The time bound: none at all walks nothing, and says so.
+        let none = super::walk(
+            &repo,
+            tip,
+            &[],
+            &entries,
+            Bounds {
+                commits: MAX_WALKED,
+                time: Duration::ZERO,
+            },
+        )
+        .unwrap();
+        assert!(none.cut && none.walked == 0 && none.last == [None, None]);
+        assert!(none.out_of_time && !short.out_of_time);
+        let whole = walk(MAX_WALKED);
+        assert!(!whole.cut);
+        assert_eq!(
+            whole.walked, 21,
+            "the walk did not stop at the first commit"
+        );
+        assert_eq!(
+            whole.commits[whole.last[1].unwrap() as usize].summary,
+            "first"
+        );
+        assert_eq!(whole.sizes, [Some(2), Some(13)]);
+    }
+}

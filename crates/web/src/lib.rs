@@ -1,0 +1,118 @@
+//! The web UI: server-rendered pages for browsing repos (askama templates
+//! compiled from `templates/`, assets from `static/` compiled into the
+//! binary). Every page works without JavaScript. Git reads happen in
+//! [`read`], on blocking threads; nothing here writes.
+//!
+//! Routes: `/` (repos), `/{owner}/{repo}` (repo home),
+//! `/{owner}/{repo}/-/tree/{rev}[/{path}]`, `/-/blob/{rev}/{path}`,
+//! `/-/raw/{rev}/{path}`, `/static/{file}`. A revision is one path segment
+//! (a branch or tag without `/`, or a full commit id).
+//!
+//! Here: the state and the helpers every page uses (render, the blocking
+//! hop, the repo resolver). `error.rs` ([`AppError`]), `home.rs`,
+//! `browse.rs` (repo, tree, blob, raw), `paths.rs` (tree paths, links,
+//! breadcrumbs), `readme.rs`, `assets.rs`, [`history`] (log, commit,
+//! branches, tags, activity, archives), [`highlight`], [`read`].
+
+mod assets;
+pub mod blame;
+mod browse;
+pub mod byte_lru;
+mod dates;
+pub mod diff;
+mod error;
+mod flight;
+pub mod highlight;
+pub mod history;
+mod home;
+pub mod last_commit;
+mod paths;
+pub mod read;
+mod readme;
+
+pub use assets::static_file;
+use browse::is_image;
+pub use browse::{blob, raw, repo_home, tree, tree_root};
+pub use error::as_page;
+pub use home::home;
+use paths::{Crumb, crumbs, encode_path, filters, redirect, rev_path, segments};
+use readme::render_readme;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use askama::Template;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{Html, IntoResponse, Response};
+
+use read::{EntryKind, Node};
+use vole_access::{Access, Action, Principal};
+use vole_config::Config;
+use vole_git::Git;
+use vole_git::repos::{RepoName, Repos};
+use vole_git::tree_path::TreePath;
+use vole_hooks::recorder::RefRecorder;
+use vole_http::AppError;
+use vole_http::page::WebPage;
+use vole_stdx::page::Pagination;
+
+/// What the web pages need of the server.
+#[derive(Debug)]
+pub struct WebState {
+    pub config: Arc<Config>,
+    pub git: Git,
+    pub repos: Repos,
+    pub recorder: Arc<RefRecorder>,
+    pub access: Arc<Access>,
+    /// Slots of read-side git children (shared with sites).
+    pub reads: Arc<vole_http::slots::ReadSlots>,
+    pub highlighter: Arc<highlight::Highlighter>,
+}
+
+/// Repos per home page.
+const PER_PAGE: u32 = 30;
+/// Text blobs longer than this are shown truncated, with a link to raw.
+const MAX_SHOWN_BYTES: usize = 512 * 1024;
+
+pub(crate) fn render(page: impl Template) -> Result<Response, AppError> {
+    page.render()
+        .map(|html| Html(html).into_response())
+        .map_err(|e| AppError::internal("cannot render a page", e))
+}
+
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, read::ReadError> + Send + 'static,
+) -> Result<T, AppError> {
+    // If the client goes away, this future is dropped with the guard,
+    // which kills whatever bounded git child the closure is running.
+    let cancel = vole_git::Cancel::default();
+    let guard = cancel.guard();
+    let done = vole_http::spawn_blocking(move || cancel.scope(f)).await;
+    guard.disarm();
+    done.map_err(|e| AppError::internal("git read task failed", e))?
+        .map_err(|e| match e {
+            // A read that ran out of time is the server being busy or the
+            // repo being big, not a fault: try again later.
+            read::ReadError::Git(vole_git::BoundedError::TimedOut { .. }) => {
+                AppError::unavailable("a git read ran past its deadline", &e)
+            }
+            read::ReadError::Replaced => AppError::not_found("There is no such repository."),
+            e => AppError::internal("git read failed", vole_stdx::error_chain::Chain(&e)),
+        })
+}
+
+/// The repo a page is about, resolved through [`Access`]: one the
+/// visitor may not read is answered as a missing one.
+pub(crate) fn repo_name(
+    app: &WebState,
+    principal: &Principal,
+    owner: &str,
+    repo: &str,
+) -> Result<vole_access::ResolvedRepo, AppError> {
+    app.access
+        .resolve(principal, owner, repo, Action::Read)
+        .map_err(|denied| {
+            AppError::denied_page(denied, || format!("There is no repository {owner}/{repo}."))
+        })
+}
