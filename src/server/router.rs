@@ -131,6 +131,11 @@ pub fn router(app: Arc<App>) -> Router {
             "/metrics",
             get(super::metrics::admin_metrics).with_state(app.clone()),
         )
+        // A repo route answers only through `RepoAccess` (a handler that
+        // looked its repo up otherwise gets a 500, not its answer).
+        .route_layer(axum::middleware::from_fn(
+            vole_http::repo_access::require_repo_access,
+        ))
         // Every matched route names its template for the metrics.
         .route_layer(axum::middleware::from_fn(route_template))
         .fallback(not_found);

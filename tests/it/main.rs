@@ -24,6 +24,7 @@ mod metrics;
 mod pack_cache;
 mod pagination;
 mod quotas;
+mod repo_access;
 mod router;
 mod sites;
 mod skeleton;

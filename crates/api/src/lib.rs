@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::Json;
-use axum::extract::{Extension, Path, State};
+use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -15,12 +15,14 @@ pub mod meta;
 pub mod quota;
 pub mod repos;
 
-use vole_access::{Access, Action, Principal};
+use vole_access::Access;
 use vole_control::ControlState;
 use vole_git::repos::Repos;
 use vole_hooks::recorder::{ACTIVITY_PER_REPO, RefRecorder};
 use vole_http::AppError;
+use vole_http::RepoAccess;
 use vole_http::page::ApiPage;
+use vole_http::repo_access::Read;
 use vole_meta::MetaStore;
 use vole_stdx::page::Pagination;
 
@@ -37,21 +39,15 @@ pub struct ApiState {
     pub quotas: quota::Quotas,
 }
 
-/// The repo of an API request, resolved through [`Access`]: one the client
-/// may not see is answered as a missing one (401 to the anonymous, 404 to
-/// the signed in).
-fn resolve(
-    app: &ApiState,
-    principal: &Principal,
-    owner: &str,
-    repo: &str,
-    action: Action,
-) -> Result<vole_access::ResolvedRepo, AppError> {
-    app.access
-        .resolve(principal, owner, repo, action)
-        .map_err(|denied| {
-            AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
-        })
+/// The API's answer to a refused repo: one the client may not see is
+/// answered as a missing one (401 to the anonymous, 404 to the signed in).
+impl vole_http::RepoSurface for ApiState {
+    fn access(&self) -> &Access {
+        &self.access
+    }
+    fn refuse(&self, denied: vole_access::Denied, owner: &str, repo: &str) -> AppError {
+        AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
+    }
 }
 
 /// One ref move as the public feed shows it: who pushed what and when,
@@ -89,11 +85,9 @@ impl From<vole_hooks::recorder::ActivityEntry> for Activity {
 /// moves (committed or reconciled), newest first, with a `Link` header.
 pub async fn repo_activity(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let (entries, total) = app.recorder.activity(&name.to_string(), page);
     let entries: Vec<Activity> = entries.into_iter().map(Activity::from).collect();
     Ok(paginated(

@@ -9,16 +9,18 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{ConnectInfo, Extension, Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::{ApiState, paginated};
-use vole_access::{Action, Principal};
+use vole_access::ResolvedRepo;
 use vole_accounts::audit::{AuditEvent, AuditKind};
 use vole_http::AppError;
+use vole_http::RepoAccess;
 use vole_http::page::ApiPage;
+use vole_http::repo_access::{Administer, Read, WriteMeta};
 use vole_meta::entity::{ChangeState, IssueState, ThreadKind};
 use vole_meta::{
     AclPut, ChangePatch, Filter, IssuePatch, MetaError, NewChange, NewComment, NewIssue,
@@ -110,12 +112,10 @@ fn filter_query(query: &HashMap<String, String>) -> String {
 
 pub async fn list_issues(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let filter = Filter {
         state: parse_state::<IssueState>(&query, "open, closed")?,
         label: query.get("label").cloned(),
@@ -133,11 +133,13 @@ pub async fn list_issues(
 
 pub async fn create_issue(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
     payload: Result<Json<NewIssue>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     app.quotas.meta_write(&principal)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
@@ -147,21 +149,23 @@ pub async fn create_issue(
 
 pub async fn get_issue(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.issue(&name, number)?).into_response())
 }
 
 pub async fn edit_issue(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
     payload: Result<Json<IssuePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
@@ -177,12 +181,10 @@ pub async fn edit_issue(
 
 pub async fn list_changes(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     if query.contains_key("label") {
         return Err(AppError::bad_request(
             "change requests have no labels; filter by state or author",
@@ -205,11 +207,13 @@ pub async fn list_changes(
 
 pub async fn create_change(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
     payload: Result<Json<NewChange>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     app.quotas.meta_write(&principal)?;
     let new = body(payload)?;
     let author = principal.name().to_string();
@@ -219,21 +223,23 @@ pub async fn create_change(
 
 pub async fn get_change(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     Ok(Json(app.meta.change(&name, number)?).into_response())
 }
 
 pub async fn edit_change(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
     payload: Result<Json<ChangePatch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
@@ -249,14 +255,11 @@ pub async fn edit_change(
 
 async fn list_comments(
     app: Arc<ApiState>,
-    principal: Principal,
+    name: ResolvedRepo,
     kind: ThreadKind,
-    owner: String,
-    repo: String,
     number: String,
     page: Pagination,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let number = thread_number(&number)?;
     let found = app.meta.comments(&name, kind, number, page)?;
     let noun = match kind {
@@ -274,14 +277,15 @@ async fn list_comments(
 
 async fn add_comment(
     app: Arc<ApiState>,
-    principal: Principal,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
     kind: ThreadKind,
-    owner: String,
-    repo: String,
     number: String,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::WriteMeta)?;
     app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let new = body(payload)?;
@@ -295,119 +299,72 @@ async fn add_comment(
 
 pub async fn list_issue_comments(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    access: RepoAccess<Read>,
+    Path((_, _, number)): Path<(String, String, String)>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    list_comments(app, principal, ThreadKind::Issue, owner, repo, number, page).await
+    list_comments(app, access.repo, ThreadKind::Issue, number, page).await
 }
 
 pub async fn add_issue_comment(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    access: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    add_comment(
-        app,
-        principal,
-        ThreadKind::Issue,
-        owner,
-        repo,
-        number,
-        payload,
-    )
-    .await
+    add_comment(app, access, ThreadKind::Issue, number, payload).await
 }
 
 pub async fn list_change_comments(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    access: RepoAccess<Read>,
+    Path((_, _, number)): Path<(String, String, String)>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    list_comments(
-        app,
-        principal,
-        ThreadKind::Change,
-        owner,
-        repo,
-        number,
-        page,
-    )
-    .await
+    list_comments(app, access.repo, ThreadKind::Change, number, page).await
 }
 
 pub async fn add_change_comment(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, number)): Path<(String, String, String)>,
+    access: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    add_comment(
-        app,
-        principal,
-        ThreadKind::Change,
-        owner,
-        repo,
-        number,
-        payload,
-    )
-    .await
+    add_comment(app, access, ThreadKind::Change, number, payload).await
 }
 
 // ---- ACL and settings ----
 
 pub async fn get_acl(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Administer>,
 ) -> Result<Response, AppError> {
     // Who the members are is the repo's admins' to know.
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     Ok(Json(app.meta.acl(&name)?).into_response())
 }
 
 pub async fn put_acl(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<Administer>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
-    Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<AclPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     app.quotas.meta_write(&principal)?;
     let put = body(payload)?;
-    // Ownership moves only by the owner's (or a server admin's) hand, and
-    // only to a user who exists: a member admin cannot take the repo over
-    // or orphan it.
     if let Some(new_owner) = &put.owner {
-        let current = app.meta.acl(&name)?;
-        let owner_now = current.owner.as_deref().unwrap_or(name.owner());
-        if !new_owner.eq_ignore_ascii_case(owner_now) {
-            let is_owner = principal
-                .identity()
-                .is_some_and(|id| id.user.eq_ignore_ascii_case(owner_now));
-            if !is_owner && !principal.is_server_admin() {
-                return Err(AppError::new(
-                    StatusCode::FORBIDDEN,
-                    format!(
-                        "only {owner_now}, the owner, or a server admin may give {name} another owner"
-                    ),
-                ));
-            }
-            let known = app
-                .control
-                .accounts
-                .user(new_owner)
-                .map_err(|e| AppError::unavailable("cannot look a user up", &e))?;
-            if known.is_none() {
-                return Err(AppError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("no user named {new_owner:?}"),
-                ));
-            }
-        }
+        use vole_access::OwnerChangeRefused as Refused;
+        app.access
+            .check_owner_change(&principal, &name, new_owner, &app.control.accounts)
+            .map_err(|refused| match refused {
+                Refused::Forbidden(why) => AppError::new(StatusCode::FORBIDDEN, why),
+                Refused::NoSuchUser(why) => AppError::new(StatusCode::UNPROCESSABLE_ENTITY, why),
+                Refused::Meta(e) => AppError::from(e),
+                Refused::Accounts(e) => AppError::unavailable("cannot look a user up", &e),
+            })?;
     }
     let actor = principal.name().to_string();
     let client = peer.ip().to_string();
@@ -442,10 +399,8 @@ pub async fn put_acl(
 
 pub async fn get_settings(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Read)?;
     let mut settings = app.meta.settings(&name)?;
     // HEAD is the one record of the default branch.
     if let Some(head) = vole_git::repos::head_branch(&app.control.repos.path(&name)) {
@@ -456,12 +411,14 @@ pub async fn get_settings(
 
 pub async fn put_settings(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<Administer>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
-    Path((owner, repo)): Path<(String, String)>,
     payload: Result<Json<SettingsPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let name = super::resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     app.quotas.meta_write(&principal)?;
     let put = body(payload)?;
     // The default branch is HEAD: it may name only a branch that exists

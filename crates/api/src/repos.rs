@@ -7,17 +7,19 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{ConnectInfo, Extension, Path, State};
+use axum::extract::{ConnectInfo, Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
-use super::{ApiState, paginated, resolve};
-use vole_access::{Action, Principal};
+use super::{ApiState, paginated};
+use vole_access::Principal;
 use vole_control::{Actor, LifecycleError, NewRepo};
 use vole_git::repos::{RepoError, RepoName};
 use vole_http::AppError;
+use vole_http::RepoAccess;
 use vole_http::page::ApiPage;
+use vole_http::repo_access::{Administer, Read};
 use vole_meta::entity::Visibility;
 
 /// `POST /api/v1/repos`.
@@ -171,10 +173,8 @@ pub async fn create(
 /// `GET /api/v1/repos/{owner}/{repo}`.
 pub async fn get(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
 ) -> Result<Response, AppError> {
-    let name = resolve(&app, &principal, &owner, &repo, Action::Read)?;
     Ok(Json(view(&app, &name)).into_response())
 }
 
@@ -182,11 +182,13 @@ pub async fn get(
 /// to the trash; 204.
 pub async fn delete(
     State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<Administer>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
-    Path((owner, repo)): Path<(String, String)>,
 ) -> Result<Response, AppError> {
-    let name = resolve(&app, &principal, &owner, &repo, Action::Administer)?;
     let actor = principal.name().to_string();
     let client = peer.ip().to_string();
     let app2 = app.clone();

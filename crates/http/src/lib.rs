@@ -1,5 +1,6 @@
 //! What the HTTP services share and nothing else: the one error type at
-//! the boundary ([`AppError`]), and the sealed-memfd buffers with the
+//! the boundary ([`AppError`]), the one extractor of a repo a handler acts
+//! on ([`repo_access::RepoAccess`]), and the sealed-memfd buffers with the
 //! connection that sends them with `sendfile` ([`zero_copy`]), the
 //! pagination extractors ([`page`]). No handler
 //! lives here; routes are in `server/router.rs`, handlers in the services.
@@ -9,11 +10,13 @@ pub mod client;
 pub mod conditional;
 pub mod error;
 pub mod page;
+pub mod repo_access;
 pub mod slots;
 pub mod stream;
 pub mod zero_copy;
 
 pub use error::AppError;
+pub use repo_access::{RepoAccess, RepoSurface};
 
 /// The raw descriptor of the socket a request came on (a request
 /// extension, set by the server): open while the request's handler runs,

@@ -2,27 +2,18 @@
 //! middleware that answers configured site domains by host.
 
 use super::*;
-use axum::extract::Extension;
+use std::collections::HashMap;
+
+use axum::extract::Path;
+use vole_http::RepoAccess;
+use vole_http::repo_access::ReadSite;
 
 /// `GET /{owner}/{repo}/-/site` -> the slashed form, for a site the
 /// visitor may read; built from the validated name only, so an owner that
 /// is no repo owner (`%2Fevil.example` would make `//evil.example/...`,
 /// another host) is a 404, never a redirect.
-pub async fn site_root(
-    State(app): State<Arc<SitesState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
-) -> Response {
-    match app
-        .access
-        .resolve(&principal, &owner, &repo, Action::ReadSite)
-    {
-        Ok(name) => moved(&format!("/{name}/-/site/")),
-        Err(denied) => {
-            AppError::denied_page(denied, || format!("repository {owner}/{repo} not found"))
-                .into_response()
-        }
-    }
+pub async fn site_root(access: RepoAccess<ReadSite>) -> Response {
+    moved(&format!("/{}/-/site/", access.repo))
 }
 
 /// `301 Moved Permanently` to `to`.
@@ -39,35 +30,24 @@ pub(super) fn moved(to: &str) -> Response {
 
 /// `GET /{owner}/{repo}/-/site/` (the site's root) and
 /// `GET /{owner}/{repo}/-/site/{*path}` when [`WarmLayer`] had no answer.
-pub async fn site_path(State(app): State<Arc<SitesState>>, mut request: Request) -> Response {
-    let params = match request.extract_parts::<RawPathParams>().await {
-        Ok(params) => params,
-        Err(rejection) => return rejection.into_response(),
-    };
-    let param = |name: &str| {
-        params
-            .iter()
-            .find(|(key, _)| *key == name)
-            .map_or("", |(_, value)| value)
-    };
-    // Already percent-decoded by the router.
-    let (owner, repo, path) = (param("owner"), param("repo"), param("path"));
-    let Ok(name) = RepoName::from_parts(owner, repo) else {
-        return AppError::not_found(format!("repository {owner}/{repo} not found")).into_response();
-    };
-    let base = format!("/{name}/-/site/");
-    let Some(principal) = principal_of(&request) else {
-        return AppError::not_found("not found").into_response();
-    };
+pub async fn site_path(
+    State(app): State<Arc<SitesState>>,
+    access: RepoAccess<ReadSite>,
+    Path(params): Path<HashMap<String, String>>,
+    request: Request,
+) -> Response {
+    // Already percent-decoded by the router; empty for the site's root.
+    let path = params.get("path").map_or("", String::as_str);
+    let base = format!("/{}/-/site/", access.repo);
     let site_request = SiteRequest {
         key: request.uri().path(),
         method: request.method(),
         headers: request.headers(),
         sandbox: true,
-        principal,
+        principal: &access.principal,
     };
     site_request
-        .resolve(&app, name, path, &base)
+        .resolve_readable(&app, access.repo.name.clone(), path, &base)
         .await
         .unwrap_or_else(IntoResponse::into_response)
 }

@@ -77,9 +77,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use axum::RequestExt;
 use axum::body::Body;
-use axum::extract::{Path, RawPathParams, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -109,6 +108,17 @@ pub struct SitesState {
     /// Slots of read-side git children (shared with the web UI).
     pub reads: Arc<vole_http::slots::ReadSlots>,
     pub read_limits: vole_config::ReadLimits,
+}
+
+/// The sites' answer to a refused repo on a `/{owner}/{repo}/-/site`
+/// route: the plain 404 of a missing repo, signed in or not.
+impl vole_http::RepoSurface for SitesState {
+    fn access(&self) -> &Access {
+        &self.access
+    }
+    fn refuse(&self, denied: vole_access::Denied, owner: &str, repo: &str) -> AppError {
+        AppError::denied_page(denied, || format!("repository {owner}/{repo} not found"))
+    }
 }
 
 /// The sites' caches and settings.

@@ -22,12 +22,43 @@ impl SiteRequest<'_> {
         Some(self.answer(app, &warm.plan, &warm.repo_path).await)
     }
 
-    /// Resolves the request against the repo's current site (cached per
-    /// root tree), remembers the plan, answers.
+    /// Resolves the request of a site domain against the repo's current
+    /// site (cached per root tree), remembers the plan, answers. The route
+    /// names no repo, so the site's own check decides here.
     pub(super) async fn resolve(
         &self,
         app: &Arc<SitesState>,
         repo: RepoName,
+        path: &str,
+        base: &str,
+    ) -> Result<Response, AppError> {
+        // A missing repo and one the visitor may not read take one path
+        // and get one answer.
+        let readable = app.access.exists(&repo)
+            && app
+                .access
+                .check(self.principal, Action::ReadSite, &repo)
+                .is_ok();
+        self.plan_and_answer(app, repo, readable, path, base).await
+    }
+
+    /// [`SiteRequest::resolve`] for a repo the route's `RepoAccess` let
+    /// through.
+    pub(super) async fn resolve_readable(
+        &self,
+        app: &Arc<SitesState>,
+        repo: RepoName,
+        path: &str,
+        base: &str,
+    ) -> Result<Response, AppError> {
+        self.plan_and_answer(app, repo, true, path, base).await
+    }
+
+    async fn plan_and_answer(
+        &self,
+        app: &Arc<SitesState>,
+        repo: RepoName,
+        readable: bool,
         path: &str,
         base: &str,
     ) -> Result<Response, AppError> {
@@ -41,14 +72,6 @@ impl SiteRequest<'_> {
         // resolution leaves the remembered plan already out of date.
         let versions = Versions::now(app);
         let repo_path: Arc<std::path::Path> = app.repos.path(&repo).into();
-        // A missing repo and one the visitor may not read take one path
-        // and get one answer.
-        let exists = app.access.exists(&repo);
-        let readable = exists
-            && app
-                .access
-                .check(self.principal, Action::ReadSite, &repo)
-                .is_ok();
         let plan = if readable {
             Self::site_plan(app, repo, site_path, path, base, versions, &repo_path).await?
         } else if self.sandbox {

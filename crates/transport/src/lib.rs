@@ -37,24 +37,24 @@ pub mod limits;
 pub mod sentinel;
 pub mod spool;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Extension, Path, Query, State};
+use axum::extract::{ConnectInfo, Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 
 use limits::Limits;
 use spool::Cap;
-use vole_access::{Access, Action, Principal};
+use vole_access::{Access, Action, Principal, ResolvedRepo};
 use vole_config::{Config, TransportLimits};
 use vole_git::Git;
 use vole_git::datadir::DataDir;
 use vole_git::repos::RepoName;
-use vole_http::AppError;
+use vole_http::repo_access::{Acts, Push, Read};
+use vole_http::{AppError, RepoAccess};
 
 /// The two smart-HTTP services.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,27 +130,46 @@ impl Transport {
     }
 }
 
-/// Resolves `owner` / `repo[.git]` for `service` through [`Access`]: a
-/// repo the client may not see is answered as a missing one.
-fn resolve(
-    transport: &Transport,
-    principal: &Principal,
-    owner: &str,
-    repo: &str,
-    service: Service,
-) -> Result<vole_access::ResolvedRepo, AppError> {
-    let action = match service {
-        Service::UploadPack => Action::Read,
-        Service::ReceivePack => Action::Push,
-    };
-    // git clients name the repo with or without `.git`.
-    let name = repo.strip_suffix(".git").unwrap_or(repo);
-    transport
-        .access
-        .resolve(principal, owner, name, action)
-        .map_err(|denied| {
-            AppError::denied(denied, || format!("repository {owner}/{name} not found"))
-        })
+/// The ref advertisement's action, named by its `?service=` query:
+/// `git-upload-pack` reads, `git-receive-pack` pushes; none is a 404 (dumb
+/// HTTP is not served), another a 400.
+#[derive(Debug, Clone, Copy)]
+pub struct Advertised;
+
+impl Acts for Advertised {
+    fn action(parts: &axum::http::request::Parts) -> Result<Action, AppError> {
+        let query: axum::extract::Query<std::collections::HashMap<String, String>> =
+            axum::extract::Query::try_from_uri(&parts.uri)
+                .map_err(|e| AppError::bad_request(e.body_text()))?;
+        let Some(service) = query.get("service") else {
+            return Err(AppError::not_found(
+                "dumb HTTP is not served; use a git client that speaks smart HTTP (git 1.6.6 or later)",
+            ));
+        };
+        match Service::parse(service) {
+            Some(Service::UploadPack) => Ok(Action::Read),
+            Some(Service::ReceivePack) => Ok(Action::Push),
+            None => Err(AppError::bad_request(format!(
+                "unknown service {service:?}"
+            ))),
+        }
+    }
+}
+
+/// The transport's answer to a refused repo: one the client may not see
+/// is answered as a missing one (401 to the anonymous, so git asks for
+/// credentials; 404 to the signed in).
+impl vole_http::RepoSurface for Transport {
+    fn access(&self) -> &Access {
+        &self.access
+    }
+    fn refuse(&self, denied: vole_access::Denied, owner: &str, repo: &str) -> AppError {
+        AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
+    }
+    /// git clients name the repo with or without `.git`.
+    fn repo_segment<'a>(&self, segment: &'a str) -> &'a str {
+        segment.strip_suffix(".git").unwrap_or(segment)
+    }
 }
 
 /// `Git-Protocol` as `GIT_PROTOCOL` (protocol v2), if well-formed.
@@ -351,20 +370,19 @@ fn still_the_decided_repo(
 /// `GET /{owner}/{repo}/info/refs?service=...`
 pub async fn info_refs(
     State(transport): State<Arc<Transport>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
-    Query(query): Query<HashMap<String, String>>,
+    RepoAccess {
+        repo,
+        principal,
+        action,
+        ..
+    }: RepoAccess<Advertised>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
-    let Some(service) = query.get("service") else {
-        return Err(AppError::not_found(
-            "dumb HTTP is not served; use a git client that speaks smart HTTP (git 1.6.6 or later)",
-        ));
+    let service = match action {
+        Action::Push => Service::ReceivePack,
+        _ => Service::UploadPack,
     };
-    let service = Service::parse(service)
-        .ok_or_else(|| AppError::bad_request(format!("unknown service {service:?}")))?;
-    let repo = resolve(&transport, &principal, &owner, &repo, service)?;
     let request = cgi_request(
         &transport,
         &principal,
@@ -382,8 +400,7 @@ pub async fn info_refs(
 /// `POST /{owner}/{repo}/git-upload-pack`
 pub async fn upload_pack(
     state: State<Arc<Transport>>,
-    principal: Extension<Principal>,
-    path: Path<(String, String)>,
+    access: RepoAccess<Read>,
     peer: ConnectInfo<SocketAddr>,
     connection: Option<Extension<vole_http::ConnectionFd>>,
     headers: HeaderMap,
@@ -392,8 +409,7 @@ pub async fn upload_pack(
     service_rpc(
         Service::UploadPack,
         state,
-        principal,
-        path,
+        (access.repo, access.principal),
         (peer, connection),
         headers,
         body,
@@ -404,8 +420,7 @@ pub async fn upload_pack(
 /// `POST /{owner}/{repo}/git-receive-pack`
 pub async fn receive_pack(
     state: State<Arc<Transport>>,
-    principal: Extension<Principal>,
-    path: Path<(String, String)>,
+    access: RepoAccess<Push>,
     peer: ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
@@ -413,8 +428,7 @@ pub async fn receive_pack(
     service_rpc(
         Service::ReceivePack,
         state,
-        principal,
-        path,
+        (access.repo, access.principal),
         (peer, None),
         headers,
         body,
@@ -425,8 +439,8 @@ pub async fn receive_pack(
 async fn service_rpc(
     service: Service,
     State(transport): State<Arc<Transport>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    // The repo RepoAccess let through, and who asked.
+    (repo, principal): (ResolvedRepo, Principal),
     // The client's address, and its socket for a fetch (see below).
     (ConnectInfo(peer), connection): (
         ConnectInfo<SocketAddr>,
@@ -435,7 +449,6 @@ async fn service_rpc(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
-    let repo = resolve(&transport, &principal, &owner, &repo, service)?;
     let limits = &transport.settings;
     let cap = match service {
         Service::ReceivePack => Cap {
@@ -548,6 +561,7 @@ async fn service_rpc(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     #[test]
     fn pushes_run_with_syncs_on_and_gits_auto_gc_off() {

@@ -7,8 +7,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Path, State};
 use parking_lot::Mutex;
+use vole_http::RepoAccess;
+use vole_http::repo_access::Read;
 
 use super::browse::{BlobContent, View, blob_content, file_at};
 use super::last_commit::Touch;
@@ -182,14 +184,13 @@ struct BlamePage {
 /// `GET /{owner}/{repo}/-/blame/{rev}/{*path}`.
 pub async fn blame(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
-    let (name, segments, resolved, id, size) =
-        match file_at(&app, &principal, &owner, &repo, &rev, &path).await? {
-            Ok(file) => file,
-            Err(redirect) => return Ok(redirect),
-        };
+    let (name, segments, resolved, id, size) = match file_at(&app, name, &rev, &path).await? {
+        Ok(file) => file,
+        Err(redirect) => return Ok(redirect),
+    };
     let file_name = segments.last().cloned().unwrap_or_default();
     let content = blob_content(&app, &name, id, size, &file_name).await?;
     let (text, mut truncated, none) = match content {

@@ -2,7 +2,6 @@
 //! one blocking hop, and rendering what is there.
 
 use super::*;
-use axum::extract::Extension;
 use vole_access::ResolvedRepo;
 
 use super::last_commit;
@@ -115,13 +114,10 @@ pub(super) struct Resolved {
 /// blob pages (an empty repo is not found).
 pub(super) async fn resolve_path(
     app: &Arc<WebState>,
-    principal: &Principal,
-    owner: &str,
-    repo: &str,
+    name: ResolvedRepo,
     rev: &str,
     path: &str,
 ) -> Result<(ResolvedRepo, Vec<String>, Resolved), AppError> {
-    let name = repo_name(app, principal, owner, repo)?;
     let segments = segments(path)?;
     let resolved = resolve(app, &name, Some(rev.to_string()), segments.clone(), false)
         .await?
@@ -392,11 +388,9 @@ pub(super) fn clone_url(app: &WebState, headers: &HeaderMap, name: &RepoName) ->
 /// README; or how to push to an empty repo.
 pub async fn repo_home(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo)?;
     let description = app.repos.description(&name);
     let resolved = resolve(&app, &name, None, Vec::new(), true).await?;
     let (view, readme) = match resolved {
@@ -441,31 +435,28 @@ pub async fn repo_home(
 /// `GET /{owner}/{repo}/-/tree/{rev}`: the root of a revision.
 pub async fn tree_root(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, rev)): Path<(String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, rev)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    tree_page(app, principal, owner, repo, rev, String::new()).await
+    tree_page(app, name, rev, String::new()).await
 }
 
 /// `GET /{owner}/{repo}/-/tree/{rev}/{*path}`.
 pub async fn tree(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
-    tree_page(app, principal, owner, repo, rev, path).await
+    tree_page(app, name, rev, path).await
 }
 
 pub(super) async fn tree_page(
     app: Arc<WebState>,
-    principal: Principal,
-    owner: String,
-    repo: String,
+    name: ResolvedRepo,
     rev: String,
     path: String,
 ) -> Result<Response, AppError> {
-    let (name, segments, mut resolved) =
-        resolve_path(&app, &principal, &owner, &repo, &rev, &path).await?;
+    let (name, segments, mut resolved) = resolve_path(&app, name, &rev, &path).await?;
     match resolved.node {
         Node::Tree(_) => annotate(&app, &name, &mut resolved).await,
         Node::Blob { .. } => {
@@ -562,13 +553,11 @@ pub(super) type FileAt = (ResolvedRepo, Vec<String>, Resolved, gix::ObjectId, u6
 /// a directory, the redirect to its tree page. A missing path is a 404.
 pub(super) async fn file_at(
     app: &Arc<WebState>,
-    principal: &Principal,
-    owner: &str,
-    repo: &str,
+    name: ResolvedRepo,
     rev: &str,
     path: &str,
 ) -> Result<Result<FileAt, Response>, AppError> {
-    let (name, segments, resolved) = resolve_path(app, principal, owner, repo, rev, path).await?;
+    let (name, segments, resolved) = resolve_path(app, name, rev, path).await?;
     match resolved.node {
         Node::Blob { id, size } => Ok(Ok((name, segments, resolved, id, size))),
         Node::Tree(_) => {
@@ -604,14 +593,13 @@ pub(super) fn inert(headers: &mut HeaderMap) {
 /// and line anchors, an image preview, or a note for binaries.
 pub async fn blob(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, rev, path)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
-    let (name, segments, resolved, id, size) =
-        match file_at(&app, &principal, &owner, &repo, &rev, &path).await? {
-            Ok(file) => file,
-            Err(redirect) => return Ok(redirect),
-        };
+    let (name, segments, resolved, id, size) = match file_at(&app, name, &rev, &path).await? {
+        Ok(file) => file,
+        Err(redirect) => return Ok(redirect),
+    };
     let file_name = segments.last().cloned().unwrap_or_default();
     let content = blob_content(&app, &name, id, size, &file_name).await?;
     render(BlobPage {
@@ -646,13 +634,12 @@ pub async fn blob(
 /// at the pace of the client (cut below `--min-transfer-rate`).
 pub async fn raw(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, rev, path)): Path<(String, String, String, String)>,
     method: axum::http::Method,
     headers: HeaderMap,
 ) -> Result<Response, AppError> {
     use vole_http::conditional::{not_modified, number_header, range_for};
-    let name = repo_name(&app, &principal, &owner, &repo)?;
     let segments = segments(&path)?;
     let repo_path = app.repos.path(&name);
     let incarnation = name.incarnation_id().to_string();

@@ -6,17 +6,19 @@ use parking_lot::Mutex;
 use std::sync::{Arc, OnceLock};
 
 use askama::Template;
-use axum::extract::{Extension, Path, State};
+use axum::extract::{Path, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use vole_access::Principal;
+use vole_access::ResolvedRepo;
+use vole_http::RepoAccess;
+use vole_http::repo_access::Read;
 
 use super::WebState;
 use std::collections::HashMap;
 
 use super::diff::{FileDiff, Kind};
 use super::read::{self, CommitDetail, LogEntry};
-use super::{AppError, blocking, filters, render, repo_name, segments};
+use super::{AppError, blocking, filters, render, segments};
 use crate::byte_lru::{ByteLru, Weigh};
 use vole_http::page::WebPage;
 use vole_stdx::page::Pagination;
@@ -120,34 +122,31 @@ struct LogPage {
 /// `GET /{owner}/{repo}/-/commits/{rev}?page=`.
 pub async fn log_root(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, rev)): Path<(String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, rev)): Path<(String, String, String)>,
     WebPage(page): WebPage<COMMITS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    log_page(app, principal, owner, repo, rev, String::new(), page).await
+    log_page(app, name, rev, String::new(), page).await
 }
 
 /// `GET /{owner}/{repo}/-/commits/{rev}/{*path}?page=`: commits touching
 /// a path.
 pub async fn log_path(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, rev, path)): Path<(String, String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, rev, path)): Path<(String, String, String, String)>,
     WebPage(page): WebPage<COMMITS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    log_page(app, principal, owner, repo, rev, path, page).await
+    log_page(app, name, rev, path, page).await
 }
 
 async fn log_page(
     app: Arc<WebState>,
-    principal: Principal,
-    owner: String,
-    repo: String,
+    name: ResolvedRepo,
     rev: String,
     path: String,
     page: Pagination,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo)?;
     let parts = segments(&path)?;
     let repo_path = app.repos.path(&name);
     let incarnation = name.incarnation_id().to_string();
@@ -277,10 +276,9 @@ struct CommitPage {
 /// against the first parent, highlighted; `{id}.patch` is the raw patch.
 pub async fn commit(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, id)): Path<(String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo)?;
     if let Some(stripped) = id.strip_suffix(".patch") {
         // `X.patch` is X's raw patch, unless a branch or tag is named
         // `X.patch` itself.
@@ -569,32 +567,27 @@ const REFS_PER_PAGE: u32 = 50;
 /// `GET /{owner}/{repo}/-/branches`.
 pub async fn branches(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
     WebPage(page): WebPage<REFS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    refs_page(app, principal, owner, repo, true, page).await
+    refs_page(app, name, true, page).await
 }
 
 /// `GET /{owner}/{repo}/-/tags`.
 pub async fn tags(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
     WebPage(page): WebPage<REFS_PER_PAGE>,
 ) -> Result<Response, AppError> {
-    refs_page(app, principal, owner, repo, false, page).await
+    refs_page(app, name, false, page).await
 }
 
 async fn refs_page(
     app: Arc<WebState>,
-    principal: Principal,
-    owner: String,
-    repo: String,
+    name: ResolvedRepo,
     branches: bool,
     page: Pagination,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo)?;
     let repo_path = app.repos.path(&name);
     let incarnation = name.incarnation_id().to_string();
     let (rows, head, total) = blocking(move || {
@@ -647,10 +640,8 @@ struct ActivityPage {
 /// `GET /{owner}/{repo}/-/activity`: the last ref moves from the ref log.
 pub async fn activity(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo)): Path<(String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo)?;
     let (entries, _) = app
         .recorder
         .activity(&name.to_string(), Pagination::first(100));
@@ -685,10 +676,9 @@ pub async fn activity(
 /// goes away).
 pub async fn archive(
     State(app): State<Arc<WebState>>,
-    Extension(principal): Extension<Principal>,
-    Path((owner, repo, file)): Path<(String, String, String)>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, file)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let name = repo_name(&app, &principal, &owner, &repo)?;
     let (rev, format, content_type) = if let Some(rev) = file.strip_suffix(".tar.gz") {
         (rev.to_string(), "tar.gz", "application/gzip")
     } else if let Some(rev) = file.strip_suffix(".zip") {

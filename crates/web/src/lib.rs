@@ -47,14 +47,15 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use read::{EntryKind, Node};
-use vole_access::{Access, Action, Principal};
+use vole_access::{Access, Principal};
 use vole_config::Config;
 use vole_git::Git;
 use vole_git::repos::{RepoName, Repos};
 use vole_git::tree_path::TreePath;
 use vole_hooks::recorder::RefRecorder;
-use vole_http::AppError;
 use vole_http::page::WebPage;
+use vole_http::repo_access::Read;
+use vole_http::{AppError, RepoAccess};
 use vole_stdx::page::Pagination;
 
 /// What the web pages need of the server.
@@ -102,17 +103,13 @@ pub(crate) async fn blocking<T: Send + 'static>(
         })
 }
 
-/// The repo a page is about, resolved through [`Access`]: one the
-/// visitor may not read is answered as a missing one.
-pub(crate) fn repo_name(
-    app: &WebState,
-    principal: &Principal,
-    owner: &str,
-    repo: &str,
-) -> Result<vole_access::ResolvedRepo, AppError> {
-    app.access
-        .resolve(principal, owner, repo, Action::Read)
-        .map_err(|denied| {
-            AppError::denied_page(denied, || format!("There is no repository {owner}/{repo}."))
-        })
+/// The pages' answer to a refused repo: one the visitor may not read is
+/// answered as a missing one, the page's plain 404, signed in or not.
+impl vole_http::RepoSurface for WebState {
+    fn access(&self) -> &Access {
+        &self.access
+    }
+    fn refuse(&self, denied: vole_access::Denied, owner: &str, repo: &str) -> AppError {
+        AppError::denied_page(denied, || format!("There is no repository {owner}/{repo}."))
+    }
 }
