@@ -71,6 +71,9 @@ fn open_one<K: RecordKind>(dir: &Path, visit: impl FnMut(Entry<K>)) -> Result<Lo
     Ok(log)
 }
 
+/// Bytes of each cache of the web pages' git reads.
+const WEB_CACHE_BYTES: u64 = 16 << 20;
+
 /// Shared state; lives behind an `Arc`. It assembles the services, each
 /// with its own state (the parts of this it needs, shared by `Arc`); no
 /// service imports `App`.
@@ -235,6 +238,7 @@ impl App {
                 highlighter: Arc::new(vole_web::highlight::Highlighter::new(
                     config.reads.highlight_cache_bytes,
                 )),
+                caches: Arc::new(vole_web::caches::WebCaches::new(WEB_CACHE_BYTES)),
             }),
             api: Arc::new(ApiState {
                 meta: meta.clone(),

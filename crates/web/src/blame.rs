@@ -5,23 +5,20 @@
 //! at a byte bound, cached by (commit, path); the lines themselves are
 //! the blob page's (highlighted, cached by blob id).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use parking_lot::Mutex;
 use vole_http::RepoAccess;
 use vole_http::repo_access::Read;
 
 use super::browse::{BlobContent, View, blob_content, file_at};
 use super::last_commit::Touch;
 use super::*;
-use crate::byte_lru::{ByteLru, Weigh};
+use crate::caches::Weigh;
 
 /// Most bytes of `git blame --porcelain` output read (a line costs its
 /// text and about 50 bytes; a commit's first line some 300 more).
 const MAX_BLAME_BYTES: usize = 16 << 20;
-/// Bytes of the cache of blames.
-const CACHE_BYTES: usize = 16 << 20;
 
 /// Lines `start..start + count` (1-based) last changed by `commits[commit]`.
 #[derive(Clone, Copy)]
@@ -47,12 +44,7 @@ impl Weigh for Blame {
 
 /// (the repo's incarnation, commit, file): blame reads the repo's
 /// objects, so one repo's never answers for another's.
-type Key = (String, gix::ObjectId, Vec<String>);
-
-fn cache() -> &'static Mutex<ByteLru<Key, Arc<Blame>>> {
-    static CACHE: OnceLock<Mutex<ByteLru<Key, Arc<Blame>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(ByteLru::new(CACHE_BYTES)))
-}
+pub type Key = (String, gix::ObjectId, Vec<String>);
 
 /// Parses `git blame --porcelain`: a line `SHA ORIG FINAL [COUNT]` per
 /// line of the file, the commit's headers (`author`, `author-time`,
@@ -114,16 +106,9 @@ pub fn parse_porcelain(out: &str) -> Blame {
     }
 }
 
-/// The blames under way (one per key at a time; callers that come while
-/// one runs share its result, a failure too).
-fn flights() -> &'static super::flight::Flights<Key, Result<Arc<Blame>, AppError>> {
-    static FLIGHTS: OnceLock<super::flight::Flights<Key, Result<Arc<Blame>, AppError>>> =
-        OnceLock::new();
-    FLIGHTS.get_or_init(Default::default)
-}
-
 /// `git blame --porcelain` of the first `shown` lines of `key`'s file at
-/// its commit, under a read slot and the read deadline; cached.
+/// its commit, under a read slot and the read deadline (cached by the
+/// caller).
 async fn run_blame(
     app: &WebState,
     git: vole_git::Git,
@@ -131,9 +116,6 @@ async fn run_blame(
     key: Key,
     shown: usize,
 ) -> Result<Arc<Blame>, AppError> {
-    if let Some(hit) = cache().lock().get(&key) {
-        return Ok(hit);
-    }
     let slot = app.reads.acquire().await?;
     let deadline = app.config.reads.deadline;
     let (commit, file) = (key.1.to_string(), key.2.join("/"));
@@ -153,7 +135,6 @@ async fn run_blame(
         Ok(Arc::new(blame))
     })
     .await?;
-    cache().lock().put(key, blame.clone());
     Ok(blame)
 }
 
@@ -212,17 +193,16 @@ pub async fn blame(
             resolved.commit,
             resolved.path.clone(),
         );
-        let found = cache().lock().get(&key);
-        let blame = match found {
-            Some(hit) => hit,
-            None => {
-                let git = app.git.clone();
-                let repo_path = app.repos.path(&name);
-                flights()
-                    .run(key.clone(), || run_blame(&app, git, repo_path, key, shown))
-                    .await?
-            }
-        };
+        let git = app.git.clone();
+        let repo_path = app.repos.path(&name);
+        // One blame per key at a time: the views that come while it runs
+        // share its outcome, a failure too.
+        let blame = app
+            .caches
+            .blames
+            .try_get_with(key.clone(), run_blame(&app, git, repo_path, key, shown))
+            .await
+            .map_err(|failed| (*failed).clone())?;
         let mut starts: HashMap<usize, &Group> = HashMap::new();
         for group in &blame.groups {
             starts.insert(group.start, group);

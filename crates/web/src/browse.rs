@@ -271,26 +271,24 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &ResolvedRepo, resolved:
     if entries.is_empty() {
         return;
     }
-    let incarnation = name.incarnation_id();
-    let facts = match last_commit::cached(incarnation, resolved.commit, &resolved.path) {
-        Some(facts) => facts,
-        None => {
-            let key = (
-                incarnation.to_string(),
-                resolved.commit,
-                resolved.path.clone(),
-            );
-            let shown: Vec<read::TreeEntry> = entries.iter().take(MAX_LISTED).cloned().collect();
-            let walked = last_commit::flights()
-                .run(key, || {
-                    walk_listing(app, name, resolved.commit, resolved.path.clone(), shown)
-                })
-                .await;
-            match walked {
-                Some(facts) => facts,
-                None => return,
-            }
-        }
+    let key = (
+        name.incarnation_id().to_string(),
+        resolved.commit,
+        resolved.path.clone(),
+    );
+    let shown: Vec<read::TreeEntry> = entries.iter().take(MAX_LISTED).cloned().collect();
+    // One walk per key at a time: the views that come while it runs wait
+    // for it.
+    let walked = app
+        .caches
+        .listings
+        .optionally_get_with(
+            key,
+            walk_listing(app, name, resolved.commit, resolved.path.clone(), shown),
+        )
+        .await;
+    let Some(facts) = walked else {
+        return;
     };
     for (index, entry) in resolved.view.entries.iter_mut().enumerate() {
         if let Some(Some(size)) = facts.sizes.get(index) {
@@ -304,8 +302,9 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &ResolvedRepo, resolved:
     }
 }
 
-/// The walk of one listing under a read slot, its result cached unless
-/// the clock cut it; `None` when no slot freed in time or it failed.
+/// The walk of one listing under a read slot (cached by the caller, and
+/// when the clock cut it kept a minute); `None` when no slot freed in time
+/// or it failed.
 async fn walk_listing(
     app: &Arc<WebState>,
     name: &ResolvedRepo,
@@ -313,10 +312,6 @@ async fn walk_listing(
     path: Vec<String>,
     shown: Vec<read::TreeEntry>,
 ) -> Option<Arc<last_commit::Facts>> {
-    // Another caller's walk may have finished while this one waited.
-    if let Some(facts) = last_commit::cached(name.incarnation_id(), commit, &path) {
-        return Some(facts);
-    }
     let slot = app.reads.acquire_within(LISTING_SLOT_WAIT).await?;
     let repo_path = app.repos.path(name);
     let incarnation = name.incarnation_id().to_string();
@@ -324,7 +319,6 @@ async fn walk_listing(
         commits: last_commit::MAX_WALKED,
         time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
     };
-    let key_path = path.clone();
     let walked = blocking(move || {
         let _slot = slot;
         let mut repo = read::open(&repo_path, &incarnation)?;
@@ -335,17 +329,13 @@ async fn walk_listing(
         last_commit::walk(&repo, commit, &path, &shown, bounds).map(Arc::new)
     })
     .await;
-    let facts = match walked {
-        Ok(facts) => facts,
+    match walked {
+        Ok(facts) => Some(facts),
         Err(e) => {
             tracing::warn!(repo = %name, error = ?e, "the listing's last commits could not be found; drawn without them");
-            return None;
+            None
         }
-    };
-    // Kept also when the clock cut it (then walked again a minute later:
-    // `last_commit::cached`).
-    last_commit::remember(name.incarnation_id(), commit, key_path, facts.clone());
-    Some(facts)
+    }
 }
 
 /// How long a listing waits for a read slot for its last-commit walk.
@@ -521,7 +511,7 @@ pub(super) async fn blob_content(
     match app.highlighter.binary_verdict(id) {
         Some(true) => return Ok(BlobContent::Binary),
         Some(false) => {
-            if let Some(lines) = app.highlighter.cached(id, file_name) {
+            if let Some(lines) = app.highlighter.cached(id, file_name).await {
                 let truncated = !shown_whole(&lines);
                 return Ok(BlobContent::Text { lines, truncated });
             }

@@ -4,7 +4,7 @@
 //! much of it is read are `read::commit_detail`'s, how a file is drawn
 //! (highlighted, collapsed or not shown) is `history.rs`'s.
 
-use crate::byte_lru::Weigh;
+use crate::caches::Weigh;
 
 /// What a line of a hunk is.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -3,19 +3,16 @@
 //! its content, so a cached rendering is valid in every repo and never
 //! stale.
 
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::num::NonZeroUsize;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
-use crate::byte_lru::{ByteLru, Weigh};
+use crate::caches::Weigh;
 use syntect::html::{ClassStyle, ClassedHTMLGenerator};
 use syntect::parsing::SyntaxSet;
 use syntect::util::LinesWithEndings;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::Semaphore;
 
 const CLASS_STYLE: ClassStyle = ClassStyle::SpacedPrefixed { prefix: "hl-" };
 
@@ -37,7 +34,7 @@ const JOB_WAIT: Duration = Duration::from_secs(2);
 /// Lines longer than this are not highlighted (the file is shown plain).
 const MAX_HIGHLIGHTED_LINE: usize = 16 << 10;
 /// Binary verdicts remembered (a blob id and a bool each).
-const BINARY_VERDICTS: usize = 16_384;
+const BINARY_VERDICTS: u64 = 16_384;
 
 fn syntaxes() -> &'static SyntaxSet {
     static SET: OnceLock<SyntaxSet> = OnceLock::new();
@@ -74,63 +71,64 @@ impl Weigh for (ObjectId, String) {
 /// so no repo needs to be in the key. The binary verdicts likewise.
 type Key = (ObjectId, String);
 
-/// One highlighting under way: its result, and whether it may be cached.
-type Computation = OnceCell<(Arc<Highlighted>, bool)>;
-
 /// Highlighting with bounded cost: output at most [`MAX_OUTPUT_FACTOR`]
 /// times the input, at most [`TIME_BUDGET`] a file, one job per core at a
-/// time, one computation per blob (concurrent misses wait for the first),
-/// and a cache bounded in bytes.
-#[derive(Debug)]
+/// time, one computation per blob (concurrent misses wait for the first
+/// and share its rendering), and a cache bounded in bytes.
 pub struct Highlighter {
-    cache: Mutex<ByteLru<Key, Arc<Highlighted>>>,
-    /// A computation under way, and whether its result may be cached.
-    inflight: Mutex<HashMap<Key, Arc<Computation>>>,
+    cache: moka::future::Cache<Key, Arc<Highlighted>>,
     jobs: Arc<Semaphore>,
-    binary: Mutex<lru::LruCache<ObjectId, bool>>,
+    binary: moka::sync::Cache<ObjectId, bool>,
 }
+
+impl std::fmt::Debug for Highlighter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Highlighter")
+            .field("cached_bytes", &self.cache.weighted_size())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a highlighting gives that is not to be kept (a panic, or every
+/// job slot busy), shared with the callers that waited for it.
+struct NotKept(Arc<Highlighted>);
 
 impl Highlighter {
     pub fn new(cache_bytes: u64) -> Highlighter {
         let cores = vole_config::defaults::cores();
         Highlighter {
-            cache: Mutex::new(ByteLru::new(
-                usize::try_from(cache_bytes).unwrap_or(usize::MAX),
-            )),
-            inflight: Mutex::new(HashMap::new()),
+            cache: moka::future::Cache::builder()
+                .max_capacity(cache_bytes)
+                .weigher(crate::caches::weigh)
+                .build(),
             jobs: Arc::new(Semaphore::new(cores)),
-            binary: Mutex::new(lru::LruCache::new(
-                NonZeroUsize::new(BINARY_VERDICTS).expect("non-zero"),
-            )),
+            binary: moka::sync::Cache::new(BINARY_VERDICTS),
         }
     }
 
     /// A cached rendering, without touching the blob.
-    pub fn cached(&self, id: ObjectId, file_name: &str) -> Option<Arc<Highlighted>> {
-        self.cache.lock().get(&(id, file_name.to_string()))
+    pub async fn cached(&self, id: ObjectId, file_name: &str) -> Option<Arc<Highlighted>> {
+        self.cache.get(&(id, file_name.to_string())).await
     }
 
     /// Whether a blob was found binary (remembered: its id names its
     /// content), without touching the blob.
     pub fn binary_verdict(&self, id: ObjectId) -> Option<bool> {
-        self.binary.lock().get(&id).copied()
+        self.binary.get(&id)
     }
 
     pub fn remember_binary(&self, id: ObjectId, binary: bool) {
-        self.binary.lock().put(id, binary);
+        self.binary.insert(id, binary);
     }
 
     /// The lines of `text` (blob `id`, named `file_name`) as HTML.
     pub async fn highlight(&self, id: ObjectId, file_name: &str, text: String) -> Arc<Highlighted> {
         let key = (id, file_name.to_string());
-        if let Some(hit) = self.cache.lock().get(&key) {
-            return hit;
-        }
-        let cell = self.inflight.lock().entry(key.clone()).or_default().clone();
         let name = file_name.to_string();
         let jobs = self.jobs.clone();
-        let (rendered, cacheable) = cell
-            .get_or_init(|| async {
+        let computed = self
+            .cache
+            .try_get_with(key, async move {
                 match tokio::time::timeout(JOB_WAIT, jobs.acquire_owned()).await {
                     Ok(Ok(permit)) => {
                         let rendered = vole_http::spawn_blocking(move || {
@@ -139,40 +137,26 @@ impl Highlighter {
                         })
                         .await;
                         match rendered {
-                            Ok(rendered) => (Arc::new(rendered), true),
+                            Ok(rendered) => Ok(Arc::new(rendered)),
                             // A panic in the highlighter: nothing shown
                             // now, nothing remembered.
-                            Err(_) => (Arc::new(plain_of_nothing()), false),
+                            Err(_) => Err(NotKept(Arc::new(plain_of_nothing()))),
                         }
                     }
                     // Every job slot busy: plain now, highlighted later.
-                    _ => (
-                        Arc::new(Highlighted {
-                            lines: text.lines().map(escape).collect(),
-                            over_budget: true,
-                        }),
-                        false,
-                    ),
+                    _ => Err(NotKept(Arc::new(Highlighted {
+                        lines: text.lines().map(escape).collect(),
+                        over_budget: true,
+                    }))),
                 }
             })
-            .await
-            .clone();
-        // The first of the waiters to get here files it (the others find
-        // it cached, or put the same value again) and only then retires
-        // this computation, so a request in between finds one or the other.
-        if cacheable {
-            self.cache.lock().put(key.clone(), rendered.clone());
-        }
-        let mut inflight = self.inflight.lock();
-        if inflight.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-            inflight.remove(&key);
-        }
-        rendered
+            .await;
+        computed.unwrap_or_else(|not_kept| not_kept.0.clone())
     }
 
-    /// Bytes the cache holds.
+    /// Bytes the cache holds (as of its last maintenance).
     pub fn cached_bytes(&self) -> usize {
-        self.cache.lock().bytes()
+        usize::try_from(self.cache.weighted_size()).unwrap_or(usize::MAX)
     }
 }
 
@@ -423,12 +407,8 @@ mod tests {
             "eight concurrent misses must share one computation"
         );
         assert!(Arc::ptr_eq(
-            &highlighter.cached(id, "main.rs").unwrap(),
+            &highlighter.cached(id, "main.rs").await.unwrap(),
             &results[0]
         ));
-        assert!(
-            highlighter.inflight.lock().is_empty(),
-            "no computation left in flight"
-        );
     }
 }

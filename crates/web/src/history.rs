@@ -2,8 +2,7 @@
 //! its diff, branch and tag lists, the push activity from the ref log, and
 //! archive downloads streamed from `git archive`.
 
-use parking_lot::Mutex;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use askama::Template;
 use axum::extract::{Path, State};
@@ -19,24 +18,18 @@ use std::collections::HashMap;
 use super::diff::{FileDiff, Kind};
 use super::read::{self, CommitDetail, LogEntry};
 use super::{AppError, blocking, filters, render, segments};
-use crate::byte_lru::{ByteLru, Weigh};
+use crate::caches::{CommitKey, LogKey, Weigh};
 use vole_http::page::WebPage;
 use vole_stdx::page::Pagination;
 
 const COMMITS_PER_PAGE: u32 = 50;
 
-/// History is immutable once named by a commit id: a log page (commit,
-/// path, page) and a commit's detail are cached by id, in caches bounded
-/// by bytes (a page of history can be a megabyte). Each key starts with
-/// the repo's incarnation: what git reads is the repo's own objects (and
-/// attributes), so one repo's pages never answer for another's, nor for a
-/// repo created again under the name.
-type LogKey = (String, gix::ObjectId, Vec<String>, usize);
-type CommitKey = (String, gix::ObjectId);
-type LogValue = Arc<(Vec<LogEntry>, bool)>;
-
-/// Bytes of each history cache.
-const HISTORY_CACHE_BYTES: usize = 16 << 20;
+// History is immutable once named by a commit id: a log page (commit,
+// path, page) and a commit's detail are cached by id (`WebCaches::log`
+// and `commits`, bounded by bytes: a page of history can be a megabyte).
+// Each key starts with the repo's incarnation: what git reads is the
+// repo's own objects (and attributes), so one repo's pages never answer
+// for another's, nor for a repo created again under the name.
 
 impl Weigh for LogEntry {
     fn weight(&self) -> usize {
@@ -82,30 +75,6 @@ impl Weigh for CommitDetail {
             + self.files.weight()
             + self.diffs.weight()
     }
-}
-
-/// A commit id weighs its 20 bytes.
-impl Weigh for gix::ObjectId {
-    fn weight(&self) -> usize {
-        std::mem::size_of::<gix::ObjectId>()
-    }
-}
-
-fn log_cache() -> &'static Mutex<ByteLru<LogKey, LogValue>> {
-    static CACHE: OnceLock<Mutex<ByteLru<LogKey, LogValue>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(ByteLru::new(HISTORY_CACHE_BYTES)))
-}
-
-fn commit_cache() -> &'static Mutex<ByteLru<CommitKey, Arc<CommitDetail>>> {
-    static CACHE: OnceLock<Mutex<ByteLru<CommitKey, Arc<CommitDetail>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(ByteLru::new(HISTORY_CACHE_BYTES)))
-}
-
-fn cached<K: std::hash::Hash + Eq + Weigh, V: Clone + Weigh>(
-    cache: &Mutex<ByteLru<K, V>>,
-    key: &K,
-) -> Option<V> {
-    cache.lock().get(key)
 }
 
 #[derive(Template)]
@@ -156,6 +125,7 @@ async fn log_page(
     let looked = {
         let repo_path = repo_path.clone();
         let incarnation = incarnation.clone();
+        let cache = app.caches.log.clone();
         blocking(move || {
             let repo = read::open(&repo_path, &incarnation)?;
             let (rev, parts) = read::split_rev(&repo, &rev_for_read, &parts)?;
@@ -163,7 +133,7 @@ async fn log_page(
                 return Ok(None);
             };
             let key = (incarnation, commit, parts, page.page());
-            let hit = cached(log_cache(), &key);
+            let hit = cache.get(&key);
             Ok(Some((key, hit)))
         })
         .await?
@@ -189,7 +159,7 @@ async fn log_page(
                 .map(|found| (key, Arc::new(found)))
             })
             .await?;
-            log_cache().lock().put(found.0, found.1.clone());
+            app.caches.log.insert(found.0, found.1.clone());
             Some(found.1)
         }
     };
@@ -298,15 +268,13 @@ pub async fn commit(
     let looked = {
         let repo_path = repo_path.clone();
         let incarnation = incarnation.clone();
+        let cache = app.caches.commits.clone();
         blocking(move || {
             let repo = read::open(&repo_path, &incarnation)?;
             let Some(commit) = read::resolve(&repo, &rev)? else {
                 return Ok(None);
             };
-            Ok(Some((
-                commit,
-                cached(commit_cache(), &(incarnation, commit)),
-            )))
+            Ok(Some((commit, cache.get(&(incarnation, commit)))))
         })
         .await?
     };
@@ -322,9 +290,9 @@ pub async fn commit(
                 read::commit_detail(&git, &repo_path, commit, deadline).map(Arc::new)
             })
             .await?;
-            commit_cache()
-                .lock()
-                .put((name.incarnation_id().to_string(), commit), detail.clone());
+            app.caches
+                .commits
+                .insert((name.incarnation_id().to_string(), commit), detail.clone());
             Some((commit, detail))
         }
     }
@@ -401,7 +369,7 @@ async fn file_views(
                     // The prefix keeps the two apart in the cache; the
                     // language still comes from the path's extension.
                     let key = format!("{incarnation}\0{prefix}{}", file.path);
-                    sides.push(match app.highlighter.cached(commit, &key) {
+                    sides.push(match app.highlighter.cached(commit, &key).await {
                         Some(hit) => Some(hit),
                         None if started.elapsed() < PAGE_HIGHLIGHT_BUDGET && !diff.cut => {
                             Some(app.highlighter.highlight(commit, &key, side(old)).await)

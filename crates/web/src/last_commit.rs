@@ -1,7 +1,7 @@
 //! The last commit that touched each entry of a tree listing, and the
 //! size of each file: one bounded walk of history per (commit, directory),
 //! in-process through gix, cached by that pair (history named by a commit
-//! id never changes). What does not live here: the listing itself
+//! id never changes: `caches::WebCaches::listings`). What does not live here: the listing itself
 //! (`read::lookup`) and how it is drawn (`browse.rs`, `listing.html`).
 //!
 //! The walk goes from the listed commit to older commits, newest commit
@@ -15,15 +15,14 @@
 //! are shown as older than the walk went, not guessed.
 
 use std::collections::{BinaryHeap, HashMap};
-use std::sync::{Arc, OnceLock};
+
 use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 use gix::bstr::BStr;
-use parking_lot::Mutex;
 
 use super::read::{EntryKind, ReadError, TreeEntry};
-use crate::byte_lru::{ByteLru, Weigh};
+use crate::caches::Weigh;
 use vole_git::Lookup;
 
 /// How far one walk may go.
@@ -41,8 +40,6 @@ pub const WALK_BUDGET: Duration = Duration::from_secs(2);
 /// Bytes of the object cache one walk's repo handle has (a directory of
 /// 5,000 entries is a tree of some 215 KB).
 pub const OBJECT_CACHE_BYTES: usize = 8 << 20;
-/// Bytes of the cache of walks.
-const CACHE_BYTES: usize = 16 << 20;
 
 /// A commit that last touched some entry.
 #[derive(Clone)]
@@ -97,36 +94,10 @@ impl Weigh for Key {
     }
 }
 
-fn cache() -> &'static Mutex<ByteLru<Key, Arc<Facts>>> {
-    static CACHE: OnceLock<Mutex<ByteLru<Key, Arc<Facts>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(ByteLru::new(CACHE_BYTES)))
-}
-
 /// A walk the clock cut depends on the load it ran under: it is kept
 /// (so the views after it cost what a cached listing costs) but walked
-/// again once it is this old.
+/// again once it is this old (`caches::WebCaches::listings` expires it).
 pub const RETRY_CUT_WALK: Duration = Duration::from_secs(60);
-
-/// The facts of `path` at `commit`, if a walk already found them (and,
-/// for one the clock cut, not longer than [`RETRY_CUT_WALK`] ago).
-pub fn cached(incarnation: &str, commit: ObjectId, path: &[String]) -> Option<Arc<Facts>> {
-    cache()
-        .lock()
-        .get(&(incarnation.to_string(), commit, path.to_vec()))
-        .filter(|facts| !facts.out_of_time || facts.made.elapsed() < RETRY_CUT_WALK)
-}
-
-/// The walks under way (one per key at a time).
-pub fn flights() -> &'static super::flight::Flights<Key, Option<Arc<Facts>>> {
-    static FLIGHTS: OnceLock<super::flight::Flights<Key, Option<Arc<Facts>>>> = OnceLock::new();
-    FLIGHTS.get_or_init(Default::default)
-}
-
-pub fn remember(incarnation: &str, commit: ObjectId, path: Vec<String>, facts: Arc<Facts>) {
-    cache()
-        .lock()
-        .put((incarnation.to_string(), commit, path), facts);
-}
 
 /// A commit as the walk needs it.
 struct Node {
@@ -451,8 +422,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_walk_the_clock_cut_is_kept_for_a_minute_then_walked_again() {
+    #[tokio::test]
+    async fn a_walk_the_clock_cut_is_kept_for_a_minute_then_walked_again() {
         let facts = |out_of_time, age: u64| Facts {
             sizes: Vec::new(),
             last: Vec::new(),
@@ -465,18 +436,32 @@ mod tests {
                 .unwrap(),
         };
         let commit = ObjectId::from_hex(b"1111111111111111111111111111111111111111").unwrap();
-        let at = |name: &str| vec![name.to_string()];
-        remember("i", commit, at("fresh"), Arc::new(facts(true, 1)));
-        remember("i", commit, at("stale"), Arc::new(facts(true, 61)));
-        remember("i", commit, at("whole"), Arc::new(facts(false, 3600)));
-        assert!(cached("i", commit, &at("fresh")).is_some());
+        let caches = crate::caches::WebCaches::new(1 << 20);
+        let at = |name: &str| ("i".to_string(), commit, vec![name.to_string()]);
+        let listings = &caches.listings;
+        listings
+            .insert(at("fresh"), std::sync::Arc::new(facts(true, 1)))
+            .await;
+        listings
+            .insert(at("stale"), std::sync::Arc::new(facts(true, 61)))
+            .await;
+        listings
+            .insert(at("whole"), std::sync::Arc::new(facts(false, 3600)))
+            .await;
+        assert!(listings.get(&at("fresh")).await.is_some());
         assert!(
-            cached("i", commit, &at("stale")).is_none(),
+            listings.get(&at("stale")).await.is_none(),
             "a cut walk a minute old was served"
         );
         assert!(
-            cached("i", commit, &at("whole")).is_some(),
+            listings.get(&at("whole")).await.is_some(),
             "a whole walk expired"
+        );
+        // A deleted repo's walks go with it.
+        caches.forget("i");
+        assert!(
+            listings.get(&at("whole")).await.is_none(),
+            "a forgotten incarnation's walk was served"
         );
     }
 

@@ -17,11 +17,10 @@
 mod assets;
 pub mod blame;
 mod browse;
-pub mod byte_lru;
+pub mod caches;
 mod dates;
 pub mod diff;
 mod error;
-mod flight;
 pub mod highlight;
 pub mod history;
 mod home;
@@ -69,6 +68,8 @@ pub struct WebState {
     /// Slots of read-side git children (shared with sites).
     pub reads: Arc<vole_http::slots::ReadSlots>,
     pub highlighter: Arc<highlight::Highlighter>,
+    /// The caches of the pages' git reads.
+    pub caches: Arc<caches::WebCaches>,
 }
 
 /// Repos per home page.
