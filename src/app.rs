@@ -73,6 +73,8 @@ fn open_one<K: RecordKind>(dir: &Path, visit: impl FnMut(Entry<K>)) -> Result<Lo
 
 /// Bytes of each cache of the web pages' git reads.
 const WEB_CACHE_BYTES: u64 = 16 << 20;
+/// Repos whose gix handles stay open at once.
+const MAX_OPEN_REPOS: u64 = 1024;
 
 /// Shared state; lives behind an `Arc`. It assembles the services, each
 /// with its own state (the parts of this it needs, shared by `Arc`); no
@@ -205,6 +207,16 @@ impl App {
             )
             .map_err(|e| anyhow::anyhow!(e).context("cannot prepare the pack cache"))?,
         );
+        // The repos' gix handles, and the web pages' caches: read by the
+        // web UI and the sites, dropped by the repo lifecycle.
+        let gix = Arc::new(vole_git::GixHandles::new(MAX_OPEN_REPOS));
+        let web_caches = Arc::new(vole_web::caches::WebCaches::new(WEB_CACHE_BYTES));
+        let forget = {
+            let web_caches = web_caches.clone();
+            vole_control::Forget(Arc::new(move |incarnation| {
+                web_caches.forget(incarnation.id())
+            }))
+        };
         let control = Arc::new(ControlState {
             config: config.clone(),
             git: git.clone(),
@@ -214,12 +226,14 @@ impl App {
             access: access.clone(),
             accounts: accounts.clone(),
             pack_cache,
+            gix: gix.clone(),
+            forget,
         });
         Ok(App {
             http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
             sites: Arc::new(SitesState {
-                sites: Sites::new(&config),
+                sites: Sites::new(&config, gix.clone()),
                 git: git.clone(),
                 recorder: recorder.clone(),
                 meta: meta.clone(),
@@ -238,7 +252,8 @@ impl App {
                 highlighter: Arc::new(vole_web::highlight::Highlighter::new(
                     config.reads.highlight_cache_bytes,
                 )),
-                caches: Arc::new(vole_web::caches::WebCaches::new(WEB_CACHE_BYTES)),
+                caches: web_caches,
+                gix,
             }),
             api: Arc::new(ApiState {
                 meta: meta.clone(),

@@ -82,7 +82,7 @@ impl ControlState {
             run_gc(&self.git, &dir)?;
             sync_object_dirs(&dir).map_err(GcError::Sync)?;
         }
-        vole_git::forget_gix(&dir);
+        self.gix.forget(&dir);
         let report = GcReport {
             repo: name.to_string(),
             bytes_before,

@@ -68,6 +68,22 @@ pub struct ControlState {
     pub access: Arc<Access>,
     pub accounts: Arc<Accounts>,
     pub pack_cache: Arc<vole_pack_cache::PackCache>,
+    /// The repos' gix handles, dropped for a repo deleted or pruned.
+    pub gix: Arc<vole_git::GixHandles>,
+    /// What else the server keeps of a repo by its incarnation (the web
+    /// UI's caches), dropped when the repo is deleted: set by the
+    /// assembly, as no service knows another.
+    pub forget: Forget,
+}
+
+/// Drops what the server keeps of a deleted repo's incarnation.
+#[derive(Clone)]
+pub struct Forget(pub Arc<dyn Fn(&vole_git::repos::Incarnation) + Send + Sync>);
+
+impl std::fmt::Debug for Forget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Forget")
+    }
 }
 
 /// Every repo directory on disk with its name, the system repo (as
@@ -298,11 +314,14 @@ impl ControlState {
         let trashed = self.repos.move_to_trash(name)?;
         // Gone from every route from here (the resolver finds no repo); the
         // store, the ref state, the gix handles and the caches forget it
-        // (the caches' keys carry its incarnation, so what they still hold
-        // of it answers no request again and ages out).
+        // (the caches' keys carry its incarnation, so what a cache not told
+        // still holds of it answers no request again and ages out).
         self.meta.forget_repo(name);
         self.recorder.forget_repo(name);
-        vole_git::forget_gix(&repo_dir);
+        self.gix.forget(&repo_dir);
+        if let Some(incarnation) = &incarnation {
+            (self.forget.0)(incarnation);
+        }
         self.accounts.audit(AuditEvent::new(
             AuditKind::RepoDeleted,
             actor.name,

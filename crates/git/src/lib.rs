@@ -398,57 +398,87 @@ pub fn open_gix(path: &Path) -> gix::Result<gix::Repository> {
     gix::open_opts(path, options)
 }
 
-/// The shared handles, one per (repo path, incarnation).
-type Handles =
-    parking_lot::Mutex<std::collections::HashMap<(PathBuf, String), gix::ThreadSafeRepository>>;
-
-fn handles() -> &'static Handles {
-    static HANDLES: std::sync::OnceLock<Handles> = std::sync::OnceLock::new();
-    HANDLES.get_or_init(Default::default)
+/// The gix handles of the repos being read (site requests, web pages),
+/// one per (repo path, incarnation), owned by the server's assembly and
+/// shared by the services that read: opening reads the repo's config and
+/// lists its packs, so each repo is opened once and each call gets a
+/// thread-local copy. Bounded by count: each handle
+/// holds the repo's pack files open, so the bound is one on descriptors
+/// and mappings too; the least used goes first. A handle is opened only
+/// after the repo at the path is seen to be that incarnation, and
+/// [`GixHandles::forget`] drops a path's handles when its repo is deleted
+/// (or its objects pruned), so a repo deleted and created again under the
+/// name is never read for a request about the first. Refs are read from
+/// disk on every lookup and a missing object makes gix look for new packs,
+/// so a push is seen at once.
+pub struct GixHandles {
+    handles: moka::sync::Cache<(PathBuf, String), gix::ThreadSafeRepository>,
 }
 
-/// A gix handle on the repo at `path`, of incarnation `incarnation` (the
-/// id the access decision was about; empty for a repo without one), for a
-/// reader that runs often (site requests, web pages): the shared handle is
-/// opened once per repo and incarnation (opening reads the repo's config
-/// and lists its packs) and each call gets a thread-local copy. A handle
-/// is opened only after the repo at `path` is seen to be that
-/// incarnation, so a repo deleted and created again under the name is
-/// never read for a request about the first. Refs are read from disk on
-/// every lookup and a missing object makes gix look for new packs, so a
-/// push is seen at once.
-///
-/// `Ok(None)`: the repo at `path` is not that incarnation (deleted, or
-/// created again under its name since the decision), which a caller
-/// answers as a missing repo.
-pub fn shared_gix(path: &Path, incarnation: &str) -> gix::Result<Option<gix::Repository>> {
-    let key = (path.to_path_buf(), incarnation.to_string());
-    if let Some(shared) = handles().lock().get(&key) {
-        return Ok(Some(shared.to_thread_local()));
+impl std::fmt::Debug for GixHandles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GixHandles")
+            .field("open", &self.handles.entry_count())
+            .finish()
     }
-    let repo = open_gix(path)?;
-    // Read after the open: a repo replaced in between is refused here.
-    let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
-    if on_disk.as_ref().map_or("", |i| i.id()) != incarnation {
-        return Ok(None);
+}
+
+impl GixHandles {
+    /// At most `max` repos open at once.
+    pub fn new(max: u64) -> GixHandles {
+        GixHandles {
+            handles: moka::sync::Cache::builder()
+                .max_capacity(max)
+                .support_invalidation_closures()
+                .build(),
+        }
     }
-    handles().lock().insert(key, repo.clone().into_sync());
-    Ok(Some(repo))
-}
 
-/// [`shared_gix`] for the incarnation the repo at `path` is now, for a
-/// reader whose every answer is derived from object ids alone (the sites'
-/// store: its caches are keyed by ids, and a root's resolution by the
-/// repo and its incarnation).
-pub fn shared_gix_current(path: &Path) -> gix::Result<Option<gix::Repository>> {
-    let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
-    shared_gix(path, on_disk.as_ref().map_or("", |i| i.id()))
-}
+    /// A handle on the repo at `path`, of incarnation `incarnation` (the
+    /// id the access decision was about; empty for a repo without one).
+    ///
+    /// `Ok(None)`: the repo at `path` is not that incarnation (deleted, or
+    /// created again under its name since the decision), which a caller
+    /// answers as a missing repo.
+    pub fn open(&self, path: &Path, incarnation: &str) -> gix::Result<Option<gix::Repository>> {
+        let key = (path.to_path_buf(), incarnation.to_string());
+        if let Some(shared) = self.handles.get(&key) {
+            return Ok(Some(shared.to_thread_local()));
+        }
+        let repo = open_gix(path)?;
+        // Read after the open: a repo replaced in between is refused here.
+        let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
+        if on_disk.as_ref().map_or("", |i| i.id()) != incarnation {
+            return Ok(None);
+        }
+        self.handles.insert(key, repo.clone().into_sync());
+        Ok(Some(repo))
+    }
 
-/// Drops every shared handle on the repo at `path` (any incarnation): a
-/// deleted repo's objects are read through none of them again.
-pub fn forget_gix(path: &Path) {
-    handles().lock().retain(|(at, _), _| at != path);
+    /// [`GixHandles::open`] for the incarnation the repo at `path` is now,
+    /// for a reader whose every answer is derived from object ids alone
+    /// (the sites' store: its caches are keyed by ids, and a root's
+    /// resolution by the repo and its incarnation).
+    pub fn open_current(&self, path: &Path) -> gix::Result<Option<gix::Repository>> {
+        let on_disk = crate::incarnation::Incarnation::read(path).ok().flatten();
+        self.open(path, on_disk.as_ref().map_or("", |i| i.id()))
+    }
+
+    /// Drops the handles on the repo at `path`, of every incarnation: it
+    /// was deleted, or its objects were pruned behind them.
+    pub fn forget(&self, path: &Path) {
+        let path = path.to_path_buf();
+        // Built to take closures: this cannot fail.
+        let _ = self
+            .handles
+            .invalidate_entries_if(move |(at, _), _| *at == path);
+        self.handles.run_pending_tasks();
+    }
+
+    /// Repos open now (as of the cache's last maintenance).
+    pub fn open_count(&self) -> u64 {
+        self.handles.entry_count()
+    }
 }
 
 /// A branch name as git takes it: `refs/heads/<name>` passes git's ref
@@ -559,6 +589,49 @@ pub fn lookup(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn bare_repo(parent: &Path, name: &str) -> (PathBuf, crate::incarnation::Incarnation) {
+        let dir = parent.join(name);
+        let init = Command::new("git")
+            .args(["init", "-q", "--bare"])
+            .arg(&dir)
+            .status()
+            .unwrap();
+        assert!(init.success());
+        let incarnation = crate::incarnation::Incarnation::mint();
+        incarnation.write(&dir).unwrap();
+        (dir, incarnation)
+    }
+
+    #[test]
+    fn handles_are_of_one_incarnation_bounded_in_count_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let handles = GixHandles::new(2);
+        let (repo, incarnation) = bare_repo(dir.path(), "a.git");
+        assert!(handles.open(&repo, incarnation.id()).unwrap().is_some());
+        assert!(
+            handles.open(&repo, "another").unwrap().is_none(),
+            "a handle was given for an incarnation the repo is not"
+        );
+        handles.handles.run_pending_tasks();
+        assert_eq!(handles.open_count(), 1, "anti-vacuity: the handle is kept");
+        handles.forget(&repo);
+        assert_eq!(
+            handles.open_count(),
+            0,
+            "a forgotten repo's handle stayed open"
+        );
+        for i in 0..6 {
+            let (repo, incarnation) = bare_repo(dir.path(), &format!("r{i}.git"));
+            assert!(handles.open(&repo, incarnation.id()).unwrap().is_some());
+        }
+        handles.handles.run_pending_tasks();
+        assert!(
+            handles.open_count() <= 2,
+            "{} handles open past the bound of 2",
+            handles.open_count()
+        );
+    }
 
     #[test]
     fn branch_names_follow_gits_rules() {

@@ -139,9 +139,9 @@ pub struct Sites {
 }
 
 impl Sites {
-    pub fn new(config: &vole_config::Config) -> Sites {
+    pub fn new(config: &vole_config::Config, gix: Arc<vole_git::GixHandles>) -> Sites {
         Sites {
-            store: Arc::new(SiteStore::new(config.sites.cache_bytes as usize)),
+            store: Arc::new(SiteStore::new(config.sites.cache_bytes as usize, gix)),
             domains: config.sites.domains.iter().cloned().collect(),
             stream_threshold: config.sites.stream_threshold,
             cache_control: HeaderValue::from_str(&config.sites.cache_control)

@@ -354,7 +354,7 @@ mod tests {
             ("docs/guide.css", "b{}"),
             ("404.html", "<h1>lost</h1>"),
         ]);
-        let store = SiteStore::new(1 << 20);
+        let store = SiteStore::new(1 << 20, Arc::new(vole_git::GixHandles::new(16)));
         let html = || Some((StatusCode::OK, "text/html; charset=utf-8".to_string()));
         // A file is served; a directory with its slash serves its index.
         assert_eq!(file_name(&plan_of(&store, &repo, "")), html());

@@ -41,11 +41,12 @@ pub use vole_git::Lookup;
 /// by `&str` without allocating.
 type Roots = HashMap<String, HashMap<String, (u64, Option<ObjectId>)>>;
 
-/// Root resolutions and the byte cache of every site (gix handles come
-/// from `git::shared_gix`).
+/// Root resolutions and the byte cache of every site, and the repos' gix
+/// handles (the server's, shared with the web UI).
 pub struct SiteStore {
     roots: Mutex<Roots>,
     cache: RwLock<SiteCache>,
+    gix: std::sync::Arc<vole_git::GixHandles>,
 }
 
 impl std::fmt::Debug for SiteStore {
@@ -55,15 +56,16 @@ impl std::fmt::Debug for SiteStore {
 }
 
 impl SiteStore {
-    pub fn new(cache_bytes: usize) -> SiteStore {
+    pub fn new(cache_bytes: usize, gix: std::sync::Arc<vole_git::GixHandles>) -> SiteStore {
         SiteStore {
             roots: Mutex::default(),
             cache: RwLock::new(SiteCache::new(cache_bytes)),
+            gix,
         }
     }
 
     fn repo(&self, path: &Path) -> Result<gix::Repository, SiteError> {
-        vole_git::shared_gix_current(path)?.ok_or(SiteError::Replaced)
+        self.gix.open_current(path)?.ok_or(SiteError::Replaced)
     }
 
     /// The tree at `dir` of the commit `ref_name` points at, or `None` when

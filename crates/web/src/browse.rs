@@ -140,8 +140,9 @@ pub(super) async fn resolve(
     let rev_for_error = rev.clone();
     let git_binary = app.git.clone();
     let deadline = app.config.reads.deadline;
+    let gix = app.gix.clone();
     let resolved = blocking(move || {
-        let git = read::open(&repo_path, &incarnation)?;
+        let git = read::open(&gix, &repo_path, &incarnation)?;
         let refs = read::refs(&git)?;
         let rev = match rev {
             Some(rev) => rev,
@@ -319,9 +320,10 @@ async fn walk_listing(
         commits: last_commit::MAX_WALKED,
         time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
     };
+    let gix = app.gix.clone();
     let walked = blocking(move || {
         let _slot = slot;
-        let mut repo = read::open(&repo_path, &incarnation)?;
+        let mut repo = read::open(&gix, &repo_path, &incarnation)?;
         // Each version of the directory is read twice, as a commit's and
         // then as its parent's, one right after the other: a small cache
         // of decoded objects on this walk's own handle saves the second.
@@ -638,8 +640,9 @@ pub async fn raw(
     let found = {
         let repo_path = repo_path.clone();
         let incarnation = incarnation.clone();
+        let gix = app.gix.clone();
         blocking(move || {
-            let git = read::open(&repo_path, &incarnation)?;
+            let git = read::open(&gix, &repo_path, &incarnation)?;
             let (rev, segments) = read::split_rev(&git, &rev_for_read, &segments_for_read)?;
             let Some(commit) = read::resolve(&git, &rev)? else {
                 return Ok(None);
@@ -768,9 +771,10 @@ async fn read_prefix(
     let (git, repo_path) = (app.git.clone(), app.repos.path(name));
     let incarnation = name.incarnation_id().to_string();
     let deadline = app.config.reads.deadline;
+    let gix = app.gix.clone();
     let (bytes, _) = blocking(move || {
         let _slot = slot;
-        let repo = read::open(&repo_path, &incarnation)?;
+        let repo = read::open(&gix, &repo_path, &incarnation)?;
         read::blob_prefix(&git, &repo_path, &repo, id, size, limit, deadline)
     })
     .await?;

@@ -1,6 +1,6 @@
 //! The web UI's caches, owned by its state ([`WebCaches`], in
 //! `WebState`), each bounded in bytes by the configuration
-//! (`--web-cache-size`, `--highlight-cache-size`; docs/configuration.md)
+//! (`--highlight-cache-size` for the highlighter; docs/configuration.md)
 //! and keyed by the repo's incarnation where what it holds was read from
 //! the repo's objects, so a repo deleted and created again under its name
 //! never sees the first one's entries; [`WebCaches::forget`] drops an

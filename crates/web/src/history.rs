@@ -126,8 +126,9 @@ async fn log_page(
         let repo_path = repo_path.clone();
         let incarnation = incarnation.clone();
         let cache = app.caches.log.clone();
+        let gix = app.gix.clone();
         blocking(move || {
-            let repo = read::open(&repo_path, &incarnation)?;
+            let repo = read::open(&gix, &repo_path, &incarnation)?;
             let (rev, parts) = read::split_rev(&repo, &rev_for_read, &parts)?;
             let Some(commit) = read::resolve(&repo, &rev)? else {
                 return Ok(None);
@@ -254,8 +255,9 @@ pub async fn commit(
         // `X.patch` itself.
         let (repo_path, full) = (app.repos.path(&name), id.clone());
         let incarnation = name.incarnation_id().to_string();
+        let gix = app.gix.clone();
         let names_a_rev = blocking(move || {
-            Ok(read::resolve(&read::open(&repo_path, &incarnation)?, &full)?.is_some())
+            Ok(read::resolve(&read::open(&gix, &repo_path, &incarnation)?, &full)?.is_some())
         })
         .await?;
         if !names_a_rev {
@@ -269,8 +271,9 @@ pub async fn commit(
         let repo_path = repo_path.clone();
         let incarnation = incarnation.clone();
         let cache = app.caches.commits.clone();
+        let gix = app.gix.clone();
         blocking(move || {
-            let repo = read::open(&repo_path, &incarnation)?;
+            let repo = read::open(&gix, &repo_path, &incarnation)?;
             let Some(commit) = read::resolve(&repo, &rev)? else {
                 return Ok(None);
             };
@@ -476,9 +479,11 @@ async fn raw_patch(
     let repo_path = app.repos.path(&name);
     let incarnation = name.incarnation_id().to_string();
     let rev = id.clone();
-    let commit = blocking(move || read::resolve(&read::open(&repo_path, &incarnation)?, &rev))
-        .await?
-        .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
+    let gix = app.gix.clone();
+    let commit =
+        blocking(move || read::resolve(&read::open(&gix, &repo_path, &incarnation)?, &rev))
+            .await?
+            .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
     let slot = app.reads.acquire().await?;
     let output = app
         .git
@@ -558,8 +563,9 @@ async fn refs_page(
 ) -> Result<Response, AppError> {
     let repo_path = app.repos.path(&name);
     let incarnation = name.incarnation_id().to_string();
+    let gix = app.gix.clone();
     let (rows, head, total) = blocking(move || {
-        let repo = read::open(&repo_path, &incarnation)?;
+        let repo = read::open(&gix, &repo_path, &incarnation)?;
         let refs = read::refs(&repo)?;
         let names = if branches { refs.branches } else { refs.tags };
         let total = names.len();
@@ -659,12 +665,12 @@ pub async fn archive(
     let repo_path = app.repos.path(&name);
     let incarnation = name.incarnation_id().to_string();
     let rev_for_read = rev.clone();
-    let commit =
-        blocking(move || read::resolve(&read::open(&repo_path, &incarnation)?, &rev_for_read))
-            .await?
-            .ok_or_else(|| {
-                AppError::not_found(format!("{name} has no branch, tag or commit {rev:?}."))
-            })?;
+    let gix = app.gix.clone();
+    let commit = blocking(move || {
+        read::resolve(&read::open(&gix, &repo_path, &incarnation)?, &rev_for_read)
+    })
+    .await?
+    .ok_or_else(|| AppError::not_found(format!("{name} has no branch, tag or commit {rev:?}.")))?;
     let prefix = format!("{}-{}/", name.name(), sanitize(&rev));
     // The slot is held until the archive is sent (or cut).
     let slot = app.reads.acquire().await?;

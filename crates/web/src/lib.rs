@@ -70,6 +70,8 @@ pub struct WebState {
     pub highlighter: Arc<highlight::Highlighter>,
     /// The caches of the pages' git reads.
     pub caches: Arc<caches::WebCaches>,
+    /// The repos' gix handles (shared with sites).
+    pub gix: Arc<vole_git::GixHandles>,
 }
 
 /// Repos per home page.

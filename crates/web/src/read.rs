@@ -66,9 +66,13 @@ pub struct Refs {
 }
 
 /// A handle on the repo at `path` of incarnation `incarnation` (see
-/// [`vole_git::shared_gix`]).
-pub fn open(path: &Path, incarnation: &str) -> Result<gix::Repository, ReadError> {
-    vole_git::shared_gix(path, incarnation)?.ok_or(ReadError::Replaced)
+/// [`vole_git::GixHandles`]).
+pub fn open(
+    handles: &vole_git::GixHandles,
+    path: &Path,
+    incarnation: &str,
+) -> Result<gix::Repository, ReadError> {
+    handles.open(path, incarnation)?.ok_or(ReadError::Replaced)
 }
 
 pub fn refs(repo: &gix::Repository) -> Result<Refs, ReadError> {
