@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::{Json, Router};
 
 use crate::app::App;
@@ -15,111 +15,10 @@ use vole_http::AppError;
 
 /// The whole HTTP application, ready to serve (tests call it too).
 pub fn router(app: Arc<App>) -> Router {
-    use vole_api::meta;
-    let meta_api = Router::new()
-        .route(
-            "/api/v1/repos/{owner}/{repo}/issues",
-            get(meta::list_issues).post(meta::create_issue),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/issues/{number}",
-            get(meta::get_issue).patch(meta::edit_issue),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/issues/{number}/comments",
-            get(meta::list_issue_comments).post(meta::add_issue_comment),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/changes",
-            get(meta::list_changes).post(meta::create_change),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/changes/{number}",
-            get(meta::get_change).patch(meta::edit_change),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments",
-            get(meta::list_change_comments).post(meta::add_change_comment),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/acl",
-            get(meta::get_acl).put(meta::put_acl),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/settings",
-            get(meta::get_settings).put(meta::put_settings),
-        )
-        .layer(DefaultBodyLimit::max(
-            usize::try_from(app.config.api_body_limit).unwrap_or(usize::MAX),
-        ))
-        .route(
-            "/api/v1/repos",
-            get(vole_api::repos::list).post(vole_api::repos::create),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}",
-            get(vole_api::repos::get).delete(vole_api::repos::delete),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/activity",
-            get(vole_api::repo_activity),
-        )
-        .with_state(app.api.clone());
-    let web_routes = Router::new()
-        .route("/", get(vole_web::home))
-        .route("/static/{file}", get(vole_web::static_file))
-        .route("/{owner}/{repo}", get(vole_web::repo_home))
-        .route("/{owner}/{repo}/-/tree/{rev}", get(vole_web::tree_root))
-        .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(vole_web::tree))
-        .route("/{owner}/{repo}/-/blob/{rev}/{*path}", get(vole_web::blob))
-        .route(
-            "/{owner}/{repo}/-/blame/{rev}/{*path}",
-            get(vole_web::blame::blame),
-        )
-        .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(vole_web::raw))
-        .route(
-            "/{owner}/{repo}/-/commits/{rev}",
-            get(vole_web::history::log_root),
-        )
-        .route(
-            "/{owner}/{repo}/-/commits/{rev}/{*path}",
-            get(vole_web::history::log_path),
-        )
-        .route(
-            "/{owner}/{repo}/-/commit/{id}",
-            get(vole_web::history::commit),
-        )
-        .route(
-            "/{owner}/{repo}/-/branches",
-            get(vole_web::history::branches),
-        )
-        .route("/{owner}/{repo}/-/tags", get(vole_web::history::tags))
-        .route(
-            "/{owner}/{repo}/-/activity",
-            get(vole_web::history::activity),
-        )
-        .route(
-            "/{owner}/{repo}/-/archive/{file}",
-            get(vole_web::history::archive),
-        )
-        .layer(axum::middleware::map_response(vole_web::as_page))
-        .with_state(app.web.clone());
-    let site_routes = Router::new()
-        .route("/{owner}/{repo}/-/site", get(vole_sites::site_root))
-        .route("/{owner}/{repo}/-/site/", get(vole_sites::site_path))
-        .route("/{owner}/{repo}/-/site/{*path}", get(vole_sites::site_path))
-        .with_state(app.sites.clone());
-    let git_routes = Router::new()
-        .route("/{owner}/{repo}/info/refs", get(vole_transport::info_refs))
-        .route(
-            "/{owner}/{repo}/git-upload-pack",
-            post(vole_transport::upload_pack),
-        )
-        .route(
-            "/{owner}/{repo}/git-receive-pack",
-            post(vole_transport::receive_pack),
-        )
-        .with_state(app.transport.clone());
+    let meta_api = vole_api::routes(app.api.clone(), app.config.api_body_limit);
+    let web_routes = vole_web::routes(app.web.clone());
+    let site_routes = vole_sites::routes(app.sites.clone());
+    let git_routes = vole_transport::routes(app.transport.clone());
     let routes = Router::new()
         .merge(meta_api)
         .merge(web_routes)

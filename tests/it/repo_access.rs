@@ -2,12 +2,13 @@
 //! extractor that resolves the repo and asks `access`: the router's
 //! `require_repo_access` layer replaces the answer of a handler that
 //! looked its repo up some other way with a 500 naming the route. This
-//! test reads the route table (`src/server/router.rs`) and asks every
+//! test reads the route tables and asks every
 //! route with `{repo}`, by each of its methods, about a private repo (as
 //! the anonymous and as a signed-in stranger: refused as a missing repo,
 //! never a 500) and about a public one (answered by the handler, never the
 //! layer's 500). A handler that forgets the extractor fails here, naming
-//! its route.
+//! its route. The route tables are each service's `routes.rs` and the
+//! router's own routes.
 
 use std::path::Path;
 
@@ -108,7 +109,16 @@ fn every_repo_route_answers_through_repo_access() {
     git_ok(&work, &["push", &url, "HEAD:refs/heads/main"]);
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let table = std::fs::read_to_string(root.join("src/server/router.rs")).unwrap();
+    let table: String = [
+        "src/server/router.rs",
+        "crates/api/src/routes.rs",
+        "crates/web/src/routes.rs",
+        "crates/sites/src/routes.rs",
+        "crates/transport/src/routes.rs",
+    ]
+    .iter()
+    .map(|file| std::fs::read_to_string(root.join(file)).unwrap())
+    .collect();
     let repo_routes: Vec<(String, Vec<&str>)> = routes(&table)
         .into_iter()
         .filter(|(template, _)| template.contains("{repo}"))

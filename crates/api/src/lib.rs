@@ -11,6 +11,8 @@ use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+mod routes;
+pub use routes::routes;
 pub mod meta;
 pub mod quota;
 pub mod repos;

@@ -58,6 +58,8 @@
 //! `plan.rs` (request -> plan), `response.rs` (plan -> response),
 //! `blob.rs` (streamed big blobs), [`store`] (gix reads), [`cache`].
 
+mod routes;
+pub use routes::routes;
 mod blob;
 pub mod cache;
 mod handlers;

@@ -32,6 +32,8 @@
 //!   are renamed into are synced by the hooks' server side
 //!   ([`vole_hooks::recorder`]), before git reports to the pusher.
 
+mod routes;
+pub use routes::routes;
 pub mod cgi;
 pub mod limits;
 pub mod sentinel;

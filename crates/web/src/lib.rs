@@ -14,6 +14,8 @@
 //! breadcrumbs), `readme.rs`, `assets.rs`, [`history`] (log, commit,
 //! branches, tags, activity, archives), [`highlight`], [`read`].
 
+mod routes;
+pub use routes::routes;
 mod assets;
 pub mod blame;
 mod browse;

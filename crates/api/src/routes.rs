@@ -1,0 +1,65 @@
+//! The API's route table: every route under `/api/v1/repos`, each
+//! handler with the API's state. The router (`vole`'s `server/router.rs`)
+//! merges it with the other services'.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+
+use crate::ApiState;
+
+/// The API's routes; metadata writes take bodies of at most `body_limit`
+/// bytes (`--api-body-limit`).
+pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
+    Router::new()
+        .route(
+            "/api/v1/repos/{owner}/{repo}/issues",
+            get(crate::meta::list_issues).post(crate::meta::create_issue),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/issues/{number}",
+            get(crate::meta::get_issue).patch(crate::meta::edit_issue),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/issues/{number}/comments",
+            get(crate::meta::list_issue_comments).post(crate::meta::add_issue_comment),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/changes",
+            get(crate::meta::list_changes).post(crate::meta::create_change),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/changes/{number}",
+            get(crate::meta::get_change).patch(crate::meta::edit_change),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments",
+            get(crate::meta::list_change_comments).post(crate::meta::add_change_comment),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/acl",
+            get(crate::meta::get_acl).put(crate::meta::put_acl),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/settings",
+            get(crate::meta::get_settings).put(crate::meta::put_settings),
+        )
+        .layer(DefaultBodyLimit::max(
+            usize::try_from(body_limit).unwrap_or(usize::MAX),
+        ))
+        .route(
+            "/api/v1/repos",
+            get(crate::repos::list).post(crate::repos::create),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}",
+            get(crate::repos::get).delete(crate::repos::delete),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/activity",
+            get(crate::repo_activity),
+        )
+        .with_state(state)
+}

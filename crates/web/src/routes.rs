@@ -1,0 +1,45 @@
+//! The web UI's route table: the repo list, static files and every page
+//! of a repo, each handler with the web state, under the layer that
+//! renders a refusal as a page. The router (`vole`'s `server/router.rs`)
+//! merges it with the other services'.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+
+use crate::WebState;
+
+/// The web UI's routes.
+pub fn routes(state: Arc<WebState>) -> Router {
+    Router::new()
+        .route("/", get(crate::home))
+        .route("/static/{file}", get(crate::static_file))
+        .route("/{owner}/{repo}", get(crate::repo_home))
+        .route("/{owner}/{repo}/-/tree/{rev}", get(crate::tree_root))
+        .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(crate::tree))
+        .route("/{owner}/{repo}/-/blob/{rev}/{*path}", get(crate::blob))
+        .route(
+            "/{owner}/{repo}/-/blame/{rev}/{*path}",
+            get(crate::blame::blame),
+        )
+        .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(crate::raw))
+        .route(
+            "/{owner}/{repo}/-/commits/{rev}",
+            get(crate::history::log_root),
+        )
+        .route(
+            "/{owner}/{repo}/-/commits/{rev}/{*path}",
+            get(crate::history::log_path),
+        )
+        .route("/{owner}/{repo}/-/commit/{id}", get(crate::history::commit))
+        .route("/{owner}/{repo}/-/branches", get(crate::history::branches))
+        .route("/{owner}/{repo}/-/tags", get(crate::history::tags))
+        .route("/{owner}/{repo}/-/activity", get(crate::history::activity))
+        .route(
+            "/{owner}/{repo}/-/archive/{file}",
+            get(crate::history::archive),
+        )
+        .layer(axum::middleware::map_response(crate::as_page))
+        .with_state(state)
+}
