@@ -11,8 +11,10 @@ use axum::extract::{Path, State};
 use vole_http::RepoAccess;
 use vole_http::repo_access::Read;
 
-use super::browse::{BlobContent, View, blob_content, file_at};
+use super::blob::{BlobContent, blob_content};
+use super::browse::View;
 use super::last_commit::Touch;
+use super::resolve::file_at;
 use super::*;
 use crate::caches::Weigh;
 

@@ -511,7 +511,7 @@ async fn raw_patch(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    super::browse::inert(headers);
+    super::blob::inert(headers);
     Ok(response)
 }
 
