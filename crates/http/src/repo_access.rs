@@ -156,11 +156,12 @@ struct AccessTicket(Arc<AtomicBool>);
 /// The route layer that keeps every handler of a repo route behind
 /// [`RepoAccess`] (see the module doc).
 pub async fn require_repo_access(request: Request, next: Next) -> Response {
+    // Only a repo route's template is copied (for the log line below).
     let Some(route) = request
         .extensions()
         .get::<MatchedPath>()
+        .filter(|m| m.as_str().contains("{repo}"))
         .map(|m| m.as_str().to_string())
-        .filter(|route| route.contains("{repo}"))
     else {
         return next.run(request).await;
     };
