@@ -546,9 +546,7 @@ fn a_repo_left_half_created_by_a_crash_is_finished_at_start() {
 fn a_git_older_than_the_minimum_is_refused_at_start_with_the_reason() {
     let dir = tempfile::tempdir().unwrap();
     let fake = dir.path().join("old-git");
-    std::fs::write(&fake, "#!/bin/sh\necho 'git version 2.34.1'\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_script(&fake, "#!/bin/sh\necho 'git version 2.34.1'\n");
     let data = dir.path().join("data");
     let child = vole(&data)
         .args(["serve", "--listen", "127.0.0.1:0", "--git"])

@@ -232,16 +232,13 @@ fn when_the_hook_cannot_reach_the_server_the_push_fails_and_nothing_moves() {
     // one takes the control socket away, so the reference-transaction hook
     // that follows cannot reach the server.
     let hook = forge.bare().join("hooks/pre-receive");
-    std::fs::write(
+    write_script(
         &hook,
-        format!(
+        &format!(
             "#!/bin/sh\nrm -f {}\nexit 0\n",
             forge.data.join("run/vole.sock").display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let work = worktree(&forge.dir, "work");
     let pushed = git(&work, &["push", &forge.url(), "HEAD:main"]);
     assert!(

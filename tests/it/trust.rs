@@ -393,13 +393,10 @@ fn an_archive_of_a_signed_commit_with_export_subst_runs_no_signature_check() {
     std::fs::create_dir_all(&bin).unwrap();
     let ran = dir.path().join("gpg-ran");
     let gpg = bin.join("gpg");
-    std::fs::write(
+    write_script(
         &gpg,
-        format!("#!/bin/sh\ntouch {}\nexit 1\n", ran.display()),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&gpg, std::fs::Permissions::from_mode(0o755)).unwrap();
+        &format!("#!/bin/sh\ntouch {}\nexit 1\n", ran.display()),
+    );
     let path = format!(
         "{}:{}",
         bin.display(),

@@ -241,7 +241,6 @@ impl Git {
 mod tests {
     use super::*;
     use std::io::Write;
-    use std::os::unix::fs::PermissionsExt;
     use std::time::Instant;
 
     /// A "git" that answers `--version` and `--exec-path` and otherwise
@@ -249,13 +248,25 @@ mod tests {
     /// stops it).
     fn hanging_git(dir: &Path) -> Git {
         let script = dir.join("git");
-        std::fs::write(
-            &script,
-            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\n\
-             if [ \"$1\" = --exec-path ]; then echo /nonexistent; exit 0; fi\nsleep 30\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        // Written by a child shell: were this process to hold the file open
+        // for writing, a concurrent test's fork could inherit that
+        // descriptor and the exec below would fail with "Text file busy".
+        let mut writer = std::process::Command::new("/bin/sh")
+            .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+            .arg(&script)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writer
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(
+                b"#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'git version 2.47.3'; exit 0; fi\n\
+                  if [ \"$1\" = --exec-path ]; then echo /nonexistent; exit 0; fi\nsleep 30\n",
+            )
+            .unwrap();
+        assert!(writer.wait().unwrap().success());
         Git::locate(Some(&script)).unwrap()
     }
 

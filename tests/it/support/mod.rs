@@ -748,6 +748,29 @@ pub fn files_in(dir: &Path) -> Vec<PathBuf> {
 
 /// A pre-receive hook that says something on stderr, records its pid, and
 /// waits until `release` exists (at most 30 s).
+/// Writes an executable script at `path` from a child shell, so this
+/// process never holds a file open for writing that a concurrent test's
+/// fork could inherit: exec'ing such a file fails with "Text file busy".
+pub fn write_script(path: &Path, script: &str) {
+    let mut child = Command::new("/bin/sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "writing {}",
+        path.display()
+    );
+}
+
 pub fn install_blocking_hook(repo: &Path, state: &Path) {
     let hook = repo.join("hooks/pre-receive");
     std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
@@ -756,7 +779,5 @@ pub fn install_blocking_hook(repo: &Path, state: &Path) {
          i=0\nwhile [ ! -e {state}/release ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done\nexit 0\n",
         state = state.display()
     );
-    std::fs::write(&hook, script).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_script(&hook, &script);
 }
