@@ -11,27 +11,32 @@
 //! Here: the state and the helpers every page uses (render, the blocking
 //! hop, the repo resolver). `error.rs` ([`AppError`]), `home.rs`,
 //! `browse.rs` (repo, tree, blob, raw), `paths.rs` (tree paths, links,
-//! breadcrumbs), `readme.rs`, `assets.rs`, [`history`] (log, commit,
-//! branches, tags, activity, archives), [`highlight`], [`read`].
+//! breadcrumbs), `readme.rs`, `assets.rs`, `log.rs`, `commit.rs` and
+//! `commit_files.rs` (a commit and its drawn diffs), `refs.rs` (branches,
+//! tags, activity), `archive.rs`, [`highlight`], [`read`].
 
 mod routes;
 pub use routes::routes;
+mod archive;
 mod assets;
 pub mod blame;
 mod blob;
 mod browse;
 pub mod caches;
+mod commit;
+mod commit_files;
 mod dates;
 pub mod diff;
 mod error;
 pub mod highlight;
-pub mod history;
 mod home;
 pub mod last_commit;
 mod listing;
+mod log;
 mod paths;
 pub mod read;
 mod readme;
+mod refs;
 mod resolve;
 
 pub use assets::static_file;

@@ -24,21 +24,18 @@ pub fn routes(state: Arc<WebState>) -> Router {
             get(crate::blame::blame),
         )
         .route("/{owner}/{repo}/-/raw/{rev}/{*path}", get(crate::raw))
-        .route(
-            "/{owner}/{repo}/-/commits/{rev}",
-            get(crate::history::log_root),
-        )
+        .route("/{owner}/{repo}/-/commits/{rev}", get(crate::log::log_root))
         .route(
             "/{owner}/{repo}/-/commits/{rev}/{*path}",
-            get(crate::history::log_path),
+            get(crate::log::log_path),
         )
-        .route("/{owner}/{repo}/-/commit/{id}", get(crate::history::commit))
-        .route("/{owner}/{repo}/-/branches", get(crate::history::branches))
-        .route("/{owner}/{repo}/-/tags", get(crate::history::tags))
-        .route("/{owner}/{repo}/-/activity", get(crate::history::activity))
+        .route("/{owner}/{repo}/-/commit/{id}", get(crate::commit::commit))
+        .route("/{owner}/{repo}/-/branches", get(crate::refs::branches))
+        .route("/{owner}/{repo}/-/tags", get(crate::refs::tags))
+        .route("/{owner}/{repo}/-/activity", get(crate::refs::activity))
         .route(
             "/{owner}/{repo}/-/archive/{file}",
-            get(crate::history::archive),
+            get(crate::archive::archive),
         )
         .layer(axum::middleware::map_response(crate::as_page))
         .with_state(state)
