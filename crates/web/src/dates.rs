@@ -5,19 +5,34 @@
 
 use std::time::{Duration, SystemTime};
 
+use askama::Template;
+
+/// A date as the pages write it: how long ago, the absolute time on hover.
+#[derive(Template)]
+#[template(
+    source = r#"<time datetime="{{ datetime }}" title="{{ absolute }}">{{ ago }}</time>"#,
+    ext = "html"
+)]
+struct When<'a> {
+    datetime: &'a str,
+    absolute: String,
+    ago: String,
+}
+
 /// `<time datetime="ISO" title="YYYY-MM-DD HH:MM:SS UTC">… ago</time>` for
 /// an RFC 3339 time, as of `now`; a value that does not parse is written
 /// as it is (escaped).
 pub fn when_html(rfc3339: &str, now: SystemTime) -> String {
-    let escaped = super::highlight::escape(rfc3339);
     let Ok(time) = humantime::parse_rfc3339(rfc3339) else {
-        return escaped;
+        return crate::highlight::escape(rfc3339);
     };
-    let absolute = escaped.replacen('T', " ", 1).replace('Z', " UTC");
-    format!(
-        r#"<time datetime="{escaped}" title="{absolute}">{}</time>"#,
-        ago(time, now)
-    )
+    let when = When {
+        datetime: rfc3339,
+        absolute: rfc3339.replacen('T', " ", 1).replace('Z', " UTC"),
+        ago: ago(time, now),
+    };
+    when.render()
+        .unwrap_or_else(|_| crate::highlight::escape(rfc3339))
 }
 
 /// How long before `now` `time` was, in the words forges use; a time
