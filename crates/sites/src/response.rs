@@ -48,50 +48,9 @@ impl SiteRequest<'_> {
         file: &FileHead,
     ) -> Result<Response, AppError> {
         let mut response = Response::new(Body::empty());
-        let headers = response.headers_mut();
-        headers.reserve(10);
-        headers.insert(header::ETAG, file.etag.clone());
-        headers.insert(header::CONTENT_TYPE, file.content_type.clone());
-        // What a signed-in visitor reads may be a private repo's: no
-        // shared cache (a proxy, a CDN) may keep it for others.
-        if self.principal == &Principal::Anonymous {
-            headers.insert(header::CACHE_CONTROL, app.sites.cache_control.clone());
-        } else {
-            headers.insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("private, no-cache"),
-            );
-        }
-        headers.insert(
-            header::X_CONTENT_TYPE_OPTIONS,
-            HeaderValue::from_static("nosniff"),
-        );
-        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-        if self.sandbox {
-            headers.insert(
-                header::CONTENT_SECURITY_POLICY,
-                HeaderValue::from_static(SANDBOX),
-            );
-        }
-        // The answer depends on who asks (the site of a private repo is
-        // not found to the anonymous).
-        headers.insert(
-            header::VARY,
-            HeaderValue::from_static(if file.compressible {
-                "Accept-Encoding, Authorization"
-            } else {
-                "Authorization"
-            }),
-        );
+        self.representation_headers(app, file, response.headers_mut());
         let size = file.size;
-        // The gzip coding is its own representation, with its own entity
-        // tag (RFC 9110 §8.8.3): a validator of one never matches the
-        // other. A range is served of the identity bytes only.
-        let wants_gzip = file.compressible
-            && size >= 256
-            && size <= app.sites.stream_threshold
-            && !self.headers.contains_key(header::RANGE)
-            && accepts_gzip(self.headers);
+        let wants_gzip = self.wants_gzip(app, file);
         let etag = if wants_gzip {
             gzip_etag(&file.etag)
         } else {
@@ -138,28 +97,7 @@ impl SiteRequest<'_> {
             return Ok(response);
         }
 
-        let variant = if wants_gzip {
-            cache::Variant::Gzip
-        } else {
-            cache::Variant::Identity
-        };
-        let store = &app.sites.store;
-        let bytes = match store.cached_blob(file.id, variant) {
-            Some(bytes) => bytes,
-            None => {
-                let (store, repo_path, id) = (store.clone(), repo_path.clone(), file.id);
-                vole_http::spawn_blocking(move || {
-                    if wants_gzip {
-                        store.gzipped(&repo_path, id)
-                    } else {
-                        store.blob(&repo_path, id)
-                    }
-                })
-                .await
-                .map_err(|e| AppError::internal("site read panicked", e))?
-                .map_err(|e| e.into_app_error("site read failed"))?
-            }
-        };
+        let bytes = cached_bytes(app, repo_path, file.id, wants_gzip).await?;
         let headers = response.headers_mut();
         if wants_gzip {
             headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
@@ -174,6 +112,89 @@ impl SiteRequest<'_> {
         }
         Ok(response)
     }
+
+    /// The headers every answer for a file carries, whatever its status:
+    /// its identity's entity tag and type, who may cache it, nosniff,
+    /// ranges, the sandbox, and what the answer varies with.
+    fn representation_headers(&self, app: &SitesState, file: &FileHead, headers: &mut HeaderMap) {
+        headers.reserve(10);
+        headers.insert(header::ETAG, file.etag.clone());
+        headers.insert(header::CONTENT_TYPE, file.content_type.clone());
+        // What a signed-in visitor reads may be a private repo's: no
+        // shared cache (a proxy, a CDN) may keep it for others.
+        if self.principal == &Principal::Anonymous {
+            headers.insert(header::CACHE_CONTROL, app.sites.cache_control.clone());
+        } else {
+            headers.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("private, no-cache"),
+            );
+        }
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        headers.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        if self.sandbox {
+            headers.insert(
+                header::CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static(SANDBOX),
+            );
+        }
+        // The answer depends on who asks (the site of a private repo is
+        // not found to the anonymous).
+        headers.insert(
+            header::VARY,
+            HeaderValue::from_static(if file.compressible {
+                "Accept-Encoding, Authorization"
+            } else {
+                "Authorization"
+            }),
+        );
+    }
+
+    /// Whether the file is answered in its gzip coding: a compressible
+    /// file small enough to be cached, asked for whole by a client that
+    /// accepts gzip. The gzip coding is its own representation, with its
+    /// own entity tag (RFC 9110 §8.8.3): a validator of one never matches
+    /// the other. A range is served of the identity bytes only.
+    fn wants_gzip(&self, app: &SitesState, file: &FileHead) -> bool {
+        file.compressible
+            && file.size >= 256
+            && file.size <= app.sites.stream_threshold
+            && !self.headers.contains_key(header::RANGE)
+            && accepts_gzip(self.headers)
+    }
+}
+
+/// A small file's bytes in the coding asked for, from the byte cache or
+/// read (and gzipped) on a blocking thread into it.
+async fn cached_bytes(
+    app: &SitesState,
+    repo_path: &Arc<std::path::Path>,
+    id: gix::ObjectId,
+    gzip: bool,
+) -> Result<cache::CachedBytes, AppError> {
+    let variant = if gzip {
+        cache::Variant::Gzip
+    } else {
+        cache::Variant::Identity
+    };
+    let store = &app.sites.store;
+    if let Some(bytes) = store.cached_blob(id, variant) {
+        return Ok(bytes);
+    }
+    let (store, repo_path) = (store.clone(), repo_path.clone());
+    vole_http::spawn_blocking(move || {
+        if gzip {
+            store.gzipped(&repo_path, id)
+        } else {
+            store.blob(&repo_path, id)
+        }
+    })
+    .await
+    .map_err(|e| AppError::internal("site read panicked", e))?
+    .map_err(|e| e.into_app_error("site read failed"))
 }
 
 #[cfg(test)]
