@@ -16,6 +16,7 @@ pub use routes::routes;
 pub mod meta;
 pub mod quota;
 pub mod repos;
+pub mod threads;
 
 use vole_access::Access;
 use vole_control::ControlState;

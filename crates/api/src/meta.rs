@@ -1,5 +1,6 @@
-//! The metadata JSON API: issues, change requests, their comments, the ACL
-//! and the settings of a repo, under `/api/v1/repos/{owner}/{repo}/`.
+//! The metadata JSON API: the ACL and the settings of a repo, under
+//! `/api/v1/repos/{owner}/{repo}/`, and the helpers the issues' and change
+//! requests' handlers share with them ([`super::threads`]).
 //! Handlers translate HTTP to [`vole_meta::MetaStore`] calls and back;
 //! writes run on the blocking pool (they wait for the log's fsync), each
 //! counted against its user's `--meta-write-rate` ([`super::quota`]).
@@ -9,28 +10,21 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{ConnectInfo, Path, Query, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::{ApiState, paginated};
-use vole_access::ResolvedRepo;
+use super::ApiState;
 use vole_accounts::audit::{AuditEvent, AuditKind};
 use vole_http::AppError;
 use vole_http::RepoAccess;
-use vole_http::page::ApiPage;
-use vole_http::repo_access::{Administer, Read, WriteMeta};
-use vole_meta::entity::{ChangeState, IssueState, ThreadKind};
-use vole_meta::{
-    AclPut, ChangePatch, Filter, IssuePatch, MetaError, NewChange, NewComment, NewIssue,
-    SettingsPut,
-};
-use vole_stdx::page::Pagination;
+use vole_http::repo_access::{Administer, Read};
+use vole_meta::{AclPut, MetaError, SettingsPut};
 
 /// A JSON body, or the reason it was refused (bad JSON, an unknown field,
 /// a wrong content type, over the size cap), as a 4xx a person can act on.
-pub(super) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
+pub(crate) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppError> {
     payload.map(|Json(value)| value).map_err(|rejection| {
         let status = rejection.status();
         let message = match (&rejection, status) {
@@ -49,7 +43,7 @@ pub(super) fn body<T>(payload: Result<Json<T>, JsonRejection>) -> Result<T, AppE
     })
 }
 
-fn thread_number(text: &str) -> Result<u64, AppError> {
+pub(crate) fn thread_number(text: &str) -> Result<u64, AppError> {
     text.parse::<u64>().ok().filter(|n| *n >= 1).ok_or_else(|| {
         AppError::bad_request(format!(
             "{text:?} is not an issue or change request number (a whole number from 1)"
@@ -58,7 +52,7 @@ fn thread_number(text: &str) -> Result<u64, AppError> {
 }
 
 /// Runs a store write on the blocking pool.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     app: &Arc<ApiState>,
     f: impl FnOnce(&ApiState) -> Result<T, MetaError> + Send + 'static,
 ) -> Result<T, AppError> {
@@ -69,11 +63,11 @@ async fn blocking<T: Send + 'static>(
         .map_err(AppError::from)
 }
 
-fn created<T: Serialize>(value: T) -> Response {
+pub(crate) fn created<T: Serialize>(value: T) -> Response {
     (StatusCode::CREATED, Json(value)).into_response()
 }
 
-fn parse_state<S: serde::de::DeserializeOwned>(
+pub(crate) fn parse_state<S: serde::de::DeserializeOwned>(
     query: &HashMap<String, String>,
     allowed: &str,
 ) -> Result<Option<S>, AppError> {
@@ -90,7 +84,7 @@ fn parse_state<S: serde::de::DeserializeOwned>(
 }
 
 /// The filter part of a list query, repeated in its `Link` header.
-fn filter_query(query: &HashMap<String, String>) -> String {
+pub(crate) fn filter_query(query: &HashMap<String, String>) -> String {
     ["state", "label", "author"]
         .iter()
         .filter_map(|key| {
@@ -106,231 +100,6 @@ fn filter_query(query: &HashMap<String, String>) -> String {
         })
         .collect::<Vec<_>>()
         .join("&")
-}
-
-// ---- issues ----
-
-pub async fn list_issues(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Query(query): Query<HashMap<String, String>>,
-    ApiPage(page): ApiPage,
-) -> Result<Response, AppError> {
-    let filter = Filter {
-        state: parse_state::<IssueState>(&query, "open, closed")?,
-        label: query.get("label").cloned(),
-        author: query.get("author").cloned(),
-    };
-    let found = app.meta.list_issues(&name, &filter, page)?;
-    Ok(paginated(
-        found.items,
-        &format!("/api/v1/repos/{name}/issues"),
-        &filter_query(&query),
-        page,
-        found.total,
-    ))
-}
-
-pub async fn create_issue(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    payload: Result<Json<NewIssue>, JsonRejection>,
-) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
-    let new = body(payload)?;
-    let author = principal.name().to_string();
-    let issue = blocking(&app, move |app| app.meta.create_issue(&name, new, &author)).await?;
-    Ok(created(issue))
-}
-
-pub async fn get_issue(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Path((_, _, number)): Path<(String, String, String)>,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    Ok(Json(app.meta.issue(&name, number)?).into_response())
-}
-
-pub async fn edit_issue(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    payload: Result<Json<IssuePatch>, JsonRejection>,
-) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
-    let number = thread_number(&number)?;
-    let patch = body(payload)?;
-    let author = app.meta.issue(&name, number)?.author;
-    app.access
-        .check_edit(&principal, &name, &author)
-        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
-    let issue = blocking(&app, move |app| app.meta.edit_issue(&name, number, patch)).await?;
-    Ok(Json(issue).into_response())
-}
-
-// ---- change requests ----
-
-pub async fn list_changes(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Query(query): Query<HashMap<String, String>>,
-    ApiPage(page): ApiPage,
-) -> Result<Response, AppError> {
-    if query.contains_key("label") {
-        return Err(AppError::bad_request(
-            "change requests have no labels; filter by state or author",
-        ));
-    }
-    let filter = Filter {
-        state: parse_state::<ChangeState>(&query, "open, merged, closed")?,
-        label: None,
-        author: query.get("author").cloned(),
-    };
-    let found = app.meta.list_changes(&name, &filter, page)?;
-    Ok(paginated(
-        found.items,
-        &format!("/api/v1/repos/{name}/changes"),
-        &filter_query(&query),
-        page,
-        found.total,
-    ))
-}
-
-pub async fn create_change(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    payload: Result<Json<NewChange>, JsonRejection>,
-) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
-    let new = body(payload)?;
-    let author = principal.name().to_string();
-    let change = blocking(&app, move |app| app.meta.create_change(&name, new, &author)).await?;
-    Ok(created(change))
-}
-
-pub async fn get_change(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Path((_, _, number)): Path<(String, String, String)>,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    Ok(Json(app.meta.change(&name, number)?).into_response())
-}
-
-pub async fn edit_change(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    payload: Result<Json<ChangePatch>, JsonRejection>,
-) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
-    let number = thread_number(&number)?;
-    let patch = body(payload)?;
-    let author = app.meta.change(&name, number)?.author;
-    app.access
-        .check_edit(&principal, &name, &author)
-        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
-    let change = blocking(&app, move |app| app.meta.edit_change(&name, number, patch)).await?;
-    Ok(Json(change).into_response())
-}
-
-// ---- comments (on issues and change requests) ----
-
-async fn list_comments(
-    app: Arc<ApiState>,
-    name: ResolvedRepo,
-    kind: ThreadKind,
-    number: String,
-    page: Pagination,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    let found = app.meta.comments(&name, kind, number, page)?;
-    let noun = match kind {
-        ThreadKind::Issue => "issues",
-        ThreadKind::Change => "changes",
-    };
-    Ok(paginated(
-        found.items,
-        &format!("/api/v1/repos/{name}/{noun}/{number}/comments"),
-        "",
-        page,
-        found.total,
-    ))
-}
-
-async fn add_comment(
-    app: Arc<ApiState>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    kind: ThreadKind,
-    number: String,
-    payload: Result<Json<NewComment>, JsonRejection>,
-) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
-    let number = thread_number(&number)?;
-    let new = body(payload)?;
-    let author = principal.name().to_string();
-    let comment = blocking(&app, move |app| {
-        app.meta.comment(&name, kind, number, new, &author)
-    })
-    .await?;
-    Ok(created(comment))
-}
-
-pub async fn list_issue_comments(
-    State(app): State<Arc<ApiState>>,
-    access: RepoAccess<Read>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    ApiPage(page): ApiPage,
-) -> Result<Response, AppError> {
-    list_comments(app, access.repo, ThreadKind::Issue, number, page).await
-}
-
-pub async fn add_issue_comment(
-    State(app): State<Arc<ApiState>>,
-    access: RepoAccess<WriteMeta>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    payload: Result<Json<NewComment>, JsonRejection>,
-) -> Result<Response, AppError> {
-    add_comment(app, access, ThreadKind::Issue, number, payload).await
-}
-
-pub async fn list_change_comments(
-    State(app): State<Arc<ApiState>>,
-    access: RepoAccess<Read>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    ApiPage(page): ApiPage,
-) -> Result<Response, AppError> {
-    list_comments(app, access.repo, ThreadKind::Change, number, page).await
-}
-
-pub async fn add_change_comment(
-    State(app): State<Arc<ApiState>>,
-    access: RepoAccess<WriteMeta>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    payload: Result<Json<NewComment>, JsonRejection>,
-) -> Result<Response, AppError> {
-    add_comment(app, access, ThreadKind::Change, number, payload).await
 }
 
 // ---- ACL and settings ----

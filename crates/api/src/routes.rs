@@ -9,6 +9,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
 use crate::ApiState;
+use vole_meta::entity::{Change, Issue};
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
 /// bytes (`--api-body-limit`).
@@ -16,27 +17,28 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
     Router::new()
         .route(
             "/api/v1/repos/{owner}/{repo}/issues",
-            get(crate::meta::list_issues).post(crate::meta::create_issue),
+            get(crate::threads::list::<Issue>).post(crate::threads::create::<Issue>),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}",
-            get(crate::meta::get_issue).patch(crate::meta::edit_issue),
+            get(crate::threads::get::<Issue>).patch(crate::threads::edit::<Issue>),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}/comments",
-            get(crate::meta::list_issue_comments).post(crate::meta::add_issue_comment),
+            get(crate::threads::list_comments::<Issue>).post(crate::threads::add_comment::<Issue>),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/changes",
-            get(crate::meta::list_changes).post(crate::meta::create_change),
+            get(crate::threads::list::<Change>).post(crate::threads::create::<Change>),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/changes/{number}",
-            get(crate::meta::get_change).patch(crate::meta::edit_change),
+            get(crate::threads::get::<Change>).patch(crate::threads::edit::<Change>),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/changes/{number}/comments",
-            get(crate::meta::list_change_comments).post(crate::meta::add_change_comment),
+            get(crate::threads::list_comments::<Change>)
+                .post(crate::threads::add_comment::<Change>),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/acl",

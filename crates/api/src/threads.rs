@@ -1,0 +1,265 @@
+//! Issues and change requests, one generic path: a [`Thread`] says what
+//! differs between the two (its store calls, its states, its noun in
+//! URLs, whether it has labels), and the handlers here list, create, read,
+//! edit and comment on either through it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::ApiState;
+use crate::meta::{blocking, body, created, filter_query, parse_state, thread_number};
+use vole_git::repos::RepoName;
+use vole_http::page::ApiPage;
+use vole_http::repo_access::{Read, WriteMeta};
+use vole_http::{AppError, RepoAccess};
+use vole_meta::entity::{Change, ChangeState, Issue, IssueState, ThreadKind};
+use vole_meta::{
+    ChangePatch, Filter, IssuePatch, MetaError, MetaStore, NewChange, NewComment, NewIssue, Page,
+};
+use vole_stdx::page::Pagination;
+
+/// What an issue and a change request do not share.
+pub trait Thread: Serialize + Send + Sized + 'static {
+    type New: DeserializeOwned + Send + 'static;
+    type Patch: DeserializeOwned + Send + 'static;
+    type State: DeserializeOwned;
+    const KIND: ThreadKind;
+    /// The collection's segment in URLs (`issues`, `changes`).
+    const NOUN: &'static str;
+    /// The kind, plural, as a person reads it.
+    const NAMED: &'static str;
+    /// The states a list may be filtered by, as a person reads them.
+    const STATES: &'static str;
+    /// Whether the kind has labels to filter by.
+    const LABELLED: bool;
+
+    fn author(&self) -> &str;
+    fn list(
+        meta: &MetaStore,
+        repo: &RepoName,
+        filter: &Filter<Self::State>,
+        page: Pagination,
+    ) -> Result<Page<Self>, MetaError>;
+    fn create(
+        meta: &MetaStore,
+        repo: &RepoName,
+        new: Self::New,
+        author: &str,
+    ) -> Result<Self, MetaError>;
+    fn get(meta: &MetaStore, repo: &RepoName, number: u64) -> Result<Self, MetaError>;
+    fn edit(
+        meta: &MetaStore,
+        repo: &RepoName,
+        number: u64,
+        patch: Self::Patch,
+    ) -> Result<Self, MetaError>;
+}
+
+impl Thread for Issue {
+    type New = NewIssue;
+    type Patch = IssuePatch;
+    type State = IssueState;
+    const KIND: ThreadKind = ThreadKind::Issue;
+    const NOUN: &'static str = "issues";
+    const NAMED: &'static str = "issues";
+    const STATES: &'static str = "open, closed";
+    const LABELLED: bool = true;
+
+    fn author(&self) -> &str {
+        &self.author
+    }
+    fn list(
+        meta: &MetaStore,
+        repo: &RepoName,
+        filter: &Filter<IssueState>,
+        page: Pagination,
+    ) -> Result<Page<Self>, MetaError> {
+        meta.list_issues(repo, filter, page)
+    }
+    fn create(
+        meta: &MetaStore,
+        repo: &RepoName,
+        new: NewIssue,
+        author: &str,
+    ) -> Result<Self, MetaError> {
+        meta.create_issue(repo, new, author)
+    }
+    fn get(meta: &MetaStore, repo: &RepoName, number: u64) -> Result<Self, MetaError> {
+        meta.issue(repo, number)
+    }
+    fn edit(
+        meta: &MetaStore,
+        repo: &RepoName,
+        number: u64,
+        patch: IssuePatch,
+    ) -> Result<Self, MetaError> {
+        meta.edit_issue(repo, number, patch)
+    }
+}
+
+impl Thread for Change {
+    type New = NewChange;
+    type Patch = ChangePatch;
+    type State = ChangeState;
+    const KIND: ThreadKind = ThreadKind::Change;
+    const NOUN: &'static str = "changes";
+    const NAMED: &'static str = "change requests";
+    const STATES: &'static str = "open, merged, closed";
+    const LABELLED: bool = false;
+
+    fn author(&self) -> &str {
+        &self.author
+    }
+    fn list(
+        meta: &MetaStore,
+        repo: &RepoName,
+        filter: &Filter<ChangeState>,
+        page: Pagination,
+    ) -> Result<Page<Self>, MetaError> {
+        meta.list_changes(repo, filter, page)
+    }
+    fn create(
+        meta: &MetaStore,
+        repo: &RepoName,
+        new: NewChange,
+        author: &str,
+    ) -> Result<Self, MetaError> {
+        meta.create_change(repo, new, author)
+    }
+    fn get(meta: &MetaStore, repo: &RepoName, number: u64) -> Result<Self, MetaError> {
+        meta.change(repo, number)
+    }
+    fn edit(
+        meta: &MetaStore,
+        repo: &RepoName,
+        number: u64,
+        patch: ChangePatch,
+    ) -> Result<Self, MetaError> {
+        meta.edit_change(repo, number, patch)
+    }
+}
+
+/// `GET .../{issues,changes}?state=&label=&author=`.
+pub async fn list<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Query(query): Query<HashMap<String, String>>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    if !T::LABELLED && query.contains_key("label") {
+        return Err(AppError::bad_request(format!(
+            "{} have no labels; filter by state or author",
+            T::NAMED
+        )));
+    }
+    let filter = Filter {
+        state: parse_state::<T::State>(&query, T::STATES)?,
+        label: query.get("label").cloned(),
+        author: query.get("author").cloned(),
+    };
+    let found = T::list(&app.meta, &name, &filter, page)?;
+    Ok(crate::paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/{}", T::NOUN),
+        &filter_query(&query),
+        page,
+        found.total,
+    ))
+}
+
+/// `POST .../{issues,changes}`.
+pub async fn create<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    payload: Result<Json<T::New>, JsonRejection>,
+) -> Result<Response, AppError> {
+    app.quotas.meta_write(&principal)?;
+    let new = body(payload)?;
+    let author = principal.name().to_string();
+    let made = blocking(&app, move |app| T::create(&app.meta, &name, new, &author)).await?;
+    Ok(created(made))
+}
+
+/// `GET .../{issues,changes}/{number}`.
+pub async fn get<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let number = thread_number(&number)?;
+    Ok(Json(T::get(&app.meta, &name, number)?).into_response())
+}
+
+/// `PATCH .../{issues,changes}/{number}`: by its author or the repo's
+/// admins.
+pub async fn edit<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
+    payload: Result<Json<T::Patch>, JsonRejection>,
+) -> Result<Response, AppError> {
+    app.quotas.meta_write(&principal)?;
+    let number = thread_number(&number)?;
+    let patch = body(payload)?;
+    let current = T::get(&app.meta, &name, number)?;
+    app.access
+        .check_edit(&principal, &name, current.author())
+        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
+    let edited = blocking(&app, move |app| T::edit(&app.meta, &name, number, patch)).await?;
+    Ok(Json(edited).into_response())
+}
+
+/// `GET .../{issues,changes}/{number}/comments`.
+pub async fn list_comments<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number)): Path<(String, String, String)>,
+    ApiPage(page): ApiPage,
+) -> Result<Response, AppError> {
+    let number = thread_number(&number)?;
+    let found = app.meta.comments(&name, T::KIND, number, page)?;
+    Ok(crate::paginated(
+        found.items,
+        &format!("/api/v1/repos/{name}/{}/{number}/comments", T::NOUN),
+        "",
+        page,
+        found.total,
+    ))
+}
+
+/// `POST .../{issues,changes}/{number}/comments`.
+pub async fn add_comment<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
+    payload: Result<Json<NewComment>, JsonRejection>,
+) -> Result<Response, AppError> {
+    app.quotas.meta_write(&principal)?;
+    let number = thread_number(&number)?;
+    let new = body(payload)?;
+    let author = principal.name().to_string();
+    let comment = blocking(&app, move |app| {
+        app.meta.comment(&name, T::KIND, number, new, &author)
+    })
+    .await?;
+    Ok(created(comment))
+}
