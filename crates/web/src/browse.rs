@@ -78,23 +78,6 @@ pub(super) struct TreePage {
     crumbs: Vec<Crumb>,
 }
 
-/// A size for people: bytes below 1 KiB, else KiB, MiB, GiB with one
-/// decimal.
-pub(super) fn human_size(bytes: u64) -> String {
-    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    // 1023.96 KiB would print as "1024.0 KiB": that is 1.0 MiB.
-    while value >= 1023.95 && unit < UNITS.len() - 1 {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
 pub(super) fn clone_url(app: &WebState, headers: &HeaderMap, name: &RepoName) -> String {
     if let Some(public) = &app.config.public_url {
         return format!("{public}/{name}.git");

@@ -3,7 +3,7 @@
 //! a time (`caches::WebCaches::listings`); drawn without them when no
 //! slot frees in time.
 
-use super::browse::{Last, MAX_LISTED, human_size};
+use super::browse::{Last, MAX_LISTED};
 use super::resolve::Resolved;
 use super::*;
 use vole_access::ResolvedRepo;
@@ -41,7 +41,8 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &ResolvedRepo, resolved:
     };
     for (index, entry) in resolved.view.entries.iter_mut().enumerate() {
         if let Some(Some(size)) = facts.sizes.get(index) {
-            entry.size = human_size(*size);
+            // For people: "512 B", "1.2 KiB", "3.4 MiB".
+            entry.size = bytesize::ByteSize::b(*size).display().iec().to_string();
         }
         entry.last = match facts.last.get(index).copied().flatten() {
             Some(at) => Last::Commit(facts.commits[at as usize].clone()),
@@ -90,3 +91,15 @@ pub(super) async fn walk_listing(
 
 /// How long a listing waits for a read slot for its last-commit walk.
 pub(super) const LISTING_SLOT_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes_for_people_are_bytes_then_binary_units_with_one_decimal() {
+        let size = |n: u64| bytesize::ByteSize::b(n).display().iec().to_string();
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(1536), "1.5 KiB");
+        assert_eq!(size(3 << 20), "3.0 MiB");
+        assert_eq!(size(5 << 30), "5.0 GiB");
+    }
+}
