@@ -71,11 +71,6 @@ fn open_one<K: RecordKind>(dir: &Path, visit: impl FnMut(Entry<K>)) -> Result<Lo
     Ok(log)
 }
 
-/// Bytes of each cache of the web pages' git reads.
-const WEB_CACHE_BYTES: u64 = 16 << 20;
-/// Repos whose gix handles stay open at once.
-const MAX_OPEN_REPOS: u64 = 1024;
-
 /// Shared state; lives behind an `Arc`. It assembles the services, each
 /// with its own state (the parts of this it needs, shared by `Arc`); no
 /// service imports `App`.
@@ -209,8 +204,10 @@ impl App {
         );
         // The repos' gix handles, and the web pages' caches: read by the
         // web UI and the sites, dropped by the repo lifecycle.
-        let gix = Arc::new(vole_git::GixHandles::new(MAX_OPEN_REPOS));
-        let web_caches = Arc::new(vole_web::caches::WebCaches::new(WEB_CACHE_BYTES));
+        let gix = Arc::new(vole_git::GixHandles::new(config.caches.max_open_repos));
+        let web_caches = Arc::new(vole_web::caches::WebCaches::new(
+            config.caches.web_cache_bytes,
+        ));
         let forget = {
             let web_caches = web_caches.clone();
             vole_control::Forget(Arc::new(move |incarnation| {

@@ -30,6 +30,8 @@ pub const MIN_TRANSFER_RATE: &str = "4KiB";
 /// The window a transfer's rate is measured over.
 pub const MIN_TRANSFER_WINDOW: &str = "30s";
 pub const HIGHLIGHT_CACHE_SIZE: &str = "32MiB";
+pub const WEB_CACHE_SIZE: &str = "16MiB";
+pub const MAX_OPEN_REPOS: usize = 1024;
 pub const MAX_CONNECTIONS: usize = 4096;
 pub const AUTH_FAILURES: u32 = 10;
 pub const AUTH_FAILURE_WINDOW: &str = "5m";

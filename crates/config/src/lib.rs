@@ -12,6 +12,7 @@ use std::time::Duration;
 
 mod auth;
 mod branches;
+mod caches;
 pub mod defaults;
 mod meta;
 mod pack_cache;
@@ -23,6 +24,7 @@ mod transport;
 mod values;
 
 pub use auth::{AuthSettings, QuotaSettings};
+pub use caches::CacheSettings;
 pub use pack_cache::PackCacheSettings;
 pub use reads::ReadLimits;
 pub use settings::Settings;
@@ -56,6 +58,7 @@ pub struct Config {
     pub transport: TransportLimits,
     pub sites: SiteSettings,
     pub reads: ReadLimits,
+    pub caches: CacheSettings,
     pub max_connections: usize,
     /// Peers whose `X-Forwarded-For` is believed (`access::client`).
     pub trusted_proxies: Vec<ipnet::IpNet>,
@@ -127,6 +130,7 @@ impl Config {
             max_connections: server::max_connections(&raw)?,
             trusted_proxies: server::trusted_proxies(&raw)?,
             public_url: server::public_url_of(&raw)?,
+            caches: CacheSettings::resolve(&raw)?,
             data_dir: raw.data.unwrap_or_else(|| defaults::DATA_DIR.into()),
             git: raw.git,
         })
@@ -252,6 +256,27 @@ mod tests {
         assert_eq!(config.quotas.max_repos_per_user, None);
         assert_eq!(config.quotas.meta_write_rate, None);
         assert_eq!(config.quotas.max_meta_bytes_per_user, None);
+    }
+
+    #[test]
+    fn the_cache_bounds_have_defaults_and_read_a_set_value() {
+        let config = Config::resolve(Settings::default(), None).unwrap();
+        assert_eq!(config.caches.web_cache_bytes, 16 << 20);
+        assert_eq!(config.caches.max_open_repos, 1024);
+        let set = Settings {
+            web_cache_size: Some("4MiB".into()),
+            max_open_repos: Some(64),
+            ..Settings::default()
+        };
+        let config = Config::resolve(set, None).unwrap();
+        assert_eq!(config.caches.web_cache_bytes, 4 << 20);
+        assert_eq!(config.caches.max_open_repos, 64);
+        let none = Settings {
+            max_open_repos: Some(0),
+            ..Settings::default()
+        };
+        let err = Config::resolve(none, None).unwrap_err().to_string();
+        assert!(err.contains("max-open-repos"), "{err}");
     }
 
     #[test]

@@ -157,6 +157,16 @@ pub struct Settings {
     #[arg(long, env = "VOLE_HIGHLIGHT_CACHE_SIZE", value_name = "SIZE")]
     pub highlight_cache_size: Option<String>,
 
+    /// Bytes of each cache of the web pages' git reads (the listings' last
+    /// commits, logs, commits, blames) [default: 16MiB].
+    #[arg(long, env = "VOLE_WEB_CACHE_SIZE", value_name = "SIZE")]
+    pub web_cache_size: Option<String>,
+
+    /// Repositories whose gix handles (and the files and mappings they
+    /// hold) the web UI and sites keep open at once [default: 1024].
+    #[arg(long, env = "VOLE_MAX_OPEN_REPOS", value_name = "N")]
+    pub max_open_repos: Option<usize>,
+
     /// Open connections at most; beyond it new ones get 503 with
     /// Retry-After [default: 4096].
     #[arg(long, env = "VOLE_MAX_CONNECTIONS", value_name = "N")]
@@ -303,6 +313,8 @@ impl Settings {
             min_transfer_rate: self.min_transfer_rate.or(lower.min_transfer_rate),
             min_transfer_window: self.min_transfer_window.or(lower.min_transfer_window),
             highlight_cache_size: self.highlight_cache_size.or(lower.highlight_cache_size),
+            web_cache_size: self.web_cache_size.or(lower.web_cache_size),
+            max_open_repos: self.max_open_repos.or(lower.max_open_repos),
             max_connections: self.max_connections.or(lower.max_connections),
             trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
             public_url: self.public_url.or(lower.public_url),
