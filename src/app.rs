@@ -71,11 +71,6 @@ fn open_one<K: RecordKind>(dir: &Path, visit: impl FnMut(Entry<K>)) -> Result<Lo
     Ok(log)
 }
 
-/// Bytes of each cache of the web pages' git reads.
-const WEB_CACHE_BYTES: u64 = 16 << 20;
-/// Repos whose gix handles stay open at once.
-const MAX_OPEN_REPOS: u64 = 1024;
-
 /// Shared state; lives behind an `Arc`. It assembles the services, each
 /// with its own state (the parts of this it needs, shared by `Arc`); no
 /// service imports `App`.
@@ -100,10 +95,19 @@ pub struct App {
     pub http_metrics: Arc<vole_stdx::metrics::HttpMetrics>,
 }
 
-impl App {
-    /// Assembles the app over a prepared, locked data dir (opening the logs
-    /// replays them).
-    pub fn open(config: Config, git: Git) -> anyhow::Result<App> {
+/// The data dir's stores, opened and brought up to date: the logs
+/// replayed, every repo given its incarnation, the metadata store and the
+/// ref recorder over them.
+struct Stores {
+    data: DataDir,
+    repos: Repos,
+    logs: Logs,
+    meta: Arc<MetaStore>,
+    recorder: Arc<RefRecorder>,
+}
+
+impl Stores {
+    fn open(config: &Config, git: &Git) -> anyhow::Result<Stores> {
         let data = DataDir::new(config.data_dir.clone());
         let mut ref_state = RefState::default();
         let mut meta_records = Vec::new();
@@ -130,7 +134,7 @@ impl App {
             .collect();
         // The server's own documents (users, tokens), outside data/repos.
         let system = repos
-            .ensure_system_repo(&git)
+            .ensure_system_repo(git)
             .map_err(|e| anyhow::anyhow!(e).context("cannot create the system repo"))?;
         repo_dirs.push((vole_meta::SYSTEM.to_string(), system));
         let meta = Arc::new(MetaStore::open(
@@ -160,7 +164,6 @@ impl App {
                     .map_err(|e| anyhow::anyhow!(e).context("cannot give a copied repo its ACL"))?;
             }
         }
-        let config = Arc::new(config);
         let recorder = Arc::new(RefRecorder::new(
             logs.refs.clone(),
             ref_state,
@@ -171,6 +174,33 @@ impl App {
             // Once every repo's incarnation is in the ref log.
             vole_git::durable::write_synced(&data.incarnations_marker(), b"1\n")?;
         }
+        Ok(Stores {
+            data,
+            repos,
+            logs,
+            meta,
+            recorder,
+        })
+    }
+}
+
+impl App {
+    /// Assembles the app over a prepared, locked data dir (opening the logs
+    /// replays them).
+    pub fn open(config: Config, git: Git) -> anyhow::Result<App> {
+        let stores = Stores::open(&config, &git)?;
+        App::assemble(Arc::new(config), git, stores)
+    }
+
+    /// Each service's state over the opened stores.
+    fn assemble(config: Arc<Config>, git: Git, stores: Stores) -> anyhow::Result<App> {
+        let Stores {
+            data,
+            repos,
+            logs,
+            meta,
+            recorder,
+        } = stores;
         let access = Arc::new(
             Access::new(
                 repos.clone(),
@@ -196,27 +226,8 @@ impl App {
             config.reads.slots,
             config.transport.queue_timeout,
         ));
-        // The pack cache runs pack-objects with the settings of every
-        // upload's git children.
-        let pack_cache = Arc::new(
-            vole_pack_cache::PackCache::new(
-                data.pack_cache_dir(),
-                config.pack_cache.clone(),
-                git.clone(),
-                vole_transport::git_config(vole_transport::Service::UploadPack),
-            )
-            .map_err(|e| anyhow::anyhow!(e).context("cannot prepare the pack cache"))?,
-        );
-        // The repos' gix handles, and the web pages' caches: read by the
-        // web UI and the sites, dropped by the repo lifecycle.
-        let gix = Arc::new(vole_git::GixHandles::new(MAX_OPEN_REPOS));
-        let web_caches = Arc::new(vole_web::caches::WebCaches::new(WEB_CACHE_BYTES));
-        let forget = {
-            let web_caches = web_caches.clone();
-            vole_control::Forget(Arc::new(move |incarnation| {
-                web_caches.forget(incarnation.id())
-            }))
-        };
+        let pack_cache = open_pack_cache(&data, &git, &config.pack_cache)?;
+        let (gix, web_caches, forget) = read_caches(&config.caches);
         let control = Arc::new(ControlState {
             config: config.clone(),
             git: git.clone(),
@@ -276,6 +287,47 @@ impl App {
             config,
         })
     }
+}
+
+/// The repos' gix handles, and the web pages' caches: read by the web UI
+/// and the sites, dropped by the repo lifecycle (through the [`Forget`]
+/// hook the control state is given).
+///
+/// [`Forget`]: vole_control::Forget
+fn read_caches(
+    caches: &vole_config::CacheSettings,
+) -> (
+    Arc<vole_git::GixHandles>,
+    Arc<vole_web::caches::WebCaches>,
+    vole_control::Forget,
+) {
+    let gix = Arc::new(vole_git::GixHandles::new(caches.max_open_repos));
+    let web_caches = Arc::new(vole_web::caches::WebCaches::new(caches.web_cache_bytes));
+    let forget = {
+        let web_caches = web_caches.clone();
+        vole_control::Forget(Arc::new(move |incarnation| {
+            web_caches.forget(incarnation.id())
+        }))
+    };
+    (gix, web_caches, forget)
+}
+
+/// The pack cache, which runs pack-objects with the settings of every
+/// upload's git children.
+fn open_pack_cache(
+    data: &DataDir,
+    git: &Git,
+    settings: &vole_config::PackCacheSettings,
+) -> anyhow::Result<Arc<vole_pack_cache::PackCache>> {
+    Ok(Arc::new(
+        vole_pack_cache::PackCache::new(
+            data.pack_cache_dir(),
+            settings.clone(),
+            git.clone(),
+            vole_transport::git_config(vole_transport::Service::UploadPack),
+        )
+        .map_err(|e| anyhow::anyhow!(e).context("cannot prepare the pack cache"))?,
+    ))
 }
 
 /// The incarnations given at this start, in the ref log: an `adopted` row

@@ -52,243 +52,268 @@ impl Collector for AppCollector {
         let e = &mut encoder;
         app.http_metrics.encode(e)?;
 
-        // Git children.
-        let services = [Service::UploadPack, Service::ReceivePack];
-        let children: Vec<_> = services
-            .iter()
-            .map(|s| {
-                (
-                    ServiceLabel {
-                        service: s.as_str().trim_start_matches("git-").to_string(),
-                    },
-                    app.transport.limits.children(*s),
-                )
-            })
-            .collect();
-        let each = |f: fn(&vole_transport::limits::Children) -> i64| -> Vec<_> {
-            children
-                .iter()
-                .map(|(l, c)| {
-                    (
-                        l.clone(),
-                        prometheus_client::metrics::gauge::ConstGauge::new(f(c)),
-                    )
-                })
-                .collect()
-        };
-        series(
-            e,
-            "vole_git_children_running",
-            "git children running, per service",
-            &each(|c| c.running as i64),
-        )?;
-        series(
-            e,
-            "vole_git_children_waiting",
-            "Requests waiting for a git process slot, per service",
-            &each(|c| c.waiting as i64),
-        )?;
-        series(
-            e,
-            "vole_git_children_limit",
-            "git process slots, per service",
-            &each(|c| c.limit as i64),
-        )?;
-        counter(
-            e,
-            "vole_push_bytes",
-            "Bytes of push bodies taken in",
-            app.transport.limits.push_bytes.load(Ordering::Relaxed),
-        )?;
-
-        // Sign-ins.
-        let sign_ins = app.authn.counts();
-        counter(
-            e,
-            "vole_sign_in_failures",
-            "Credentials checked and refused (each in the audit log)",
-            sign_ins.failed,
-        )?;
-        counter(
-            e,
-            "vole_sign_ins_throttled",
-            "Sign-ins refused with 429 because their address had failed too often (not audited one by one)",
-            sign_ins.throttled,
-        )?;
-
-        // The logs.
-        let logs = [
-            ("refs", app.logs.refs.live_counters()),
-            ("meta", app.logs.meta.live_counters()),
-        ];
-        let label = |name: &str| LogLabel {
-            log: name.to_string(),
-        };
-        let per_log = |f: fn(&vole_log::Counters) -> u64| -> Vec<_> {
-            logs.iter()
-                .map(|(n, c)| {
-                    (
-                        label(n),
-                        prometheus_client::metrics::counter::ConstCounter::new(f(c)),
-                    )
-                })
-                .collect()
-        };
-        series(
-            e,
-            "vole_log_frames",
-            "Frames appended, per log",
-            &per_log(|c| c.frames.load(Ordering::Relaxed)),
-        )?;
-        series(
-            e,
-            "vole_log_bytes",
-            "Bytes appended, per log",
-            &per_log(|c| c.bytes.load(Ordering::Relaxed)),
-        )?;
-        series(
-            e,
-            "vole_log_fsyncs",
-            "fsyncs that made appended frames durable, per log",
-            &per_log(|c| c.syncs.load(Ordering::Relaxed)),
-        )?;
-        let histograms = |f: fn(&vole_log::Counters) -> &Histogram| -> Vec<(LogLabel, Histogram)> {
-            logs.iter().map(|(n, c)| (label(n), f(c).clone())).collect()
-        };
-        series(
-            e,
-            "vole_log_fsync_seconds",
-            "Time of each log fsync, per log",
-            &histograms(|c| &c.sync_seconds),
-        )?;
-        series(
-            e,
-            "vole_log_group_frames",
-            "Frames each fsync made durable (group commit size), per log",
-            &histograms(|c| &c.group_frames),
-        )?;
-
-        // Metadata.
-        let meta = app.meta.stats();
-        counter(
-            e,
-            "vole_meta_fold_commits",
-            "Commits written to shard refs by the fold",
-            meta.fold_commits,
-        )?;
-        counter(
-            e,
-            "vole_meta_folded_writes",
-            "Metadata writes folded into shard refs",
-            meta.folded_writes,
-        )?;
-        counter(
-            e,
-            "vole_meta_fold_cas_retries",
-            "Shard ref updates that found the ref moved and went again",
-            meta.foreign_moves,
-        )?;
-        counter(
-            e,
-            "vole_meta_fold_errors",
-            "Fold cycles that failed (retried)",
-            meta.fold_errors,
-        )?;
-        gauge(
-            e,
-            "vole_meta_fold_lag_writes",
-            "Metadata writes acknowledged but not yet folded",
-            meta.pending as i64,
-        )?;
-        unlabelled(
-            e,
-            "vole_meta_fold_batch_writes",
-            "Writes folded per fold cycle",
-            &app.meta.fold_batches().0,
-        )?;
-
-        // The site cache.
-        let site = app.sites.sites.store.cache_counts();
-        counter(
-            e,
-            "vole_site_cache_hits",
-            "Site blob lookups answered from the cache",
-            site.hits,
-        )?;
-        counter(
-            e,
-            "vole_site_cache_misses",
-            "Site blob lookups the cache did not hold",
-            site.misses,
-        )?;
-        counter(
-            e,
-            "vole_site_cache_evictions",
-            "Site cache entries evicted to keep its byte bound",
-            site.evictions,
-        )?;
-        gauge(
-            e,
-            "vole_site_cache_bytes",
-            "Bytes the site cache holds",
-            site.bytes as i64,
-        )?;
-        gauge(
-            e,
-            "vole_site_cache_limit_bytes",
-            "The site cache's byte bound",
-            site.limit as i64,
-        )?;
-
-        // The pack cache.
-        let packs = app.control.pack_cache.stats();
-        for (name, help, value) in [
-            (
-                "vole_pack_cache_hits",
-                "Pack requests served from a complete cached pack",
-                packs.hits,
-            ),
-            (
-                "vole_pack_cache_misses",
-                "Pack requests that started pack-objects for the cache",
-                packs.misses,
-            ),
-            (
-                "vole_pack_cache_followers",
-                "Pack requests that followed a pack being made",
-                packs.followers,
-            ),
-            (
-                "vole_pack_cache_bypasses",
-                "Pack requests that ran pack-objects without the cache",
-                packs.bypasses,
-            ),
-            (
-                "vole_pack_cache_served_bytes",
-                "Bytes of cached packs served",
-                packs.bytes_served,
-            ),
-            (
-                "vole_pack_cache_evictions",
-                "Cached packs evicted by size or age",
-                packs.evictions,
-            ),
-            (
-                "vole_pack_cache_failures",
-                "Packs for the cache that were not made",
-                packs.failures,
-            ),
-        ] {
-            counter(e, name, help, value)?;
-        }
-        gauge(
-            e,
-            "vole_pack_cache_bytes",
-            "Bytes of packs the cache holds on disk",
-            packs.bytes as i64,
-        )?;
+        encode_transport(app, e)?;
+        encode_sign_ins(app, e)?;
+        encode_logs(app, e)?;
+        encode_meta(app, e)?;
+        encode_site_cache(app, e)?;
+        encode_pack_cache(app, e)?;
         Ok(())
     }
+}
+
+/// The transport: its git children per service, the push bytes taken in.
+fn encode_transport(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    let services = [Service::UploadPack, Service::ReceivePack];
+    let children: Vec<_> = services
+        .iter()
+        .map(|s| {
+            (
+                ServiceLabel {
+                    service: s.as_str().trim_start_matches("git-").to_string(),
+                },
+                app.transport.limits.children(*s),
+            )
+        })
+        .collect();
+    let each = |f: fn(&vole_transport::limits::Children) -> i64| -> Vec<_> {
+        children
+            .iter()
+            .map(|(l, c)| {
+                (
+                    l.clone(),
+                    prometheus_client::metrics::gauge::ConstGauge::new(f(c)),
+                )
+            })
+            .collect()
+    };
+    series(
+        e,
+        "vole_git_children_running",
+        "git children running, per service",
+        &each(|c| c.running as i64),
+    )?;
+    series(
+        e,
+        "vole_git_children_waiting",
+        "Requests waiting for a git process slot, per service",
+        &each(|c| c.waiting as i64),
+    )?;
+    series(
+        e,
+        "vole_git_children_limit",
+        "git process slots, per service",
+        &each(|c| c.limit as i64),
+    )?;
+    counter(
+        e,
+        "vole_push_bytes",
+        "Bytes of push bodies taken in",
+        app.transport.limits.push_bytes.load(Ordering::Relaxed),
+    )?;
+    Ok(())
+}
+
+/// Sign-ins refused and throttled.
+fn encode_sign_ins(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    let sign_ins = app.authn.counts();
+    counter(
+        e,
+        "vole_sign_in_failures",
+        "Credentials checked and refused (each in the audit log)",
+        sign_ins.failed,
+    )?;
+    counter(
+        e,
+        "vole_sign_ins_throttled",
+        "Sign-ins refused with 429 because their address had failed too often (not audited one by one)",
+        sign_ins.throttled,
+    )?;
+    Ok(())
+}
+
+/// The logs: frames, bytes and fsyncs per log, and their histograms.
+fn encode_logs(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    let logs = [
+        ("refs", app.logs.refs.live_counters()),
+        ("meta", app.logs.meta.live_counters()),
+    ];
+    let label = |name: &str| LogLabel {
+        log: name.to_string(),
+    };
+    let per_log = |f: fn(&vole_log::Counters) -> u64| -> Vec<_> {
+        logs.iter()
+            .map(|(n, c)| {
+                (
+                    label(n),
+                    prometheus_client::metrics::counter::ConstCounter::new(f(c)),
+                )
+            })
+            .collect()
+    };
+    series(
+        e,
+        "vole_log_frames",
+        "Frames appended, per log",
+        &per_log(|c| c.frames.load(Ordering::Relaxed)),
+    )?;
+    series(
+        e,
+        "vole_log_bytes",
+        "Bytes appended, per log",
+        &per_log(|c| c.bytes.load(Ordering::Relaxed)),
+    )?;
+    series(
+        e,
+        "vole_log_fsyncs",
+        "fsyncs that made appended frames durable, per log",
+        &per_log(|c| c.syncs.load(Ordering::Relaxed)),
+    )?;
+    let histograms = |f: fn(&vole_log::Counters) -> &Histogram| -> Vec<(LogLabel, Histogram)> {
+        logs.iter().map(|(n, c)| (label(n), f(c).clone())).collect()
+    };
+    series(
+        e,
+        "vole_log_fsync_seconds",
+        "Time of each log fsync, per log",
+        &histograms(|c| &c.sync_seconds),
+    )?;
+    series(
+        e,
+        "vole_log_group_frames",
+        "Frames each fsync made durable (group commit size), per log",
+        &histograms(|c| &c.group_frames),
+    )?;
+    Ok(())
+}
+
+/// The metadata store's fold.
+fn encode_meta(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    let meta = app.meta.stats();
+    counter(
+        e,
+        "vole_meta_fold_commits",
+        "Commits written to shard refs by the fold",
+        meta.fold_commits,
+    )?;
+    counter(
+        e,
+        "vole_meta_folded_writes",
+        "Metadata writes folded into shard refs",
+        meta.folded_writes,
+    )?;
+    counter(
+        e,
+        "vole_meta_fold_cas_retries",
+        "Shard ref updates that found the ref moved and went again",
+        meta.foreign_moves,
+    )?;
+    counter(
+        e,
+        "vole_meta_fold_errors",
+        "Fold cycles that failed (retried)",
+        meta.fold_errors,
+    )?;
+    gauge(
+        e,
+        "vole_meta_fold_lag_writes",
+        "Metadata writes acknowledged but not yet folded",
+        meta.pending as i64,
+    )?;
+    unlabelled(
+        e,
+        "vole_meta_fold_batch_writes",
+        "Writes folded per fold cycle",
+        &app.meta.fold_batches().0,
+    )?;
+    Ok(())
+}
+
+/// The site cache.
+fn encode_site_cache(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    let site = app.sites.sites.store.cache_counts();
+    counter(
+        e,
+        "vole_site_cache_hits",
+        "Site blob lookups answered from the cache",
+        site.hits,
+    )?;
+    counter(
+        e,
+        "vole_site_cache_misses",
+        "Site blob lookups the cache did not hold",
+        site.misses,
+    )?;
+    counter(
+        e,
+        "vole_site_cache_evictions",
+        "Site cache entries evicted to keep its byte bound",
+        site.evictions,
+    )?;
+    gauge(
+        e,
+        "vole_site_cache_bytes",
+        "Bytes the site cache holds",
+        site.bytes as i64,
+    )?;
+    gauge(
+        e,
+        "vole_site_cache_limit_bytes",
+        "The site cache's byte bound",
+        site.limit as i64,
+    )?;
+    Ok(())
+}
+
+/// The pack cache.
+fn encode_pack_cache(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    let packs = app.control.pack_cache.stats();
+    for (name, help, value) in [
+        (
+            "vole_pack_cache_hits",
+            "Pack requests served from a complete cached pack",
+            packs.hits,
+        ),
+        (
+            "vole_pack_cache_misses",
+            "Pack requests that started pack-objects for the cache",
+            packs.misses,
+        ),
+        (
+            "vole_pack_cache_followers",
+            "Pack requests that followed a pack being made",
+            packs.followers,
+        ),
+        (
+            "vole_pack_cache_bypasses",
+            "Pack requests that ran pack-objects without the cache",
+            packs.bypasses,
+        ),
+        (
+            "vole_pack_cache_served_bytes",
+            "Bytes of cached packs served",
+            packs.bytes_served,
+        ),
+        (
+            "vole_pack_cache_evictions",
+            "Cached packs evicted by size or age",
+            packs.evictions,
+        ),
+        (
+            "vole_pack_cache_failures",
+            "Packs for the cache that were not made",
+            packs.failures,
+        ),
+    ] {
+        counter(e, name, help, value)?;
+    }
+    gauge(
+        e,
+        "vole_pack_cache_bytes",
+        "Bytes of packs the cache holds on disk",
+        packs.bytes as i64,
+    )?;
+    Ok(())
 }
 
 /// The whole exposition, as of now.

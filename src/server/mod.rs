@@ -68,22 +68,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let app = Arc::new(App::open(config, git)?);
     vole_hooks::scripts::install(app.transport.hooks_dir(), app.transport.vole_exe())
         .context("cannot write the git hooks")?;
-    let repos: Vec<(String, std::path::PathBuf)> = app
-        .repos
-        .list()
-        .into_iter()
-        .map(|info| {
-            let path = app.repos.path(&info.name);
-            (info.name.to_string(), path)
-        })
-        .collect();
-    let report = app.recorder.reconcile(&app.git, &repos)?;
-    tracing::info!(
-        resolved = report.resolved,
-        restored = report.restored,
-        reconciled = report.reconciled,
-        "ref log checked against the refs on disk"
-    );
+    reconcile_refs(&app)?;
     // Every push's hooks at once, and a few CLI requests besides.
     let dispatcher = vole_control::server::Dispatcher::start(
         app.control.clone(),
@@ -91,25 +76,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     )
     .context("cannot start the control socket's threads")?;
     let control_task = tokio::spawn(vole_control::server::serve(control_listener, dispatcher));
-    // A metrics address that is taken (another server, Prometheus itself)
-    // does not stop the forge: it is said, and admins still read /metrics
-    // on the main address.
-    let metrics_task = match app.config.metrics_listen {
-        Some(addr) => match TcpListener::bind(addr).await {
-            Ok(metrics_listener) => {
-                tracing::info!(
-                    "metrics on http://{}/metrics",
-                    metrics_listener.local_addr()?
-                );
-                Some(tokio::spawn(metrics::serve(metrics_listener, app.clone())))
-            }
-            Err(e) => {
-                tracing::warn!(%addr, error = %e, "cannot listen for metrics; serving without the metrics listener");
-                None
-            }
-        },
-        None => None,
-    };
+    let metrics_task = start_metrics_listener(&app).await?;
 
     let maintenance_task = tokio::spawn(maintenance::run(app.clone()));
     if app.config.anonymous_push {
@@ -138,6 +105,53 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     drop(lock);
     tracing::info!("vole stopped");
     Ok(())
+}
+
+/// Checks the ref log against every repo's refs on disk, and says what it
+/// resolved, restored and reconciled.
+fn reconcile_refs(app: &App) -> anyhow::Result<()> {
+    let repos: Vec<(String, std::path::PathBuf)> = app
+        .repos
+        .list()
+        .into_iter()
+        .map(|info| {
+            let path = app.repos.path(&info.name);
+            (info.name.to_string(), path)
+        })
+        .collect();
+    let report = app.recorder.reconcile(&app.git, &repos)?;
+    tracing::info!(
+        resolved = report.resolved,
+        restored = report.restored,
+        reconciled = report.reconciled,
+        "ref log checked against the refs on disk"
+    );
+    Ok(())
+}
+
+/// The metrics listener's task, or `None` when it is off or its address is
+/// taken. A metrics address that is taken (another server, Prometheus
+/// itself) does not stop the forge: it is said, and admins still read
+/// /metrics on the main address.
+async fn start_metrics_listener(
+    app: &Arc<App>,
+) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+    Ok(match app.config.metrics_listen {
+        Some(addr) => match TcpListener::bind(addr).await {
+            Ok(metrics_listener) => {
+                tracing::info!(
+                    "metrics on http://{}/metrics",
+                    metrics_listener.local_addr()?
+                );
+                Some(tokio::spawn(metrics::serve(metrics_listener, app.clone())))
+            }
+            Err(e) => {
+                tracing::warn!(%addr, error = %e, "cannot listen for metrics; serving without the metrics listener");
+                None
+            }
+        },
+        None => None,
+    })
 }
 
 /// A write past the file-size limit (`ulimit -f`) fails with EFBIG, as a
