@@ -262,6 +262,7 @@ impl App {
                 reads: reads.clone(),
                 highlighter: Arc::new(vole_web::highlight::Highlighter::new(
                     config.reads.highlight_cache_bytes,
+                    config.reads.binary_verdicts,
                 )),
                 caches: web_caches,
                 gix,

@@ -263,20 +263,46 @@ mod tests {
         let config = Config::resolve(Settings::default(), None).unwrap();
         assert_eq!(config.caches.web_cache_bytes, 16 << 20);
         assert_eq!(config.caches.max_open_repos, 1024);
+        assert_eq!(config.sites.path_cache_entries, 100_000);
+        assert_eq!(config.reads.binary_verdicts, 16_384);
         let set = Settings {
             web_cache_size: Some("4MiB".into()),
             max_open_repos: Some(64),
+            site_path_cache: Some(500),
+            binary_verdicts: Some(32),
             ..Settings::default()
         };
         let config = Config::resolve(set, None).unwrap();
         assert_eq!(config.caches.web_cache_bytes, 4 << 20);
         assert_eq!(config.caches.max_open_repos, 64);
-        let none = Settings {
-            max_open_repos: Some(0),
-            ..Settings::default()
-        };
-        let err = Config::resolve(none, None).unwrap_err().to_string();
-        assert!(err.contains("max-open-repos"), "{err}");
+        assert_eq!(config.sites.path_cache_entries, 500);
+        assert_eq!(config.reads.binary_verdicts, 32);
+        for (setting, zero) in [
+            (
+                "max-open-repos",
+                Settings {
+                    max_open_repos: Some(0),
+                    ..Settings::default()
+                },
+            ),
+            (
+                "site-path-cache",
+                Settings {
+                    site_path_cache: Some(0),
+                    ..Settings::default()
+                },
+            ),
+            (
+                "binary-verdicts",
+                Settings {
+                    binary_verdicts: Some(0),
+                    ..Settings::default()
+                },
+            ),
+        ] {
+            let err = Config::resolve(zero, None).unwrap_err().to_string();
+            assert!(err.contains(setting), "{err}");
+        }
     }
 
     #[test]

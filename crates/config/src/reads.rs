@@ -17,6 +17,8 @@ pub struct ReadLimits {
     pub min_rate: u64,
     pub rate_window: Duration,
     pub highlight_cache_bytes: u64,
+    /// Blobs whose binary verdict the highlighter remembers.
+    pub binary_verdicts: usize,
 }
 
 impl ReadLimits {
@@ -50,6 +52,10 @@ impl ReadLimits {
                 "highlight-cache-size",
                 raw.highlight_cache_size.as_deref(),
                 defaults::HIGHLIGHT_CACHE_SIZE,
+            )?,
+            binary_verdicts: positive(
+                "binary-verdicts",
+                raw.binary_verdicts.unwrap_or(defaults::BINARY_VERDICTS),
             )?,
         })
     }

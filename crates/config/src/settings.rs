@@ -157,6 +157,11 @@ pub struct Settings {
     #[arg(long, env = "VOLE_HIGHLIGHT_CACHE_SIZE", value_name = "SIZE")]
     pub highlight_cache_size: Option<String>,
 
+    /// Blobs whose binary-or-text verdict the highlighter remembers, by
+    /// count [default: 16384].
+    #[arg(long, env = "VOLE_BINARY_VERDICTS", value_name = "N")]
+    pub binary_verdicts: Option<usize>,
+
     /// Bytes of each cache of the web pages' git reads (the listings' last
     /// commits, logs, commits, blames) [default: 16MiB].
     #[arg(long, env = "VOLE_WEB_CACHE_SIZE", value_name = "SIZE")]
@@ -238,6 +243,11 @@ pub struct Settings {
     #[arg(long, env = "VOLE_SITE_CACHE_SIZE", value_name = "SIZE")]
     pub site_cache_size: Option<String>,
 
+    /// Site paths remembered resolved, by count, in each of the sites'
+    /// two path caches (by tree and by request) [default: 100000].
+    #[arg(long, env = "VOLE_SITE_PATH_CACHE", value_name = "N")]
+    pub site_path_cache: Option<usize>,
+
     /// Site files larger than this are streamed from git, never cached
     /// [default: 8MiB].
     #[arg(long, env = "VOLE_SITE_STREAM_THRESHOLD", value_name = "SIZE")]
@@ -297,6 +307,7 @@ impl Settings {
             ref_log_compact_size: self.ref_log_compact_size.or(lower.ref_log_compact_size),
             api_body_limit: self.api_body_limit.or(lower.api_body_limit),
             site_cache_size: self.site_cache_size.or(lower.site_cache_size),
+            site_path_cache: self.site_path_cache.or(lower.site_path_cache),
             site_stream_threshold: self.site_stream_threshold.or(lower.site_stream_threshold),
             site_cache_control: self.site_cache_control.or(lower.site_cache_control),
             site_domains: self.site_domains.or(lower.site_domains),
@@ -313,6 +324,7 @@ impl Settings {
             min_transfer_rate: self.min_transfer_rate.or(lower.min_transfer_rate),
             min_transfer_window: self.min_transfer_window.or(lower.min_transfer_window),
             highlight_cache_size: self.highlight_cache_size.or(lower.highlight_cache_size),
+            binary_verdicts: self.binary_verdicts.or(lower.binary_verdicts),
             web_cache_size: self.web_cache_size.or(lower.web_cache_size),
             max_open_repos: self.max_open_repos.or(lower.max_open_repos),
             max_connections: self.max_connections.or(lower.max_connections),

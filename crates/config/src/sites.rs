@@ -1,13 +1,15 @@
 //! How sites are served: their cache, the size past which a file is
 //! streamed, their Cache-Control, and the hosts that serve one repo's site.
 
-use crate::values::size;
+use crate::values::{positive, size};
 use crate::{ConfigError, Settings, defaults};
 
 /// How sites are served.
 #[derive(Debug, Clone)]
 pub struct SiteSettings {
     pub cache_bytes: u64,
+    /// Resolved paths remembered in each of the two path caches.
+    pub path_cache_entries: usize,
     pub stream_threshold: u64,
     pub cache_control: String,
     /// Host (lower case, no port) -> repo.
@@ -21,6 +23,10 @@ impl SiteSettings {
                 "site-cache-size",
                 raw.site_cache_size.as_deref(),
                 defaults::SITE_CACHE_SIZE,
+            )?,
+            path_cache_entries: positive(
+                "site-path-cache",
+                raw.site_path_cache.unwrap_or(defaults::SITE_PATH_CACHE),
             )?,
             stream_threshold: size(
                 "site-stream-threshold",

@@ -132,7 +132,10 @@ pub struct Sites {
     stream_threshold: u64,
     cache_control: HeaderValue,
     /// (root tree, base + request path) -> plan: never stale, shared by
-    /// every ref whose site has that tree.
+    /// every ref whose site has that tree, of any repo: a tree id names its
+    /// content, and no replace ref or graft is followed in reading it (see
+    /// `vole_git`'s trust rules), so the plan cannot differ between repos.
+    /// Bounded by `--site-path-cache` entries, as `warm` is.
     plans: RwLock<ClockCache<(ObjectId, String), Arc<Plan>>>,
     /// Request key -> the plan last answered, valid while neither the
     /// ref-move generation nor any repo's settings changed: a warm request
@@ -148,8 +151,8 @@ impl Sites {
             stream_threshold: config.sites.stream_threshold,
             cache_control: HeaderValue::from_str(&config.sites.cache_control)
                 .unwrap_or(HeaderValue::from_static("no-cache")),
-            plans: RwLock::new(ClockCache::new(PLAN_CACHE_ENTRIES)),
-            warm: RwLock::new(ClockCache::new(PLAN_CACHE_ENTRIES)),
+            plans: RwLock::new(ClockCache::new(config.sites.path_cache_entries)),
+            warm: RwLock::new(ClockCache::new(config.sites.path_cache_entries)),
         }
     }
 
@@ -185,10 +188,6 @@ impl Sites {
         self.warm.write().insert(key.to_string(), warm, 1);
     }
 }
-
-/// Most resolved paths remembered per cache (keyed by content or checked
-/// against versions, so never stale).
-const PLAN_CACHE_ENTRIES: usize = 100_000;
 
 /// What a plan was resolved against: the ref-move feed's generation and the
 /// metadata store's settings generation.

@@ -33,8 +33,6 @@ pub const TIME_BUDGET: Duration = Duration::from_secs(1);
 const JOB_WAIT: Duration = Duration::from_secs(2);
 /// Lines longer than this are not highlighted (the file is shown plain).
 const MAX_HIGHLIGHTED_LINE: usize = 16 << 10;
-/// Binary verdicts remembered (a blob id and a bool each).
-const BINARY_VERDICTS: u64 = 16_384;
 
 fn syntaxes() -> &'static SyntaxSet {
     static SET: OnceLock<SyntaxSet> = OnceLock::new();
@@ -94,7 +92,9 @@ impl std::fmt::Debug for Highlighter {
 struct NotKept(Arc<Highlighted>);
 
 impl Highlighter {
-    pub fn new(cache_bytes: u64) -> Highlighter {
+    /// A highlighter keeping `cache_bytes` of renderings and the binary
+    /// verdicts of `verdicts` blobs.
+    pub fn new(cache_bytes: u64, verdicts: usize) -> Highlighter {
         let cores = vole_config::defaults::cores();
         Highlighter {
             cache: moka::future::Cache::builder()
@@ -102,7 +102,7 @@ impl Highlighter {
                 .weigher(crate::caches::weigh)
                 .build(),
             jobs: Arc::new(Semaphore::new(cores)),
-            binary: moka::sync::Cache::new(BINARY_VERDICTS),
+            binary: moka::sync::Cache::new(verdicts as u64),
         }
     }
 
@@ -389,7 +389,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_misses_compute_once_and_the_result_is_kept() {
-        let highlighter = Arc::new(Highlighter::new(1 << 20));
+        let highlighter = Arc::new(Highlighter::new(1 << 20, 64));
         let id = ObjectId::from_bytes_or_panic(&[7; 20]);
         let text = "fn main() {}\n".repeat(200);
         let views: Vec<_> = (0..8)

@@ -115,7 +115,10 @@ fn rate(
             })
         })
         .collect();
-    let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let total: u64 = handles
+        .into_iter()
+        .map(|h| h.join().expect("a lookup thread panicked"))
+        .sum();
     total as f64 / started.elapsed().as_secs_f64()
 }
 
