@@ -16,7 +16,7 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use vole_log::record::{
-    RecordError, RecordKind, column, schema_once, string_builder, time_field, utf8,
+    BatchError, RecordKind, column, schema_once, string_builder, time_field, utf8,
 };
 
 /// What happened.
@@ -138,10 +138,10 @@ impl RecordKind for AuditEvent {
         ]
     }
 
-    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, RecordError> {
+    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, BatchError> {
         let time = column(batch, "time")?
             .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or(RecordError::Column("time"))?;
+            .ok_or(BatchError::Column("time"))?;
         let event = utf8(batch, "event")?;
         let actor = utf8(batch, "actor")?;
         let target = utf8(batch, "target")?;

@@ -32,7 +32,7 @@ use vole_access::pushes::HeldError;
 use vole_accounts::AccountError;
 use vole_accounts::audit::{AuditEvent, AuditKind};
 use vole_git::repos::{RepoError, RepoName};
-use vole_hooks::recorder::RecordError;
+use vole_hooks::recorder::RecorderError;
 
 /// How long a gc waits for the repo's running pushes to end.
 pub const PUSHES_WAIT: Duration = Duration::from_secs(60);
@@ -61,7 +61,7 @@ pub enum GcError {
     #[error("cannot sync the repository's object directories after git gc: {0}")]
     Sync(#[source] std::io::Error),
     #[error(transparent)]
-    Record(#[from] RecordError),
+    Record(#[from] RecorderError),
     #[error(transparent)]
     Audit(#[from] AccountError),
 }

@@ -145,7 +145,7 @@ pub enum LifecycleError {
     #[error("there is no branch {branch:?} in {repo}; push it first, or name a branch that exists")]
     NoSuchBranch { repo: RepoName, branch: String },
     #[error(transparent)]
-    Record(#[from] vole_hooks::recorder::RecordError),
+    Record(#[from] vole_hooks::recorder::RecorderError),
     #[error("{0}; try again shortly")]
     Held(#[from] vole_access::pushes::HeldError),
 }

@@ -15,7 +15,7 @@ use arrow_schema::{DataType, Field, SchemaRef};
 use serde::{Deserialize, Serialize};
 
 use vole_log::record::{
-    RecordError, RecordKind, column, schema_once, string_builder, time_field, utf8,
+    BatchError, RecordKind, column, schema_once, string_builder, time_field, utf8,
 };
 
 /// Where a ref move stands in git's reference transaction.
@@ -209,10 +209,10 @@ impl RecordKind for RefMove {
         ]
     }
 
-    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, RecordError> {
+    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, BatchError> {
         let time = column(batch, "time")?
             .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or(RecordError::Column("time"))?;
+            .ok_or(BatchError::Column("time"))?;
         let repo = utf8(batch, "repo")?;
         let ref_name = utf8(batch, "ref")?;
         let old = binary(batch, "old")?;
@@ -220,10 +220,10 @@ impl RecordKind for RefMove {
         let actor = utf8(batch, "actor")?;
         let push_id = column(batch, "push_id")?
             .as_primitive_opt::<UInt64Type>()
-            .ok_or(RecordError::Column("push_id"))?;
+            .ok_or(BatchError::Column("push_id"))?;
         let phase = column(batch, "phase")?
             .as_primitive_opt::<UInt8Type>()
-            .ok_or(RecordError::Column("phase"))?;
+            .ok_or(BatchError::Column("phase"))?;
         (0..batch.num_rows())
             .map(|row| {
                 let (who, client) = actor
@@ -239,7 +239,7 @@ impl RecordKind for RefMove {
                     actor: who.to_string(),
                     client: client.to_string(),
                     push_id: push_id.value(row),
-                    phase: Phase::from_u8(phase.value(row)).ok_or_else(|| RecordError::Value {
+                    phase: Phase::from_u8(phase.value(row)).ok_or_else(|| BatchError::Value {
                         column: "phase",
                         row,
                         reason: format!("unknown phase {}", phase.value(row)),
@@ -253,9 +253,9 @@ impl RecordKind for RefMove {
 fn binary<'a>(
     batch: &'a RecordBatch,
     name: &'static str,
-) -> Result<&'a arrow_array::FixedSizeBinaryArray, RecordError> {
+) -> Result<&'a arrow_array::FixedSizeBinaryArray, BatchError> {
     column(batch, name)?
         .as_fixed_size_binary_opt()
         .filter(|a| a.value_length() == OID_LEN as i32)
-        .ok_or(RecordError::Column(name))
+        .ok_or(BatchError::Column(name))
 }

@@ -227,7 +227,7 @@ impl RefState {
 
 /// Why a hook's request could not be carried out.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordError {
+pub enum RecorderError {
     #[error(transparent)]
     Log(#[from] LogError),
     #[error("the push names no valid repository: {0}")]
@@ -316,7 +316,7 @@ impl RefRecorder {
             .is_some_and(|refs| refs.contains_key(ref_name))
     }
 
-    fn git_dir(&self, push: &PushContext) -> Result<std::path::PathBuf, RecordError> {
+    fn git_dir(&self, push: &PushContext) -> Result<std::path::PathBuf, RecorderError> {
         Ok(self.repos.path(&RepoName::parse(&push.repo)?))
     }
 
@@ -329,9 +329,9 @@ impl RefRecorder {
 
     /// reference-transaction `prepared`: the push's objects and the moves
     /// durable before git may move the refs. Blocking (waits for syncs).
-    pub fn prepared(&self, push: &PushContext, moves: &[RefUpdate]) -> Result<u64, RecordError> {
+    pub fn prepared(&self, push: &PushContext, moves: &[RefUpdate]) -> Result<u64, RecorderError> {
         let git_dir = self.git_dir(push)?;
-        durable::sync_object_dirs(&git_dir).map_err(|source| RecordError::Sync {
+        durable::sync_object_dirs(&git_dir).map_err(|source| RecorderError::Sync {
             what: "objects",
             source,
         })?;
@@ -351,7 +351,7 @@ impl RefRecorder {
         push: &PushContext,
         moves: &[RefUpdate],
         outcome: Outcome,
-    ) -> Result<u64, RecordError> {
+    ) -> Result<u64, RecorderError> {
         let phase = match outcome {
             Outcome::Committed => Phase::Committed,
             Outcome::Aborted => Phase::Aborted,
@@ -370,7 +370,7 @@ impl RefRecorder {
         if outcome == Outcome::Committed {
             self.publish(seq, rows);
         }
-        synced.map_err(|source| RecordError::Sync {
+        synced.map_err(|source| RecorderError::Sync {
             what: "refs",
             source,
         })?;
@@ -402,9 +402,9 @@ impl RefRecorder {
         actor: &str,
         client: &str,
         push_id: u64,
-    ) -> Result<u64, RecordError> {
+    ) -> Result<u64, RecorderError> {
         let dir = self.repos.path(repo);
-        vole_git::repos::set_head_branch(&dir, branch).map_err(|source| RecordError::Sync {
+        vole_git::repos::set_head_branch(&dir, branch).map_err(|source| RecorderError::Sync {
             what: "HEAD",
             source,
         })?;
@@ -444,7 +444,7 @@ impl RefRecorder {
         phase: Phase,
         actor: &str,
         client: &str,
-    ) -> Result<u64, RecordError> {
+    ) -> Result<u64, RecorderError> {
         debug_assert!(matches!(phase, Phase::Born | Phase::Adopted));
         self.record_marker(repo, incarnation.id(), phase, actor, client)
     }
@@ -456,7 +456,7 @@ impl RefRecorder {
         repo: &RepoName,
         actor: &str,
         client: &str,
-    ) -> Result<u64, RecordError> {
+    ) -> Result<u64, RecorderError> {
         self.record_marker(repo, "", Phase::Gc, actor, client)
     }
 
@@ -468,7 +468,7 @@ impl RefRecorder {
         phase: Phase,
         actor: &str,
         client: &str,
-    ) -> Result<u64, RecordError> {
+    ) -> Result<u64, RecorderError> {
         let rows = vec![RefMove {
             time_ns: now_ns(),
             repo: repo.to_string(),

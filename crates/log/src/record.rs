@@ -32,7 +32,7 @@ pub mod meta_keys {
 
 /// Why a batch could not be turned back into rows.
 #[derive(Debug, thiserror::Error)]
-pub enum RecordError {
+pub enum BatchError {
     #[error("arrow: {0}")]
     Arrow(#[from] ArrowError),
     #[error("column {0:?} is missing or has the wrong type")]
@@ -68,7 +68,7 @@ pub trait RecordKind: Sized + Clone + Send + Sync + 'static {
     /// Rows -> arrays, in `fields()` order.
     fn columns(rows: &[Self]) -> Vec<ArrayRef>;
     /// A batch (as read back) -> rows.
-    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, RecordError>;
+    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, BatchError>;
     /// The batch's IPC body laid out directly, for a kind on a hot path
     /// (see [`BatchBody`]); it must encode to the same bytes as
     /// [`RecordKind::batch`]. `None`: arrow encodes the batch.
@@ -123,15 +123,15 @@ pub fn string_builder<R>(rows: &[R], value: impl Fn(&R) -> &String) -> StringBui
     StringBuilder::with_capacity(rows.len(), rows.iter().map(|r| value(r).len()).sum())
 }
 
-pub fn column<'a>(batch: &'a RecordBatch, name: &'static str) -> Result<&'a ArrayRef, RecordError> {
-    batch.column_by_name(name).ok_or(RecordError::Column(name))
+pub fn column<'a>(batch: &'a RecordBatch, name: &'static str) -> Result<&'a ArrayRef, BatchError> {
+    batch.column_by_name(name).ok_or(BatchError::Column(name))
 }
 
 pub fn utf8<'a>(
     batch: &'a RecordBatch,
     name: &'static str,
-) -> Result<&'a arrow_array::StringArray, RecordError> {
+) -> Result<&'a arrow_array::StringArray, BatchError> {
     column(batch, name)?
         .as_string_opt::<i32>()
-        .ok_or(RecordError::Column(name))
+        .ok_or(BatchError::Column(name))
 }

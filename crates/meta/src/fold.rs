@@ -100,13 +100,13 @@ impl FoldReport {
 pub struct FoldError {
     pub repo: String,
     #[source]
-    pub step: GitError,
+    pub step: MetaRepoError,
 }
 
 /// A step of reading or folding a repo's metadata that failed, with the
 /// error of gix (or the file system) that failed it.
 #[derive(Debug, thiserror::Error)]
-pub enum GitError {
+pub enum MetaRepoError {
     #[error("opening the repo")]
     Open(#[source] gix::Error),
     #[error("reading {0}")]
@@ -149,8 +149,8 @@ pub enum BuildError {
 const MAX_ATTEMPTS: usize = 8;
 
 /// Opens a repo for folding (no user or system config is read).
-pub fn open_repo(git_dir: &Path) -> Result<gix::Repository, GitError> {
-    vole_git::open_gix(git_dir).map_err(GitError::Open)
+pub fn open_repo(git_dir: &Path) -> Result<gix::Repository, MetaRepoError> {
+    vole_git::open_gix(git_dir).map_err(MetaRepoError::Open)
 }
 
 fn signature() -> gix::actor::Signature {
@@ -168,11 +168,11 @@ fn signature() -> gix::actor::Signature {
 }
 
 /// The tip of a shard ref, read from disk (never cached).
-pub fn read_shard(repo: &gix::Repository, shard: u8) -> Result<Option<ObjectId>, GitError> {
+pub fn read_shard(repo: &gix::Repository, shard: u8) -> Result<Option<ObjectId>, MetaRepoError> {
     let name = shard_ref(shard);
     match repo
         .try_find_reference(name.as_str())
-        .map_err(|e| GitError::ReadRef(name.clone(), e))?
+        .map_err(|e| MetaRepoError::ReadRef(name.clone(), e))?
     {
         None => Ok(None),
         Some(reference) => Ok(reference.target().try_id().map(|id| id.to_owned())),
@@ -180,8 +180,8 @@ pub fn read_shard(repo: &gix::Repository, shard: u8) -> Result<Option<ObjectId>,
 }
 
 /// The `Vole-Log-Seq` trailer of a fold commit (0 when absent).
-pub fn folded_seq(repo: &gix::Repository, id: ObjectId) -> Result<u64, GitError> {
-    let read = |e| GitError::ReadObject(id, e);
+pub fn folded_seq(repo: &gix::Repository, id: ObjectId) -> Result<u64, MetaRepoError> {
+    let read = |e| MetaRepoError::ReadObject(id, e);
     let commit = repo.find_commit(id).map_err(read)?;
     let message = commit.message_raw().map_err(read)?;
     Ok(message
@@ -207,7 +207,7 @@ pub fn commit_shards(
     expected: &mut dyn FnMut(u8) -> Option<Option<ObjectId>>,
     hook: Option<&FoldHook>,
 ) -> Result<(FoldReport, Vec<(u8, ObjectId)>), FoldError> {
-    let fail = |step: GitError| FoldError {
+    let fail = |step: MetaRepoError| FoldError {
         repo: repo_name.to_string(),
         step,
     };
@@ -244,7 +244,7 @@ pub fn commit_shards(
                 let (second, signature) = (parts[1], &signature);
                 let side = scope.spawn(move || build_and_pack(side_repo, second, batch, signature));
                 let here = build_and_pack(repo, parts[0], batch, signature);
-                let there = side.join().unwrap_or(Err(GitError::Panicked("fold")));
+                let there = side.join().unwrap_or(Err(MetaRepoError::Panicked("fold")));
                 vec![here, there]
             }),
         };
@@ -271,7 +271,7 @@ pub fn commit_shards(
                 }
                 let started = std::time::Instant::now();
                 sync_ref_dirs(&git_dir).map_err(|e| {
-                    fail(GitError::Sync(
+                    fail(MetaRepoError::Sync(
                         git_dir.join(super::shard::SHARD_REF_PREFIX.trim_end_matches('/')),
                         e,
                     ))
@@ -304,7 +304,7 @@ pub fn commit_shards(
             }
         }
     }
-    Err(fail(GitError::KeptMoving(MAX_ATTEMPTS)))
+    Err(fail(MetaRepoError::KeptMoving(MAX_ATTEMPTS)))
 }
 
 /// What one lane of a fold built and packed.
@@ -324,7 +324,7 @@ fn build_and_pack(
     shards: &[(u8, Vec<PendingWrite>)],
     batch: usize,
     signature: &gix::actor::Signature,
-) -> Result<Lane, GitError> {
+) -> Result<Lane, MetaRepoError> {
     let started = std::time::Instant::now();
     let new = NewObjects::default();
     let mut lane = Lane {
@@ -336,7 +336,7 @@ fn build_and_pack(
     for (shard, writes) in shards {
         let current = read_shard(repo, *shard)?;
         let (tip, commits) = build_commits(repo, &new, current, writes, batch, signature)
-            .map_err(|e| GitError::Build(*shard, e))?;
+            .map_err(|e| MetaRepoError::Build(*shard, e))?;
         lane.report.commits += commits;
         lane.last_seq = lane
             .last_seq
@@ -356,7 +356,7 @@ fn build_and_pack(
             },
             name: shard_ref(*shard)
                 .try_into()
-                .map_err(|e| GitError::RefName(shard_ref(*shard), e))?,
+                .map_err(|e| MetaRepoError::RefName(shard_ref(*shard), e))?,
             deref: false,
         });
         lane.tips.push((*shard, tip, current));
@@ -365,7 +365,7 @@ fn build_and_pack(
     lane.report.objects = objects.len();
     lane.report.build = started.elapsed();
     let started = std::time::Instant::now();
-    super::pack::write_pack(repo.path(), &objects).map_err(GitError::WritePack)?;
+    super::pack::write_pack(repo.path(), &objects).map_err(MetaRepoError::WritePack)?;
     lane.report.packs = usize::from(!objects.is_empty());
     lane.report.pack = started.elapsed();
     Ok(lane)
@@ -392,7 +392,7 @@ fn move_refs(
     git_dir: &Path,
     edits: Vec<RefEdit>,
     signature: &gix::actor::Signature,
-) -> Result<(), GitError> {
+) -> Result<(), MetaRepoError> {
     let names: Vec<String> = edits.iter().map(|e| e.name.as_bstr().to_string()).collect();
     let prepared = repo
         .refs
@@ -402,12 +402,12 @@ fn move_refs(
             gix::lock::acquire::Fail::AfterDurationWithBackoff(REF_LOCK_TIMEOUT),
             gix::lock::acquire::Fail::AfterDurationWithBackoff(PACKED_REFS_LOCK_TIMEOUT),
         )
-        .map_err(GitError::MoveRefs)?;
+        .map_err(MetaRepoError::MoveRefs)?;
     let sync_lock = |name: &String| {
         let lock = git_dir.join(format!("{name}.lock"));
         File::open(&lock)
             .and_then(|file| file.sync_all())
-            .map_err(|e| GitError::Sync(lock, e))
+            .map_err(|e| MetaRepoError::Sync(lock, e))
     };
     if let [only] = names.as_slice() {
         sync_lock(only)?;
@@ -420,7 +420,7 @@ fn move_refs(
                 .collect();
             threads
                 .into_iter()
-                .try_for_each(|t| t.join().unwrap_or(Err(GitError::Panicked("sync"))))
+                .try_for_each(|t| t.join().unwrap_or(Err(MetaRepoError::Panicked("sync"))))
         })?;
     }
     prepared
@@ -428,7 +428,7 @@ fn move_refs(
             signature.to_ref(&mut gix::date::parse::TimeBuf::default()),
         ))
         .map(drop)
-        .map_err(GitError::MoveRefs)
+        .map_err(MetaRepoError::MoveRefs)
 }
 
 /// The objects one fold cycle creates, held until they are packed. Kept

@@ -66,7 +66,7 @@ use entity::{
     Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
     Settings, SiteSettings, ThreadKind, Token, User, Visibility,
 };
-pub use fold::{FoldHook, FoldStage, GitError, PendingWrite};
+pub use fold::{FoldHook, FoldStage, MetaRepoError, PendingWrite};
 pub use index::{Filter, Page};
 pub use record::MetaWrite;
 pub use requests::{AclPut, ChangePatch, IssuePatch, NewChange, NewComment, NewIssue, SettingsPut};
@@ -175,7 +175,7 @@ pub enum Unavailable {
     Unreadable {
         repo: String,
         #[source]
-        source: Arc<fold::GitError>,
+        source: Arc<fold::MetaRepoError>,
     },
     #[error("cannot start the fold thread")]
     Thread(#[source] Arc<std::io::Error>),
@@ -185,7 +185,7 @@ pub enum Unavailable {
 }
 
 impl Unavailable {
-    fn unreadable(repo: &str, source: fold::GitError) -> MetaError {
+    fn unreadable(repo: &str, source: fold::MetaRepoError) -> MetaError {
         MetaError::Unavailable(Unavailable::Unreadable {
             repo: repo.to_string(),
             source: Arc::new(source),

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use vole_log::frame::BatchBody;
 use vole_log::record::{
-    RecordError, RecordKind, column, schema_once, string_builder, time_field, utf8,
+    BatchError, RecordKind, column, schema_once, string_builder, time_field, utf8,
 };
 
 /// One metadata entity written (issue, comment, change request, ACL, settings).
@@ -113,15 +113,15 @@ impl RecordKind for MetaWrite {
         ]
     }
 
-    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, RecordError> {
+    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, BatchError> {
         let time = column(batch, "time")?
             .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or(RecordError::Column("time"))?;
+            .ok_or(BatchError::Column("time"))?;
         let repo = utf8(batch, "repo")?;
         let entity_id = utf8(batch, "entity_id")?;
         let shard = column(batch, "shard")?
             .as_primitive_opt::<UInt8Type>()
-            .ok_or(RecordError::Column("shard"))?;
+            .ok_or(BatchError::Column("shard"))?;
         let kind = utf8(batch, "kind")?;
         let body = utf8(batch, "body")?;
         // Absent in version 1 files: written before incarnations.

@@ -138,7 +138,7 @@ pub(super) fn load_repo(
     name: &str,
     git_dir: &Path,
     shards: u16,
-) -> Result<(RepoMeta, HashMap<u8, u64>), GitError> {
+) -> Result<(RepoMeta, HashMap<u8, u64>), MetaRepoError> {
     let repo = fold::open_repo(git_dir)?;
     let incarnation = if name == SYSTEM {
         None
@@ -154,7 +154,7 @@ pub(super) fn load_repo(
         tips.insert(shard, tip);
         let Some(tip) = tip else { continue };
         folded.insert(shard, fold::folded_seq(&repo, tip)?);
-        let read = |e| GitError::ReadObject(tip, e);
+        let read = |e| MetaRepoError::ReadObject(tip, e);
         let tree = repo
             .find_commit(tip)
             .map_err(read)?
@@ -186,8 +186,8 @@ pub(super) fn read_tree(
     repo: &gix::Repository,
     tree: ObjectId,
     index: &mut index::Index,
-) -> Result<(), GitError> {
-    let read = |e| GitError::ReadObject(tree, e);
+) -> Result<(), MetaRepoError> {
+    let read = |e| MetaRepoError::ReadObject(tree, e);
     let tree = repo.find_tree(tree).map_err(read)?;
     let entries: Vec<(bool, bool, Vec<u8>, ObjectId)> = tree
         .decode()
@@ -209,7 +209,7 @@ pub(super) fn read_tree(
         } else if is_blob && filename.ends_with(b".json") {
             let blob = repo
                 .find_blob(id)
-                .map_err(|e| GitError::ReadObject(id, e))?;
+                .map_err(|e| MetaRepoError::ReadObject(id, e))?;
             match serde_json::from_slice::<Entity>(&blob.data) {
                 Ok(entity) => {
                     index.apply(entity);
