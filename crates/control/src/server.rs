@@ -203,35 +203,14 @@ async fn serve_pack(
     reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
     write: &mut tokio::net::unix::OwnedWriteHalf,
 ) {
-    use vole_pack_cache::{Open, PackRequest, State};
-    let Ok(name) = vole_git::repos::RepoName::parse(&repo) else {
-        let _ = write_reply(
-            write,
-            &Reply::error(format!("{repo:?} is not a repository name")),
-        )
-        .await;
-        return;
+    use vole_pack_cache::{Open, State};
+    let (request, generation) = match pack_request(app, repo, args, stdin) {
+        Ok(found) => found,
+        Err(refusal) => {
+            let _ = write_reply(write, &refusal).await;
+            return;
+        }
     };
-    if !app.access.exists(&name) {
-        let _ = write_reply(write, &Reply::error(format!("repository {name} not found"))).await;
-        return;
-    }
-    // Keyed by the repo and its incarnation: a repo created again under
-    // the name never gets the first one's packs.
-    let incarnation = app.meta.incarnation(&name).ok().flatten();
-    let request = PackRequest {
-        repo_dir: app.repos.path(&name),
-        repo: format!("{repo}#{}", incarnation.as_ref().map_or("", |i| i.id())),
-        args,
-        stdin: stdin.into_bytes(),
-    };
-    // The repo's ref state: its last recorded ref move.
-    let generation = app
-        .recorder
-        .activity(&name.to_string(), vole_stdx::page::Pagination::first(1))
-        .0
-        .first()
-        .map_or(0, |entry| entry.seq);
     // Opening creates files and reads a shallow file: off the async workers.
     let cache = app.pack_cache.clone();
     let opened = tokio::task::spawn_blocking(move || cache.open(request, generation)).await;
@@ -239,7 +218,7 @@ async fn serve_pack(
         let _ = write_reply(write, &Reply::error("the pack cache failed")).await;
         return;
     };
-    let mut pack = match opened {
+    let pack = match opened {
         Open::Bypass(why) => {
             let _ = write_reply(write, &Reply::ok(serde_json::json!({ "bypass": why }))).await;
             return;
@@ -258,7 +237,52 @@ async fn serve_pack(
     if !write_reply(write, &reply).await {
         return;
     }
-    let mut told = done.is_some();
+    follow_pack(app, pack, done.is_some(), reader, write).await;
+}
+
+/// The pack cache's request for a repo's pack and the repo's ref state (its
+/// last recorded ref move); the error reply when there is no such repo.
+fn pack_request(
+    app: &ControlState,
+    repo: String,
+    args: Vec<String>,
+    stdin: String,
+) -> Result<(vole_pack_cache::PackRequest, u64), Reply> {
+    let Ok(name) = vole_git::repos::RepoName::parse(&repo) else {
+        return Err(Reply::error(format!("{repo:?} is not a repository name")));
+    };
+    if !app.access.exists(&name) {
+        return Err(Reply::error(format!("repository {name} not found")));
+    }
+    // Keyed by the repo and its incarnation: a repo created again under
+    // the name never gets the first one's packs.
+    let incarnation = app.meta.incarnation(&name).ok().flatten();
+    let request = vole_pack_cache::PackRequest {
+        repo_dir: app.repos.path(&name),
+        repo: format!("{repo}#{}", incarnation.as_ref().map_or("", |i| i.id())),
+        args,
+        stdin: stdin.into_bytes(),
+    };
+    // The repo's ref state: its last recorded ref move.
+    let generation = app
+        .recorder
+        .activity(&name.to_string(), vole_stdx::page::Pagination::first(1))
+        .0
+        .first()
+        .map_or(0, |entry| entry.seq);
+    Ok((request, generation))
+}
+
+/// Tells the hook how the pack it reads ends (unless `told` already), and
+/// holds the reader until the hook is done or gone.
+async fn follow_pack(
+    app: &ControlState,
+    mut pack: vole_pack_cache::Reader,
+    mut told: bool,
+    reader: &mut BufReader<tokio::net::unix::OwnedReadHalf>,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) {
+    use vole_pack_cache::State;
     let mut line = String::new();
     loop {
         tokio::select! {

@@ -26,8 +26,6 @@
 //!
 //! Nothing else in vole moves a `refs/meta/*` ref.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::Path;
 
@@ -35,6 +33,7 @@ use gix::ObjectId;
 use gix::bstr::ByteSlice;
 use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
 
+use super::fold_build::{NewObjects, build_commits};
 use super::shard::shard_ref;
 
 /// One acknowledged write waiting to be folded.
@@ -216,15 +215,7 @@ pub fn commit_shards(
         writes: shards.iter().map(|(_, w)| w.len()).sum(),
         ..FoldReport::default()
     };
-    for (shard, _) in shards {
-        let on_disk = read_shard(repo, *shard).map_err(&fail)?;
-        if let Some(last_seen) = expected(*shard)
-            && last_seen != on_disk
-        {
-            report.foreign_moves += 1;
-            tracing::warn!(repo = repo_name, shard_ref = %shard_ref(*shard), "shard ref moved outside vole; folding on top of it");
-        }
-    }
+    report.foreign_moves += foreign_moves(repo, repo_name, shards, expected).map_err(&fail)?;
     // The shards are independent: each lane builds the commits of its half
     // and writes them as its own pack, with its own repo handle (a handle
     // is not shared between threads).
@@ -237,17 +228,7 @@ pub fn commit_shards(
     let mut side_repo = (parts.len() > 1).then(|| repo.clone());
     for _attempt in 0..MAX_ATTEMPTS {
         let signature = signature();
-        let built = match &mut side_repo {
-            None => vec![build_and_pack(repo, parts[0], batch, &signature)],
-            Some(side_repo) => std::thread::scope(|scope| {
-                // Moved in: a handle may go to another thread, not be shared.
-                let (second, signature) = (parts[1], &signature);
-                let side = scope.spawn(move || build_and_pack(side_repo, second, batch, signature));
-                let here = build_and_pack(repo, parts[0], batch, signature);
-                let there = side.join().unwrap_or(Err(MetaRepoError::Panicked("fold")));
-                vec![here, there]
-            }),
-        };
+        let built = build_lanes(repo, side_repo.as_mut(), &parts, batch, &signature);
         let mut edits = Vec::with_capacity(shards.len());
         let mut tips = Vec::with_capacity(shards.len());
         let mut last_seq = 0;
@@ -287,13 +268,7 @@ pub fn commit_shards(
             Err(e) => {
                 // Did a ref move under us (a lost CAS race), or is this a
                 // real failure?
-                let mut raced = false;
-                for (shard, _, seen) in &tips {
-                    if read_shard(repo, *shard).map_err(&fail)? != *seen {
-                        raced = true;
-                    }
-                }
-                if !raced {
+                if !any_tip_moved(repo, &tips).map_err(&fail)? {
                     return Err(fail(e));
                 }
                 report.foreign_moves += 1;
@@ -305,6 +280,64 @@ pub fn commit_shards(
         }
     }
     Err(fail(MetaRepoError::KeptMoving(MAX_ATTEMPTS)))
+}
+
+/// How many of `shards`' refs are not where the caller last saw them
+/// (`expected`; `None`: never looked): moves made outside vole.
+fn foreign_moves(
+    repo: &gix::Repository,
+    repo_name: &str,
+    shards: &[(u8, Vec<PendingWrite>)],
+    expected: &mut dyn FnMut(u8) -> Option<Option<ObjectId>>,
+) -> Result<usize, MetaRepoError> {
+    let mut moves = 0;
+    for (shard, _) in shards {
+        let on_disk = read_shard(repo, *shard)?;
+        if let Some(last_seen) = expected(*shard)
+            && last_seen != on_disk
+        {
+            moves += 1;
+            tracing::warn!(repo = repo_name, shard_ref = %shard_ref(*shard), "shard ref moved outside vole; folding on top of it");
+        }
+    }
+    Ok(moves)
+}
+
+/// Steps 1 and 2 for each part of the shards: on `repo` alone, or, with a
+/// `side_repo`, the second part on a thread of its own.
+fn build_lanes(
+    repo: &gix::Repository,
+    side_repo: Option<&mut gix::Repository>,
+    parts: &[&[(u8, Vec<PendingWrite>)]],
+    batch: usize,
+    signature: &gix::actor::Signature,
+) -> Vec<Result<Lane, MetaRepoError>> {
+    match side_repo {
+        None => vec![build_and_pack(repo, parts[0], batch, signature)],
+        Some(side_repo) => std::thread::scope(|scope| {
+            // Moved in: a handle may go to another thread, not be shared.
+            let second = parts[1];
+            let side = scope.spawn(move || build_and_pack(side_repo, second, batch, signature));
+            let here = build_and_pack(repo, parts[0], batch, signature);
+            let there = side.join().unwrap_or(Err(MetaRepoError::Panicked("fold")));
+            vec![here, there]
+        }),
+    }
+}
+
+/// Whether any of the shard refs the lanes built on (`tips`: shard, new
+/// tip, the tip built on) moved meanwhile: a lost CAS race.
+fn any_tip_moved(
+    repo: &gix::Repository,
+    tips: &[(u8, ObjectId, Option<ObjectId>)],
+) -> Result<bool, MetaRepoError> {
+    let mut raced = false;
+    for (shard, _, seen) in tips {
+        if read_shard(repo, *shard)? != *seen {
+            raced = true;
+        }
+    }
+    Ok(raced)
 }
 
 /// What one lane of a fold built and packed.
@@ -431,139 +464,6 @@ fn move_refs(
         .map_err(MetaRepoError::MoveRefs)
 }
 
-/// The objects one fold cycle creates, held until they are packed. Kept
-/// here rather than written through gix, whose object writer first looks
-/// every object up in every pack of the repo: a sure miss for objects that
-/// are new by construction, and a cost that grows with the pack count.
-#[derive(Default)]
-pub(crate) struct NewObjects(RefCell<HashMap<ObjectId, (gix::objs::Kind, Vec<u8>)>>);
-
-impl NewObjects {
-    fn put(&self, kind: gix::objs::Kind, data: Vec<u8>) -> Result<ObjectId, BuildError> {
-        let id = gix::objs::compute_hash(gix::hash::Kind::Sha1, kind, &data)?;
-        self.0.borrow_mut().entry(id).or_insert((kind, data));
-        Ok(id)
-    }
-
-    fn put_object(&self, object: &impl gix::objs::WriteTo) -> Result<ObjectId, BuildError> {
-        let mut data = Vec::with_capacity(object.size() as usize);
-        object.write_to(&mut data)?;
-        self.put(object.kind(), data)
-    }
-}
-
-/// Finds an object among this cycle's new ones, then in the repo.
-struct Lookup<'a> {
-    new: &'a NewObjects,
-    odb: &'a dyn gix::objs::Find,
-}
-
-impl gix::objs::Find for Lookup<'_> {
-    fn try_find<'b>(
-        &self,
-        id: &gix::oid,
-        buffer: &'b mut Vec<u8>,
-    ) -> gix::Result<Option<gix::objs::Data<'b>>> {
-        if let Some((kind, data)) = self.new.0.borrow().get(id) {
-            buffer.clear();
-            buffer.extend_from_slice(data);
-            return Ok(Some(gix::objs::Data {
-                kind: *kind,
-                object_hash: gix::hash::Kind::Sha1,
-                data: buffer,
-            }));
-        }
-        self.odb.try_find(id, buffer)
-    }
-}
-
-/// Applies `writes` on top of `current`, `batch` writes per commit; the
-/// new objects go to `new`.
-fn build_commits(
-    repo: &gix::Repository,
-    new: &NewObjects,
-    current: Option<ObjectId>,
-    writes: &[PendingWrite],
-    batch: usize,
-    signature: &gix::actor::Signature,
-) -> Result<(ObjectId, usize), BuildError> {
-    let lookup = Lookup {
-        new,
-        odb: &repo.objects,
-    };
-    let root = match current {
-        Some(commit) => {
-            let tree = repo.find_commit(commit)?.tree_id()?.detach();
-            let mut buf = Vec::new();
-            let data = gix::objs::Find::try_find(&lookup, &tree, &mut buf)?
-                .ok_or(BuildError::MissingTree { tree, commit })?;
-            gix::objs::TreeRef::from_bytes(data.data, gix::hash::Kind::Sha1)?.into()
-        }
-        None => gix::objs::Tree::empty(),
-    };
-    // One editor for the shard: the trees it has loaded stay loaded from
-    // one commit of the cycle to the next.
-    let mut editor = gix::objs::tree::Editor::new(root, &lookup, gix::hash::Kind::Sha1);
-    let mut tip = current;
-    let mut commits = 0;
-    for chunk in writes.chunks(batch.max(1)) {
-        for write in chunk {
-            // An empty body is a removal (no document is empty).
-            if write.body.is_empty() {
-                editor.remove(write.path.split('/'))?;
-                continue;
-            }
-            let blob = new.put(gix::objs::Kind::Blob, write.body.clone())?;
-            editor.upsert(
-                write.path.split('/'),
-                gix::objs::tree::EntryKind::Blob,
-                blob,
-            )?;
-        }
-        let tree = editor.write(|tree| new.put_object(tree))?;
-        let commit = gix::objs::Commit {
-            tree,
-            parents: tip.into_iter().collect(),
-            author: signature.clone(),
-            committer: signature.clone(),
-            encoding: None,
-            message: fold_message(chunk).into(),
-            extra_headers: Vec::new(),
-        };
-        tip = Some(new.put_object(&commit)?);
-        commits += 1;
-    }
-    Ok((tip.expect("at least one write per shard"), commits))
-}
-
-fn fold_message(writes: &[PendingWrite]) -> String {
-    let mut seqs: Vec<u64> = writes.iter().map(|w| w.seq).collect();
-    seqs.sort_unstable();
-    let mut ranges: Vec<String> = Vec::new();
-    let mut i = 0;
-    while i < seqs.len() {
-        let start = seqs[i];
-        let mut end = start;
-        while i + 1 < seqs.len() && seqs[i + 1] == end + 1 {
-            i += 1;
-            end = seqs[i];
-        }
-        ranges.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    format!(
-        "vole: fold {} write{}\n\nVole-Log-Seq: {}\nVole-Log-Seqs: {}\n",
-        writes.len(),
-        if writes.len() == 1 { "" } else { "s" },
-        seqs.last().copied().unwrap_or(0),
-        ranges.join(",")
-    )
-}
-
 /// Parses a `Vole-Log-Seqs:` value (`3-5,9`) into sequences.
 pub fn parse_seq_ranges(text: &str) -> Vec<u64> {
     let mut out = Vec::new();
@@ -591,6 +491,7 @@ fn sync_ref_dirs(git_dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fold_build::fold_message;
 
     #[test]
     fn seq_ranges_round_trip() {

@@ -23,14 +23,14 @@
 //!
 //! # Where each part lives
 //!
-//! Here: the store's options, its error, its shared state (`Inner`, each
-//! repo's `RepoMeta`) and the write helpers every operation uses.
-//! `requests.rs` (what the API sends), `entities.rs` (create, edit, read
+//! Here: the store's options and its shared state (`Inner`, each repo's
+//! `RepoMeta`). `error.rs` (its errors), `write.rs` (the write helpers
+//! every operation uses), `requests.rs` (what the API sends), `entities.rs` (create, edit, read
 //! and list each kind of document), `append.rs` (the ordered appender; its decisions
 //! are the I/O-free state machine in `append_order.rs`),
 //! `recovery.rs` (opening: index rebuild and re-folding), `fold_thread.rs`
 //! (when and what a fold cycle folds, and settling it), [`fold`] (the one
-//! CAS commit helper), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
+//! CAS commit helper; the commits it builds in `fold_build.rs`), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
 //! close, compaction, figures), [`entity`] (document schemas and tree
 //! layout), [`index`], [`shard`], [`record`] (the meta log's record kind).
 //! The JSON API is `vole_api::meta`; the on-disk format is in
@@ -40,7 +40,9 @@ mod append;
 mod append_order;
 mod entities;
 pub mod entity;
+mod error;
 pub mod fold;
+mod fold_build;
 mod fold_thread;
 pub mod index;
 mod pack;
@@ -51,6 +53,7 @@ mod requests;
 pub mod shard;
 mod stats;
 mod system;
+mod write;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -63,9 +66,10 @@ use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
 use entity::{
-    Acl, Change, ChangeState, Comment, Entity, Invalid, Issue, IssueState, Member, SCHEMA_V,
-    Settings, SiteSettings, ThreadKind, Token, User, Visibility,
+    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, Member, SCHEMA_V, Settings,
+    SiteSettings, ThreadKind, Token, User, Visibility,
 };
+pub use error::{AppendError, MetaError, Unavailable};
 pub use fold::{FoldHook, FoldStage, MetaRepoError, PendingWrite};
 pub use index::{Filter, Page};
 pub use record::MetaWrite;
@@ -79,6 +83,7 @@ use vole_stdx::page::Pagination;
 use fold_thread::{FoldWake, fold_loop};
 use recovery::load_repo;
 use repack::maybe_repack;
+use write::{fold_body, now_text};
 
 /// The store's key of the system repo, which holds the server's own
 /// documents (users, tokens) outside `data/repos`: it is no repo name
@@ -136,76 +141,6 @@ impl std::fmt::Debug for StoreOptions {
             .field("fold_interval", &self.fold_interval)
             .field("max_packs", &self.max_packs)
             .finish_non_exhaustive()
-    }
-}
-
-/// Why a metadata call failed; each maps to one HTTP status.
-#[derive(Debug, thiserror::Error)]
-pub enum MetaError {
-    #[error("repository {0} not found")]
-    NoRepo(String),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    Invalid(String),
-    /// The edit replaces a version that is no longer current.
-    #[error("{0}")]
-    Stale(String),
-    /// The name is taken.
-    #[error("{0}")]
-    Taken(String),
-    /// The write would take its author past a quota (which it names).
-    #[error("{0}")]
-    OverQuota(String),
-    /// The store cannot serve (its log failed, or a repo's metadata
-    /// cannot be read); the detail is for the server's log, not clients.
-    #[error("metadata is unavailable")]
-    Unavailable(#[source] Unavailable),
-}
-
-/// Why the metadata store cannot serve.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum Unavailable {
-    /// A write could not be made durable: the index already shows a
-    /// document the log may not hold, so nothing more is served until a
-    /// restart rebuilds both from disk.
-    #[error("the metadata log failed; restart the server to replay it")]
-    LogFailed(#[source] AppendError),
-    #[error("cannot read the metadata of {repo}")]
-    Unreadable {
-        repo: String,
-        #[source]
-        source: Arc<fold::MetaRepoError>,
-    },
-    #[error("cannot start the fold thread")]
-    Thread(#[source] Arc<std::io::Error>),
-    /// A write was made but the audit log could not record it.
-    #[error("the audit log failed")]
-    Audit(#[source] Arc<dyn std::error::Error + Send + Sync>),
-}
-
-impl Unavailable {
-    fn unreadable(repo: &str, source: fold::MetaRepoError) -> MetaError {
-        MetaError::Unavailable(Unavailable::Unreadable {
-            repo: repo.to_string(),
-            source: Arc::new(source),
-        })
-    }
-}
-
-/// Why a write did not reach the log durably; one failed append or sync
-/// fails every write of its batch, so each gets a shared copy.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum AppendError {
-    #[error("cannot encode the document")]
-    Json(#[source] Arc<serde_json::Error>),
-    #[error("the metadata log failed")]
-    Log(#[source] Arc<vole_log::LogError>),
-}
-
-impl From<Invalid> for MetaError {
-    fn from(e: Invalid) -> Self {
-        MetaError::Invalid(e.0)
     }
 }
 
@@ -351,19 +286,6 @@ impl Drop for MaintenanceHold {
     }
 }
 
-/// What the fold writes for a logged document: the document, or nothing
-/// for a removal (the fold takes its path out of the tree).
-fn fold_body(entity: &Entity, body: String) -> Vec<u8> {
-    match entity {
-        Entity::Removed(_) => Vec::new(),
-        _ => body.into_bytes(),
-    }
-}
-
-fn now_text() -> String {
-    vole_stdx::time::now_millis()
-}
-
 /// The metadata store of every repo in a data dir.
 pub struct MetaStore {
     inner: Arc<Inner>,
@@ -375,194 +297,6 @@ impl std::fmt::Debug for MetaStore {
         f.debug_struct("MetaStore")
             .field("options", &self.inner.options)
             .finish_non_exhaustive()
-    }
-}
-
-impl MetaStore {
-    // ---- the write path ----
-
-    fn new_id(&self) -> String {
-        let mut ids = self.inner.ids.lock();
-        // The monotonic generator fails only when 2^80 ids were made in
-        // one millisecond; a fresh random one is still unique.
-        ids.generate()
-            .unwrap_or_else(|_| ulid::Ulid::new())
-            .to_string()
-    }
-
-    fn check_failed(&self) -> Result<(), MetaError> {
-        match &*self.inner.failed.lock() {
-            Some(why) => Err(MetaError::Unavailable(why.clone())),
-            None => Ok(()),
-        }
-    }
-
-    fn read<T>(
-        &self,
-        repo: &RepoName,
-        f: impl FnOnce(&RepoState) -> Result<T, MetaError>,
-    ) -> Result<T, MetaError> {
-        self.check_failed()?;
-        let meta = self.repo(repo)?;
-        let state = meta.state.lock();
-        f(&state)
-    }
-
-    /// [`MetaStore::read`] of the system repo.
-    fn read_system<T>(
-        &self,
-        f: impl FnOnce(&RepoState) -> Result<T, MetaError>,
-    ) -> Result<T, MetaError> {
-        self.check_failed()?;
-        let meta = self.system()?;
-        let state = meta.state.lock();
-        f(&state)
-    }
-
-    /// [`MetaStore::write`] of the system repo.
-    fn write_system(
-        &self,
-        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
-    ) -> Result<Entity, MetaError> {
-        self.check_failed()?;
-        let meta = self.system()?;
-        self.write_in(&meta, build)
-    }
-
-    /// The system repo, if the store was opened with one.
-    fn system(&self) -> Result<Arc<RepoMeta>, MetaError> {
-        self.inner
-            .repos
-            .read()
-            .get(SYSTEM)
-            .cloned()
-            .ok_or_else(|| MetaError::NotFound("this store holds no accounts".into()))
-    }
-
-    /// Builds the new document under the repo's lock (so versions and
-    /// numbers are decided in one order), encodes its log frame outside
-    /// every lock, appends it in the order decided, and returns once the
-    /// log has it durably.
-    fn write(
-        &self,
-        repo: &RepoName,
-        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
-    ) -> Result<Entity, MetaError> {
-        self.check_failed()?;
-        let meta = self.repo(repo)?;
-        self.write_in(&meta, build)
-    }
-
-    fn write_in(
-        &self,
-        meta: &Arc<RepoMeta>,
-        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
-    ) -> Result<Entity, MetaError> {
-        let inner = &self.inner;
-        // 1. Decide: the new version, its number, its place in the order.
-        // Readers see it from here on (their own writes included).
-        let (ticket, entity) = {
-            let mut state = meta.state.lock();
-            let entity = build(&mut state)?;
-            over_quota(
-                &meta.name,
-                &state.index,
-                &entity,
-                inner.options.max_authored_bytes,
-            )?;
-            state.index.apply(entity.clone());
-            let ticket = state.next_ticket;
-            state.next_ticket += 1;
-            (ticket, entity)
-        };
-        // 2. Encode in parallel with other writers.
-        let shard = shard::shard_of(entity.root_id(), inner.options.shards);
-        let path = entity.tree_path();
-        let encoded = serde_json::to_string(&entity)
-            .map_err(|e| AppendError::Json(Arc::new(e)))
-            .and_then(|body| {
-                let row = MetaWrite {
-                    time_ns: now_ns(),
-                    repo: meta.name.clone(),
-                    entity_id: entity.id().to_string(),
-                    shard,
-                    kind: entity.kind().to_string(),
-                    body,
-                    incarnation: meta
-                        .incarnation
-                        .as_ref()
-                        .map(|i| i.id().to_string())
-                        .unwrap_or_default(),
-                };
-                let frame = inner
-                    .log
-                    .encode(std::slice::from_ref(&row))
-                    .map_err(|e| AppendError::Log(Arc::new(e)))?;
-                Ok((frame, fold_body(&entity, row.body)))
-            });
-        // 3. Append in decision order: per shard (and per entity) the log
-        // order is the order versions were decided in, which the folds and
-        // recovery rely on.
-        let deposit = Deposit {
-            encoded,
-            shard,
-            path,
-        };
-        match self.append_durably(meta, ticket, deposit) {
-            Ok((_, full)) => {
-                inner.wake(full);
-                Ok(entity)
-            }
-            Err(e) => {
-                // The index already shows a document the log may not hold:
-                // stop serving until a restart rebuilds both from disk.
-                let why = Unavailable::LogFailed(e);
-                tracing::error!(error = %vole_stdx::error_chain::Chain(&why), "metadata writes stop");
-                *inner.failed.lock() = Some(why.clone());
-                Err(MetaError::Unavailable(why))
-            }
-        }
-    }
-
-    fn repo(&self, name: &RepoName) -> Result<Arc<RepoMeta>, MetaError> {
-        let key = name.to_string();
-        if let Some(meta) = self.inner.repos.read().get(&key) {
-            return Ok(meta.clone());
-        }
-        let git_dir = self.inner.repos_dir.join(name.relative_path());
-        if !git_dir.is_dir() {
-            return Err(MetaError::NoRepo(key));
-        }
-        let mut repos = self.inner.repos.write();
-        if let Some(meta) = repos.get(&key) {
-            return Ok(meta.clone());
-        }
-        // A repo created after open: its shard refs are read once here.
-        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards)
-            .map_err(|e| Unavailable::unreadable(&key, e))?;
-        let meta = Arc::new(meta);
-        repos.insert(key, meta.clone());
-        Ok(meta)
-    }
-}
-
-/// Refuses a write that would take its author's documents in `repo` past
-/// `limit` bytes (`--max-meta-bytes-per-user`).
-fn over_quota(
-    repo: &str,
-    index: &index::Index,
-    entity: &Entity,
-    limit: Option<u64>,
-) -> Result<(), MetaError> {
-    let Some(limit) = limit else {
-        return Ok(());
-    };
-    match index.over_authored_limit(entity, limit) {
-        None => Ok(()),
-        Some((author, total)) => Err(MetaError::OverQuota(format!(
-            "{author}'s issues, change requests and comments in {repo} would hold {total} bytes, \
-             past the {limit} one user may write in one repo (max-meta-bytes-per-user)"
-        ))),
     }
 }
 

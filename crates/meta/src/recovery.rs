@@ -18,63 +18,16 @@ impl MetaStore {
         options: StoreOptions,
     ) -> Result<MetaStore, MetaError> {
         let started = Instant::now();
-        let mut loaded: HashMap<String, (RepoMeta, HashMap<u8, u64>)> = HashMap::new();
-        for (name, git_dir) in repos {
-            let (meta, folded) = load_repo(name, git_dir, options.shards)
-                .map_err(|e| Unavailable::unreadable(name, e))?;
-            loaded.insert(name.clone(), (meta, folded));
-        }
+        let mut loaded = load_repos(repos, options.shards)?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,
             ..Unfolded::default()
         };
-        let mut requeued = 0usize;
-        let mut orphaned = 0usize;
-        let mut other_incarnation = 0usize;
-        for (seq, row) in replayed {
-            let Some((meta, folded)) = loaded.get_mut(&row.repo) else {
-                orphaned += 1;
-                continue;
-            };
-            // A record of another repo of this name (deleted since) is not
-            // this one's: its shard tips say nothing of it.
-            if let Some(incarnation) = &meta.incarnation
-                && !incarnation.owns(Some(&row.incarnation))
-            {
-                other_incarnation += 1;
-                continue;
-            }
-            if seq <= folded.get(&row.shard).copied().unwrap_or(0) {
-                continue;
-            }
-            let entity: Entity = match serde_json::from_str(&row.body) {
-                Ok(entity) => entity,
-                Err(e) => {
-                    tracing::error!(seq, repo = row.repo, error = %e, "meta log record does not parse; skipped");
-                    continue;
-                }
-            };
-            let state = meta.state.get_mut();
-            let path = entity.tree_path();
-            let body = fold_body(&entity, row.body);
-            state.index.apply(entity);
-            state
-                .pending
-                .entry(row.shard)
-                .or_insert_with(|| ShardQueue {
-                    writes: Vec::new(),
-                    since: Instant::now(),
-                })
-                .writes
-                .push(PendingWrite {
-                    seq,
-                    shard: row.shard,
-                    path,
-                    body,
-                });
-            unfolded.seqs.insert(seq);
-            requeued += 1;
-        }
+        let Requeued {
+            requeued,
+            orphaned,
+            other_incarnation,
+        } = requeue_unfolded(&mut loaded, replayed, &mut unfolded);
         let mut map = HashMap::new();
         let mut entities = 0;
         for (name, (mut meta, _)) in loaded {
@@ -180,6 +133,93 @@ pub(super) fn load_repo(
         },
         folded,
     ))
+}
+
+/// Each repo's metadata by name, with the log sequence each shard has
+/// folded through.
+type Loaded = HashMap<String, (RepoMeta, HashMap<u8, u64>)>;
+
+/// Each repo's metadata as its shard refs hold it, with the log sequence
+/// each shard has folded through.
+fn load_repos(repos: &[(String, PathBuf)], shards: u16) -> Result<Loaded, MetaError> {
+    let mut loaded = HashMap::new();
+    for (name, git_dir) in repos {
+        let (meta, folded) =
+            load_repo(name, git_dir, shards).map_err(|e| Unavailable::unreadable(name, e))?;
+        loaded.insert(name.clone(), (meta, folded));
+    }
+    Ok(loaded)
+}
+
+/// How the log's records above the shard tips were taken back.
+struct Requeued {
+    /// Put back in the index and the fold queue.
+    requeued: usize,
+    /// Of a repo not on disk.
+    orphaned: usize,
+    /// Of another repo of the name, deleted since.
+    other_incarnation: usize,
+}
+
+/// Puts every replayed record its shard has not folded back in its repo's
+/// index and fold queue, and in `unfolded`.
+fn requeue_unfolded(
+    loaded: &mut Loaded,
+    replayed: Vec<(u64, MetaWrite)>,
+    unfolded: &mut Unfolded,
+) -> Requeued {
+    let mut requeued = 0usize;
+    let mut orphaned = 0usize;
+    let mut other_incarnation = 0usize;
+    for (seq, row) in replayed {
+        let Some((meta, folded)) = loaded.get_mut(&row.repo) else {
+            orphaned += 1;
+            continue;
+        };
+        // A record of another repo of this name (deleted since) is not
+        // this one's: its shard tips say nothing of it.
+        if let Some(incarnation) = &meta.incarnation
+            && !incarnation.owns(Some(&row.incarnation))
+        {
+            other_incarnation += 1;
+            continue;
+        }
+        if seq <= folded.get(&row.shard).copied().unwrap_or(0) {
+            continue;
+        }
+        let entity: Entity = match serde_json::from_str(&row.body) {
+            Ok(entity) => entity,
+            Err(e) => {
+                tracing::error!(seq, repo = row.repo, error = %e, "meta log record does not parse; skipped");
+                continue;
+            }
+        };
+        let state = meta.state.get_mut();
+        let path = entity.tree_path();
+        let body = fold_body(&entity, row.body);
+        state.index.apply(entity);
+        state
+            .pending
+            .entry(row.shard)
+            .or_insert_with(|| ShardQueue {
+                writes: Vec::new(),
+                since: Instant::now(),
+            })
+            .writes
+            .push(PendingWrite {
+                seq,
+                shard: row.shard,
+                path,
+                body,
+            });
+        unfolded.seqs.insert(seq);
+        requeued += 1;
+    }
+    Requeued {
+        requeued,
+        orphaned,
+        other_incarnation,
+    }
 }
 
 pub(super) fn read_tree(
