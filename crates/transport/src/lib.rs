@@ -489,7 +489,7 @@ async fn service_rpc(
         &headers,
         peer,
     )?;
-    // A fetch's pack streams through a corked socket (`cgi::Cork`).
+    // A fetch's pack streams through a corked socket (`cgi::output::Cork`).
     request.connection = connection.map(|Extension(fd)| fd);
     if service == Service::ReceivePack {
         // What the hooks need to report this push (see vole_hooks): its
