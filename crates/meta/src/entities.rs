@@ -19,10 +19,10 @@ impl MetaStore {
         entity::check_body(&new.body)?;
         entity::check_labels(&new.labels)?;
         let id = self.new_id();
-        let entity = self.write(repo, |state| {
+        self.write(repo, |state| {
             let now = now_text();
             let number = state.take_number();
-            Ok(Entity::Issue(Issue {
+            Ok(Issue {
                 v: SCHEMA_V,
                 id,
                 number,
@@ -35,12 +35,8 @@ impl MetaStore {
                 updated_at: now,
                 version: 1,
                 replaces: None,
-            }))
-        })?;
-        let Entity::Issue(issue) = entity else {
-            unreachable!("built as an issue")
-        };
-        Ok(issue)
+            })
+        })
     }
 
     pub fn edit_issue(
@@ -58,7 +54,7 @@ impl MetaStore {
         if let Some(labels) = &patch.labels {
             entity::check_labels(labels)?;
         }
-        let entity = self.write(repo, |state| {
+        self.write(repo, |state| {
             let current = state.issue(number)?;
             check_version("issue", number, current.version, patch.version)?;
             let mut next = current.clone();
@@ -69,12 +65,8 @@ impl MetaStore {
             next.replaces = Some(current.version);
             next.version = current.version + 1;
             next.updated_at = now_text();
-            Ok(Entity::Issue(next))
-        })?;
-        let Entity::Issue(issue) = entity else {
-            unreachable!("built as an issue")
-        };
-        Ok(issue)
+            Ok(next)
+        })
     }
 
     pub fn issue(&self, repo: &RepoName, number: u64) -> Result<Issue, MetaError> {
@@ -108,10 +100,10 @@ impl MetaStore {
             ));
         }
         let id = self.new_id();
-        let entity = self.write(repo, |state| {
+        self.write(repo, |state| {
             let now = now_text();
             let number = state.take_number();
-            Ok(Entity::Change(Change {
+            Ok(Change {
                 v: SCHEMA_V,
                 id,
                 number,
@@ -125,12 +117,8 @@ impl MetaStore {
                 updated_at: now,
                 version: 1,
                 replaces: None,
-            }))
-        })?;
-        let Entity::Change(change) = entity else {
-            unreachable!("built as a change")
-        };
-        Ok(change)
+            })
+        })
     }
 
     pub fn edit_change(
@@ -148,7 +136,7 @@ impl MetaStore {
         if let Some(target) = &patch.target_branch {
             entity::check_branch("target branch", target)?;
         }
-        let entity = self.write(repo, |state| {
+        self.write(repo, |state| {
             let current = state.change(number)?;
             check_version("change request", number, current.version, patch.version)?;
             let mut next = current.clone();
@@ -164,12 +152,8 @@ impl MetaStore {
             next.replaces = Some(current.version);
             next.version = current.version + 1;
             next.updated_at = now_text();
-            Ok(Entity::Change(next))
-        })?;
-        let Entity::Change(change) = entity else {
-            unreachable!("built as a change")
-        };
-        Ok(change)
+            Ok(next)
+        })
     }
 
     pub fn change(&self, repo: &RepoName, number: u64) -> Result<Change, MetaError> {
@@ -202,10 +186,10 @@ impl MetaStore {
         }
         entity::check_body(&new.body)?;
         let id = self.new_id();
-        let entity = self.write(repo, |state| {
+        self.write(repo, |state| {
             let thread = state.thread_id(kind, number)?;
             let now = now_text();
-            Ok(Entity::Comment(Comment {
+            Ok(Comment {
                 v: SCHEMA_V,
                 id,
                 thread,
@@ -216,12 +200,8 @@ impl MetaStore {
                 updated_at: now,
                 version: 1,
                 replaces: None,
-            }))
-        })?;
-        let Entity::Comment(comment) = entity else {
-            unreachable!("built as a comment")
-        };
-        Ok(comment)
+            })
+        })
     }
 
     pub fn comments(
@@ -316,18 +296,20 @@ impl MetaStore {
             // In the system repo, under the repo's incarnation.
             (Ok(system), Some(incarnation)) => {
                 let legacy = meta.state.lock().index.acl().cloned();
-                let written = self.write_in(&system, |state| {
-                    let stored = state
-                        .index
-                        .repo_acl(incarnation.id())
-                        .map(|r| &r.acl)
-                        .or(legacy.as_ref());
-                    Ok(Entity::RepoAcl(entity::RepoAcl {
-                        repo: repo.to_string(),
-                        incarnation: incarnation.id().to_string(),
-                        acl: build(stored)?,
-                    }))
-                });
+                let written = self
+                    .write_in(&system, |state| {
+                        let stored = state
+                            .index
+                            .repo_acl(incarnation.id())
+                            .map(|r| &r.acl)
+                            .or(legacy.as_ref());
+                        Ok(entity::RepoAcl {
+                            repo: repo.to_string(),
+                            incarnation: incarnation.id().to_string(),
+                            acl: build(stored)?,
+                        })
+                    })
+                    .map(|stored| stored.acl);
                 if written.is_ok() && legacy.is_some() {
                     self.inner
                         .settings_generation
@@ -337,17 +319,13 @@ impl MetaStore {
                 written
             }
             // A store without accounts (tools, tests): in the repo.
-            _ => self.write_in(&meta, |state| Ok(Entity::Acl(build(state.index.acl())?))),
+            _ => self.write_in(&meta, |state| build(state.index.acl())),
         };
         // Even a failed write may have reached the index.
         self.inner
             .settings_generation
             .fetch_add(1, Ordering::AcqRel);
-        match written? {
-            Entity::RepoAcl(stored) => Ok(stored.acl),
-            Entity::Acl(acl) => Ok(acl),
-            _ => unreachable!("built as an ACL"),
-        }
+        written
     }
 
     /// Takes the ACL a repo from before kept in its own shards out of
@@ -355,9 +333,9 @@ impl MetaStore {
     /// refs no longer find it at the tips.
     fn remove_repo_acl(&self, meta: &Arc<RepoMeta>) -> Result<(), MetaError> {
         self.write_in(meta, |_| {
-            Ok(Entity::Removed(entity::Removed {
+            Ok(entity::Removed {
                 path: entity::REPO_ACL_PATH.to_string(),
-            }))
+            })
         })
         .map(drop)
     }
@@ -399,11 +377,11 @@ impl MetaStore {
         acl: Acl,
     ) -> Result<(), MetaError> {
         self.write_in(system, |_| {
-            Ok(Entity::RepoAcl(entity::RepoAcl {
+            Ok(entity::RepoAcl {
                 repo: repo.to_string(),
                 incarnation: incarnation.id().to_string(),
                 acl,
-            }))
+            })
         })
         .map(drop)
     }
@@ -470,7 +448,7 @@ impl MetaStore {
         let written = self.write(repo, |state| {
             let current = state.index.settings().map_or(0, |s| s.version);
             check_version("settings", 0, current, put.version)?;
-            Ok(Entity::Settings(Settings {
+            Ok(Settings {
                 v: SCHEMA_V,
                 description: put.description,
                 default_branch: put.default_branch,
@@ -481,16 +459,13 @@ impl MetaStore {
                 updated_at: now_text(),
                 version: current + 1,
                 replaces: (current > 0).then_some(current),
-            }))
+            })
         });
         // Even a failed write may have reached the index.
         self.inner
             .settings_generation
             .fetch_add(1, Ordering::AcqRel);
-        let Entity::Settings(settings) = written? else {
-            unreachable!("built as settings")
-        };
-        Ok(settings)
+        written
     }
 
     /// Changes whenever any repo's settings or ACL change.

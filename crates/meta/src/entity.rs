@@ -40,6 +40,22 @@ pub enum Entity {
     Removed(Removed),
 }
 
+/// Each document kind as an [`Entity`]: a write builds the kind it writes
+/// and gets it back, so no caller takes a kind back out of an `Entity`.
+macro_rules! entity_kinds {
+    ($($kind:ident),* $(,)?) => {
+        $(impl From<$kind> for Entity {
+            fn from(document: $kind) -> Entity {
+                Entity::$kind(document)
+            }
+        })*
+    };
+}
+
+entity_kinds!(
+    Issue, Comment, Change, Acl, Settings, User, Token, RepoAcl, Removed
+);
+
 /// A repo's ACL as the system repo keeps it: the repo it was written for
 /// and that repo's incarnation, so an ACL never applies to another repo of
 /// the name.

@@ -11,7 +11,7 @@ impl MetaStore {
     /// Stores a new user; its name must be free (case-insensitively).
     pub fn create_user(&self, user: User) -> Result<User, MetaError> {
         entity::check_user_name(&user.name)?;
-        let written = self.write_system(|state| {
+        self.write_system(|state| {
             if let Some(taken) = state.index.user(&user.name) {
                 return Err(MetaError::Taken(format!(
                     "user name {:?} is taken (by {:?})",
@@ -19,25 +19,21 @@ impl MetaStore {
                 )));
             }
             let now = now_text();
-            Ok(Entity::User(User {
+            Ok(User {
                 v: SCHEMA_V,
                 created_at: now.clone(),
                 updated_at: now,
                 version: 1,
                 replaces: None,
                 ..user
-            }))
-        })?;
-        let Entity::User(user) = written else {
-            unreachable!("built as a user")
-        };
-        Ok(user)
+            })
+        })
     }
 
     /// Applies `edit` to the stored user `name` and stores the result as
     /// its next version.
     pub fn edit_user(&self, name: &str, edit: impl FnOnce(&mut User)) -> Result<User, MetaError> {
-        let written = self.write_system(|state| {
+        self.write_system(|state| {
             let mut user = state
                 .index
                 .user(name)
@@ -47,12 +43,8 @@ impl MetaStore {
             user.replaces = Some(user.version);
             user.version += 1;
             user.updated_at = now_text();
-            Ok(Entity::User(user))
-        })?;
-        let Entity::User(user) = written else {
-            unreachable!("built as a user")
-        };
-        Ok(user)
+            Ok(user)
+        })
     }
 
     /// A user by name, case-insensitively.
@@ -78,7 +70,7 @@ impl MetaStore {
                 token.name
             )));
         }
-        let written = self.write_system(|state| {
+        self.write_system(|state| {
             let user = state
                 .index
                 .user(&token.user)
@@ -101,7 +93,7 @@ impl MetaStore {
                 return Err(MetaError::Taken("token id collision; try again".into()));
             }
             let now = now_text();
-            Ok(Entity::Token(Token {
+            Ok(Token {
                 v: SCHEMA_V,
                 user: user.name.clone(),
                 created_at: now.clone(),
@@ -109,17 +101,13 @@ impl MetaStore {
                 version: 1,
                 replaces: None,
                 ..token
-            }))
-        })?;
-        let Entity::Token(token) = written else {
-            unreachable!("built as a token")
-        };
-        Ok(token)
+            })
+        })
     }
 
     /// Marks the token `name` revoked (a revoked token stays listed).
     pub fn revoke_token(&self, name: &str) -> Result<Token, MetaError> {
-        let written = self.write_system(|state| {
+        self.write_system(|state| {
             let mut token = state
                 .index
                 .token_named(name)
@@ -134,12 +122,8 @@ impl MetaStore {
             token.replaces = Some(token.version);
             token.version += 1;
             token.updated_at = now_text();
-            Ok(Entity::Token(token))
-        })?;
-        let Entity::Token(token) = written else {
-            unreachable!("built as a token")
-        };
-        Ok(token)
+            Ok(token)
+        })
     }
 
     /// A token and its user, by token id: what every authenticated

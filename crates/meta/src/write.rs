@@ -46,10 +46,10 @@ impl MetaStore {
     }
 
     /// [`MetaStore::write`] of the system repo.
-    pub(crate) fn write_system(
+    pub(crate) fn write_system<D: Into<Entity> + Clone>(
         &self,
-        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
-    ) -> Result<Entity, MetaError> {
+        build: impl FnOnce(&mut RepoState) -> Result<D, MetaError>,
+    ) -> Result<D, MetaError> {
         self.check_failed()?;
         let meta = self.system()?;
         self.write_in(&meta, build)
@@ -67,29 +67,30 @@ impl MetaStore {
 
     /// Builds the new document under the repo's lock (so versions and
     /// numbers are decided in one order), encodes its log frame outside
-    /// every lock, appends it in the order decided, and returns once the
+    /// every lock, appends it in the order decided, and returns it once the
     /// log has it durably.
-    pub(crate) fn write(
+    pub(crate) fn write<D: Into<Entity> + Clone>(
         &self,
         repo: &RepoName,
-        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
-    ) -> Result<Entity, MetaError> {
+        build: impl FnOnce(&mut RepoState) -> Result<D, MetaError>,
+    ) -> Result<D, MetaError> {
         self.check_failed()?;
         let meta = self.repo(repo)?;
         self.write_in(&meta, build)
     }
 
-    pub(crate) fn write_in(
+    pub(crate) fn write_in<D: Into<Entity> + Clone>(
         &self,
         meta: &Arc<RepoMeta>,
-        build: impl FnOnce(&mut RepoState) -> Result<Entity, MetaError>,
-    ) -> Result<Entity, MetaError> {
+        build: impl FnOnce(&mut RepoState) -> Result<D, MetaError>,
+    ) -> Result<D, MetaError> {
         let inner = &self.inner;
         // 1. Decide: the new version, its number, its place in the order.
         // Readers see it from here on (their own writes included).
-        let (ticket, entity) = {
+        let (ticket, document, entity) = {
             let mut state = meta.state.lock();
-            let entity = build(&mut state)?;
+            let document = build(&mut state)?;
+            let entity: Entity = document.clone().into();
             over_quota(
                 &meta.name,
                 &state.index,
@@ -99,7 +100,7 @@ impl MetaStore {
             state.index.apply(entity.clone());
             let ticket = state.next_ticket;
             state.next_ticket += 1;
-            (ticket, entity)
+            (ticket, document, entity)
         };
         // 2. Encode in parallel with other writers.
         let shard = shard::shard_of(entity.root_id(), inner.options.shards);
@@ -137,7 +138,7 @@ impl MetaStore {
         match self.append_durably(meta, ticket, deposit) {
             Ok((_, full)) => {
                 inner.wake(full);
-                Ok(entity)
+                Ok(document)
             }
             Err(e) => {
                 // The index already shows a document the log may not hold:
