@@ -163,39 +163,14 @@ impl Git {
         {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
-        // The watchdog kills the child at the deadline unless told the
-        // output was read first. The child is reaped only after the
-        // watchdog is gone, so its pid cannot have been reused.
-        let (done, finished) = std::sync::mpsc::channel::<()>();
-        let timed_out = Arc::new(AtomicBool::new(false));
-        let watchdog = {
-            let timed_out = timed_out.clone();
-            std::thread::Builder::new()
-                .name("vole-git-deadline".into())
-                .spawn(move || {
-                    if finished.recv_timeout(bounds.deadline)
-                        == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                    {
-                        timed_out.store(true, Ordering::SeqCst);
-                        let _ =
-                            rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-                    }
-                })
-                .map_err(|source| BoundedError::Spawn {
-                    command: command.clone(),
-                    source,
-                })?
-        };
-        let stderr = child.stderr.take().map(|stderr| {
-            std::thread::spawn(move || {
-                let mut kept = Vec::new();
-                let mut limited = stderr.take(STDERR_KEPT);
-                let _ = limited.read_to_end(&mut kept);
-                // Drain the rest so the child never blocks on a full pipe.
-                let _ = std::io::copy(&mut limited.into_inner(), &mut std::io::sink());
-                kept
-            })
-        });
+        // The child is reaped only after the watchdog is gone, so its pid
+        // cannot have been reused.
+        let (done, watchdog, timed_out) =
+            watchdog(pid, bounds.deadline).map_err(|source| BoundedError::Spawn {
+                command: command.clone(),
+                source,
+            })?;
+        let stderr = child.stderr.take().map(keep_stderr);
         let mut stdout = Vec::new();
         let mut truncated = false;
         if let Some(out) = child.stdout.take() {
@@ -235,6 +210,43 @@ impl Git {
         }
         Ok(Bounded { stdout, truncated })
     }
+}
+
+/// A thread that kills the process group `pid` at `deadline` unless told
+/// (through the returned sender) that the output was read first; the flag
+/// says whether it killed.
+fn watchdog(
+    pid: rustix::process::Pid,
+    deadline: Duration,
+) -> std::io::Result<(
+    std::sync::mpsc::Sender<()>,
+    std::thread::JoinHandle<()>,
+    Arc<AtomicBool>,
+)> {
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let flag = timed_out.clone();
+    let thread = std::thread::Builder::new()
+        .name("vole-git-deadline".into())
+        .spawn(move || {
+            if finished.recv_timeout(deadline) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+                flag.store(true, Ordering::SeqCst);
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+        })?;
+    Ok((done, thread, timed_out))
+}
+
+/// A thread that keeps the first [`STDERR_KEPT`] bytes of a child's stderr
+/// and drains the rest, so the child never blocks on a full pipe.
+fn keep_stderr(stderr: std::process::ChildStderr) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        let mut limited = stderr.take(STDERR_KEPT);
+        let _ = limited.read_to_end(&mut kept);
+        let _ = std::io::copy(&mut limited.into_inner(), &mut std::io::sink());
+        kept
+    })
 }
 
 #[cfg(test)]

@@ -399,6 +399,81 @@ pub async fn info_refs(
     cgi::run(request, permit).await
 }
 
+/// The most a request body of `service` may be, and how its refusal reads.
+fn body_cap(limits: &TransportLimits, service: Service) -> Cap {
+    match service {
+        Service::ReceivePack => Cap {
+            bytes: limits.max_push_size,
+            what: "this push",
+            setting: "max-push-size",
+        },
+        Service::UploadPack => Cap {
+            bytes: limits.max_request_size,
+            what: "this fetch request",
+            setting: "max-request-size",
+        },
+    }
+}
+
+/// Registers a push with who pushes, and gives its git child what the
+/// hooks need to report it (see vole_hooks): the hooks' reports are
+/// believed for its id only while the push runs.
+fn register_push(
+    transport: &Transport,
+    repo: &ResolvedRepo,
+    principal: &Principal,
+    request: &mut cgi::CgiRequest,
+) {
+    use vole_hooks::env;
+    let ticket = transport
+        .access
+        .pushes()
+        .register(vole_access::pushes::RegisteredPush {
+            repo: repo.name.clone(),
+            principal: principal.clone(),
+            client: request.remote_addr.clone(),
+            span: tracing::Span::current(),
+            created: Default::default(),
+        });
+    request.hook_env = vec![
+        (env::SOCKET, transport.socket.display().to_string()),
+        (env::REPO, repo.to_string()),
+        (env::PUSH_ID, ticket.id().to_string()),
+        (env::ACTOR, principal.name().to_string()),
+        (env::CLIENT, request.remote_addr.clone()),
+        (env::GIT, transport.git.path().display().to_string()),
+        (
+            env::MAX_BLOB_SIZE,
+            transport.settings.max_blob_size.to_string(),
+        ),
+    ];
+    request.push = Some(ticket);
+}
+
+/// The whole body, spooled before any git process or slot is taken (a
+/// slow client holds neither), and inflated here when it came gzipped,
+/// so git reads plain bytes and a corrupt body is a 400.
+async fn spool_body(
+    transport: &Transport,
+    body: Body,
+    cap: &Cap,
+    gzipped: bool,
+) -> Result<spool::Spooled, AppError> {
+    let budget = transport.limits.spool_budget();
+    let spooled = spool::spool(
+        body,
+        cap,
+        transport.settings.body_idle_timeout,
+        &transport.tmp_dir,
+        &budget,
+    )
+    .await?;
+    if !gzipped {
+        return Ok(spooled);
+    }
+    spool::inflate(spooled, cap, &transport.tmp_dir, &budget).await
+}
+
 /// `POST /{owner}/{repo}/git-upload-pack`
 pub async fn upload_pack(
     state: State<Arc<Transport>>,
@@ -452,18 +527,7 @@ async fn service_rpc(
     body: Body,
 ) -> Result<Response, AppError> {
     let limits = &transport.settings;
-    let cap = match service {
-        Service::ReceivePack => Cap {
-            bytes: limits.max_push_size,
-            what: "this push",
-            setting: "max-push-size",
-        },
-        Service::UploadPack => Cap {
-            bytes: limits.max_request_size,
-            what: "this fetch request",
-            setting: "max-request-size",
-        },
-    };
+    let cap = body_cap(limits, service);
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
@@ -492,54 +556,9 @@ async fn service_rpc(
     // A fetch's pack streams through a corked socket (`cgi::output::Cork`).
     request.connection = connection.map(|Extension(fd)| fd);
     if service == Service::ReceivePack {
-        // What the hooks need to report this push (see vole_hooks): its
-        // id is registered here, with who pushes; the hooks' reports are
-        // believed for that id only while the push runs.
-        use vole_hooks::env;
-        let actor = principal.name().to_string();
-        let ticket = transport
-            .access
-            .pushes()
-            .register(vole_access::pushes::RegisteredPush {
-                repo: repo.name.clone(),
-                principal: principal.clone(),
-                client: request.remote_addr.clone(),
-                span: tracing::Span::current(),
-                created: Default::default(),
-            });
-        request.hook_env = vec![
-            (env::SOCKET, transport.socket.display().to_string()),
-            (env::REPO, repo.to_string()),
-            (env::PUSH_ID, ticket.id().to_string()),
-            (env::ACTOR, actor),
-            (env::CLIENT, request.remote_addr.clone()),
-            (env::GIT, transport.git.path().display().to_string()),
-            (env::MAX_BLOB_SIZE, limits.max_blob_size.to_string()),
-        ];
-        request.push = Some(ticket);
+        register_push(&transport, &repo, &principal, &mut request);
     }
-    // The whole body first: a slow client holds no process and no slot.
-    let spooled = spool::spool(
-        body,
-        &cap,
-        limits.body_idle_timeout,
-        &transport.tmp_dir,
-        &transport.limits.spool_budget(),
-    )
-    .await?;
-    // Inflated here, so git reads plain bytes and a corrupt body is a 400.
-    let spooled = match encoding {
-        Some(_) => {
-            spool::inflate(
-                spooled,
-                &cap,
-                &transport.tmp_dir,
-                &transport.limits.spool_budget(),
-            )
-            .await?
-        }
-        None => spooled,
-    };
+    let spooled = spool_body(&transport, body, &cap, encoding.is_some()).await?;
     request.error_sideband = service == Service::ReceivePack && wants_sideband(&spooled);
     if service == Service::ReceivePack {
         transport
