@@ -40,18 +40,33 @@ impl RefRecorder {
             }
         }
 
-        // 1. prepared without outcome
+        self.resolve_pending(git, &paths, &disk, &mut report)?;
+        for (name, on_disk) in &disk {
+            self.reconcile_repo(git, name, paths[name.as_str()], on_disk, &mut report)?;
+        }
+        Ok(report)
+    }
+
+    /// Step 1: each prepared transaction without an outcome is resolved
+    /// against the refs on disk (committed, aborted, or reconciled to what
+    /// the disk holds).
+    fn resolve_pending(
+        &self,
+        git: &Git,
+        paths: &HashMap<&str, &Path>,
+        disk: &HashMap<String, HashMap<String, String>>,
+        report: &mut ReconcileReport,
+    ) -> Result<(), LogError> {
         let pending: Vec<(u64, RefMove)> = self.state().pending.values().cloned().collect();
         let mut resolved: HashMap<(String, u64, Phase), Vec<RefMove>> = HashMap::new();
         for (seq, prepared) in pending {
-            if !paths.contains_key(prepared.repo.as_str()) {
+            let Some(&repo_path) = paths.get(prepared.repo.as_str()) else {
                 continue;
-            }
+            };
             let on_disk = disk
                 .get(&prepared.repo)
                 .and_then(|refs| refs.get(&prepared.ref_name))
                 .cloned();
-            let repo_path = paths[prepared.repo.as_str()];
             let on_disk = on_disk.or_else(|| ref_value(git, repo_path, &prepared.ref_name));
             // An unreadable ref file says nothing of where the move got:
             // the pusher was never told "ok", so it is taken as not done,
@@ -94,118 +109,169 @@ impl RefRecorder {
             }
             report.resolved += rows.len();
         }
+        Ok(())
+    }
 
-        // 2. committed writes the disk lost, and refs moved outside vole
-        for (name, on_disk) in &disk {
-            let (known, moved_from) = {
-                let state = self.state();
-                let known: HashMap<String, String> = state
-                    .known
-                    .get(name)
-                    .map(|refs| {
-                        refs.iter()
-                            .filter(|(r, _)| is_tracked(r))
-                            .map(|(r, o)| (r.clone(), o.clone()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                let from = state.moved_from.get(name).cloned().unwrap_or_default();
-                (known, from)
+    /// Step 2 for one repo: committed writes the disk lost are restored
+    /// from the log, and refs moved outside vole recorded as reconciled.
+    fn reconcile_repo(
+        &self,
+        git: &Git,
+        name: &str,
+        path: &Path,
+        on_disk: &HashMap<String, String>,
+        report: &mut ReconcileReport,
+    ) -> Result<(), LogError> {
+        let (known, moved_from) = {
+            let state = self.state();
+            let known: HashMap<String, String> = state
+                .known
+                .get(name)
+                .map(|refs| {
+                    refs.iter()
+                        .filter(|(r, _)| is_tracked(r))
+                        .map(|(r, o)| (r.clone(), o.clone()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let from = state.moved_from.get(name).cloned().unwrap_or_default();
+            (known, from)
+        };
+        let mut restored = Vec::new();
+        let mut rows = Vec::new();
+        let mut names: Vec<&String> = on_disk.keys().chain(known.keys()).collect();
+        names.sort();
+        names.dedup();
+        for ref_name in names {
+            let log_value = known.get(ref_name);
+            // git lists no ref it cannot read (an empty or garbled file,
+            // or one naming a missing object): read the file.
+            let loose = match on_disk.get(ref_name) {
+                Some(oid) => LooseRef::Oid(oid.clone()),
+                None => loose_ref(path, ref_name),
             };
-            let path = paths[name.as_str()];
-            let mut restored = Vec::new();
-            let mut rows = Vec::new();
-            let mut names: Vec<&String> = on_disk.keys().chain(known.keys()).collect();
-            names.sort();
-            names.dedup();
-            for ref_name in names {
-                let log_value = known.get(ref_name);
-                // git lists no ref it cannot read (an empty or garbled
-                // file, or one naming a missing object): read the file.
-                let loose = match on_disk.get(ref_name) {
-                    Some(oid) => LooseRef::Oid(oid.clone()),
-                    None => loose_ref(path, ref_name),
-                };
-                let unreadable = loose == LooseRef::Unreadable;
-                let disk_value = match &loose {
-                    LooseRef::Oid(oid) => Some(oid),
-                    _ => None,
-                };
-                if log_value == disk_value && !unreadable {
-                    continue;
-                }
-                // Both values as the warnings name them.
-                let log_shown = log_value.map_or(ZERO_OID, |s| s);
-                let disk_shown = if unreadable {
-                    "unreadable"
-                } else {
-                    disk_value.map_or(ZERO_OID, |s| s)
-                };
-                // What to write back: for an unreadable file, the log's
-                // value (the file says nothing; the log is all there is,
-                // also after a compaction); else the last committed move's
-                // value, when the disk holds that move's old value.
-                let back_at_old_value = moved_from
-                    .get(ref_name)
-                    .is_some_and(|old| old.as_ref() == disk_value);
-                let restore_to = (unreadable || back_at_old_value).then(|| log_value.cloned());
-                let restore_to = restore_to.filter(|new| {
-                    new.as_ref()
-                        .is_none_or(|oid| object_present(git, path, oid))
-                });
-                if let Some(new) = restore_to {
-                    match restore_ref(git, path, ref_name, new.as_deref(), unreadable) {
-                        Ok(()) => {
-                            tracing::warn!(
-                                repo = name,
-                                ref_name,
-                                log = log_shown,
-                                disk = disk_shown,
-                                "a committed ref write was lost on disk (a crash before it was synced); restored it from the log"
-                            );
-                            restored.push(start_up_row(
-                                name,
-                                ref_name,
-                                (disk_value.cloned(), new),
-                                Phase::Restored,
-                            ));
-                            continue;
-                        }
-                        Err(e) => tracing::error!(
-                            repo = name,
-                            ref_name,
-                            error = %e,
-                            "cannot restore a lost ref write; reconciling to the disk instead"
-                        ),
-                    }
-                }
-                tracing::warn!(
-                    repo = name,
-                    ref_name,
-                    log = log_shown,
-                    disk = disk_shown,
-                    "ref moved outside vole; recording it as reconciled"
-                );
-                rows.push(start_up_row(
-                    name,
-                    ref_name,
-                    (log_value.cloned(), disk_value.cloned()),
-                    Phase::Reconciled,
-                ));
+            let disk_value = match &loose {
+                LooseRef::Oid(oid) => Some(oid),
+                _ => None,
+            };
+            if log_value == disk_value && loose != LooseRef::Unreadable {
+                continue;
             }
-            for (rows, count) in [
-                (restored, &mut report.restored),
-                (rows, &mut report.reconciled),
-            ] {
-                if !rows.is_empty() {
-                    let seq = self.log.commit(&rows)?;
-                    self.state().apply_txn(seq, &rows);
-                    *count += rows.len();
-                    self.publish(seq, rows);
-                }
+            let at = RefAt {
+                git,
+                repo: name,
+                path,
+                ref_name,
+            };
+            match at.settle(log_value, &loose, moved_from.get(ref_name)) {
+                Settled::Restored(row) => restored.push(row),
+                Settled::Reconciled(row) => rows.push(row),
             }
         }
-        Ok(report)
+        for (rows, count) in [
+            (restored, &mut report.restored),
+            (rows, &mut report.reconciled),
+        ] {
+            if !rows.is_empty() {
+                let seq = self.log.commit(&rows)?;
+                self.state().apply_txn(seq, &rows);
+                *count += rows.len();
+                self.publish(seq, rows);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One ref of a repo whose log and disk values disagree.
+struct RefAt<'a> {
+    git: &'a Git,
+    repo: &'a str,
+    path: &'a Path,
+    ref_name: &'a str,
+}
+
+/// What step 2 makes of such a ref.
+enum Settled {
+    /// A lost committed write, written back from the log.
+    Restored(RefMove),
+    /// The disk taken as it is.
+    Reconciled(RefMove),
+}
+
+impl RefAt<'_> {
+    /// Restores the log's value when the file is unreadable (it says
+    /// nothing; the log is all there is, also after a compaction) or the
+    /// disk holds the last committed move's old value (`moved_from`), and
+    /// the value's object is there; else reconciles to the disk.
+    fn settle(
+        &self,
+        log_value: Option<&String>,
+        loose: &LooseRef,
+        moved_from: Option<&Option<String>>,
+    ) -> Settled {
+        let RefAt {
+            git,
+            repo,
+            path,
+            ref_name,
+        } = *self;
+        let unreadable = *loose == LooseRef::Unreadable;
+        let disk_value = match loose {
+            LooseRef::Oid(oid) => Some(oid),
+            _ => None,
+        };
+        // Both values as the warnings name them.
+        let log_shown = log_value.map_or(ZERO_OID, |s| s);
+        let disk_shown = if unreadable {
+            "unreadable"
+        } else {
+            disk_value.map_or(ZERO_OID, |s| s)
+        };
+        let back_at_old_value = moved_from.is_some_and(|old| old.as_ref() == disk_value);
+        let restore_to = (unreadable || back_at_old_value).then(|| log_value.cloned());
+        let restore_to = restore_to.filter(|new| {
+            new.as_ref()
+                .is_none_or(|oid| object_present(git, path, oid))
+        });
+        if let Some(new) = restore_to {
+            match restore_ref(git, path, ref_name, new.as_deref(), unreadable) {
+                Ok(()) => {
+                    tracing::warn!(
+                        repo,
+                        ref_name,
+                        log = log_shown,
+                        disk = disk_shown,
+                        "a committed ref write was lost on disk (a crash before it was synced); restored it from the log"
+                    );
+                    return Settled::Restored(start_up_row(
+                        repo,
+                        ref_name,
+                        (disk_value.cloned(), new),
+                        Phase::Restored,
+                    ));
+                }
+                Err(e) => tracing::error!(
+                    repo,
+                    ref_name,
+                    error = %e,
+                    "cannot restore a lost ref write; reconciling to the disk instead"
+                ),
+            }
+        }
+        tracing::warn!(
+            repo,
+            ref_name,
+            log = log_shown,
+            disk = disk_shown,
+            "ref moved outside vole; recording it as reconciled"
+        );
+        Settled::Reconciled(start_up_row(
+            repo,
+            ref_name,
+            (log_value.cloned(), disk_value.cloned()),
+            Phase::Reconciled,
+        ))
     }
 }
 
