@@ -87,7 +87,7 @@ struct Use {
     to: String,
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -111,7 +111,7 @@ fn module_of(src: &Path, file: &Path) -> String {
 /// and `//!`), `/* */` comments, and the contents of string literals
 /// (raw strings included) and char literals, so a message mentioning
 /// `crate::x` is not a use and a `'"'` opens no string.
-fn code_lines(text: &str) -> Vec<String> {
+pub(crate) fn code_lines(text: &str) -> Vec<String> {
     let mut lines = vec![String::new()];
     let chars: Vec<char> = text.chars().collect();
     let mut i = 0;

@@ -27,6 +27,7 @@ mod quotas;
 mod repo_access;
 mod router;
 mod sites;
+mod sizes;
 mod skeleton;
 mod support;
 mod transport;
