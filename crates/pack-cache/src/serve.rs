@@ -269,7 +269,7 @@ impl PackCache {
     /// complete entry counts its size instead. The entry is this
     /// producer's only if it holds the same `stop` signal: one dropped
     /// meanwhile gave its reservation back as it went
-    /// (`PackCache::remove`), and a pack nobody counts is not kept.
+    /// (`PackCache::forget_bytes`), and a pack nobody counts is not kept.
     fn settle(
         &self,
         key: &str,
