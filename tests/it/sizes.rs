@@ -147,8 +147,22 @@ fn the_counter_leaves_test_items_out_and_reads_braces_in_code_only() {
     );
     let sizes = sizes(&text);
     let names: Vec<_> = sizes.functions.iter().map(|f| f.0.as_str()).collect();
-    assert_eq!(names, ["long", "short"], "the test module's helper is left out");
-    assert_eq!(sizes.functions[0].2, 103, "fn long: its line, 101, its brace");
-    assert_eq!(sizes.functions[1].2, 3, "a brace in a string closes nothing");
-    assert_eq!(sizes.lines, 1 + 1 + 103 + 1 + 3 + 1, "up to the test module");
+    assert_eq!(
+        names,
+        ["long", "short"],
+        "the test module's helper is left out"
+    );
+    assert_eq!(
+        sizes.functions[0].2, 103,
+        "fn long: its line, 101, its brace"
+    );
+    assert_eq!(
+        sizes.functions[1].2, 3,
+        "a brace in a string closes nothing"
+    );
+    assert_eq!(
+        sizes.lines,
+        1 + 1 + 103 + 1 + 3 + 1,
+        "up to the test module"
+    );
 }
