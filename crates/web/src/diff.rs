@@ -2,7 +2,7 @@
 //! binary, renames) and its lines with their old and new line numbers, as
 //! the commit page shows them. Parsing only; what git is asked for and how
 //! much of it is read are `read::commit_detail`'s, how a file is drawn
-//! (highlighted, collapsed or not shown) is `history.rs`'s.
+//! (highlighted, collapsed or not shown) is `commit_files.rs`'s.
 
 use crate::caches::Weigh;
 
