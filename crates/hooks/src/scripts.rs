@@ -35,7 +35,7 @@ pub fn install(dir: &Path, vole_exe: &Path) -> std::io::Result<PathBuf> {
 
 /// The link to this binary that git runs as `uploadpack.packObjectsHook`:
 /// started under this name, vole is the pack cache's reader
-/// (`cli::hook::pack_objects`). A path git can run without a shell saves
+/// (`cli::pack_objects::pack_objects`). A path git can run without a shell saves
 /// a shell per clone.
 pub const PACK_OBJECTS_LINK: &str = "vole-pack-objects";
 

@@ -33,7 +33,8 @@
 //! CAS commit helper; the commits it builds in `fold_build.rs`), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
 //! close, compaction, figures), [`entity`] (document schemas and tree
 //! layout), [`index`], [`shard`], [`record`] (the meta log's record kind).
-//! The JSON API is `vole_api::meta`; the on-disk format is in
+//! The JSON API is `vole_api::threads` (issues, change requests and their
+//! comments) and `vole_api::meta` (ACL, settings); the on-disk format is in
 //! `docs/metadata-format.md`.
 
 mod append;

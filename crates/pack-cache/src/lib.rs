@@ -2,7 +2,7 @@
 //! kept on disk (`data/cache/packs/`) and served again to identical
 //! requests, so a storm of CI clones of one commit costs one pack.
 //!
-//! git runs vole's pack-objects hook (`cli::hook::pack_objects`, through
+//! git runs vole's pack-objects hook (`cli::pack_objects::pack_objects`, through
 //! the link `hooks::scripts::pack_objects_hook` names) instead of
 //! pack-objects: `uploadpack.packObjectsHook`, which git honours from
 //! command-line config only (vole passes it as `GIT_CONFIG_COUNT`
@@ -27,7 +27,7 @@
 //!   the cache cannot keep the output (a write fails: a full disk), each
 //!   reader sends what was written and runs pack-objects itself for the
 //!   rest, checking that its output starts with the bytes already sent
-//!   (`cli::hook::resume_uncached`).
+//!   (`cli::pack_objects::resume_uncached`).
 //! - **Bounded** by bytes on disk and by age, least recently used first;
 //!   an entry being read is never evicted. An entry being made sets aside
 //!   its repo's pack size towards the bound until it is whole, and one is
@@ -36,7 +36,7 @@
 //!   is emptied at start, so a partly written entry is never served after
 //!   a crash.
 //!
-//! What does not live here: the hook's side (`cli/hook.rs` in `vole`),
+//! What does not live here: the hook's side (`cli/pack_objects.rs` in `vole`),
 //! the control connection that carries the reader (`vole-control`'s
 //! `server.rs`), the transport that turns the cache on (`vole-transport`).
 //! Both services use the cache; neither knows the other.
