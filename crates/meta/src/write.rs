@@ -87,7 +87,9 @@ impl MetaStore {
         let inner = &self.inner;
         // 1. Decide: the new version, its number, its place in the order.
         // Readers see it from here on (their own writes included).
-        let (ticket, document, entity) = {
+        // One copy of the document under the lock, for the index, as ever;
+        // the log's copy is made after it.
+        let (ticket, document) = {
             let mut state = meta.state.lock();
             let document = build(&mut state)?;
             let entity: Entity = document.clone().into();
@@ -97,11 +99,12 @@ impl MetaStore {
                 &entity,
                 inner.options.max_authored_bytes,
             )?;
-            state.index.apply(entity.clone());
+            state.index.apply(entity);
             let ticket = state.next_ticket;
             state.next_ticket += 1;
-            (ticket, document, entity)
+            (ticket, document)
         };
+        let entity: Entity = document.clone().into();
         // 2. Encode in parallel with other writers.
         let shard = shard::shard_of(entity.root_id(), inner.options.shards);
         let path = entity.tree_path();
