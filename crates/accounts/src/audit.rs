@@ -6,18 +6,9 @@
 //! ([`AuditKind::as_str`]), so a kind added later leaves older records
 //! as they were.
 
-use std::sync::{Arc, OnceLock};
-
-use arrow_array::builder::TimestampNanosecondBuilder;
-use arrow_array::cast::AsArray;
-use arrow_array::types::TimestampNanosecondType;
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, SchemaRef};
 use serde::{Deserialize, Serialize};
 
-use vole_log::record::{
-    BatchError, RecordKind, column, schema_once, string_builder, time_field, utf8,
-};
+use vole_log::record::RecordKind;
 
 /// What happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -97,66 +88,23 @@ impl RecordKind for AuditEvent {
     const FILE_NAME: &'static str = "audit.arrow";
     const SCHEMA_VERSION: u32 = 1;
 
-    fn batch_schema() -> SchemaRef {
-        static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
-        schema_once(&SCHEMA, Self::fields)
-    }
-
-    fn fields() -> Vec<Field> {
-        vec![
-            time_field(),
-            Field::new("event", DataType::Utf8, false),
-            Field::new("actor", DataType::Utf8, false),
-            Field::new("target", DataType::Utf8, false),
-            Field::new("client", DataType::Utf8, false),
-            Field::new("detail", DataType::Utf8, false),
-        ]
-    }
-
-    fn columns(rows: &[Self]) -> Vec<ArrayRef> {
-        let mut time = TimestampNanosecondBuilder::with_capacity(rows.len()).with_timezone("UTC");
-        let mut event = string_builder(rows, |r| &r.event);
-        let mut actor = string_builder(rows, |r| &r.actor);
-        let mut target = string_builder(rows, |r| &r.target);
-        let mut client = string_builder(rows, |r| &r.client);
-        let mut detail = string_builder(rows, |r| &r.detail);
-        for row in rows {
-            time.append_value(row.time_ns);
-            event.append_value(&row.event);
-            actor.append_value(&row.actor);
-            target.append_value(&row.target);
-            client.append_value(&row.client);
-            detail.append_value(&row.detail);
+    vole_log::record_columns! {
+        |r| {
+            time: Time("time") = r.time_ns,
+            event: Utf8("event") = &r.event,
+            actor: Utf8("actor") = &r.actor,
+            target: Utf8("target") = &r.target,
+            client: Utf8("client") = &r.client,
+            detail: Utf8("detail") = &r.detail,
         }
-        vec![
-            Arc::new(time.finish()),
-            Arc::new(event.finish()),
-            Arc::new(actor.finish()),
-            Arc::new(target.finish()),
-            Arc::new(client.finish()),
-            Arc::new(detail.finish()),
-        ]
-    }
-
-    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, BatchError> {
-        let time = column(batch, "time")?
-            .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or(BatchError::Column("time"))?;
-        let event = utf8(batch, "event")?;
-        let actor = utf8(batch, "actor")?;
-        let target = utf8(batch, "target")?;
-        let client = utf8(batch, "client")?;
-        let detail = utf8(batch, "detail")?;
-        Ok((0..batch.num_rows())
-            .map(|row| AuditEvent {
-                time_ns: time.value(row),
-                event: event.value(row).to_string(),
-                actor: actor.value(row).to_string(),
-                target: target.value(row).to_string(),
-                client: client.value(row).to_string(),
-                detail: detail.value(row).to_string(),
-            })
-            .collect())
+        |row| Ok(AuditEvent {
+            time_ns: time,
+            event: event.to_string(),
+            actor: actor.to_string(),
+            target: target.to_string(),
+            client: client.to_string(),
+            detail: detail.to_string(),
+        })
     }
 }
 

@@ -3,20 +3,9 @@
 //! conversion. Written by the recorder, read back at start and by
 //! `vole log dump`.
 
-use std::sync::{Arc, OnceLock};
-
-use arrow_array::builder::{
-    FixedSizeBinaryBuilder, StringBuilder, TimestampNanosecondBuilder, UInt8Builder, UInt64Builder,
-};
-use arrow_array::cast::AsArray;
-use arrow_array::types::{TimestampNanosecondType, UInt8Type, UInt64Type};
-use arrow_array::{ArrayRef, RecordBatch};
-use arrow_schema::{DataType, Field, SchemaRef};
 use serde::{Deserialize, Serialize};
 
-use vole_log::record::{
-    BatchError, RecordKind, column, schema_once, string_builder, time_field, utf8,
-};
+use vole_log::record::{BatchError, RecordKind};
 
 /// Where a ref move stands in git's reference transaction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -124,7 +113,7 @@ impl RefMove {
 }
 
 /// Bytes of a SHA-1 object id.
-pub const OID_LEN: usize = 20;
+pub const OID_LEN: usize = vole_log::columns::OID_LEN;
 
 /// Raw bytes of a hex oid; `None` (and anything that is not 40 hex digits)
 /// becomes git's all-zero oid, which is how git itself says "no object".
@@ -147,115 +136,41 @@ impl RecordKind for RefMove {
     const FILE_NAME: &'static str = "refs.arrow";
     const SCHEMA_VERSION: u32 = 1;
 
-    fn batch_schema() -> SchemaRef {
-        static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
-        schema_once(&SCHEMA, Self::fields)
-    }
-
-    fn fields() -> Vec<Field> {
-        vec![
-            time_field(),
-            Field::new("repo", DataType::Utf8, false),
-            Field::new("ref", DataType::Utf8, false),
+    vole_log::record_columns! {
+        |r| {
+            time: Time("time") = r.time_ns,
+            repo: Utf8("repo") = &r.repo,
+            ref_name: Utf8("ref") = &r.ref_name,
             // git's all-zero oid stands for "none" (creation / deletion),
             // as in git's own hook input; no validity bitmap needed.
-            Field::new("old", DataType::FixedSizeBinary(OID_LEN as i32), false),
-            Field::new("new", DataType::FixedSizeBinary(OID_LEN as i32), false),
+            old: Oid("old") = oid_bytes(&r.old),
+            new: Oid("new") = oid_bytes(&r.new),
             // `user@client-address`, e.g. `alice@127.0.0.1`: one column,
             // because every column costs 48-64 bytes of IPC metadata per
             // batch, and this keeps a one-ref move within 680 bytes.
             // User names never contain '@'.
-            Field::new("actor", DataType::Utf8, false),
-            Field::new("push_id", DataType::UInt64, false),
-            Field::new("phase", DataType::UInt8, false),
-        ]
-    }
-
-    fn columns(rows: &[Self]) -> Vec<ArrayRef> {
-        let mut time = TimestampNanosecondBuilder::with_capacity(rows.len()).with_timezone("UTC");
-        let mut repo = string_builder(rows, |r| &r.repo);
-        let mut ref_name = string_builder(rows, |r| &r.ref_name);
-        let mut old = FixedSizeBinaryBuilder::with_capacity(rows.len(), OID_LEN as i32);
-        let mut new = FixedSizeBinaryBuilder::with_capacity(rows.len(), OID_LEN as i32);
-        let mut actor = StringBuilder::with_capacity(
-            rows.len(),
-            rows.iter()
-                .map(|r| r.actor.len() + 1 + r.client.len())
-                .sum(),
-        );
-        let mut push_id = UInt64Builder::with_capacity(rows.len());
-        let mut phase = UInt8Builder::with_capacity(rows.len());
-        for row in rows {
-            time.append_value(row.time_ns);
-            repo.append_value(&row.repo);
-            ref_name.append_value(&row.ref_name);
-            old.append_value(oid_bytes(&row.old))
-                .expect("oid_bytes returns OID_LEN bytes");
-            new.append_value(oid_bytes(&row.new))
-                .expect("oid_bytes returns OID_LEN bytes");
-            actor.append_value(format!("{}@{}", row.actor, row.client));
-            push_id.append_value(row.push_id);
-            phase.append_value(row.phase as u8);
+            actor: Utf8("actor") = &format!("{}@{}", r.actor, r.client);
+                bytes r.actor.len() + 1 + r.client.len(),
+            push_id: U64("push_id") = r.push_id,
+            phase: U8("phase") = r.phase as u8,
         }
-        vec![
-            Arc::new(time.finish()),
-            Arc::new(repo.finish()),
-            Arc::new(ref_name.finish()),
-            Arc::new(old.finish()),
-            Arc::new(new.finish()),
-            Arc::new(actor.finish()),
-            Arc::new(push_id.finish()),
-            Arc::new(phase.finish()),
-        ]
-    }
-
-    fn rows(batch: &RecordBatch) -> Result<Vec<Self>, BatchError> {
-        let time = column(batch, "time")?
-            .as_primitive_opt::<TimestampNanosecondType>()
-            .ok_or(BatchError::Column("time"))?;
-        let repo = utf8(batch, "repo")?;
-        let ref_name = utf8(batch, "ref")?;
-        let old = binary(batch, "old")?;
-        let new = binary(batch, "new")?;
-        let actor = utf8(batch, "actor")?;
-        let push_id = column(batch, "push_id")?
-            .as_primitive_opt::<UInt64Type>()
-            .ok_or(BatchError::Column("push_id"))?;
-        let phase = column(batch, "phase")?
-            .as_primitive_opt::<UInt8Type>()
-            .ok_or(BatchError::Column("phase"))?;
-        (0..batch.num_rows())
-            .map(|row| {
-                let (who, client) = actor
-                    .value(row)
-                    .split_once('@')
-                    .unwrap_or((actor.value(row), ""));
-                Ok(RefMove {
-                    time_ns: time.value(row),
-                    repo: repo.value(row).to_string(),
-                    ref_name: ref_name.value(row).to_string(),
-                    old: oid_hex(old.value(row)),
-                    new: oid_hex(new.value(row)),
-                    actor: who.to_string(),
-                    client: client.to_string(),
-                    push_id: push_id.value(row),
-                    phase: Phase::from_u8(phase.value(row)).ok_or_else(|| BatchError::Value {
-                        column: "phase",
-                        row,
-                        reason: format!("unknown phase {}", phase.value(row)),
-                    })?,
-                })
+        |row| {
+            let (who, client) = actor.split_once('@').unwrap_or((actor, ""));
+            Ok(RefMove {
+                time_ns: time,
+                repo: repo.to_string(),
+                ref_name: ref_name.to_string(),
+                old: oid_hex(old),
+                new: oid_hex(new),
+                actor: who.to_string(),
+                client: client.to_string(),
+                push_id,
+                phase: Phase::from_u8(phase).ok_or_else(|| BatchError::Value {
+                    column: "phase",
+                    row,
+                    reason: format!("unknown phase {phase}"),
+                })?,
             })
-            .collect()
+        }
     }
-}
-
-fn binary<'a>(
-    batch: &'a RecordBatch,
-    name: &'static str,
-) -> Result<&'a arrow_array::FixedSizeBinaryArray, BatchError> {
-    column(batch, name)?
-        .as_fixed_size_binary_opt()
-        .filter(|a| a.value_length() == OID_LEN as i32)
-        .ok_or(BatchError::Column(name))
 }

@@ -49,6 +49,7 @@
 //! here the [`Log`] that ties them: open, the writer mutex, append and
 //! commit.
 
+pub mod columns;
 mod compact;
 pub mod counters;
 pub mod frame;

@@ -1,6 +1,7 @@
 //! What a record kind is ([`RecordKind`]: its file, schema and the
 //! conversion between typed rows and one-batch-per-transaction
-//! `RecordBatch`es), and the helpers kinds build their columns with. The
+//! `RecordBatch`es), and the helpers kinds build their columns with (a
+//! kind declares its columns once with [`crate::record_columns!`]). The
 //! kinds themselves live with their owners: ref moves in
 //! `hooks/record.rs`, metadata writes in `meta/record.rs`; the log knows
 //! none of them.
