@@ -18,9 +18,10 @@ use crate::support::*;
 /// A server with `alice/public` and `alice/private` (both holding one
 /// commit on main, `alice/private` private), the users `alice` (owner),
 /// `bob` (no role) and `root` (server admin), and `extra` flags.
-struct Forge {
-    dir: tempfile::TempDir,
-    server: TestServer,
+/// The shared fixture on `alice/public` and `alice/private`, both pushed
+/// to, with alice's tokens by scope, bob's and a server admin's.
+struct Fixture {
+    forge: Forge,
     /// alice's tokens by scope.
     read: String,
     write: String,
@@ -30,38 +31,33 @@ struct Forge {
     work: std::path::PathBuf,
 }
 
-impl Forge {
-    fn start(extra: &[&str]) -> Forge {
-        Forge::start_on("127.0.0.1:0", extra)
+impl std::ops::Deref for Fixture {
+    type Target = Forge;
+    fn deref(&self) -> &Forge {
+        &self.forge
+    }
+}
+
+impl Fixture {
+    fn start(extra: &[&str]) -> Fixture {
+        Fixture::start_on("127.0.0.1:0", extra)
     }
 
-    /// As [`Forge::start`], listening on `listen` (reached at 127.0.0.1
+    /// As [`Fixture::start`], listening on `listen` (reached at 127.0.0.1
     /// when it is a wildcard address).
-    fn start_on(listen: &str, extra: &[&str]) -> Forge {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        for (repo, private) in [("alice/public", false), ("alice/private", true)] {
-            let mut args = vec!["repo", "create", repo];
-            if private {
-                args.push("--private");
-            }
-            let made = run_vole(&data, &args);
-            assert!(made.status.success(), "{}", text(&made.stderr));
-        }
+    fn start_on(listen: &str, extra: &[&str]) -> Fixture {
+        let mut forge = Forge::new(&["alice/public"]);
+        forge.create_repo(&["alice/private", "--private"]);
+        let data = forge.data.clone();
         let read = user_token(&data, "alice", false, "read", &[]);
         let write = user_token(&data, "alice", false, "write", &[]);
         let admin = user_token(&data, "alice", false, "admin", &[]);
         let bob = user_token(&data, "bob", false, "write", &[]);
         let root = user_token(&data, "root", true, "admin", &[]);
-        let mut builder = TestServer::builder().data(&data).listen(listen);
-        for flag in extra {
-            builder = builder.arg(flag);
-        }
-        let server = builder.start();
-        let work = worktree(dir.path(), "work");
-        let forge = Forge {
-            dir,
-            server,
+        forge.serve_on(listen, extra);
+        let work = worktree(&forge.dir, "work");
+        let fixture = Fixture {
+            forge,
             read,
             write,
             admin,
@@ -70,22 +66,18 @@ impl Forge {
             work,
         };
         for repo in ["alice/public", "alice/private"] {
-            let url = forge.url_as("alice", &forge.write, repo);
-            git_ok(&forge.work, &["push", "-q", &url, "HEAD:main"]);
+            let url = fixture.url_as("alice", &fixture.write, repo);
+            git_ok(&fixture.work, &["push", "-q", &url, "HEAD:main"]);
         }
-        forge
+        fixture
     }
 
     fn url(&self, repo: &str) -> String {
-        self.server.url(&format!("/{repo}.git"))
+        self.forge.url(&format!("/{repo}.git"))
     }
 
     fn url_as(&self, user: &str, token: &str, repo: &str) -> String {
-        format!("http://{user}:{token}@{}/{repo}.git", self.server.addr)
-    }
-
-    fn bare(&self, repo: &str) -> std::path::PathBuf {
-        self.server.data.join(format!("repos/{repo}.git"))
+        format!("http://{user}:{token}@{}/{repo}.git", self.server().addr)
     }
 
     fn get_as(&self, path: &str, auth: Option<&str>) -> HttpResponse {
@@ -93,7 +85,7 @@ impl Forge {
             Some(auth) => format!("GET {path} HTTP/1.1\r\n{auth}"),
             None => format!("GET {path} HTTP/1.1"),
         };
-        http(self.server.addr, &head, b"")
+        http(self.server().addr, &head, b"")
     }
 
     fn api(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
@@ -102,14 +94,14 @@ impl Forge {
             "{method} {path} HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}",
             payload.len()
         );
-        let response = http(self.server.addr, &head, payload.as_bytes());
+        let response = http(self.server().addr, &head, payload.as_bytes());
         let value = serde_json::from_slice(&response.body)
             .unwrap_or_else(|_| Value::String(response.text()));
         (response.status, value)
     }
 
     fn log_dump(&self) -> String {
-        text(&run_vole(&self.server.data, &["log", "dump"]).stdout)
+        text(&run_vole(&self.server().data, &["log", "dump"]).stdout)
     }
 }
 
@@ -154,8 +146,8 @@ fn loopback(last: u8) -> IpAddr {
 
 #[test]
 fn who_may_clone_and_push_what_with_which_credential() {
-    let forge = Forge::start(&[]);
-    let dir = forge.dir.path();
+    let forge = Fixture::start(&[]);
+    let dir = forge.dir.as_path();
 
     // Anonymous clone of a public repo needs nothing.
     let clone = git(
@@ -207,7 +199,7 @@ fn who_may_clone_and_push_what_with_which_credential() {
     let store = dir.join("credentials");
     std::fs::write(
         &store,
-        format!("http://alice:{}@{}\n", forge.read, forge.server.addr),
+        format!("http://alice:{}@{}\n", forge.read, forge.server().addr),
     )
     .unwrap();
     let helper = format!("credential.helper=store --file={}", store.display());
@@ -310,7 +302,7 @@ fn who_may_clone_and_push_what_with_which_credential() {
 
     // A token limited to another repo: refused here, works there.
     let limited = user_token(
-        &forge.server.data,
+        &forge.server().data,
         "alice",
         false,
         "write",
@@ -345,8 +337,8 @@ fn who_may_clone_and_push_what_with_which_credential() {
 
 #[test]
 fn a_revoked_token_and_a_disabled_user_are_refused_on_the_next_request() {
-    let forge = Forge::start(&[]);
-    let data = &forge.server.data;
+    let forge = Fixture::start(&[]);
+    let data = &forge.server().data;
     let bearer = |token: &str| format!("Authorization: Bearer {token}");
     let private = "/api/v1/repos/alice/private/issues";
     // Anti-vacuity: the token works first.
@@ -386,7 +378,7 @@ fn a_revoked_token_and_a_disabled_user_are_refused_on_the_next_request() {
         assert_eq!(forge.get_as(private, Some(&bearer(token))).status, 401);
     }
     let cloned = git(
-        forge.dir.path(),
+        forge.dir.as_path(),
         &[
             "clone",
             "-q",
@@ -422,8 +414,8 @@ fn a_revoked_token_and_a_disabled_user_are_refused_on_the_next_request() {
 
 #[test]
 fn protected_branches_refuse_force_push_and_delete_with_a_reason_and_move_nothing() {
-    let forge = Forge::start(&[]);
-    let data = &forge.server.data;
+    let forge = Fixture::start(&[]);
+    let data = &forge.server().data;
     // will may write; the repo's admin protects main.
     let will = user_token(data, "will", false, "write", &[]);
     let (status, acl) = forge.api(
@@ -452,7 +444,7 @@ fn protected_branches_refuse_force_push_and_delete_with_a_reason_and_move_nothin
     let main = ref_value(&forge.bare("alice/public"), "refs/heads/main");
     let url = forge.url_as("will", &will, "alice/public");
     // A force-push: an unrelated history.
-    let other = worktree(forge.dir.path(), "other");
+    let other = worktree(forge.dir.as_path(), "other");
     git_ok(&other, &["checkout", "-q", "--orphan", "unrelated"]);
     commit_file(&other, "other.txt", b"unrelated\n");
     let forced = git(&other, &["push", "--force", &url, "HEAD:main"]);
@@ -504,14 +496,14 @@ fn protected_branches_refuse_force_push_and_delete_with_a_reason_and_move_nothin
 
 #[test]
 fn failed_sign_ins_are_throttled_per_address_and_the_right_password_elsewhere_works() {
-    let forge = Forge::start(&[
+    let forge = Fixture::start(&[
         "--password-auth",
         "--auth-failures",
         "5",
         "--auth-failure-window",
         "10m",
     ]);
-    let mut set = vole(&forge.server.data)
+    let mut set = vole(&forge.server().data)
         .args(["user", "passwd", "alice", "--password-stdin"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -525,7 +517,7 @@ fn failed_sign_ins_are_throttled_per_address_and_the_right_password_elsewhere_wo
         .unwrap();
     let set = wait_output(set, Duration::from_secs(30));
     assert!(set.status.success(), "{}", text(&set.stderr));
-    let addr = forge.server.addr;
+    let addr = forge.server().addr;
     let path = "/api/v1/repos/alice/private/issues";
     let attempt = |from: u8, password: &str| {
         http_from(
@@ -571,14 +563,14 @@ fn failed_sign_ins_are_throttled_per_address_and_the_right_password_elsewhere_wo
 
 #[test]
 fn forwarded_for_counts_only_from_a_trusted_proxy() {
-    let forge = Forge::start(&[
+    let forge = Fixture::start(&[
         "--password-auth",
         "--auth-failures",
         "3",
         "--trusted-proxy",
         "127.0.0.1",
     ]);
-    let addr = forge.server.addr;
+    let addr = forge.server().addr;
     let attempt = |from: u8, forwarded: &str, secret: &str| {
         http_from(
             loopback(from),
@@ -641,7 +633,7 @@ fn wrong_secret(token: &str) -> String {
 fn proxied(forge: &Forge, client: &str, token: &str) -> HttpResponse {
     http_from(
         loopback(1),
-        forge.server.addr,
+        forge.server().addr,
         &format!(
             "GET /api/v1/repos/alice/private HTTP/1.1\r\nX-Forwarded-For: {client}\r\nAuthorization: Bearer {token}"
         ),
@@ -650,10 +642,10 @@ fn proxied(forge: &Forge, client: &str, token: &str) -> HttpResponse {
 
 /// A server on the IPv6 wildcard behind an IPv4 proxy: the proxy's
 /// connections arrive as ::ffff:127.0.0.1.
-fn dual_stack_behind_a_proxy(extra: &[&str]) -> Forge {
+fn dual_stack_behind_a_proxy(extra: &[&str]) -> Fixture {
     let mut flags = vec!["--trusted-proxy", "127.0.0.0/8"];
     flags.extend_from_slice(extra);
-    Forge::start_on("[::]:0", &flags)
+    Fixture::start_on("[::]:0", &flags)
 }
 
 #[test]
@@ -703,7 +695,7 @@ fn a_valid_token_from_a_throttled_address_is_accepted_and_a_refused_one_still_wa
     );
     let as_basic = http_from(
         loopback(1),
-        forge.server.addr,
+        forge.server().addr,
         &format!(
             "GET /api/v1/repos/alice/private HTTP/1.1\r\nX-Forwarded-For: {client}\r\n{}",
             basic("alice", &forge.read)
@@ -723,7 +715,7 @@ fn a_valid_token_from_a_throttled_address_is_accepted_and_a_refused_one_still_wa
     // not checked at all.
     let password = http_from(
         loopback(1),
-        forge.server.addr,
+        forge.server().addr,
         &format!(
             "GET /api/v1/repos/alice/private HTTP/1.1\r\nX-Forwarded-For: {client}\r\n{}",
             basic("alice", "a guessed password")
@@ -791,8 +783,8 @@ fn a_flood_of_throttled_failures_appends_one_throttle_record_and_is_counted() {
 
 #[test]
 fn the_system_repo_is_out_of_every_routes_reach() {
-    let forge = Forge::start(&["--anonymous-push"]);
-    let system = forge.server.data.join("system.git");
+    let forge = Fixture::start(&["--anonymous-push"]);
+    let system = forge.server().data.join("system.git");
     // Anti-vacuity: it exists and holds the users.
     assert!(system.join("HEAD").is_file());
     let shards = git_ok(
@@ -850,13 +842,14 @@ fn the_system_repo_is_out_of_every_routes_reach() {
         .collect();
     assert_eq!(names, ["alice/private", "alice/public"]);
     let cloned = git(
-        forge.dir.path(),
+        forge.dir.as_path(),
         &[
             "clone",
             "-q",
             &format!(
                 "http://root:{}@{}/system.git",
-                forge.root, forge.server.addr
+                forge.root,
+                forge.server().addr
             ),
             "s",
         ],
@@ -866,7 +859,7 @@ fn the_system_repo_is_out_of_every_routes_reach() {
 
 #[test]
 fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
-    let forge = Forge::start(&[]);
+    let forge = Fixture::start(&[]);
     // Created under the caller's name; listed for them, hidden from others.
     let (status, made) = forge.api(
         "POST",
@@ -918,11 +911,11 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
     assert_eq!(status, 403, "a write token deleted a repo");
     let (status, _) = forge.api("DELETE", "/api/v1/repos/bob/notes", &forge.bob, None);
     assert_eq!(status, 403, "bob's token is write-scoped");
-    let bob_admin = user_token(&forge.server.data, "bob", false, "admin", &[]);
+    let bob_admin = user_token(&forge.server().data, "bob", false, "admin", &[]);
     let (status, _) = forge.api("DELETE", "/api/v1/repos/bob/notes", &bob_admin, None);
     assert_eq!(status, 204);
     assert!(!forge.bare("bob/notes").exists());
-    let trashed = files_in(&forge.server.data.join("trash/bob"));
+    let trashed = files_in(&forge.server().data.join("trash/bob"));
     assert_eq!(trashed.len(), 1, "{trashed:?}");
     assert!(
         trashed[0].join("HEAD").is_file(),
@@ -937,7 +930,7 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
     );
     assert_eq!(status, 201);
     // The CLI deletes too.
-    let deleted = run_vole(&forge.server.data, &["repo", "delete", "alice/tools"]);
+    let deleted = run_vole(&forge.server().data, &["repo", "delete", "alice/tools"]);
     assert!(deleted.status.success(), "{}", text(&deleted.stderr));
     assert!(!forge.bare("alice/tools").exists());
     // An ACL change, and one failed sign-in.
@@ -960,7 +953,7 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
             .status,
         401
     );
-    let revoked = run_vole(&forge.server.data, &["token", "list"]);
+    let revoked = run_vole(&forge.server().data, &["token", "list"]);
     let name = text(&revoked.stdout)
         .lines()
         .next()
@@ -970,7 +963,7 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
         .unwrap()
         .to_string();
     assert!(
-        run_vole(&forge.server.data, &["token", "revoke", &name])
+        run_vole(&forge.server().data, &["token", "revoke", &name])
             .status
             .success()
     );
@@ -1009,8 +1002,8 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
 
 #[test]
 fn a_hidden_repo_and_a_missing_one_take_the_same_time() {
-    let forge = Forge::start(&[]);
-    let addr = forge.server.addr;
+    let forge = Fixture::start(&[]);
+    let addr = forge.server().addr;
     let bob = basic("bob", &forge.bob);
     for (what, auth, path) in [
         (
@@ -1067,8 +1060,8 @@ fn a_hidden_repo_and_a_missing_one_take_the_same_time() {
 
 #[test]
 fn a_hook_report_with_a_push_id_the_server_did_not_hand_out_is_refused() {
-    let forge = Forge::start(&[]);
-    let data = &forge.server.data;
+    let forge = Fixture::start(&[]);
+    let data = &forge.server().data;
     let head = ref_value(&forge.bare("alice/public"), "refs/heads/main").unwrap();
     let forged = |args: &[&str]| {
         let mut hook = vole(data)
@@ -1117,8 +1110,8 @@ fn a_hook_report_with_a_push_id_the_server_did_not_hand_out_is_refused() {
 
 #[test]
 fn api_calls_are_limited_per_token_and_names_follow_the_owner_rules() {
-    let forge = Forge::start(&["--api-rate", "5"]);
-    let data = &forge.server.data;
+    let forge = Fixture::start(&["--api-rate", "5"]);
+    let data = &forge.server().data;
     let path = "/api/v1/repos/alice/public/issues";
     let call = |token: Option<&str>| {
         let auth = token.map(|t| format!("Authorization: Bearer {t}"));
@@ -1185,8 +1178,8 @@ fn api_calls_are_limited_per_token_and_names_follow_the_owner_rules() {
 
 #[test]
 fn limited_tokens_member_admins_and_hostile_credentials_stay_in_their_lane() {
-    let forge = Forge::start(&[]);
-    let data = &forge.server.data;
+    let forge = Fixture::start(&[]);
+    let data = &forge.server().data;
     // A token limited to one repo creates none, and a server admin's
     // limited token is no server admin.
     let limited = user_token(data, "alice", false, "write", &["--repo", "alice/public"]);
@@ -1248,7 +1241,7 @@ fn limited_tokens_member_admins_and_hostile_credentials_stay_in_their_lane() {
     assert_eq!(status, 403, "the old owner is still its admin");
 
     // A member reading a private site: no shared cache may keep it.
-    let site = worktree(forge.dir.path(), "site");
+    let site = worktree(forge.dir.as_path(), "site");
     git_ok(&site, &["checkout", "-q", "-b", "pages"]);
     commit_file(&site, "index.html", b"<p>members only</p>\n");
     git_ok(
@@ -1333,8 +1326,8 @@ fn limited_tokens_member_admins_and_hostile_credentials_stay_in_their_lane() {
 
 #[test]
 fn a_repo_created_private_is_private_before_its_acl_is_stored_and_a_deleted_one_is_forgotten() {
-    let forge = Forge::start(&[]);
-    let data = &forge.server.data;
+    let forge = Fixture::start(&[]);
+    let data = &forge.server().data;
     // The marker alone (as a crash between the rename and the ACL write
     // leaves it) keeps a repo private.
     let made = run_vole(data, &["repo", "create", "alice/fresh"]);
@@ -1356,7 +1349,7 @@ fn a_repo_created_private_is_private_before_its_acl_is_stored_and_a_deleted_one_
     );
     // Deleted and created again: a new, public repo, without the old one's
     // ACL or site.
-    let site = worktree(forge.dir.path(), "site");
+    let site = worktree(forge.dir.as_path(), "site");
     git_ok(&site, &["checkout", "-q", "-b", "pages"]);
     commit_file(&site, "index.html", b"<p>old</p>\n");
     git_ok(

@@ -10,47 +10,41 @@ use std::path::{Path, PathBuf};
 
 use crate::support::*;
 
-struct Forge {
-    server: TestServer,
+/// The shared fixture on the empty repos `alice/NAME` (HEAD on `main`, as
+/// `vole repo create` makes them), with a server admin's token.
+struct Fixture {
+    forge: Forge,
     /// `Authorization: Bearer ...` of a server admin.
     admin: String,
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
 }
 
-impl Forge {
-    /// A server with the empty repos `alice/NAME` for each name (HEAD on
-    /// `main`, as `vole repo create` makes them).
-    fn start(repos: &[&str]) -> Forge {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        for repo in repos {
-            let created = run_vole(&data, &["repo", "create", &format!("alice/{repo}")]);
-            assert!(created.status.success());
-        }
-        let path = dir.path().to_path_buf();
+impl std::ops::Deref for Fixture {
+    type Target = Forge;
+    fn deref(&self) -> &Forge {
+        &self.forge
+    }
+}
+
+impl Fixture {
+    fn start(repos: &[&str]) -> Fixture {
+        let names: Vec<String> = repos.iter().map(|r| format!("alice/{r}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut forge = Forge::new(&names);
         let admin = format!(
             "Authorization: Bearer {}",
-            user_token(&data, "root", true, "admin", &[])
+            user_token(&forge.data, "root", true, "admin", &[])
         );
-        Forge {
-            admin,
-            server: TestServer::builder()
-                .data(&data)
-                .arg("--anonymous-push")
-                .start(),
-            _dir: dir,
-            dir: path,
-        }
+        forge.serve(&["--anonymous-push"]);
+        Fixture { forge, admin }
     }
 
     fn url(&self, repo: &str) -> String {
-        self.server.url(&format!("/alice/{repo}.git"))
+        self.forge.url(&format!("/alice/{repo}.git"))
     }
 
     fn head(&self, repo: &str) -> String {
         std::fs::read_to_string(
-            self.server
+            self.server()
                 .data
                 .join(format!("repos/alice/{repo}.git/HEAD")),
         )
@@ -62,7 +56,7 @@ impl Forge {
     /// The ref log's `head` rows for `alice/REPO`: (branch, actor), in
     /// order, via `vole log dump --json` (the server keeps running).
     fn head_records(&self, repo: &str) -> Vec<(String, String)> {
-        let out = run_vole(&self.server.data, &["log", "dump", "--json"]);
+        let out = run_vole(&self.server().data, &["log", "dump", "--json"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let rows: Vec<serde_json::Value> = text(&out.stdout)
             .lines()
@@ -107,7 +101,7 @@ fn work_with_branches(parent: &Path, name: &str, branches: &[&str]) -> PathBuf {
 /// moves a repo to a new forge.
 #[test]
 fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
-    let forge = Forge::start(&["project"]);
+    let forge = Fixture::start(&["project"]);
     let branches = [
         "ag/bstr-migration",
         "ag/deps",
@@ -156,7 +150,7 @@ fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
     );
     // The home page shows master, and its log and archive links follow
     // it, as do the other pages' tabs.
-    let home = http(forge.server.addr, "GET /alice/project HTTP/1.1", b"");
+    let home = http(forge.server().addr, "GET /alice/project HTTP/1.1", b"");
     assert_eq!(home.status, 200);
     let home = home.text();
     assert!(home.contains("Branch: master"), "{home}");
@@ -174,7 +168,7 @@ fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
     );
     for page in ["activity", "branches", "tags"] {
         let got = http(
-            forge.server.addr,
+            forge.server().addr,
             &format!("GET /alice/project/-/{page} HTTP/1.1"),
             b"",
         );
@@ -186,7 +180,7 @@ fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
         );
     }
     let archive = http(
-        forge.server.addr,
+        forge.server().addr,
         "GET /alice/project/-/archive/master.tar.gz HTTP/1.1",
         b"",
     );
@@ -195,7 +189,7 @@ fn a_pushed_project_with_master_clones_with_a_checkout_of_master() {
 
 #[test]
 fn main_is_chosen_first_then_master_then_the_first_by_name() {
-    let forge = Forge::start(&["both", "named", "kept"]);
+    let forge = Fixture::start(&["both", "named", "kept"]);
     // main and master together: main.
     let work = work_with_branches(&forge.dir, "w1", &["master", "main"]);
     git_ok(&work, &["push", "-q", &forge.url("both"), "master", "main"]);
@@ -219,7 +213,7 @@ fn main_is_chosen_first_then_master_then_the_first_by_name() {
     assert_eq!(forge.head_records("named"), records, "HEAD did not move");
     // A HEAD left dangling before (here: by hand) is mended by the next
     // push, though it creates no branch: among the repo's branches.
-    let head_file = forge.server.data.join("repos/alice/named.git/HEAD");
+    let head_file = forge.server().data.join("repos/alice/named.git/HEAD");
     std::fs::write(&head_file, "ref: refs/heads/gone\n").unwrap();
     commit_file(&work, "later.txt", b"later");
     git_ok(&work, &["push", "-q", &forge.url("named"), "HEAD:zeta"]);
@@ -232,7 +226,7 @@ fn main_is_chosen_first_then_master_then_the_first_by_name() {
 
 #[test]
 fn deleting_the_default_branch_is_refused_with_a_reason() {
-    let forge = Forge::start(&["repo"]);
+    let forge = Fixture::start(&["repo"]);
     let work = work_with_branches(&forge.dir, "work", &["master", "other"]);
     git_ok(
         &work,
@@ -257,7 +251,7 @@ fn deleting_the_default_branch_is_refused_with_a_reason() {
 
 #[test]
 fn the_settings_read_and_move_head_to_a_branch_that_exists() {
-    let forge = Forge::start(&["repo"]);
+    let forge = Fixture::start(&["repo"]);
     let work = work_with_branches(&forge.dir, "work", &["master", "other"]);
     git_ok(
         &work,
@@ -265,7 +259,7 @@ fn the_settings_read_and_move_head_to_a_branch_that_exists() {
     );
     let settings = |method: &str, body: &str| {
         http(
-            forge.server.addr,
+            forge.server().addr,
             &format!(
                 "{method} /api/v1/repos/alice/repo/settings HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
                 forge.admin,
@@ -324,13 +318,13 @@ fn the_settings_read_and_move_head_to_a_branch_that_exists() {
 
 #[test]
 fn the_cli_reads_and_moves_the_default_branch_and_the_log_records_it() {
-    let forge = Forge::start(&["repo"]);
+    let mut forge = Fixture::start(&["repo"]);
     let work = work_with_branches(&forge.dir, "work", &["master", "other"]);
     git_ok(
         &work,
         &["push", "-q", &forge.url("repo"), "master", "other"],
     );
-    let data = &forge.server.data.clone();
+    let data = &forge.server().data.clone();
     let shown = run_vole(data, &["repo", "default-branch", "alice/repo"]);
     assert!(shown.status.success(), "{}", text(&shown.stderr));
     assert_eq!(text(&shown.stdout).trim(), "master");
@@ -355,10 +349,10 @@ fn the_cli_reads_and_moves_the_default_branch_and_the_log_records_it() {
         "the CLI's change of HEAD is not in the ref log"
     );
     // The web home follows HEAD.
-    let home = http(forge.server.addr, "GET /alice/repo HTTP/1.1", b"");
+    let home = http(forge.server().addr, "GET /alice/repo HTTP/1.1", b"");
     assert!(home.text().contains("other.txt"), "{}", home.text());
     // The record survives a restart (the log replays a `head` row).
-    forge.server.stop();
+    forge.forge.take_server().expect("it runs").stop();
     let dump = run_vole(data, &["log", "dump"]);
     assert!(
         text(&dump.stdout).contains("refs/heads/other") && text(&dump.stdout).contains(" head "),

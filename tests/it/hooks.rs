@@ -12,85 +12,21 @@ use vole_log::Log;
 
 use crate::support::*;
 
-struct Forge {
-    server: Option<TestServer>,
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-    data: PathBuf,
-    flags: Vec<String>,
-}
-
-impl Forge {
-    fn start(flags: &[&str]) -> Forge {
-        let dir = tempfile::tempdir().unwrap();
-        let data = data_with_repo(dir.path());
-        let mut forge = Forge {
-            server: None,
-            dir: dir.path().to_path_buf(),
-            _dir: dir,
-            data,
-            flags: flags.iter().map(|f| f.to_string()).collect(),
-        };
-        forge.restart();
-        forge
-    }
-
-    fn restart(&mut self) {
-        if let Some(server) = self.server.take() {
-            server.stop();
-        }
-        let mut builder = TestServer::builder()
-            .data(&self.data)
-            .arg("--anonymous-push");
-        for flag in &self.flags {
-            builder = builder.arg(flag);
-        }
-        self.server = Some(builder.start());
-    }
-
-    fn server(&self) -> &TestServer {
-        self.server.as_ref().expect("running")
-    }
-
-    fn url(&self) -> String {
-        self.server().url("/alice/repo.git")
-    }
-
-    fn bare(&self) -> PathBuf {
-        self.data.join("repos/alice/repo.git")
-    }
-
-    /// The ref log's rows, via `vole log dump --json` (works while serving).
-    fn log_rows(&self) -> Vec<Value> {
-        let out = run_vole(&self.data, &["log", "dump", "--json"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|row| row["log"] == "refs")
-            .collect()
-    }
-
-    /// (seq, ref, old, new) of the committed rows.
-    fn committed(&self) -> Vec<(u64, String, Option<String>, Option<String>)> {
-        self.log_rows()
-            .into_iter()
-            .filter(|r| r["phase"] == "committed")
-            .map(|r| {
-                (
-                    r["seq"].as_u64().unwrap(),
-                    r["ref"].as_str().unwrap().to_string(),
-                    r["old"].as_str().map(str::to_string),
-                    r["new"].as_str().map(str::to_string),
-                )
-            })
-            .collect()
-    }
+/// (seq, ref, old, new) of the ref log's committed rows.
+fn committed(forge: &Forge) -> Vec<(u64, String, Option<String>, Option<String>)> {
+    forge
+        .ref_log_rows()
+        .into_iter()
+        .filter(|r| r["phase"] == "committed")
+        .map(|r| {
+            (
+                r["seq"].as_u64().unwrap(),
+                r["ref"].as_str().unwrap().to_string(),
+                r["old"].as_str().map(str::to_string),
+                r["new"].as_str().map(str::to_string),
+            )
+        })
+        .collect()
 }
 
 fn head(dir: &Path, rev: &str) -> String {
@@ -99,9 +35,9 @@ fn head(dir: &Path, rev: &str) -> String {
 
 #[test]
 fn the_log_holds_exactly_the_pushed_moves() {
-    let forge = Forge::start(&[]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    let url = forge.url();
+    let url = forge.url("/alice/repo.git");
     let c1 = head(&work, "HEAD");
     git_ok(&work, &["push", &url, "HEAD:main"]); // create
     let c2 = commit_file(&work, "a.txt", b"a");
@@ -127,7 +63,7 @@ fn the_log_holds_exactly_the_pushed_moves() {
         ],
     );
 
-    let rows = forge.committed();
+    let rows = committed(&forge);
     let moves: Vec<(String, Option<String>, Option<String>)> = rows
         .iter()
         .map(|(_, r, o, n)| (r.clone(), o.clone(), n.clone()))
@@ -154,7 +90,7 @@ fn the_log_holds_exactly_the_pushed_moves() {
         "atomic push split over {atomic:?}"
     );
     // Every committed move was prepared (durably) first, in the same push.
-    let all = forge.log_rows();
+    let all = forge.ref_log_rows();
     for row in all.iter().filter(|r| r["phase"] == "committed") {
         let prepared = all.iter().find(|p| {
             p["phase"] == "prepared" && p["push_id"] == row["push_id"] && p["ref"] == row["ref"]
@@ -168,11 +104,14 @@ fn the_log_holds_exactly_the_pushed_moves() {
 
 #[test]
 fn pushes_to_refs_meta_and_non_fast_forwards_to_protected_branches_are_refused() {
-    let forge = Forge::start(&["--protected-branch", "main"]);
+    let forge = Forge::start(
+        &["alice/repo"],
+        &["--anonymous-push", "--protected-branch", "main"],
+    );
     let work = worktree(&forge.dir, "work");
-    let url = forge.url();
+    let url = forge.url("/alice/repo.git");
     git_ok(&work, &["push", &url, "HEAD:main"]);
-    let before = forge.log_rows().len();
+    let before = forge.ref_log_rows().len();
 
     let meta = git(&work, &["push", &url, "HEAD:refs/meta/shards/00"]);
     assert!(!meta.status.success());
@@ -181,7 +120,10 @@ fn pushes_to_refs_meta_and_non_fast_forwards_to_protected_branches_are_refused()
         "{}",
         text(&meta.stderr)
     );
-    assert_eq!(ref_value(&forge.bare(), "refs/meta/shards/00"), None);
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/meta/shards/00"),
+        None
+    );
 
     let main = head(&work, "HEAD");
     git_ok(&work, &["commit", "-q", "--amend", "-m", "rewritten"]);
@@ -201,11 +143,11 @@ fn pushes_to_refs_meta_and_non_fast_forwards_to_protected_branches_are_refused()
         text(&deleted.stderr)
     );
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/main"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
         Some(main.clone())
     );
     assert_eq!(
-        forge.log_rows().len(),
+        forge.ref_log_rows().len(),
         before,
         "a refused push reached the log"
     );
@@ -227,11 +169,11 @@ fn pushes_to_refs_meta_and_non_fast_forwards_to_protected_branches_are_refused()
 
 #[test]
 fn when_the_hook_cannot_reach_the_server_the_push_fails_and_nothing_moves() {
-    let forge = Forge::start(&[]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     // The repo's own pre-receive hook runs after vole's checks passed; this
     // one takes the control socket away, so the reference-transaction hook
     // that follows cannot reach the server.
-    let hook = forge.bare().join("hooks/pre-receive");
+    let hook = forge.bare("alice/repo").join("hooks/pre-receive");
     write_script(
         &hook,
         &format!(
@@ -240,7 +182,7 @@ fn when_the_hook_cannot_reach_the_server_the_push_fails_and_nothing_moves() {
         ),
     );
     let work = worktree(&forge.dir, "work");
-    let pushed = git(&work, &["push", &forge.url(), "HEAD:main"]);
+    let pushed = git(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
     assert!(
         !pushed.status.success(),
         "the push succeeded without being recorded"
@@ -251,7 +193,7 @@ fn when_the_hook_cannot_reach_the_server_the_push_fails_and_nothing_moves() {
         text(&pushed.stderr)
     );
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/main"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
         None,
         "a ref moved without a durable record"
     );
@@ -259,23 +201,49 @@ fn when_the_hook_cannot_reach_the_server_the_push_fails_and_nothing_moves() {
 
 #[test]
 fn refs_moved_outside_vole_are_reconciled_at_start_and_only_once() {
-    let mut forge = Forge::start(&[]);
+    let mut forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
-    git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/side"]);
+    git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
+    git_ok(
+        &work,
+        &[
+            "push",
+            &forge.url("/alice/repo.git"),
+            "HEAD:refs/heads/side",
+        ],
+    );
     let c1 = head(&work, "HEAD");
     let c2 = commit_file(&work, "x.txt", b"x");
-    git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/side"]);
-    forge.server.take().unwrap().stop();
+    git_ok(
+        &work,
+        &[
+            "push",
+            &forge.url("/alice/repo.git"),
+            "HEAD:refs/heads/side",
+        ],
+    );
+    forge.take_server().unwrap().stop();
 
     // Behind vole's back: move main, delete side, add a tag; and touch
     // refs/meta, which is the server's own and never reconciled. None of
     // them leaves a ref as a lost write would (empty, or back at the last
     // committed move's old value: side's was c1), so none is restored.
-    git_ok(&forge.bare(), &["update-ref", "refs/heads/main", &c2]);
-    git_ok(&forge.bare(), &["update-ref", "-d", "refs/heads/side"]);
-    git_ok(&forge.bare(), &["update-ref", "refs/tags/manual", &c1]);
-    git_ok(&forge.bare(), &["update-ref", "refs/meta/shards/00", &c1]);
+    git_ok(
+        &forge.bare("alice/repo"),
+        &["update-ref", "refs/heads/main", &c2],
+    );
+    git_ok(
+        &forge.bare("alice/repo"),
+        &["update-ref", "-d", "refs/heads/side"],
+    );
+    git_ok(
+        &forge.bare("alice/repo"),
+        &["update-ref", "refs/tags/manual", &c1],
+    );
+    git_ok(
+        &forge.bare("alice/repo"),
+        &["update-ref", "refs/meta/shards/00", &c1],
+    );
     forge.restart();
     let log = forge.server().log.clone();
     assert!(
@@ -292,7 +260,7 @@ fn refs_moved_outside_vole_are_reconciled_at_start_and_only_once() {
         .is_some()
     );
     let reconciled: Vec<(String, Option<String>, Option<String>)> = forge
-        .log_rows()
+        .ref_log_rows()
         .into_iter()
         .filter(|r| r["phase"] == "reconciled")
         .map(|r| {
@@ -340,27 +308,55 @@ fn refs_moved_outside_vole_are_reconciled_at_start_and_only_once() {
 
 #[test]
 fn committed_ref_writes_the_disk_lost_are_restored_at_start_and_other_moves_reconciled() {
-    let mut forge = Forge::start(&[]);
+    let mut forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     let c1 = head(&work, "HEAD");
     for branch in ["main", "side", "third"] {
-        git_ok(&work, &["push", &forge.url(), &format!("HEAD:{branch}")]);
+        git_ok(
+            &work,
+            &[
+                "push",
+                &forge.url("/alice/repo.git"),
+                &format!("HEAD:{branch}"),
+            ],
+        );
     }
     let c2 = commit_file(&work, "two.txt", b"2");
     for branch in ["main", "side", "third"] {
-        git_ok(&work, &["push", &forge.url(), &format!("HEAD:{branch}")]);
+        git_ok(
+            &work,
+            &[
+                "push",
+                &forge.url("/alice/repo.git"),
+                &format!("HEAD:{branch}"),
+            ],
+        );
     }
     // A creation in a new directory, and a commit that only `other` holds.
-    git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/fresh/one"]);
+    git_ok(
+        &work,
+        &[
+            "push",
+            &forge.url("/alice/repo.git"),
+            "HEAD:refs/heads/fresh/one",
+        ],
+    );
     let c3 = commit_file(&work, "three.txt", b"3");
-    git_ok(&work, &["push", &forge.url(), "HEAD:refs/heads/other"]);
-    forge.server.take().unwrap().stop();
+    git_ok(
+        &work,
+        &[
+            "push",
+            &forge.url("/alice/repo.git"),
+            "HEAD:refs/heads/other",
+        ],
+    );
+    forge.take_server().unwrap().stop();
 
     // What a power cut leaves of writes that were never synced, behind
     // vole's back: main's file empty, side back at its old value, fresh/one
     // gone with its directory (a lost creation); and third moved to a third
     // value, which no lost write explains.
-    let bare = forge.bare();
+    let bare = forge.bare("alice/repo");
     std::fs::write(bare.join("refs/heads/main"), b"").unwrap();
     std::fs::write(bare.join("refs/heads/side"), format!("{c1}\n")).unwrap();
     std::fs::remove_dir_all(bare.join("refs/heads/fresh")).unwrap();
@@ -398,7 +394,7 @@ fn committed_ref_writes_the_disk_lost_are_restored_at_start_and_other_moves_reco
     let fsck = git(&bare, &["fsck", "--no-dangling"]);
     assert!(fsck.status.success(), "{}", text(&fsck.stderr));
 
-    let rows = forge.log_rows();
+    let rows = forge.ref_log_rows();
     let phase_rows = |phase: &str| -> Vec<(String, Option<String>, Option<String>)> {
         let mut found: Vec<_> = rows
             .iter()
@@ -444,24 +440,24 @@ fn committed_ref_writes_the_disk_lost_are_restored_at_start_and_other_moves_reco
         forge.server().log.all()
     );
     let c4 = commit_file(&work, "four.txt", b"4");
-    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
     assert_eq!(ref_value(&bare, "refs/heads/main"), Some(c4));
 }
 
 #[test]
 fn an_unreadable_ref_is_restored_from_the_log_even_after_a_compaction() {
-    let mut forge = Forge::start(&[]);
+    let mut forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
     let c1 = head(&work, "HEAD");
     // A compaction keeps values, not moves: the last committed move of
     // main is gone from the log, its value is in the checkpoint.
     let compacted = run_vole(&forge.data, &["log", "compact", "--keep", "0"]);
     assert!(compacted.status.success(), "{}", text(&compacted.stderr));
-    forge.server.take().unwrap().stop();
-    std::fs::write(forge.bare().join("refs/heads/main"), b"").unwrap();
+    forge.take_server().unwrap().stop();
+    std::fs::write(forge.bare("alice/repo").join("refs/heads/main"), b"").unwrap();
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/main"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
         None,
         "anti-vacuity"
     );
@@ -475,20 +471,26 @@ fn an_unreadable_ref_is_restored_from_the_log_even_after_a_compaction() {
         "{}",
         forge.server().log.all()
     );
-    assert_eq!(ref_value(&forge.bare(), "refs/heads/main"), Some(c1));
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
+        Some(c1)
+    );
 }
 
 #[test]
 fn pushes_keep_the_pack_count_bounded_without_gits_auto_gc() {
-    let forge = Forge::start(&[]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     // Each push through vole writes one pack; past 32 vole repacks.
     for i in 0..40 {
         commit_file(&work, "n.txt", format!("{i}").as_bytes());
-        git_ok(&work, &["push", "-q", &forge.url(), "HEAD:main"]);
+        git_ok(
+            &work,
+            &["push", "-q", &forge.url("/alice/repo.git"), "HEAD:main"],
+        );
     }
     let packs = || {
-        files_in(&forge.bare().join("objects/pack"))
+        files_in(&forge.bare("alice/repo").join("objects/pack"))
             .iter()
             .filter(|p| p.extension().is_some_and(|x| x == "pack"))
             .count()
@@ -500,29 +502,32 @@ fn pushes_keep_the_pack_count_bounded_without_gits_auto_gc() {
         forge.server().log.all()
     );
     // git's own gc never ran (it would leave gc.pid or gc.log).
-    assert!(!forge.bare().join("gc.pid").exists() && !forge.bare().join("gc.log").exists());
-    let fsck = git(&forge.bare(), &["fsck", "--no-dangling"]);
+    assert!(
+        !forge.bare("alice/repo").join("gc.pid").exists()
+            && !forge.bare("alice/repo").join("gc.log").exists()
+    );
+    let fsck = git(&forge.bare("alice/repo"), &["fsck", "--no-dangling"]);
     assert!(fsck.status.success(), "{}", text(&fsck.stderr));
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/main"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
         Some(head(&work, "HEAD"))
     );
 }
 
 #[test]
 fn a_lost_ref_write_whose_objects_are_gone_is_reconciled_not_restored() {
-    let mut forge = Forge::start(&[]);
+    let mut forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
     let c1 = head(&work, "HEAD");
-    let packs_before: Vec<PathBuf> = files_in(&forge.bare().join("objects/pack"));
+    let packs_before: Vec<PathBuf> = files_in(&forge.bare("alice/repo").join("objects/pack"));
     let c2 = commit_file(&work, "two.txt", b"2");
-    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
-    forge.server.take().unwrap().stop();
+    git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
+    forge.take_server().unwrap().stop();
     // The ref back at its old value, as a lost write leaves it, but the
     // pack that brought c2 gone too: restoring would point main at
     // nothing.
-    let bare = forge.bare();
+    let bare = forge.bare("alice/repo");
     std::fs::write(bare.join("refs/heads/main"), format!("{c1}\n")).unwrap();
     let new_packs: Vec<PathBuf> = files_in(&bare.join("objects/pack"))
         .into_iter()
@@ -552,17 +557,17 @@ fn a_lost_ref_write_whose_objects_are_gone_is_reconciled_not_restored() {
 
 #[test]
 fn a_prepared_transaction_left_by_a_crash_is_resolved_from_the_disk() {
-    let mut forge = Forge::start(&[]);
+    let mut forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+    git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
     let c1 = head(&work, "HEAD");
     let c2 = commit_file(&work, "y.txt", b"y");
-    forge.server.take().unwrap().stop();
+    forge.take_server().unwrap().stop();
     // A crash between prepared and committed: the prepared record is in the
     // log, git moved main, no outcome was written. And one that git never
     // carried out.
     git_ok(
-        &forge.bare(),
+        &forge.bare("alice/repo"),
         &[
             "fetch",
             "-q",
@@ -604,7 +609,7 @@ fn a_prepared_transaction_left_by_a_crash_is_resolved_from_the_disk() {
             )
             .is_some()
     );
-    let rows = forge.log_rows();
+    let rows = forge.ref_log_rows();
     let outcome = |push_id: u64| {
         rows.iter()
             .find(|r| r["push_id"] == push_id && r["phase"] != "prepared")
@@ -625,20 +630,19 @@ fn a_prepared_transaction_left_by_a_crash_is_resolved_from_the_disk() {
 
 #[test]
 fn a_kill_9_right_after_an_acknowledged_push_loses_no_logged_move() {
-    let mut forge = Forge::start(&[]);
+    let mut forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     let mut expected = Vec::new();
     for i in 0..5 {
         let c = commit_file(&work, &format!("k{i}.txt"), b"k");
-        git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+        git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
         expected.push(c);
     }
-    let server = forge.server.take().unwrap();
+    let server = forge.take_server().unwrap();
     signal(server.pid(), 9);
     drop(server);
     forge.restart();
-    let committed: Vec<String> = forge
-        .committed()
+    let committed: Vec<String> = committed(&forge)
         .into_iter()
         .filter_map(|(_, _, _, new)| new)
         .collect();
@@ -657,12 +661,12 @@ fn a_kill_9_right_after_an_acknowledged_push_loses_no_logged_move() {
 
 #[test]
 fn the_activity_api_lists_recent_moves_newest_first_with_pagination() {
-    let forge = Forge::start(&[]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     let mut pushed = Vec::new();
     for i in 0..5 {
         pushed.push(commit_file(&work, &format!("p{i}.txt"), b"p"));
-        git_ok(&work, &["push", &forge.url(), "HEAD:main"]);
+        git_ok(&work, &["push", &forge.url("/alice/repo.git"), "HEAD:main"]);
     }
     // The first request after the pusher heard "ok" already sees the move.
     let addr = forge.server().addr;

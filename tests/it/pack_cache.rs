@@ -13,47 +13,49 @@ use serde_json::Value;
 
 use crate::support::*;
 
-struct Forge {
-    dir: tempfile::TempDir,
-    server: TestServer,
+/// The shared fixture on `alice/repo` (and `alice/other`, `alice/third`),
+/// with a server admin's token.
+struct Fixture {
+    forge: Forge,
     admin: String,
 }
 
-impl Forge {
-    /// A server on `alice/repo` (and `alice/other`, `alice/third`) with
-    /// `flags`.
-    fn start(flags: &[&str]) -> Forge {
-        let dir = tempfile::tempdir().unwrap();
-        let data = data_with_repo(dir.path());
-        for repo in ["alice/other", "alice/third"] {
-            assert!(run_vole(&data, &["repo", "create", repo]).status.success());
-        }
-        let admin = user_token(&data, "root", true, "admin", &[]);
-        Forge {
-            server: serve(&data, flags),
-            dir,
-            admin,
-        }
+impl std::ops::Deref for Fixture {
+    type Target = Forge;
+    fn deref(&self) -> &Forge {
+        &self.forge
+    }
+}
+
+/// Every server here takes anonymous pushes, and `flags`.
+fn with_anonymous_push<'a>(flags: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["--anonymous-push"];
+    all.extend_from_slice(flags);
+    all
+}
+
+impl Fixture {
+    /// A server on the three repos with `flags`.
+    fn start(flags: &[&str]) -> Fixture {
+        let mut forge = Forge::new(&["alice/repo", "alice/other", "alice/third"]);
+        let admin = user_token(&forge.data, "root", true, "admin", &[]);
+        forge.serve(&with_anonymous_push(flags));
+        Fixture { forge, admin }
     }
 
-    fn restart(self, flags: &[&str]) -> Forge {
-        let Forge { dir, server, admin } = self;
-        let data = server.data.clone();
-        drop(server);
-        Forge {
-            server: serve(&data, flags),
-            dir,
-            admin,
-        }
+    /// The server started again, with `flags`.
+    fn restart(mut self, flags: &[&str]) -> Fixture {
+        self.forge.restart_with(&with_anonymous_push(flags));
+        self
     }
 
     fn url(&self, repo: &str) -> String {
-        self.server.url(&format!("/{repo}.git"))
+        self.forge.url(&format!("/{repo}.git"))
     }
 
     fn stats(&self) -> Value {
         let r = http(
-            self.server.addr,
+            self.server().addr,
             &format!(
                 "GET /api/v1/stats HTTP/1.1\r\nAuthorization: Bearer {}",
                 self.admin
@@ -80,13 +82,13 @@ impl Forge {
     }
 
     fn clone(&self, repo: &str, target: &str, extra: &[&str]) -> PathBuf {
-        let path = self.dir.path().join(target);
+        let path = self.dir.as_path().join(target);
         let mut args = vec!["clone", "-q"];
         args.extend_from_slice(extra);
         let url = self.url(repo);
         args.push(&url);
         args.push(path.to_str().unwrap());
-        let out = git(self.dir.path(), &args);
+        let out = git(self.dir.as_path(), &args);
         assert!(
             out.status.success(),
             "clone {target}: {}",
@@ -94,15 +96,6 @@ impl Forge {
         );
         path
     }
-}
-
-/// `vole serve --anonymous-push FLAGS` on `data`.
-fn serve(data: &Path, flags: &[&str]) -> TestServer {
-    let mut builder = TestServer::builder().data(data).arg("--anonymous-push");
-    for flag in flags {
-        builder = builder.arg(flag);
-    }
-    builder.start()
 }
 
 /// `count` files of `size` random bytes each.
@@ -129,8 +122,8 @@ fn pack_of(clone: &Path) -> Vec<u8> {
 
 #[test]
 fn a_hit_serves_exactly_the_bytes_the_miss_made() {
-    let forge = Forge::start(&[]);
-    let work = worktree(forge.dir.path(), "work");
+    let forge = Fixture::start(&[]);
+    let work = worktree(forge.dir.as_path(), "work");
     forge.publish(&work, "alice/repo", &random_files(20, 20_000, 1));
     let first = forge.clone("alice/repo", "first", &["--bare"]);
     // git honoured the hook from vole's GIT_CONFIG_COUNT settings: the
@@ -170,9 +163,9 @@ fn a_hit_serves_exactly_the_bytes_the_miss_made() {
     // the key's unit test: git would fetch a missing tag in a second
     // request anyway).
     let fetch_main = |name: &str| {
-        let repo = forge.dir.path().join(name);
+        let repo = forge.dir.as_path().join(name);
         git_ok(
-            forge.dir.path(),
+            forge.dir.as_path(),
             &["init", "-q", "--bare", repo.to_str().unwrap()],
         );
         git_ok(
@@ -206,15 +199,15 @@ fn a_hit_serves_exactly_the_bytes_the_miss_made() {
 
 #[test]
 fn identical_requests_at_once_run_pack_objects_once() {
-    let forge = Forge::start(&[]);
-    let work = worktree(forge.dir.path(), "work");
+    let forge = Fixture::start(&[]);
+    let work = worktree(forge.dir.as_path(), "work");
     // Big enough that the pack takes a while to make.
     forge.publish(&work, "alice/repo", &random_files(24, 1 << 20, 7));
     let clones: Vec<_> = (0..4)
         .map(|i| {
-            let target = forge.dir.path().join(format!("c{i}"));
+            let target = forge.dir.as_path().join(format!("c{i}"));
             let url = forge.url("alice/repo");
-            let dir = forge.dir.path().to_path_buf();
+            let dir = forge.dir.as_path().to_path_buf();
             std::thread::spawn(move || {
                 let out = git(
                     &dir,
@@ -245,13 +238,13 @@ fn identical_requests_at_once_run_pack_objects_once() {
 
 #[test]
 fn a_kill_9_mid_write_leaves_nothing_a_later_request_is_served() {
-    let forge = Forge::start(&[]);
-    let work = worktree(forge.dir.path(), "work");
+    let forge = Fixture::start(&[]);
+    let work = worktree(forge.dir.as_path(), "work");
     forge.publish(&work, "alice/repo", &random_files(48, 1 << 20, 11));
-    let cache = forge.server.data.join("cache/packs");
+    let cache = forge.server().data.join("cache/packs");
     let url = forge.url("alice/repo");
-    let target = forge.dir.path().join("cut");
-    let mut clone = git_command(forge.dir.path())
+    let target = forge.dir.as_path().join("cut");
+    let mut clone = git_command(forge.dir.as_path())
         .args(["clone", "-q", "--bare", &url, target.to_str().unwrap()])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -264,7 +257,7 @@ fn a_kill_9_mid_write_leaves_nothing_a_later_request_is_served() {
             .any(|p| p.extension().is_some_and(|e| e == "tmp"))
     });
     assert!(caught, "the pack was never seen being written");
-    signal(forge.server.vole_pid(), 9);
+    signal(forge.server().vole_pid(), 9);
     let _ = clone.wait();
     let forge = forge.restart(&[]);
     assert!(
@@ -284,12 +277,12 @@ fn a_kill_9_mid_write_leaves_nothing_a_later_request_is_served() {
 
 #[test]
 fn eviction_holds_the_byte_bound() {
-    let forge = Forge::start(&["--pack-cache-size", "700KiB"]);
+    let forge = Fixture::start(&["--pack-cache-size", "700KiB"]);
     for (i, repo) in ["alice/repo", "alice/other", "alice/third"]
         .iter()
         .enumerate()
     {
-        let work = worktree(forge.dir.path(), &format!("w{i}"));
+        let work = worktree(forge.dir.as_path(), &format!("w{i}"));
         forge.publish(&work, repo, &random_files(6, 100_000, 100 + i as u64 * 10));
         forge.clone(repo, &format!("c{i}"), &["--bare"]);
     }
@@ -297,7 +290,7 @@ fn eviction_holds_the_byte_bound() {
     let bytes = stats["bytes"].as_u64().unwrap();
     assert!(bytes <= 700 * 1024, "{stats}");
     assert!(stats["evictions"].as_u64().unwrap() >= 1, "{stats}");
-    let on_disk: u64 = files_in(&forge.server.data.join("cache/packs"))
+    let on_disk: u64 = files_in(&forge.server().data.join("cache/packs"))
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .sum();
@@ -307,8 +300,8 @@ fn eviction_holds_the_byte_bound() {
 
 #[test]
 fn shallow_partial_and_incremental_fetches_through_the_cache_are_correct() {
-    let forge = Forge::start(&[]);
-    let work = worktree(forge.dir.path(), "work");
+    let forge = Fixture::start(&[]);
+    let work = worktree(forge.dir.as_path(), "work");
     for round in 0..3 {
         forge.publish(
             &work,
@@ -360,15 +353,15 @@ fn shallow_partial_and_incremental_fetches_through_the_cache_are_correct() {
 fn the_first_client_going_away_does_not_fail_a_follower() {
     // The counters are polled every 20 ms while the follower joins, past
     // the default API rate of the admin's token on a busy machine.
-    let forge = Forge::start(&["--api-rate", "100000"]);
-    let work = worktree(forge.dir.path(), "work");
+    let forge = Fixture::start(&["--api-rate", "100000"]);
+    let work = worktree(forge.dir.as_path(), "work");
     forge.publish(&work, "alice/repo", &random_files(64, 1 << 20, 21));
-    let cache = forge.server.data.join("cache/packs");
+    let cache = forge.server().data.join("cache/packs");
     let url = forge.url("alice/repo");
     let clone_of = |name: &str| {
-        git_command(forge.dir.path())
+        git_command(forge.dir.as_path())
             .args(["clone", "-q", "--bare", &url])
-            .arg(forge.dir.path().join(name))
+            .arg(forge.dir.as_path().join(name))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -430,7 +423,7 @@ fn the_first_client_going_away_does_not_fail_a_follower() {
             "the follower failed when the first client went away: {}",
             text(&out.stderr)
         );
-        fsck(&forge.dir.path().join(format!("follower{attempt}")));
+        fsck(&forge.dir.as_path().join(format!("follower{attempt}")));
         if !still_made {
             continue;
         }
@@ -457,11 +450,11 @@ fn the_first_client_going_away_does_not_fail_a_follower() {
 /// drops an expired entry (and its file) by itself.
 #[test]
 fn an_expired_pack_is_dropped_from_an_idle_server() {
-    let forge = Forge::start(&["--pack-cache-max-age", "1s"]);
-    let work = worktree(forge.dir.path(), "work");
+    let forge = Fixture::start(&["--pack-cache-max-age", "1s"]);
+    let work = worktree(forge.dir.as_path(), "work");
     forge.publish(&work, "alice/repo", &random_files(2, 50_000, 61));
     forge.clone("alice/repo", "clone", &["--bare"]);
-    let cache = forge.server.data.join("cache/packs");
+    let cache = forge.server().data.join("cache/packs");
     assert_eq!(files_in(&cache).len(), 1, "the pack was not cached");
     assert!(
         eventually(Duration::from_secs(20), || files_in(&cache).is_empty()
@@ -474,10 +467,10 @@ fn an_expired_pack_is_dropped_from_an_idle_server() {
 
 #[test]
 fn a_cache_that_cannot_be_used_never_fails_a_clone() {
-    let forge = Forge::start(&[]);
-    let work = worktree(forge.dir.path(), "work");
+    let forge = Fixture::start(&[]);
+    let work = worktree(forge.dir.as_path(), "work");
     forge.publish(&work, "alice/repo", &random_files(4, 50_000, 31));
-    let cache = forge.server.data.join("cache/packs");
+    let cache = forge.server().data.join("cache/packs");
     // An entry cut short on disk (a failing disk, a hand in the
     // directory): not served, made again.
     forge.clone("alice/repo", "first", &["--bare"]);
@@ -517,23 +510,17 @@ fn a_cache_that_cannot_be_used_never_fails_a_clone() {
 /// output starts with what went out, and sends the rest.
 #[test]
 fn a_cache_write_failing_mid_pack_fails_no_clone() {
-    let forge = Forge::start(&[]);
-    let work = worktree(forge.dir.path(), "work");
+    let mut forge = Fixture::start(&[]);
+    let work = worktree(forge.dir.as_path(), "work");
     forge.publish(&work, "alice/repo", &random_files(8, 1 << 20, 51));
-    let Forge { dir, server, admin } = forge;
-    let data = server.data.clone();
-    drop(server);
     // Room for 2 MiB of the 8 MiB pack in the cache file; the repo's files
     // are only read, and the logs stay small.
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .file_size_limit(2 << 20)
-        .start();
-    let forge = Forge { dir, server, admin };
-    let clone = forge.dir.path().join("clone");
+    forge
+        .forge
+        .restart_built(|builder| builder.file_size_limit(2 << 20));
+    let clone = forge.dir.as_path().join("clone");
     let out = git(
-        forge.dir.path(),
+        forge.dir.as_path(),
         &[
             "clone",
             "--bare",

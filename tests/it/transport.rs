@@ -11,45 +11,11 @@ use std::time::{Duration, Instant};
 
 use crate::support::*;
 
-struct Forge {
-    server: TestServer,
-    _dir: tempfile::TempDir,
-    dir: PathBuf,
-}
-
-impl Forge {
-    /// A server with repo `alice/repo` and the given extra flags.
-    fn start(flags: &[&str]) -> Forge {
-        let dir = tempfile::tempdir().unwrap();
-        let data = dir.path().join("data");
-        let created = run_vole(&data, &["repo", "create", "alice/repo"]);
-        assert!(created.status.success());
-        let mut builder = TestServer::builder().data(&data);
-        for flag in flags {
-            builder = builder.arg(flag);
-        }
-        let path = dir.path().to_path_buf();
-        Forge {
-            server: builder.start(),
-            _dir: dir,
-            dir: path,
-        }
-    }
-
-    fn url(&self, suffix: &str) -> String {
-        self.server.url(&format!("/alice/repo{suffix}"))
-    }
-
-    fn bare(&self) -> PathBuf {
-        self.server.data.join("repos/alice/repo.git")
-    }
-}
-
 #[test]
 fn every_basic_operation_works_over_protocol_v2_and_v0() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    for (version, url) in [("2", forge.url(".git")), ("0", forge.url(""))] {
+    for (version, url) in [("2", repo_url(&forge, ".git")), ("0", repo_url(&forge, ""))] {
         let v = format!("protocol.version={version}");
         let branch = format!("topic-v{version}");
         let tag = format!("v{version}.0");
@@ -76,11 +42,11 @@ fn every_basic_operation_works_over_protocol_v2_and_v0() {
         git_ok(&work, &["-c", &v, "push", &url, &tag]);
         let head = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
         assert_eq!(
-            ref_value(&forge.bare(), &format!("refs/heads/{branch}")),
+            ref_value(&forge.bare("alice/repo"), &format!("refs/heads/{branch}")),
             Some(head.clone())
         );
         assert_eq!(
-            ref_value(&forge.bare(), &format!("refs/tags/{tag}")),
+            ref_value(&forge.bare("alice/repo"), &format!("refs/tags/{tag}")),
             Some(head.clone())
         );
 
@@ -122,7 +88,7 @@ fn every_basic_operation_works_over_protocol_v2_and_v0() {
         // force-push (rewind) and delete
         git_ok(&work, &["-c", &v, "push", "--force", &url, "HEAD~1:main"]);
         assert_eq!(
-            ref_value(&forge.bare(), "refs/heads/main"),
+            ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
             Some(head.clone())
         );
         git_ok(
@@ -130,7 +96,7 @@ fn every_basic_operation_works_over_protocol_v2_and_v0() {
             &["-c", &v, "push", &url, &format!(":refs/heads/{branch}")],
         );
         assert_eq!(
-            ref_value(&forge.bare(), &format!("refs/heads/{branch}")),
+            ref_value(&forge.bare("alice/repo"), &format!("refs/heads/{branch}")),
             None
         );
         git_ok(&work, &["reset", "-q", "--hard", &next]);
@@ -139,7 +105,7 @@ fn every_basic_operation_works_over_protocol_v2_and_v0() {
 
 #[test]
 fn shallow_and_partial_clones_work_over_v2_and_v0() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     for i in 0..3 {
         commit_file(
@@ -148,7 +114,7 @@ fn shallow_and_partial_clones_work_over_v2_and_v0() {
             format!("content {i}").as_bytes(),
         );
     }
-    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    git_ok(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     for version in ["2", "0"] {
         let v = format!("protocol.version={version}");
         let shallow = format!("shallow-v{version}");
@@ -161,7 +127,7 @@ fn shallow_and_partial_clones_work_over_v2_and_v0() {
                 "-q",
                 "--depth",
                 "1",
-                &forge.url(".git"),
+                &repo_url(&forge, ".git"),
                 &shallow,
             ],
         );
@@ -182,7 +148,7 @@ fn shallow_and_partial_clones_work_over_v2_and_v0() {
                 "-q",
                 "--filter=blob:none",
                 "--no-checkout",
-                &forge.url(".git"),
+                &repo_url(&forge, ".git"),
                 &partial,
             ],
         );
@@ -208,13 +174,13 @@ fn shallow_and_partial_clones_work_over_v2_and_v0() {
 
 #[test]
 fn gzip_request_bodies_and_chunked_pushes_larger_than_the_post_buffer() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     // ~3 MiB of incompressible data: over http.postBuffer, so chunked.
     let big = commit_file(&work, "big.bin", &random_bytes(3 << 20, 7));
     let pushed = git_env(
         &work,
-        &["push", &forge.url(".git"), "HEAD:main"],
+        &["push", &repo_url(&forge, ".git"), "HEAD:main"],
         &[("GIT_TRACE_CURL", "1"), ("GIT_TRACE_CURL_NO_DATA", "1")],
     );
     assert!(pushed.status.success(), "{}", text(&pushed.stderr));
@@ -223,7 +189,10 @@ fn gzip_request_bodies_and_chunked_pushes_larger_than_the_post_buffer() {
         trace.contains("Transfer-Encoding: chunked"),
         "the push was not chunked; the test would not cover chunked bodies"
     );
-    assert_eq!(ref_value(&forge.bare(), "refs/heads/main"), Some(big));
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
+        Some(big)
+    );
 
     // Many branches with distinct tips: the clone's want list passes 1 KiB
     // and git gzips the request body.
@@ -241,7 +210,7 @@ fn gzip_request_bodies_and_chunked_pushes_larger_than_the_post_buffer() {
         );
         git_ok(&work, &["branch", &format!("b{i:03}"), oid.trim()]);
     }
-    git_ok(&work, &["push", "-q", &forge.url(".git"), "--all"]);
+    git_ok(&work, &["push", "-q", &repo_url(&forge, ".git"), "--all"]);
     for version in ["2", "0"] {
         let clone = forge.dir.join(format!("clone-v{version}"));
         let cloned = git_env(
@@ -251,7 +220,7 @@ fn gzip_request_bodies_and_chunked_pushes_larger_than_the_post_buffer() {
                 &format!("protocol.version={version}"),
                 "clone",
                 "--mirror",
-                &forge.url(".git"),
+                &repo_url(&forge, ".git"),
                 clone.to_str().unwrap(),
             ],
             &[("GIT_TRACE_CURL", "1"), ("GIT_TRACE_CURL_NO_DATA", "1")],
@@ -271,16 +240,16 @@ fn gzip_request_bodies_and_chunked_pushes_larger_than_the_post_buffer() {
 
 #[test]
 fn anonymous_push_is_asked_for_credentials_unless_anonymous_push_is_on() {
-    let forge = Forge::start(&[]);
+    let forge = Forge::start(&["alice/repo"], &[]);
     let work = worktree(&forge.dir, "work");
-    let pushed = git(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    let pushed = git(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     assert!(!pushed.status.success());
     let err = text(&pushed.stderr);
     // git was asked for credentials (a 401), and, prompts being off here,
     // says it could not get them.
     assert!(err.contains("could not read Username"), "{err}");
     let advertised = http_get(
-        forge.server.addr,
+        forge.server().addr,
         "/alice/repo.git/info/refs?service=git-receive-pack",
     );
     assert_eq!(advertised.status, 401, "{}", advertised.text());
@@ -293,16 +262,19 @@ fn anonymous_push_is_asked_for_credentials_unless_anonymous_push_is_on() {
         "the pusher is not told how to get credentials: {}",
         advertised.text()
     );
-    assert_eq!(ref_value(&forge.bare(), "refs/heads/main"), None);
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
+        None
+    );
     // Clone still works.
-    let clone = git(&forge.dir, &["clone", "-q", &forge.url(".git"), "c"]);
+    let clone = git(&forge.dir, &["clone", "-q", &repo_url(&forge, ".git"), "c"]);
     assert!(clone.status.success(), "{}", text(&clone.stderr));
 }
 
 #[test]
 fn unknown_repos_dumb_http_and_traversal_attempts_get_404() {
-    let forge = Forge::start(&["--anonymous-push"]);
-    let addr = forge.server.addr;
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
+    let addr = forge.server().addr;
     // Asked anonymously, a missing repo asks for credentials (a private
     // one answers the same).
     let missing = http_get(addr, "/alice/nope.git/info/refs?service=git-upload-pack");
@@ -319,7 +291,8 @@ fn unknown_repos_dumb_http_and_traversal_attempts_get_404() {
         &forge.dir,
         &["init", "-q", "--bare", outside.to_str().unwrap()],
     );
-    std::os::unix::fs::symlink(&outside, forge.server.data.join("repos/alice/escape.git")).unwrap();
+    std::os::unix::fs::symlink(&outside, forge.server().data.join("repos/alice/escape.git"))
+        .unwrap();
 
     for path in [
         "/alice/repo.git/HEAD",
@@ -354,8 +327,8 @@ fn unknown_repos_dumb_http_and_traversal_attempts_get_404() {
 
 #[test]
 fn a_malformed_request_body_gets_a_4xx_with_gits_reason_never_an_empty_success() {
-    let forge = Forge::start(&["--anonymous-push"]);
-    let addr = forge.server.addr;
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
+    let addr = forge.server().addr;
     for (service, ctype) in [
         ("git-upload-pack", "application/x-git-upload-pack-request"),
         ("git-receive-pack", "application/x-git-receive-pack-request"),
@@ -397,13 +370,13 @@ fn a_malformed_request_body_gets_a_4xx_with_gits_reason_never_an_empty_success()
 
 #[test]
 fn hook_stderr_reaches_the_pusher_as_remote_lines() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let state = forge.dir.join("hook-state");
     std::fs::create_dir_all(&state).unwrap();
     std::fs::write(state.join("release"), "").unwrap(); // never block
-    install_blocking_hook(&forge.bare(), &state);
+    install_blocking_hook(&forge.bare("alice/repo"), &state);
     let work = worktree(&forge.dir, "work");
-    let pushed = git(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    let pushed = git(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     assert!(pushed.status.success(), "{}", text(&pushed.stderr));
     assert!(
         text(&pushed.stderr).contains("remote: hook here: checking your push"),
@@ -417,13 +390,13 @@ fn hook_stderr_reaches_the_pusher_as_remote_lines() {
 fn blocked_push(forge: &Forge, name: &str) -> (std::process::Child, PathBuf) {
     let state = forge.dir.join(format!("hook-{name}"));
     std::fs::create_dir_all(&state).unwrap();
-    install_blocking_hook(&forge.bare(), &state);
+    install_blocking_hook(&forge.bare("alice/repo"), &state);
     let work = worktree(&forge.dir, name);
     // Its own process group, so the test can kill the whole client (git
     // push runs git-remote-http as a child, which holds the connection).
     use std::os::unix::process::CommandExt;
     let child = git_command(&work)
-        .args(["push", &forge.url(".git"), "HEAD:refs/heads/blocked"])
+        .args(["push", &repo_url(forge, ".git"), "HEAD:refs/heads/blocked"])
         .process_group(0)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -438,18 +411,21 @@ fn blocked_push(forge: &Forge, name: &str) -> (std::process::Child, PathBuf) {
 
 #[test]
 fn a_saturated_service_answers_503_with_retry_after() {
-    let forge = Forge::start(&[
-        "--anonymous-push",
-        "--receive-pack-limit",
-        "1",
-        "--queue-timeout",
-        "1s",
-    ]);
+    let forge = Forge::start(
+        &["alice/repo"],
+        &[
+            "--anonymous-push",
+            "--receive-pack-limit",
+            "1",
+            "--queue-timeout",
+            "1s",
+        ],
+    );
     let (push, state) = blocked_push(&forge, "first");
     // The one receive-pack slot is held by the blocked push.
     let started = Instant::now();
     let refused = http_get(
-        forge.server.addr,
+        forge.server().addr,
         "/alice/repo.git/info/refs?service=git-receive-pack",
     );
     assert_eq!(refused.status, 503, "{:?}", refused.text());
@@ -460,7 +436,7 @@ fn a_saturated_service_answers_503_with_retry_after() {
     );
     assert!(refused.text().contains("busy"), "{}", refused.text());
     // Clones use the other semaphore and are not affected.
-    let clone = git(&forge.dir, &["clone", "-q", &forge.url(".git"), "c"]);
+    let clone = git(&forge.dir, &["clone", "-q", &repo_url(&forge, ".git"), "c"]);
     assert!(clone.status.success(), "{}", text(&clone.stderr));
     std::fs::write(state.join("release"), "").unwrap();
     let output = wait_output(push, Duration::from_secs(60));
@@ -469,8 +445,11 @@ fn a_saturated_service_answers_503_with_retry_after() {
 
 #[test]
 fn pushes_over_the_cap_get_413_on_both_paths_and_move_nothing() {
-    let forge = Forge::start(&["--anonymous-push", "--max-push-size", "1MiB"]);
-    let addr = forge.server.addr;
+    let forge = Forge::start(
+        &["alice/repo"],
+        &["--anonymous-push", "--max-push-size", "1MiB"],
+    );
+    let addr = forge.server().addr;
     // Declared too large: refused before a byte of body is read.
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
@@ -492,7 +471,7 @@ fn pushes_over_the_cap_get_413_on_both_paths_and_move_nothing() {
     // Chunked (no Content-Length): refused while spooling.
     let work = worktree(&forge.dir, "work");
     commit_file(&work, "big.bin", &random_bytes(3 << 20, 11));
-    let pushed = git(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    let pushed = git(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     assert!(!pushed.status.success());
     assert!(
         text(&pushed.stderr).contains("HTTP 413")
@@ -501,24 +480,24 @@ fn pushes_over_the_cap_get_413_on_both_paths_and_move_nothing() {
         text(&pushed.stderr)
     );
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/main"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
         None,
         "a refused push moved a ref"
     );
     assert!(
         eventually(Duration::from_secs(5), || files_in(
-            &forge.server.data.join("tmp")
+            &forge.server().data.join("tmp")
         )
         .is_empty()),
         "spool files left: {:?}",
-        files_in(&forge.server.data.join("tmp"))
+        files_in(&forge.server().data.join("tmp"))
     );
 }
 
 #[test]
 fn a_client_that_disconnects_mid_body_leaves_no_process_spool_or_ref() {
-    let forge = Forge::start(&["--anonymous-push"]);
-    let mut stream = TcpStream::connect(forge.server.addr).unwrap();
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
+    let mut stream = TcpStream::connect(forge.server().addr).unwrap();
     write!(
         stream,
         "POST /alice/repo.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: {}\r\n\r\n",
@@ -530,13 +509,13 @@ fn a_client_that_disconnects_mid_body_leaves_no_process_spool_or_ref() {
         stream.write_all(&chunk).unwrap();
     }
     // The body is over the in-memory bound: it is being spooled to a file.
-    let tmp = forge.server.data.join("tmp");
+    let tmp = forge.server().data.join("tmp");
     assert!(
         eventually(Duration::from_secs(10), || !files_in(&tmp).is_empty()),
         "no spool file while the body arrives; the test would not observe its removal"
     );
     assert!(
-        descendants(forge.server.pid()).is_empty(),
+        descendants(forge.server().pid()).is_empty(),
         "a git child started before the body was complete"
     );
     drop(stream);
@@ -545,21 +524,21 @@ fn a_client_that_disconnects_mid_body_leaves_no_process_spool_or_ref() {
         "spool file left after the client went away: {:?}",
         files_in(&tmp)
     );
-    assert!(descendants(forge.server.pid()).is_empty());
-    let refs = git_ok(&forge.bare(), &["for-each-ref"]);
+    assert!(descendants(forge.server().pid()).is_empty());
+    let refs = git_ok(&forge.bare("alice/repo"), &["for-each-ref"]);
     assert!(refs.is_empty(), "refs moved: {refs}");
 }
 
 #[test]
 fn a_client_that_goes_away_mid_push_leaves_no_git_process_behind() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let (mut push, state) = blocked_push(&forge, "aborted");
     let hook_pid: u32 = std::fs::read_to_string(state.join("hook.pid"))
         .unwrap()
         .trim()
         .parse()
         .unwrap();
-    let children = descendants(forge.server.pid());
+    let children = descendants(forge.server().pid());
     assert!(
         children.iter().any(|(_, cmd)| cmd.contains("receive-pack")),
         "no receive-pack under the server while the push waits: {children:?}"
@@ -567,15 +546,17 @@ fn a_client_that_goes_away_mid_push_leaves_no_git_process_behind() {
     signal_group(push.id(), 9); // the client (git and its remote helper) goes away
     push.wait().unwrap();
     assert!(
-        eventually(Duration::from_secs(10), || descendants(forge.server.pid())
-            .is_empty()
+        eventually(Duration::from_secs(10), || descendants(
+            forge.server().pid()
+        )
+        .is_empty()
             && !Path::new(&format!("/proc/{hook_pid}")).exists()),
         "git processes left after the client went away: {:?}",
-        descendants(forge.server.pid())
+        descendants(forge.server().pid())
     );
     std::fs::write(state.join("release"), "").unwrap();
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/blocked"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/blocked"),
         None,
         "an aborted push moved a ref"
     );
@@ -583,14 +564,14 @@ fn a_client_that_goes_away_mid_push_leaves_no_git_process_behind() {
 
 #[test]
 fn a_killed_server_leaves_no_git_process_behind() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let (push, state) = blocked_push(&forge, "orphan");
-    let git_pids: Vec<u32> = descendants(forge.server.pid())
+    let git_pids: Vec<u32> = descendants(forge.server().pid())
         .into_iter()
         .map(|(p, _)| p)
         .collect();
     assert!(!git_pids.is_empty());
-    signal(forge.server.pid(), 9);
+    signal(forge.server().pid(), 9);
     let alive = || {
         git_pids
             .iter()
@@ -608,31 +589,37 @@ fn a_killed_server_leaves_no_git_process_behind() {
     );
     std::fs::write(state.join("release"), "").unwrap();
     let _ = wait_output(push, Duration::from_secs(30));
-    assert_eq!(ref_value(&forge.bare(), "refs/heads/blocked"), None);
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/heads/blocked"),
+        None
+    );
 }
 
 #[test]
 fn a_slow_client_neither_delays_a_clone_nor_holds_its_connection_forever() {
-    let forge = Forge::start(&[
-        "--anonymous-push",
-        "--header-read-timeout",
-        "2s",
-        "--upload-pack-limit",
-        "1",
-    ]);
+    let forge = Forge::start(
+        &["alice/repo"],
+        &[
+            "--anonymous-push",
+            "--header-read-timeout",
+            "2s",
+            "--upload-pack-limit",
+            "1",
+        ],
+    );
     let work = worktree(&forge.dir, "work");
-    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    git_ok(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     // A client trickling its headers, and one trickling a body.
-    let mut slow_headers = TcpStream::connect(forge.server.addr).unwrap();
+    let mut slow_headers = TcpStream::connect(forge.server().addr).unwrap();
     slow_headers
         .write_all(b"GET /alice/repo.git/info/refs?service=git-upl")
         .unwrap();
-    let mut slow_body = TcpStream::connect(forge.server.addr).unwrap();
+    let mut slow_body = TcpStream::connect(forge.server().addr).unwrap();
     slow_body
         .write_all(b"POST /alice/repo.git/git-upload-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-upload-pack-request\r\nContent-Length: 1000\r\n\r\n0032want ")
         .unwrap();
     let started = Instant::now();
-    let clone = git(&forge.dir, &["clone", "-q", &forge.url(".git"), "c"]);
+    let clone = git(&forge.dir, &["clone", "-q", &repo_url(&forge, ".git"), "c"]);
     assert!(clone.status.success(), "{}", text(&clone.stderr));
     assert!(
         started.elapsed() < Duration::from_secs(10),
@@ -652,12 +639,12 @@ fn a_slow_client_neither_delays_a_clone_nor_holds_its_connection_forever() {
 }
 #[test]
 fn sigterm_drains_a_push_in_flight_and_exits_0() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let mut forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let (push, state) = blocked_push(&forge, "inflight");
-    signal(forge.server.pid(), 15);
+    signal(forge.server().pid(), 15);
     assert!(
         forge
-            .server
+            .server()
             .log
             .wait_for(&["shutting down"], Duration::from_secs(10))
             .is_some()
@@ -665,7 +652,7 @@ fn sigterm_drains_a_push_in_flight_and_exits_0() {
     // New connections are refused while the push drains.
     assert!(
         eventually(Duration::from_secs(5), || TcpStream::connect(
-            forge.server.addr
+            forge.server().addr
         )
         .is_err()),
         "the server still accepts connections after SIGTERM"
@@ -677,19 +664,19 @@ fn sigterm_drains_a_push_in_flight_and_exits_0() {
         "the in-flight push failed: {}",
         text(&output.stderr)
     );
-    assert!(ref_value(&forge.bare(), "refs/heads/blocked").is_some());
-    let log = forge.server.log.clone();
-    let status = forge.server.stop();
+    assert!(ref_value(&forge.bare("alice/repo"), "refs/heads/blocked").is_some());
+    let log = forge.server().log.clone();
+    let status = forge.take_server().expect("it runs").stop();
     assert_eq!(status.code(), Some(0), "{}", log.all());
 }
 
 #[test]
 fn libgit2_clones_and_pushes() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    git_ok(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     let target = forge.dir.join("libgit2-clone");
-    let repo = git2::Repository::clone(&forge.url(".git"), &target).expect("libgit2 clone");
+    let repo = git2::Repository::clone(&repo_url(&forge, ".git"), &target).expect("libgit2 clone");
     assert!(target.join("README.md").is_file());
     // Commit with libgit2 and push with it.
     std::fs::write(target.join("lib.txt"), "from libgit2\n").unwrap();
@@ -708,7 +695,7 @@ fn libgit2_clones_and_pushes() {
         .push(&["refs/heads/main:refs/heads/main"], None)
         .expect("libgit2 push");
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/main"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
         Some(oid.to_string())
     );
 }
@@ -731,16 +718,16 @@ fn client(program: &str, script: &str, args: &[&str]) -> std::process::Output {
 
 /// Clone with `program`, commit with git, push with `program`.
 fn clone_and_push_with(program: &str, script: &str) {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     commit_file(&work, "src/lib.txt", b"library\n");
-    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    git_ok(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
 
     let clone = forge.dir.join(format!("{script}-clone"));
     let cloned = client(
         program,
         script,
-        &["clone", &forge.url(".git"), clone.to_str().unwrap()],
+        &["clone", &repo_url(&forge, ".git"), clone.to_str().unwrap()],
     );
     assert!(
         cloned.status.success(),
@@ -760,7 +747,7 @@ fn clone_and_push_with(program: &str, script: &str) {
         &[
             "push",
             clone.to_str().unwrap(),
-            &forge.url(".git"),
+            &repo_url(&forge, ".git"),
             "refs/heads/main",
         ],
     );
@@ -770,7 +757,7 @@ fn clone_and_push_with(program: &str, script: &str) {
         text(&pushed.stderr)
     );
     assert_eq!(
-        ref_value(&forge.bare(), "refs/heads/main"),
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main"),
         Some(pushed_head)
     );
 }
@@ -788,14 +775,14 @@ fn isomorphic_git_clones_and_pushes() {
 #[test]
 fn gitoxide_clones_and_fetches() {
     // gitoxide has no push yet: it clones and fetches (protocol v2).
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     let first = commit_file(&work, "g.txt", b"gix");
-    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    git_ok(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
 
     let target = forge.dir.join("gix-clone.git");
     let interrupt = std::sync::atomic::AtomicBool::new(false);
-    let (repo, _) = gix::prepare_clone_bare(forge.url(".git").as_str(), &target)
+    let (repo, _) = gix::prepare_clone_bare(repo_url(&forge, ".git").as_str(), &target)
         .expect("gix prepare clone")
         .fetch_only(gix::progress::Discard, &interrupt)
         .expect("gix clone");
@@ -808,9 +795,9 @@ fn gitoxide_clones_and_fetches() {
     assert_eq!(main(&repo), first);
 
     let second = commit_file(&work, "g2.txt", b"gix again");
-    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    git_ok(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     let remote = repo
-        .remote_at(forge.url(".git").as_str())
+        .remote_at(repo_url(&forge, ".git").as_str())
         .expect("remote")
         .with_refspecs(
             Some("+refs/heads/*:refs/heads/*"),
@@ -830,8 +817,11 @@ fn gitoxide_clones_and_fetches() {
 
 #[test]
 fn a_stalled_request_body_gets_408_and_holds_no_process() {
-    let forge = Forge::start(&["--anonymous-push", "--body-idle-timeout", "1s"]);
-    let mut stream = TcpStream::connect(forge.server.addr).unwrap();
+    let forge = Forge::start(
+        &["alice/repo"],
+        &["--anonymous-push", "--body-idle-timeout", "1s"],
+    );
+    let mut stream = TcpStream::connect(forge.server().addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(15)))
         .unwrap();
@@ -848,10 +838,10 @@ fn a_stalled_request_body_gets_408_and_holds_no_process() {
     assert!(head.contains("stalled"), "{head}");
     assert!(started.elapsed() < Duration::from_secs(10));
     assert!(
-        descendants(forge.server.pid()).is_empty(),
+        descendants(forge.server().pid()).is_empty(),
         "a git child ran for a body that never arrived"
     );
-    assert!(files_in(&forge.server.data.join("tmp")).is_empty());
+    assert!(files_in(&forge.server().data.join("tmp")).is_empty());
 }
 
 /// A fetch's answer streams through a corked socket (`transport::cgi`'s
@@ -861,9 +851,9 @@ fn a_stalled_request_body_gets_408_and_holds_no_process() {
 /// take two seconds or more; answered promptly, they take milliseconds.
 #[test]
 fn each_answer_on_a_kept_alive_connection_arrives_whole_at_once() {
-    let forge = Forge::start(&["--anonymous-push"]);
+    let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
-    git_ok(&work, &["push", &forge.url(".git"), "HEAD:main"]);
+    git_ok(&work, &["push", &repo_url(&forge, ".git"), "HEAD:main"]);
     let pkt = |line: &str| format!("{:04x}{line}", line.len() + 4);
     let body = format!(
         "{}{}0001{}0000",
@@ -871,7 +861,7 @@ fn each_answer_on_a_kept_alive_connection_arrives_whole_at_once() {
         pkt("object-format=sha1\n"),
         pkt("peel\n")
     );
-    let mut stream = TcpStream::connect(forge.server.addr).unwrap();
+    let mut stream = TcpStream::connect(forge.server().addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -900,4 +890,10 @@ fn each_answer_on_a_kept_alive_connection_arrives_whole_at_once() {
         took < Duration::from_secs(1),
         "ten ls-refs answers took {took:?}: an answer's end waited on a socket left corked"
     );
+}
+
+/// `alice/repo` followed by `suffix` (`.git`, `.git/info/refs?...`) on the
+/// forge's server.
+fn repo_url(forge: &Forge, suffix: &str) -> String {
+    forge.url(&format!("/alice/repo{suffix}"))
 }

@@ -7,26 +7,13 @@ use std::path::PathBuf;
 
 use crate::support::*;
 
-struct Forge {
-    server: TestServer,
-    _dir: tempfile::TempDir,
-}
-
 fn forge() -> (Forge, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+    let mut forge = Forge::new(&[]);
     for (name, description) in [("alice/demo", "a <b>demo</b>"), ("bob/empty", "")] {
-        let out = run_vole(
-            &data,
-            &["repo", "create", name, "--description", description],
-        );
-        assert!(out.status.success(), "{}", text(&out.stderr));
+        forge.create_repo(&[name, "--description", description]);
     }
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .start();
-    let work = dir.path().join("work");
+    forge.serve(&["--anonymous-push"]);
+    let work = forge.dir.join("work");
     std::fs::create_dir_all(work.join("docs")).unwrap();
     std::fs::create_dir_all(work.join("img")).unwrap();
     std::fs::create_dir_all(work.join("<script>alert(1)<")).unwrap();
@@ -51,9 +38,9 @@ fn forge() -> (Forge, PathBuf) {
     git_ok(&work, &["commit", "-q", "-m", "first <commit>"]);
     git_ok(
         &work,
-        &["push", "-q", &server.url("/alice/demo.git"), "main"],
+        &["push", "-q", &forge.url("/alice/demo.git"), "main"],
     );
-    (Forge { server, _dir: dir }, work)
+    (forge, work)
 }
 
 /// A second commit on main (a rename and an edit), a tag `v1.0`, and a
@@ -65,13 +52,13 @@ fn add_history(forge: &Forge, work: &std::path::Path) -> String {
     git_ok(work, &["tag", "v1.0"]);
     git_ok(work, &["checkout", "-q", "-b", "topic"]);
     git_ok(work, &["commit", "-q", "--allow-empty", "-m", "on topic"]);
-    let url = forge.server.url("/alice/demo.git");
+    let url = forge.server().url("/alice/demo.git");
     git_ok(work, &["push", "-q", &url, "main", "topic", "v1.0"]);
     git_ok(work, &["rev-parse", "main"]).trim().to_string()
 }
 
 fn page(forge: &Forge, path: &str) -> (u16, String) {
-    let response = http_get(forge.server.addr, path);
+    let response = http_get(forge.server().addr, path);
     (response.status, response.text())
 }
 
@@ -210,7 +197,7 @@ fn hostile_names_readmes_and_raw_files_stay_inert() {
         "highlighted source ran as markup: {shown}"
     );
 
-    let raw = http_get(forge.server.addr, "/alice/demo/-/raw/main/page.html");
+    let raw = http_get(forge.server().addr, "/alice/demo/-/raw/main/page.html");
     assert_eq!(raw.status, 200);
     assert_eq!(
         raw.header("content-type"),
@@ -313,7 +300,7 @@ fn log_commit_diff_refs_activity_and_archives() {
         &[
             "push",
             "-q",
-            &forge.server.url("/alice/demo.git"),
+            &forge.server().url("/alice/demo.git"),
             "feature/x",
         ],
     );
@@ -335,7 +322,7 @@ fn log_commit_diff_refs_activity_and_archives() {
         "{branches}"
     );
     let slashed_archive = http_get(
-        forge.server.addr,
+        forge.server().addr,
         "/alice/demo/-/archive/feature%2Fx.tar.gz",
     );
     assert_eq!(slashed_archive.status, 200);
@@ -350,9 +337,9 @@ fn log_commit_diff_refs_activity_and_archives() {
     );
     assert!(activity.contains("created"), "{activity}");
 
-    let archives = forge.server.data.parent().unwrap().join("archives");
+    let archives = forge.server().data.parent().unwrap().join("archives");
     std::fs::create_dir_all(&archives).unwrap();
-    let tgz = http_get(forge.server.addr, "/alice/demo/-/archive/v1.0.tar.gz");
+    let tgz = http_get(forge.server().addr, "/alice/demo/-/archive/v1.0.tar.gz");
     assert_eq!(tgz.status, 200);
     assert_eq!(tgz.header("content-type"), Some("application/gzip"));
     std::fs::write(archives.join("a.tar.gz"), &tgz.body).unwrap();
@@ -363,7 +350,7 @@ fn log_commit_diff_refs_activity_and_archives() {
         .unwrap();
     let listing = text(&listing.stdout);
     assert!(listing.contains("demo-v1.0/docs/manual.md"), "{listing}");
-    let zip = http_get(forge.server.addr, "/alice/demo/-/archive/main.zip");
+    let zip = http_get(forge.server().addr, "/alice/demo/-/archive/main.zip");
     assert_eq!(zip.status, 200);
     std::fs::write(archives.join("a.zip"), &zip.body).unwrap();
     let names = std::process::Command::new("python3")
@@ -397,7 +384,7 @@ fn a_person_browses_the_repo_in_chromium() {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/browse.mjs");
     let child = std::process::Command::new("node")
         .arg(&script)
-        .arg(forge.server.url(""))
+        .arg(forge.server().url(""))
         .arg(&shots)
         .env("CHROMIUM", &chromium)
         .stdout(std::process::Stdio::piped())

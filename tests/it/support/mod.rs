@@ -11,6 +11,9 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+mod forge;
+pub use forge::Forge;
+
 /// The vole binary cargo built for this test run.
 pub fn vole_bin() -> &'static str {
     env!("CARGO_BIN_EXE_vole")
