@@ -169,73 +169,53 @@ impl Column for Utf8SinceV2 {
     }
 }
 
-/// A byte.
-pub struct U8;
+/// An unsigned integer column: `$name` holds `$native`s.
+macro_rules! unsigned_column {
+    ($(#[$doc:meta])* $name:ident, $native:ty, $arrow:ident, $builder:ident, $data_type:ident) => {
+        $(#[$doc])*
+        pub struct $name;
 
-impl Column for U8 {
-    type In<'a> = u8;
-    type Out<'a> = u8;
-    type Builder = UInt8Builder;
-    type Array<'a> = &'a PrimitiveArray<UInt8Type>;
+        impl Column for $name {
+            type In<'a> = $native;
+            type Out<'a> = $native;
+            type Builder = $builder;
+            type Array<'a> = &'a PrimitiveArray<$arrow>;
 
-    fn data_type() -> DataType {
-        DataType::UInt8
-    }
-    fn builder(rows: usize, _: usize) -> Self::Builder {
-        UInt8Builder::with_capacity(rows)
-    }
-    fn append(builder: &mut Self::Builder, value: u8) {
-        builder.append_value(value);
-    }
-    fn finish(mut builder: Self::Builder) -> ArrayRef {
-        Arc::new(builder.finish())
-    }
-    fn array<'a>(
-        batch: &'a RecordBatch,
-        name: &'static str,
-    ) -> Result<Self::Array<'a>, BatchError> {
-        column(batch, name)?
-            .as_primitive_opt::<UInt8Type>()
-            .ok_or(BatchError::Column(name))
-    }
-    fn value<'a>(array: &Self::Array<'a>, row: usize) -> Self::Out<'a> {
-        array.value(row)
-    }
+            fn data_type() -> DataType {
+                DataType::$data_type
+            }
+            fn builder(rows: usize, _: usize) -> Self::Builder {
+                $builder::with_capacity(rows)
+            }
+            fn append(builder: &mut Self::Builder, value: $native) {
+                builder.append_value(value);
+            }
+            fn finish(mut builder: Self::Builder) -> ArrayRef {
+                Arc::new(builder.finish())
+            }
+            fn array<'a>(
+                batch: &'a RecordBatch,
+                name: &'static str,
+            ) -> Result<Self::Array<'a>, BatchError> {
+                column(batch, name)?
+                    .as_primitive_opt::<$arrow>()
+                    .ok_or(BatchError::Column(name))
+            }
+            fn value<'a>(array: &Self::Array<'a>, row: usize) -> Self::Out<'a> {
+                array.value(row)
+            }
+        }
+    };
 }
 
-/// An unsigned 64-bit number.
-pub struct U64;
-
-impl Column for U64 {
-    type In<'a> = u64;
-    type Out<'a> = u64;
-    type Builder = UInt64Builder;
-    type Array<'a> = &'a PrimitiveArray<UInt64Type>;
-
-    fn data_type() -> DataType {
-        DataType::UInt64
-    }
-    fn builder(rows: usize, _: usize) -> Self::Builder {
-        UInt64Builder::with_capacity(rows)
-    }
-    fn append(builder: &mut Self::Builder, value: u64) {
-        builder.append_value(value);
-    }
-    fn finish(mut builder: Self::Builder) -> ArrayRef {
-        Arc::new(builder.finish())
-    }
-    fn array<'a>(
-        batch: &'a RecordBatch,
-        name: &'static str,
-    ) -> Result<Self::Array<'a>, BatchError> {
-        column(batch, name)?
-            .as_primitive_opt::<UInt64Type>()
-            .ok_or(BatchError::Column(name))
-    }
-    fn value<'a>(array: &Self::Array<'a>, row: usize) -> Self::Out<'a> {
-        array.value(row)
-    }
-}
+unsigned_column!(
+    /// A byte.
+    U8, u8, UInt8Type, UInt8Builder, UInt8
+);
+unsigned_column!(
+    /// An unsigned 64-bit number.
+    U64, u64, UInt64Type, UInt64Builder, UInt64
+);
 
 /// An object id's 20 raw bytes (git's all-zero id for none).
 pub struct Oid;
