@@ -34,8 +34,15 @@ pub fn git(dir: &Path) -> Command {
     c
 }
 
-/// Builds (if needed) and returns the release `vole` binary.
+/// The `vole` binary a harness measures: the one `VOLE_BIN` names (another
+/// build, as the before-after harness passes), or else the release build of
+/// this checkout, built first if needed.
 pub fn release_vole() -> PathBuf {
+    if let Some(path) = std::env::var_os("VOLE_BIN") {
+        let path = PathBuf::from(path);
+        assert!(path.is_file(), "VOLE_BIN={} is not a file", path.display());
+        return path;
+    }
     sh(Command::new(env!("CARGO")).args(["build", "--release", "--quiet", "--bin", "vole"]));
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/vole")
 }
@@ -169,10 +176,29 @@ pub struct Server {
 impl Drop for Server {
     fn drop(&mut self) {
         for c in &mut self.children {
+            kill_group(c);
             let _ = c.kill();
             let _ = c.wait();
         }
     }
+}
+
+/// Spawns `cmd` as the leader of a process group of its own, so that
+/// [`kill_group`] reaches the workers it forks (fcgiwrap's prefork
+/// children outlive their parent otherwise, holding its stderr).
+pub fn spawn_in_group(cmd: &mut Command) -> Child {
+    use std::os::unix::process::CommandExt;
+    cmd.process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawning {cmd:?}: {e}"))
+}
+
+/// SIGKILLs the process group `child` leads, if it leads one.
+pub fn kill_group(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{}", child.id())])
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 /// Waits until something listens on `port`.
@@ -199,12 +225,12 @@ pub fn start_nginx(dir: &Path, baseline_sync: bool) -> Server {
     std::fs::create_dir_all(&repos).unwrap();
     let socket = root.join("fcgi.sock");
     let _ = std::fs::remove_file(&socket);
-    let fcgi = Command::new("fcgiwrap")
-        .args(["-c", "4", "-s"])
-        .arg(format!("unix:{}", socket.display()))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let fcgi = spawn_in_group(
+        Command::new("fcgiwrap")
+            .args(["-c", "4", "-s"])
+            .arg(format!("unix:{}", socket.display()))
+            .stdout(Stdio::null()),
+    );
     let mut params = String::new();
     // Same git settings as vole gives its children (receive-pack's
     // superset), less the syncs unless asked for (see the module doc).

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, free_port, git, median, release_vole, sh, start_vole};
+use common::{arg, free_port, git, kill_group, median, release_vole, sh, spawn_in_group, start_vole};
 
 /// A repo made by fast-import: `files` files in a 3-level tree (so deep
 /// trees exist) and `commits` commits, each touching a few files.
@@ -147,12 +147,12 @@ fn percentile(values: &[f64], p: f64) -> f64 {
 
 fn start_cgit(root: &Path, repo: &Path, port: u16) -> (Child, Child) {
     let socket = root.join("fcgi.sock");
-    let fcgi = Command::new("fcgiwrap")
-        .args(["-c", "2", "-s"])
-        .arg(format!("unix:{}", socket.display()))
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+    let fcgi = spawn_in_group(
+        Command::new("fcgiwrap")
+            .args(["-c", "2", "-s"])
+            .arg(format!("unix:{}", socket.display()))
+            .stdout(Stdio::null()),
+    );
     let cgitrc = root.join("cgitrc");
     std::fs::write(
         &cgitrc,
@@ -202,6 +202,7 @@ impl Drop for Children {
             let _ = Command::new("kill")
                 .args(["-TERM", &child.id().to_string()])
                 .status();
+            kill_group(child);
         }
         for child in &mut self.0 {
             let _ = child.wait();
