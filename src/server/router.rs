@@ -87,6 +87,7 @@ async fn stats(
         .check_server(&principal, ServerAction::ReadStats)
         .map_err(|denied| AppError::denied(denied, || "not found".to_string()))?;
     let (site_cache_bytes, site_cache_limit) = app.sites.sites.store.cache_bytes();
+    let highlight_cache_bytes = app.web.highlighter.cached_bytes().await;
     Ok(Json(serde_json::json!({
         "log": {
             "refs": app.logs.refs.counters(),
@@ -101,7 +102,7 @@ async fn stats(
         "pack_cache": app.control.pack_cache.stats(),
         "reads": {
             "slots_in_use": app.web.reads.in_use(),
-            "highlight_cache_bytes": app.web.highlighter.cached_bytes(),
+            "highlight_cache_bytes": highlight_cache_bytes,
         },
     })))
 }

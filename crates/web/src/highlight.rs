@@ -154,8 +154,10 @@ impl Highlighter {
         computed.unwrap_or_else(|not_kept| not_kept.0.clone())
     }
 
-    /// Bytes the cache holds (as of its last maintenance).
-    pub fn cached_bytes(&self) -> usize {
+    /// Bytes the cache holds, its pending inserts and evictions applied
+    /// first (moka counts them in its maintenance, not as they happen).
+    pub async fn cached_bytes(&self) -> usize {
+        self.cache.run_pending_tasks().await;
         usize::try_from(self.cache.weighted_size()).unwrap_or(usize::MAX)
     }
 }
