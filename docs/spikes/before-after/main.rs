@@ -28,6 +28,8 @@
 //!   one is wrong; this harness fails if a run fails, or if a measured key
 //!   of a harness shows none of its measured keys (nothing observed).
 
+#![allow(clippy::unwrap_used)] // benchmark code: a failed unwrap is a failed run
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -260,7 +262,11 @@ fn build_current(chosen: &[&Harness]) {
 
 fn check_build(build: &Build, chosen: &[&Harness]) {
     let vole = build.target.join("release/vole");
-    assert!(vole.is_file(), "{} has no release/vole", build.target.display());
+    assert!(
+        vole.is_file(),
+        "{} has no release/vole",
+        build.target.display()
+    );
     for harness in chosen.iter().filter(|h| h.library) {
         let example = build.target.join("release/examples").join(harness.name);
         assert!(
@@ -278,7 +284,11 @@ fn check_build(build: &Build, chosen: &[&Harness]) {
 /// the harness itself is waited for: a worker it leaked would otherwise
 /// hold the pipe open after it exits.
 fn run(harness: &Harness, build: &Build, current: &Path) -> String {
-    let home = if harness.library { &build.target } else { current };
+    let home = if harness.library {
+        &build.target
+    } else {
+        current
+    };
     let exe = home.join("release/examples").join(harness.name);
     let args = arg_text(&format!("--{}-args", harness.name)).unwrap_or(harness.args.to_string());
     let logs = tempfile::tempdir().unwrap();

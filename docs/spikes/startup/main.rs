@@ -6,7 +6,8 @@
 //! `cargo run --release --example startup [-- --issues 1000000 --writers 32 --starts 3]`
 //!
 //! - Fill: `--writers` keep-alive connections create the issues through the
-//!   API (one repo, one token; `--api-rate` lifted), each acknowledged
+//!   API (one repo, one token; `--api-rate`, `--meta-write-rate` and
+//!   `--max-meta-bytes-per-user` lifted), each acknowledged
 //!   with its 201; the server runs with its defaults otherwise, so the meta
 //!   log is compacted in the background past 64 MiB as it would be.
 //! - Verification: after the fill, the server is stopped (SIGTERM: the
@@ -49,6 +50,10 @@ fn start(vole: &Path, data: &Path) -> Started {
             "serve",
             "--api-rate",
             "100000000",
+            "--meta-write-rate",
+            "0",
+            "--max-meta-bytes-per-user",
+            "0",
             "--listen",
         ])
         .arg(format!("127.0.0.1:{port}"))

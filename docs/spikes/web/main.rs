@@ -20,7 +20,9 @@ use std::time::Duration;
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, free_port, git, kill_group, median, release_vole, sh, spawn_in_group, start_vole};
+use common::{
+    arg, free_port, git, kill_group, median, release_vole, sh, spawn_in_group, start_vole,
+};
 
 /// A repo made by fast-import: `files` files in a 3-level tree (so deep
 /// trees exist) and `commits` commits, each touching a few files.
