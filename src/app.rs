@@ -23,6 +23,7 @@ use vole_http::slots::ReadSlots;
 use vole_log::{Entry, Log, LogError, RecordKind};
 use vole_meta::MetaWrite;
 use vole_meta::{MetaStore, StoreOptions};
+use vole_sessions::SessionStore;
 use vole_sites::{Sites, SitesState};
 use vole_transport::Transport;
 use vole_web::WebState;
@@ -219,6 +220,7 @@ impl App {
             meta.clone(),
             logs.audit.clone(),
             config.auth.password_auth,
+            open_sessions(&data, &config)?,
         ));
         let authn = Arc::new(Authn::new(accounts.clone(), &config.auth));
         // One pool of read-side git children for the web UI and sites.
@@ -266,6 +268,7 @@ impl App {
                 )),
                 caches: web_caches,
                 gix,
+                authn: authn.clone(),
             }),
             api: Arc::new(ApiState {
                 meta: meta.clone(),
@@ -288,6 +291,17 @@ impl App {
             config,
         })
     }
+}
+
+/// The browser sessions' store (`data/sessions.jsonl`), replayed.
+fn open_sessions(data: &DataDir, config: &Config) -> anyhow::Result<Arc<SessionStore>> {
+    let expiry = vole_sessions::Expiry {
+        idle: config.auth.session_idle,
+        absolute: config.auth.session_absolute,
+    };
+    let store = SessionStore::open(&data.sessions_file(), expiry, std::time::SystemTime::now())
+        .map_err(|e| anyhow::anyhow!(e).context("cannot open the browser sessions"))?;
+    Ok(Arc::new(store))
 }
 
 /// The repos' gix handles, and the web pages' caches: read by the web UI

@@ -27,9 +27,14 @@ pub struct Cli {
 
     /// Log lines for people (`text`) or one JSON object a line (`json`);
     /// which lines, by a `RUST_LOG`-style filter in VOLE_LOG (or RUST_LOG),
-    /// e.g. `info,vole::transport=debug` [default: text].
+    /// e.g. `info,vole_transport=debug` [default: text].
     #[arg(long, global = true, env = "VOLE_LOG_FORMAT", value_name = "FORMAT")]
     pub log_format: Option<LogFormat>,
+
+    /// Show a command's log lines (a command other than `serve` prints
+    /// only its answer and its warnings otherwise; VOLE_LOG overrides).
+    #[arg(short, long, global = true)]
+    pub verbose: bool,
 
     #[command(subcommand)]
     pub command: Command,

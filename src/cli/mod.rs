@@ -14,6 +14,7 @@ mod control_client;
 mod data_dir;
 mod hook;
 mod log_dump;
+mod log_filter;
 mod pack_objects;
 mod progress;
 mod repo;
@@ -55,7 +56,13 @@ pub fn main() -> ExitCode {
             HookCommand::PackObjects { command } => pack_objects::pack_objects(command),
         };
     }
-    let log_writer = init_tracing(cli.log_format.unwrap_or(LogFormat::Text));
+    // The server logs what it does; a command run by a person prints its
+    // answer, and its log lines only when asked (`-v`, VOLE_LOG).
+    let quiet = !cli.verbose && !matches!(cli.command, Command::Serve(_));
+    let log_writer = init_tracing(
+        cli.log_format.unwrap_or(LogFormat::Text),
+        if quiet { "warn" } else { "info" },
+    );
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -74,10 +81,17 @@ pub fn main() -> ExitCode {
 /// background thread (one `write` per batch instead of one per line on the
 /// request path). It is not lossy: a full queue makes the logger wait.
 /// Dropping the guard flushes.
-fn init_tracing(format: LogFormat) -> tracing_appender::non_blocking::WorkerGuard {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("VOLE_LOG")
-        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+fn init_tracing(
+    format: LogFormat,
+    default_filter: &str,
+) -> tracing_appender::non_blocking::WorkerGuard {
+    let parsed = |var: &str| {
+        let text = std::env::var(var).ok()?;
+        tracing_subscriber::EnvFilter::try_new(log_filter::with_crate_targets(&text)).ok()
+    };
+    let filter = parsed("VOLE_LOG")
+        .or_else(|| parsed("RUST_LOG"))
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_filter));
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
         .thread_name("vole-log")

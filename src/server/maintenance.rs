@@ -1,6 +1,7 @@
 //! Background upkeep every few seconds: the pack cache's expired entries
 //! are dropped (`vole-pack-cache`: otherwise only a request's end
-//! evicts, and an idle server would keep them); past its configured size
+//! evicts, and an idle server would keep them); the browser sessions'
+//! file is compacted once it has grown (`vole_sessions`); past its configured size
 //! a log is compacted by the server itself, so start-up replays only what
 //! is not yet folded (the meta log) and the disk holds what matters. A
 //! compaction copies while writes go on (`log::Log::compact`); a backup
@@ -51,6 +52,14 @@ pub async fn run(app: Arc<App>) {
         let cache = app.control.pack_cache.clone();
         // Unlinking a big file takes a while: off the async workers.
         let _ = tokio::task::spawn_blocking(move || cache.evict()).await;
+        // The sessions file, once it has grown well past what is live.
+        let sessions = app.accounts.sessions().clone();
+        let now = std::time::SystemTime::now();
+        match tokio::task::spawn_blocking(move || sessions.compact(now, false)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "sessions compaction failed"),
+            Err(e) => tracing::warn!(error = %e, "sessions compaction panicked"),
+        }
         if app.meta.maintenance_held() {
             continue;
         }

@@ -26,6 +26,7 @@ mod pagination;
 mod quotas;
 mod repo_access;
 mod router;
+mod sign_in;
 mod sites;
 mod sizes;
 mod skeleton;

@@ -9,12 +9,14 @@
 
 pub mod audit;
 pub mod password;
+mod session;
 pub mod token;
+mod views;
+
+pub use views::{TokenView, UserView};
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-
-use serde::Serialize;
 
 use audit::{AuditEvent, AuditKind};
 use vole_git::repos::{Incarnation, RepoName};
@@ -127,60 +129,10 @@ pub enum AuthFailure {
     Expired,
     #[error("the user is disabled")]
     Disabled,
+    #[error("no live session")]
+    NoSession,
     #[error("the account store is unavailable")]
     Unavailable,
-}
-
-/// A user as listed (never the password hash).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct UserView {
-    pub name: String,
-    pub email: String,
-    pub admin: bool,
-    pub disabled: bool,
-    pub has_password: bool,
-    pub created_at: String,
-}
-
-impl From<&User> for UserView {
-    fn from(user: &User) -> Self {
-        UserView {
-            name: user.name.clone(),
-            email: user.email.clone(),
-            admin: user.admin,
-            disabled: user.disabled,
-            has_password: user.password.is_some(),
-            created_at: user.created_at.clone(),
-        }
-    }
-}
-
-/// A token as listed (never its secret or the secret's hash).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TokenView {
-    pub id: String,
-    pub name: String,
-    pub user: String,
-    pub scope: Scope,
-    pub repos: Vec<String>,
-    pub expires_at: Option<String>,
-    pub revoked: bool,
-    pub created_at: String,
-}
-
-impl From<&Token> for TokenView {
-    fn from(token: &Token) -> Self {
-        TokenView {
-            id: token.id.clone(),
-            name: token.name.clone(),
-            user: token.user.clone(),
-            scope: token.scope,
-            repos: token.repos.clone(),
-            expires_at: token.expires_at.clone(),
-            revoked: token.revoked,
-            created_at: token.created_at.clone(),
-        }
-    }
 }
 
 /// Why an account operation failed.
@@ -194,6 +146,8 @@ pub enum AccountError {
     Hash(#[from] password::HashError),
     #[error("the audit log failed")]
     Audit(#[source] LogError),
+    #[error(transparent)]
+    Sessions(vole_sessions::SessionError),
 }
 
 /// A new user, as `vole user add` gives it.
@@ -221,6 +175,8 @@ pub struct Accounts {
     audit: Arc<Log<AuditEvent>>,
     /// HTTP Basic may carry a user's password, not only a token.
     passwords: bool,
+    /// Browser sessions ([`session`]).
+    sessions: Arc<vole_sessions::SessionStore>,
     /// Verified against when the user is unknown or has no password, so
     /// those answers take argon2's time too (made on first use: argon2
     /// takes its time, and a server without passwords never needs it).
@@ -236,11 +192,17 @@ impl std::fmt::Debug for Accounts {
 }
 
 impl Accounts {
-    pub fn new(meta: Arc<MetaStore>, audit: Arc<Log<AuditEvent>>, passwords: bool) -> Accounts {
+    pub fn new(
+        meta: Arc<MetaStore>,
+        audit: Arc<Log<AuditEvent>>,
+        passwords: bool,
+        sessions: Arc<vole_sessions::SessionStore>,
+    ) -> Accounts {
         Accounts {
             meta,
             audit,
             passwords,
+            sessions,
             decoy_hash: std::sync::OnceLock::new(),
         }
     }
@@ -317,6 +279,7 @@ impl Accounts {
         let user = self
             .meta
             .edit_user(name, |user| user.password = Some(hash))?;
+        self.end_sessions(&user.name)?;
         self.audit(AuditEvent::new(
             AuditKind::UserChanged,
             actor,
@@ -331,6 +294,7 @@ impl Accounts {
     /// next request on.
     pub fn disable_user(&self, name: &str, actor: &str) -> Result<UserView, AccountError> {
         let user = self.meta.edit_user(name, |user| user.disabled = true)?;
+        self.end_sessions(&user.name)?;
         self.audit(AuditEvent::new(
             AuditKind::UserChanged,
             actor,
@@ -527,6 +491,12 @@ impl Accounts {
         if !self.passwords {
             return Err(AuthFailure::PasswordsOff);
         }
+        self.check_password(name, secret)
+    }
+
+    /// The user `name` is, if `secret` is their password and they are not
+    /// disabled (argon2's time either way).
+    fn check_password(&self, name: &str, secret: &str) -> Result<Identity, AuthFailure> {
         if secret.len() > MAX_PASSWORD_BYTES {
             return Err(AuthFailure::WrongPassword);
         }

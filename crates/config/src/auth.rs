@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::values::{duration, positive_u32, size};
+use crate::values::{duration, positive_duration, positive_u32, size};
 use crate::{ConfigError, Settings, defaults};
 
 /// What one user may make through the API (`None`: no limit).
@@ -27,6 +27,10 @@ pub struct AuthSettings {
     pub failure_window: Duration,
     /// API requests per token per minute.
     pub api_rate: std::num::NonZeroU32,
+    /// A browser session ends unused for this long...
+    pub session_idle: Duration,
+    /// ...or this long after it began.
+    pub session_absolute: Duration,
 }
 
 impl AuthSettings {
@@ -43,6 +47,16 @@ impl AuthSettings {
                 defaults::AUTH_FAILURE_WINDOW,
             )?,
             api_rate: positive_u32("api-rate", raw.api_rate.unwrap_or(defaults::API_RATE))?,
+            session_idle: positive_duration(
+                "session-idle",
+                raw.session_idle.as_deref(),
+                defaults::SESSION_IDLE,
+            )?,
+            session_absolute: positive_duration(
+                "session-absolute",
+                raw.session_absolute.as_deref(),
+                defaults::SESSION_ABSOLUTE,
+            )?,
         })
     }
 }

@@ -56,6 +56,16 @@ pub struct Settings {
     #[arg(long, env = "VOLE_AUTH_FAILURE_WINDOW", value_name = "DURATION")]
     pub auth_failure_window: Option<String>,
 
+    /// A browser's session ends when it was not used for this long
+    /// [default: 14d].
+    #[arg(long, env = "VOLE_SESSION_IDLE", value_name = "DURATION")]
+    pub session_idle: Option<String>,
+
+    /// A browser's session ends this long after its sign-in, used or not
+    /// [default: 90d].
+    #[arg(long, env = "VOLE_SESSION_ABSOLUTE", value_name = "DURATION")]
+    pub session_absolute: Option<String>,
+
     /// API requests one token (or one password-signed-in user) may make
     /// per minute; past it, 429 with Retry-After [default: 600].
     #[arg(long, env = "VOLE_API_RATE", value_name = "N")]
@@ -291,6 +301,8 @@ impl Settings {
             password_auth: self.password_auth.or(lower.password_auth),
             auth_failures: self.auth_failures.or(lower.auth_failures),
             auth_failure_window: self.auth_failure_window.or(lower.auth_failure_window),
+            session_idle: self.session_idle.or(lower.session_idle),
+            session_absolute: self.session_absolute.or(lower.session_absolute),
             api_rate: self.api_rate.or(lower.api_rate),
             max_repos_per_user: self.max_repos_per_user.or(lower.max_repos_per_user),
             meta_write_rate: self.meta_write_rate.or(lower.meta_write_rate),

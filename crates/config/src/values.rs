@@ -18,6 +18,23 @@ pub(crate) fn duration(
     })
 }
 
+/// A duration that must be more than nothing.
+pub(crate) fn positive_duration(
+    setting: &'static str,
+    value: Option<&str>,
+    default: &str,
+) -> Result<Duration, ConfigError> {
+    let parsed = duration(setting, value, default)?;
+    if parsed.is_zero() {
+        return Err(ConfigError::Invalid {
+            setting,
+            value: value.unwrap_or(default).to_string(),
+            reason: "must be more than 0s".into(),
+        });
+    }
+    Ok(parsed)
+}
+
 pub(crate) fn size(
     setting: &'static str,
     value: Option<&str>,

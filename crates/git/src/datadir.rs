@@ -10,6 +10,8 @@
 //! - `trash/<owner>/<name>.git.<unix-seconds>`  deleted repos, until an operator removes them
 //! - `cache/packs/` packs of recent clones and fetches, served again to identical ones; emptied at start
 //! - `log/`       the group-committed ref and metadata log (`vole_log`)
+//! - `sessions.jsonl` browser sessions, by their secrets' hashes (`vole_sessions`);
+//!   not in backups (a restore signs everyone out, and brings back no ended session)
 //! - `tmp/`       scratch (repos being created, spooled push bodies); emptied at start
 
 use std::fs::{File, OpenOptions, TryLockError};
@@ -77,6 +79,10 @@ impl DataDir {
     }
     pub fn lock_path(&self) -> PathBuf {
         self.root.join("vole.lock")
+    }
+    /// Browser sessions (`vole_sessions`).
+    pub fn sessions_file(&self) -> PathBuf {
+        self.root.join("sessions.jsonl")
     }
     /// There once the upgrade to incarnations is done: from then on a repo
     /// found without an incarnation (copied in by hand) is given a new

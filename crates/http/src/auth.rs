@@ -44,6 +44,8 @@ use vole_accounts::audit::{AuditEvent, AuditKind};
 use vole_accounts::{Accounts, AuthFailure, Presented};
 use vole_config::AuthSettings;
 
+mod sign_in;
+
 /// Keys a limiter keeps at most before it forgets the idle ones (an
 /// attacker rotating addresses makes one key per address).
 const MAX_KEYS: usize = 100_000;
@@ -174,6 +176,14 @@ fn recorded_name(user: &str) -> String {
             }
         })
         .collect()
+}
+
+/// The answer when the account store cannot be asked.
+fn unavailable() -> AppError {
+    AppError::busy(
+        "the server cannot check credentials right now; retry later",
+        30,
+    )
 }
 
 /// A credential as the `Authorization` header gave it.
@@ -319,49 +329,59 @@ impl Authn {
         };
         let keys = Keys::of(&credential.user, client);
         let presented = credential.presented();
-        // Held until the outcome is counted, so the next attempt from the
-        // same address sees this one's failure.
-        let mut _slot = None;
-        let result = if presented.is_password() {
-            // A password is what can be guessed: a throttled address gets
-            // no argon2 run.
-            self.refuse_if_throttled(&keys)?;
-            let Ok(Ok(slot)) =
-                tokio::time::timeout(HASH_QUEUE_TIMEOUT, self.hashing.acquire()).await
-            else {
-                return Err(AppError::busy(
-                    "too many sign-ins at once; retry shortly",
-                    5,
-                ));
-            };
-            _slot = Some(slot);
-            // Asked again with the slot held: attempts that queued behind
-            // the ones that just failed must not be checked past the limit.
-            self.refuse_if_throttled(&keys)?;
+        if presented.is_password() {
             let accounts = self.accounts.clone();
             let (user, secret) = (credential.user.clone(), credential.secret.clone());
-            crate::spawn_blocking(move || {
-                accounts.authenticate(Presented::Basic {
-                    user: &user,
-                    secret: &secret,
+            let identity = self
+                .password_check(&keys, move || {
+                    accounts.authenticate(Presented::Basic {
+                        user: &user,
+                        secret: &secret,
+                    })
                 })
-            })
-            .await
-            .unwrap_or(Err(AuthFailure::Unavailable))
-        } else {
-            // A token is checked before the throttle: it is 256 random
-            // bits (no guessing one) and its check is one hash, so a valid
-            // token works from a throttled address too, and clients behind
-            // one address are not locked out by another's failures.
-            self.accounts.authenticate(presented)
-        };
-        match result {
+                .await?;
+            return Ok(Principal::User(Arc::new(identity)));
+        }
+        // A token is checked before the throttle: it is 256 random bits (no
+        // guessing one) and its check is one hash, so a valid token works
+        // from a throttled address too, and clients behind one address are
+        // not locked out by another's failures.
+        match self.accounts.authenticate(presented) {
             Ok(identity) => Ok(Principal::User(Arc::new(identity))),
-            Err(AuthFailure::Unavailable) => Err(AppError::busy(
-                "the server cannot check credentials right now; retry later",
-                30,
-            )),
+            Err(AuthFailure::Unavailable) => Err(unavailable()),
             Err(failure) => Err(self.refused(failure, &keys).await),
+        }
+    }
+
+    /// Runs `check`, a password check (argon2), for a sign-in counted as
+    /// `keys`: refused at once when they are throttled (a password is what
+    /// can be guessed: a throttled address gets no argon2 run), else on a
+    /// blocking thread under one of the hashing slots, its failure counted
+    /// and audited ([`Authn::refused`]) before the slot is let go, so the
+    /// next attempt from the same address sees it.
+    async fn password_check<T: Send + 'static>(
+        &self,
+        keys: &Keys,
+        check: impl FnOnce() -> Result<T, AuthFailure> + Send + 'static,
+    ) -> Result<T, AppError> {
+        self.refuse_if_throttled(keys)?;
+        let Ok(Ok(_slot)) = tokio::time::timeout(HASH_QUEUE_TIMEOUT, self.hashing.acquire()).await
+        else {
+            return Err(AppError::busy(
+                "too many sign-ins at once; retry shortly",
+                5,
+            ));
+        };
+        // Asked again with the slot held: attempts that queued behind the
+        // ones that just failed must not be checked past the limit.
+        self.refuse_if_throttled(keys)?;
+        let result = crate::spawn_blocking(check)
+            .await
+            .unwrap_or(Err(AuthFailure::Unavailable));
+        match result {
+            Ok(value) => Ok(value),
+            Err(AuthFailure::Unavailable) => Err(unavailable()),
+            Err(failure) => Err(self.refused(failure, keys).await),
         }
     }
 
@@ -491,17 +511,21 @@ fn throttled_error(wait: Duration) -> AppError {
 }
 
 /// The middleware: puts the request's [`Principal`] into its extensions.
+/// The address a request came from. The server puts the client's address
+/// in every request; a router driven in-process has none, and counts as
+/// one unknown address.
+pub fn client_address(extensions: &axum::http::Extensions) -> IpAddr {
+    extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip())
+}
+
 pub async fn authenticate(
     State(authn): State<Arc<Authn>>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    // The server puts the client's address in every request; a router
-    // driven in-process has none, and counts as one unknown address.
-    let client = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or(IpAddr::from([0, 0, 0, 0]), |info| info.0.ip());
+    let client = client_address(request.extensions());
     let principal = match authn.principal(request.headers(), client).await {
         Ok(principal) => principal,
         Err(e) => return e.into_response(),

@@ -105,6 +105,11 @@ impl AppError {
         &self.message
     }
 
+    /// The `Retry-After` it answers with, in seconds.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        self.retry_after_secs
+    }
+
     /// A failure that is ours, not the client's: logged here with its
     /// detail, answered with a bare 500.
     pub fn internal(context: &str, detail: impl std::fmt::Display) -> AppError {

@@ -6,6 +6,7 @@
 //! lives here; routes are in `server/router.rs`, handlers in the services.
 
 pub mod auth;
+pub mod browser;
 pub mod client;
 pub mod conditional;
 pub mod error;

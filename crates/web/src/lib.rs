@@ -38,6 +38,7 @@ pub mod read;
 mod readme;
 mod refs;
 mod resolve;
+pub mod sign_in;
 
 pub use assets::static_file;
 use blob::is_image;
@@ -83,6 +84,8 @@ pub struct WebState {
     pub caches: Arc<caches::WebCaches>,
     /// The repos' gix handles (shared with sites).
     pub gix: Arc<vole_git::GixHandles>,
+    /// Sign-in (the same throttle as HTTP Basic's) and sessions.
+    pub authn: Arc<vole_http::auth::Authn>,
 }
 
 /// Repos per home page.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
+use axum::routing::{get, post};
 
 use crate::WebState;
 
@@ -15,6 +15,11 @@ pub fn routes(state: Arc<WebState>) -> Router {
     Router::new()
         .route("/", get(crate::home))
         .route("/static/{file}", get(crate::static_file))
+        .route(
+            "/-/login",
+            get(crate::sign_in::sign_in_page).post(crate::sign_in::sign_in),
+        )
+        .route("/-/logout", post(crate::sign_in::sign_out))
         .route("/{owner}/{repo}", get(crate::repo_home))
         .route("/{owner}/{repo}/-/tree/{rev}", get(crate::tree_root))
         .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(crate::tree))
@@ -38,5 +43,9 @@ pub fn routes(state: Arc<WebState>) -> Router {
             get(crate::archive::archive),
         )
         .layer(axum::middleware::map_response(crate::as_page))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::sign_in::session_layer,
+        ))
         .with_state(state)
 }

@@ -536,7 +536,7 @@ pub fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
     http(addr, &format!("GET {path} HTTP/1.1"), b"")
 }
 
-fn parse_response(raw: &[u8]) -> HttpResponse {
+pub fn parse_response(raw: &[u8]) -> HttpResponse {
     let split = raw
         .windows(4)
         .position(|w| w == b"\r\n\r\n")

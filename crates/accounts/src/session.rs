@@ -1,0 +1,72 @@
+//! Signing in from a browser: a user name (or the email that names one
+//! user) and password checked as HTTP Basic's are, whatever
+//! `--password-auth` says (that setting is about credentials on git and
+//! the API), which begins a session ([`vole_sessions`]); a session's
+//! secret then stands for the user until it ends. Ending every session of
+//! a user is part of changing their password and of disabling them
+//! (`Accounts::set_password`, `Accounts::disable_user`).
+
+use std::time::SystemTime;
+
+use std::sync::Arc;
+
+use vole_sessions::{SessionSecret, SessionStore};
+
+use crate::{AccountError, Accounts, AuthFailure, Identity};
+
+impl Accounts {
+    /// The store of browser sessions (the maintenance task compacts it).
+    pub fn sessions(&self) -> &Arc<SessionStore> {
+        &self.sessions
+    }
+
+    /// Checks `password` for the user `login` names and begins a session.
+    /// Costs argon2's time whether or not the user exists.
+    pub fn sign_in(
+        &self,
+        login: &str,
+        password: &str,
+        now: SystemTime,
+    ) -> Result<(Identity, SessionSecret), AuthFailure> {
+        let identity = self.check_password(login, password)?;
+        let secret = self
+            .sessions
+            .begin(&identity.user, now)
+            .map_err(|_| AuthFailure::Unavailable)?;
+        Ok((identity, secret))
+    }
+
+    /// The user a session's secret stands for: the session is live and
+    /// its user exists and is not disabled. A session carries its user's
+    /// whole power, as their password does.
+    pub fn by_session(&self, secret: &str, now: SystemTime) -> Result<Identity, AuthFailure> {
+        let session = self
+            .sessions
+            .resolve(secret, now)
+            .ok_or(AuthFailure::NoSession)?;
+        let user = self
+            .meta
+            .user(&session.user)
+            .map_err(|_| AuthFailure::Unavailable)?
+            .ok_or(AuthFailure::UnknownUser)?;
+        if user.disabled {
+            return Err(AuthFailure::Disabled);
+        }
+        Ok(Identity {
+            user: user.name,
+            admin: user.admin,
+            token: None,
+        })
+    }
+
+    /// Ends the session `secret` names (sign-out); false when none was
+    /// live.
+    pub fn sign_out(&self, secret: &str) -> Result<bool, AccountError> {
+        self.sessions.end(secret).map_err(AccountError::Sessions)
+    }
+
+    /// Ends every session of `user`.
+    pub(crate) fn end_sessions(&self, user: &str) -> Result<usize, AccountError> {
+        self.sessions.end_user(user).map_err(AccountError::Sessions)
+    }
+}

@@ -1,0 +1,277 @@
+//! What a browser's requests need that git's and the API's do not: the
+//! session cookie (read only by the web pages' layer, never by git or the
+//! API, which a browser would otherwise let any site call with it), the
+//! CSRF token every state-changing form carries, the same-origin check of
+//! a POST, and the `next=` a sign-in returns to.
+//!
+//! - Cookies: `HttpOnly; SameSite=Lax; Path=/`, and, when `--public-url`
+//!   is https, `Secure` with the `__Host-` prefix (no subdomain can set
+//!   or shadow it).
+//! - CSRF: a form's token is derived from the secret of the cookie it goes
+//!   with (the session's, or before sign-in a pre-session cookie's), so
+//!   only a page that could read the cookie can make it, and a token of
+//!   another session does not match.
+//! - A POST is refused when its `Origin` is present and not vole's own
+//!   (the origin of `--public-url`, else the request's `Host`), when it is
+//!   `null` (a sandboxed page, a site page served with a sandbox CSP), or
+//!   when `Sec-Fetch-Site` says `cross-site`.
+
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use headers::HeaderMapExt;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::AppError;
+
+/// The names and attributes of vole's browser cookies on this server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cookies {
+    /// `--public-url` is https: `Secure` and the `__Host-` names.
+    pub secure: bool,
+}
+
+impl Cookies {
+    pub fn for_public_url(public_url: Option<&str>) -> Cookies {
+        Cookies {
+            secure: public_url.is_some_and(|u| u.starts_with("https://")),
+        }
+    }
+
+    /// The session cookie's name.
+    pub fn session(&self) -> &'static str {
+        if self.secure {
+            "__Host-vole_session"
+        } else {
+            "vole_session"
+        }
+    }
+
+    /// The pre-session cookie's name (what a sign-in form's token is bound
+    /// to before there is a session).
+    pub fn pre_session(&self) -> &'static str {
+        if self.secure {
+            "__Host-vole_pre"
+        } else {
+            "vole_pre"
+        }
+    }
+
+    /// A `Set-Cookie` value giving `name` the value `value` for `max_age`
+    /// (`None`: until the browser closes; zero: removed).
+    pub fn set(&self, name: &str, value: &str, max_age: Option<Duration>) -> HeaderValue {
+        let mut text = format!("{name}={value}; Path=/; HttpOnly; SameSite=Lax");
+        if let Some(age) = max_age {
+            text.push_str(&format!("; Max-Age={}", age.as_secs()));
+        }
+        if self.secure {
+            text.push_str("; Secure");
+        }
+        HeaderValue::from_str(&text).expect("cookie names and secrets are visible ASCII")
+    }
+
+    /// A `Set-Cookie` value removing `name`.
+    pub fn clear(&self, name: &str) -> HeaderValue {
+        self.set(name, "", Some(Duration::ZERO))
+    }
+}
+
+/// A new pre-session secret (random, the shape of a session's).
+pub fn new_pre_session() -> String {
+    vole_sessions::random_secret().expose().to_string()
+}
+
+/// `text` could be a secret vole made (checked before it is used).
+pub fn is_secret_shaped(text: &str) -> bool {
+    vole_sessions::is_secret_shaped(text)
+}
+
+/// The value of the cookie `name` in the request, if it sent one.
+pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+/// The CSRF token of forms that go with the cookie secret `secret`.
+pub fn csrf_token(secret: &str) -> String {
+    let mut hash = Sha256::new();
+    hash.update(b"vole csrf token\0");
+    hash.update(secret.as_bytes());
+    hex::encode(&hash.finalize()[..20])
+}
+
+/// `presented` is the CSRF token of `secret`.
+pub fn csrf_matches(secret: &str, presented: &str) -> bool {
+    let expected = csrf_token(secret);
+    expected.as_bytes().ct_eq(presented.as_bytes()).into()
+}
+
+/// Refuses a state-changing request that did not come from vole's own
+/// pages (see the module doc): 403 with a message.
+pub fn check_origin(headers: &HeaderMap, public_url: Option<&str>) -> Result<(), AppError> {
+    let refused = |why: &str| {
+        Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            format!(
+                "this form was sent from another site ({why}); use the form on this server's own page"
+            ),
+        ))
+    };
+    if headers
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"cross-site"))
+    {
+        return refused("Sec-Fetch-Site: cross-site");
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin = origin.to_str().unwrap_or("null").trim();
+    if origin.eq_ignore_ascii_case("null") {
+        return refused("Origin: null");
+    }
+    let own = match public_url {
+        Some(url) => origin_of(url),
+        None => {
+            let host = headers.typed_get::<headers::Host>();
+            let origin_host = origin.split_once("://").map(|(_, rest)| rest);
+            return match (host, origin_host) {
+                (Some(host), Some(rest)) if rest.eq_ignore_ascii_case(&host.to_string()) => Ok(()),
+                _ => refused(&format!("Origin: {origin}")),
+            };
+        }
+    };
+    if own.is_some_and(|own| own.eq_ignore_ascii_case(origin)) {
+        Ok(())
+    } else {
+        refused(&format!("Origin: {origin}"))
+    }
+}
+
+/// `scheme://host[:port]` of a URL.
+fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    Some(format!("{scheme}://{authority}"))
+}
+
+/// Where a sign-in may return to: `next` when it is a path on this server
+/// (one `/`, then no `/` or `\`, no scheme, nothing encoded that a browser
+/// or proxy could read as those, no control characters), else `/`.
+pub fn safe_next(next: Option<&str>) -> &str {
+    let Some(next) = next else { return "/" };
+    let lower = next.to_ascii_lowercase();
+    let second = next.as_bytes().get(1).copied();
+    let fine = next.starts_with('/')
+        && !matches!(second, Some(b'/') | Some(b'\\'))
+        && !next.contains('\\')
+        && !lower.contains("%2f")
+        && !lower.contains("%5c")
+        && !lower.contains("%09")
+        && !lower.contains("%0a")
+        && !lower.contains("%0d")
+        && !next.chars().any(|c| c.is_control() || c.is_whitespace())
+        && next.len() <= 2048;
+    if fine { next } else { "/" }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_returns_only_to_a_path_of_this_server() {
+        for good in ["/", "/alice/demo", "/alice/demo/-/tree/main?x=1", "/a%20b"] {
+            assert_eq!(safe_next(Some(good)), good);
+        }
+        for bad in [
+            "//evil",
+            "/\\evil",
+            "\\\\evil",
+            "https:evil",
+            "https://evil",
+            "%2F%2Fevil",
+            "/%2F%2Fevil",
+            "/%2fevil",
+            "/%5cevil",
+            "evil",
+            "/ /evil",
+            "/\tevil",
+            "/%09/evil",
+            "javascript:alert(1)",
+            "",
+        ] {
+            assert_eq!(safe_next(Some(bad)), "/", "{bad:?} was let through");
+        }
+        assert_eq!(safe_next(None), "/");
+    }
+
+    #[test]
+    fn csrf_tokens_are_bound_to_their_secret() {
+        let token = csrf_token("secret-one");
+        assert!(csrf_matches("secret-one", &token));
+        assert!(!csrf_matches("secret-two", &token));
+        assert!(!csrf_matches("secret-one", ""));
+        assert!(!csrf_matches("secret-one", &token[1..]));
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    #[test]
+    fn a_post_from_another_origin_is_refused() {
+        let public = Some("https://git.example.org/vole");
+        let own = headers(&[("origin", "https://git.example.org")]);
+        assert!(check_origin(&own, public).is_ok());
+        assert!(
+            check_origin(&headers(&[]), public).is_ok(),
+            "no Origin at all"
+        );
+        for bad in [
+            headers(&[("origin", "https://evil.example")]),
+            headers(&[("origin", "null")]),
+            headers(&[("origin", "http://git.example.org")]),
+            headers(&[("origin", "https://git.example.org.evil")]),
+            headers(&[("sec-fetch-site", "cross-site")]),
+        ] {
+            let refused = check_origin(&bad, public).unwrap_err();
+            assert_eq!(refused.status(), StatusCode::FORBIDDEN, "{bad:?}");
+        }
+        // Without --public-url, the request's Host is vole's own.
+        let by_host = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "http://127.0.0.1:8080"),
+        ]);
+        assert!(check_origin(&by_host, None).is_ok());
+        let other = headers(&[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:9")]);
+        assert!(check_origin(&other, None).is_err());
+    }
+
+    #[test]
+    fn cookies_are_read_by_exact_name_and_set_with_their_attributes() {
+        let sent = headers(&[("cookie", "a=1; vole_session=abc; vole_sessionx=no")]);
+        assert_eq!(cookie(&sent, "vole_session"), Some("abc"));
+        assert_eq!(cookie(&sent, "vole_sess"), None);
+        let plain = Cookies::for_public_url(Some("http://h"));
+        let set = plain.set(plain.session(), "v", None);
+        assert_eq!(set, "vole_session=v; Path=/; HttpOnly; SameSite=Lax");
+        let secure = Cookies::for_public_url(Some("https://h"));
+        let set = secure.set(secure.session(), "v", Some(Duration::from_secs(60)));
+        assert_eq!(
+            set,
+            "__Host-vole_session=v; Path=/; HttpOnly; SameSite=Lax; Max-Age=60; Secure"
+        );
+    }
+}

@@ -1,0 +1,248 @@
+//! Signing in and out in the browser, and who the pages are for.
+//!
+//! - [`session_layer`], around every page: a request with no credential
+//!   of its own (no `Authorization`) and a live session's cookie is that
+//!   session's user, for the pages only (git and the API never read the
+//!   cookie: `vole_http::browser`). The viewer (who is signed in, the
+//!   sign-out form's CSRF token) is a task-local the header reads
+//!   ([`viewer`]); pages for a signed-in viewer are `Cache-Control:
+//!   private`.
+//! - `GET /-/login`: the form, its CSRF token bound to a pre-session
+//!   cookie made here; `POST /-/login`: the token and the `Origin`
+//!   checked, then the password through `vole_http::auth`'s door (its
+//!   throttle and audit), a session begun, its cookie set, and a 303 to
+//!   `next` (only a path of this server).
+//! - `POST /-/logout`: the session's own CSRF token, then the session is
+//!   ended (durably) and its cookie removed.
+
+use std::net::IpAddr;
+
+use axum::Form;
+use axum::extract::{FromRequest, Request};
+use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, LOCATION, SET_COOKIE};
+use axum::middleware::Next;
+use serde::Deserialize;
+use vole_http::auth::client_address;
+use vole_http::browser::{
+    Cookies, check_origin, cookie, csrf_matches, csrf_token, is_secret_shaped, new_pre_session,
+    safe_next,
+};
+
+use super::*;
+
+/// Who the page being rendered is for.
+#[derive(Debug, Clone, Default)]
+pub struct Viewer {
+    /// The signed-in user's name.
+    pub user: Option<String>,
+    /// The sign-out form's CSRF token (empty when the request was
+    /// signed in by a credential of its own, with no session to end).
+    pub csrf: String,
+}
+
+tokio::task_local! {
+    static VIEWER: Viewer;
+}
+
+/// The viewer of the page being rendered (anonymous outside a page).
+pub fn viewer() -> Viewer {
+    VIEWER.try_with(Viewer::clone).unwrap_or_default()
+}
+
+fn cookies(app: &WebState) -> Cookies {
+    Cookies::for_public_url(app.config.public_url.as_deref())
+}
+
+/// See the module doc.
+pub async fn session_layer(
+    State(app): State<Arc<WebState>>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let mut viewer = Viewer::default();
+    let given = request
+        .extensions()
+        .get::<Principal>()
+        .and_then(|p| p.identity().map(|id| id.user.clone()));
+    if let Some(user) = given {
+        viewer.user = Some(user);
+    } else if !request.headers().contains_key(AUTHORIZATION)
+        && let Some(secret) = cookie(request.headers(), cookies(&app).session())
+        && let Some(principal) = app.authn.session_principal(secret)
+    {
+        viewer.user = Some(principal.name().to_string());
+        viewer.csrf = csrf_token(secret);
+        request.extensions_mut().insert(principal);
+    }
+    let signed_in = viewer.user.is_some();
+    let is_static = request.uri().path().starts_with("/static/");
+    let mut response = VIEWER.scope(viewer, next.run(request)).await;
+    if signed_in && !is_static {
+        response
+            .headers_mut()
+            .insert(CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
+    }
+    response
+}
+
+#[derive(Template)]
+#[template(path = "sign_in.html")]
+struct SignInPage {
+    csrf: String,
+    next: String,
+    user: String,
+    error: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct NextQuery {
+    next: Option<String>,
+}
+
+/// `GET /-/login?next=`: the form (or, signed in already, on to `next`).
+pub async fn sign_in_page(
+    State(app): State<Arc<WebState>>,
+    Query(query): Query<NextQuery>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    let next = safe_next(query.next.as_deref()).to_string();
+    if !viewer().csrf.is_empty() {
+        return Ok(see_other(&next, &[]));
+    }
+    let cookies = cookies(&app);
+    let (pre, fresh) = match cookie(&headers, cookies.pre_session()) {
+        Some(pre) if is_secret_shaped(pre) => (pre.to_string(), false),
+        _ => (new_pre_session(), true),
+    };
+    let mut response = render(SignInPage {
+        csrf: csrf_token(&pre),
+        next,
+        user: String::new(),
+        error: None,
+    })?;
+    if fresh {
+        response
+            .headers_mut()
+            .append(SET_COOKIE, cookies.set(cookies.pre_session(), &pre, None));
+    }
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SignInForm {
+    #[serde(default)]
+    user: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    csrf: String,
+    next: Option<String>,
+}
+
+/// `POST /-/login`.
+pub async fn sign_in(
+    State(app): State<Arc<WebState>>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Response, AppError> {
+    check_origin(&headers, app.config.public_url.as_deref())?;
+    let client: IpAddr = client_address(request.extensions());
+    let Form(form) = Form::<SignInForm>::from_request(request, &())
+        .await
+        .map_err(|e| AppError::bad_request(format!("the sign-in form is not readable: {e}")))?;
+    let cookies = cookies(&app);
+    let pre = cookie(&headers, cookies.pre_session()).unwrap_or_default();
+    if pre.is_empty() || !csrf_matches(pre, &form.csrf) {
+        return Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "this sign-in form has expired or was not made by this server; load the sign-in page again",
+        ));
+    }
+    let next = safe_next(form.next.as_deref()).to_string();
+    match app
+        .authn
+        .sign_in(form.user.trim(), &form.password, client)
+        .await
+    {
+        Ok((_, secret)) => {
+            let session = cookies.set(
+                cookies.session(),
+                secret.expose(),
+                Some(app.config.auth.session_absolute),
+            );
+            Ok(see_other(
+                &next,
+                &[session, cookies.clear(cookies.pre_session())],
+            ))
+        }
+        Err(refused) => {
+            // A wrong password is the form again with a message (200, as
+            // a 401 would need a Basic challenge); a throttle keeps its 429
+            // and Retry-After, a busy server its 503.
+            let (status, error) = match refused.status() {
+                StatusCode::UNAUTHORIZED => {
+                    (StatusCode::OK, "Wrong user name or password.".to_string())
+                }
+                status => (status, refused.message().to_string()),
+            };
+            let mut response = render(SignInPage {
+                csrf: csrf_token(pre),
+                next,
+                user: form.user,
+                error: Some(error),
+            })?;
+            *response.status_mut() = status;
+            if let Some(secs) = refused.retry_after_secs() {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            }
+            Ok(response)
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SignOutForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+/// `POST /-/logout`.
+pub async fn sign_out(
+    State(app): State<Arc<WebState>>,
+    headers: HeaderMap,
+    Form(form): Form<SignOutForm>,
+) -> Result<Response, AppError> {
+    check_origin(&headers, app.config.public_url.as_deref())?;
+    let cookies = cookies(&app);
+    let Some(secret) = cookie(&headers, cookies.session()) else {
+        return Ok(see_other("/", &[cookies.clear(cookies.session())]));
+    };
+    if !csrf_matches(secret, &form.csrf) {
+        return Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "this sign-out form was not made for your session; sign out from a page of this server",
+        ));
+    }
+    app.authn.sign_out(secret)?;
+    Ok(see_other("/", &[cookies.clear(cookies.session())]))
+}
+
+/// A 303 to `to`, setting `cookies`.
+fn see_other(to: &str, cookies: &[HeaderValue]) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        LOCATION,
+        HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/")),
+    );
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    for value in cookies {
+        headers.append(SET_COOKIE, value.clone());
+    }
+    response
+}

@@ -1,0 +1,438 @@
+//! Signing in in the browser, over real HTTP: a session opens the pages of
+//! a private repo and nothing else (not git, not the API); sign-out, a
+//! password change, a disabled user and the idle limit each end it; a
+//! restart keeps it; forms without this server's CSRF token or from
+//! another origin change nothing; `next=` returns only to this server;
+//! failed web sign-ins are throttled as Basic's are.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use crate::support::*;
+
+/// A server with `alice/private` (private, one commit), the user alice
+/// with a password, and `flags`.
+fn forge(flags: &[&str]) -> Forge {
+    let mut forge = Forge::new(&[]);
+    forge.create_repo(&["alice/private", "--private"]);
+    user_token(&forge.data, "alice", false, "write", &[]);
+    user_token(&forge.data, "bob", false, "read", &[]);
+    set_password(&forge.data, "alice", PASSWORD);
+    forge.serve(flags);
+    forge
+}
+
+const PASSWORD: &str = "correct horse battery";
+
+fn set_password(data: &std::path::Path, user: &str, password: &str) {
+    let mut set = vole(data)
+        .args(["user", "passwd", user, "--password-stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = set.stdin.take().unwrap();
+    stdin.write_all(format!("{password}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let set = wait_output(set, Duration::from_secs(30));
+    assert!(set.status.success(), "{}", text(&set.stderr));
+}
+
+/// A browser: the cookies the server set, sent back on every request,
+/// from one loopback address.
+struct Browser {
+    addr: SocketAddr,
+    from: IpAddr,
+    cookies: Vec<(String, String)>,
+}
+
+impl Browser {
+    fn new(forge: &Forge) -> Browser {
+        Browser::at(forge, 1)
+    }
+
+    fn at(forge: &Forge, last: u8) -> Browser {
+        Browser {
+            addr: forge.server().addr,
+            from: IpAddr::from([127, 0, 0, last]),
+            cookies: Vec::new(),
+        }
+    }
+
+    fn cookie(&self, name: &str) -> Option<&str> {
+        self.cookies
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn request(&mut self, head: &str, body: &str) -> HttpResponse {
+        let cookies: Vec<String> = self
+            .cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let mut head = head.to_string();
+        if !cookies.is_empty() {
+            head.push_str(&format!("\r\nCookie: {}", cookies.join("; ")));
+        }
+        let response = send_from(self.from, self.addr, &head, body.as_bytes());
+        for (name, value) in &response.headers {
+            if !name.eq_ignore_ascii_case("set-cookie") {
+                continue;
+            }
+            let pair = value.split(';').next().unwrap_or_default();
+            let (key, val) = pair.split_once('=').unwrap();
+            self.cookies.retain(|(k, _)| k != key);
+            if !value.contains("Max-Age=0") {
+                self.cookies.push((key.to_string(), val.to_string()));
+            }
+        }
+        response
+    }
+
+    fn get(&mut self, path: &str) -> HttpResponse {
+        self.request(&format!("GET {path} HTTP/1.1"), "")
+    }
+
+    /// POSTs `fields` (already URL-encoded values) with `extra` headers.
+    fn post(&mut self, path: &str, fields: &[(&str, &str)], extra: &str) -> HttpResponse {
+        let body: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let body = body.join("&");
+        let mut head = format!(
+            "POST {path} HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}",
+            body.len()
+        );
+        if !extra.is_empty() {
+            head.push_str("\r\n");
+            head.push_str(extra);
+        }
+        self.request(&head, &body)
+    }
+
+    /// Loads the sign-in form and returns its CSRF token.
+    fn sign_in_form(&mut self) -> String {
+        let page = self.get("/-/login");
+        assert_eq!(page.status, 200, "{}", page.text());
+        assert!(self.cookie("vole_pre").is_some(), "no pre-session cookie");
+        hidden(&page.text(), "csrf")
+    }
+
+    /// Signs in as `user` and returns the response (a 303 when it worked).
+    fn sign_in(&mut self, user: &str, password: &str, next: &str) -> HttpResponse {
+        let csrf = self.sign_in_form();
+        let password = password.replace(' ', "+");
+        self.post(
+            "/-/login",
+            &[
+                ("user", user),
+                ("password", &password),
+                ("csrf", &csrf),
+                ("next", next),
+            ],
+            "",
+        )
+    }
+
+    /// The sign-out form's token on a page.
+    fn sign_out_token(&mut self) -> String {
+        hidden(&self.get("/").text(), "csrf")
+    }
+}
+
+/// One request from `source`, read to EOF.
+fn send_from(source: IpAddr, addr: SocketAddr, head: &str, body: &[u8]) -> HttpResponse {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::new(source, 0).into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let mut stream: std::net::TcpStream = socket.into();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let request = format!("{head}\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    parse_response(&raw)
+}
+
+/// The value of the hidden input `name` in `html`.
+fn hidden(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no hidden {name} in {html}"))
+        + marker.len();
+    html[start..].split('"').next().unwrap().to_string()
+}
+
+#[test]
+fn a_session_opens_the_pages_of_a_private_repo_until_sign_out() {
+    let forge = forge(&[]);
+    let mut browser = Browser::new(&forge);
+    assert_eq!(
+        browser.get("/alice/private").status,
+        404,
+        "anonymous sees it"
+    );
+    let signed = browser.sign_in("alice", PASSWORD, "/alice/private");
+    assert_eq!(signed.status, 303, "{}", signed.text());
+    assert_eq!(signed.header("location"), Some("/alice/private"));
+    let set = signed
+        .headers
+        .iter()
+        .find(|(k, v)| k.eq_ignore_ascii_case("set-cookie") && v.starts_with("vole_session="))
+        .map(|(_, v)| v.clone())
+        .expect("no session cookie set");
+    for attribute in ["HttpOnly", "SameSite=Lax", "Path=/"] {
+        assert!(set.contains(attribute), "{set} lacks {attribute}");
+    }
+    assert!(
+        !set.contains("Secure"),
+        "Secure on a plain-http server: {set}"
+    );
+    let session = browser.cookie("vole_session").unwrap().to_string();
+    assert_eq!(session.len(), 43, "a session secret of 256 bits");
+
+    let page = browser.get("/alice/private");
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.text().contains("Signed in as <strong>alice</strong>"));
+    assert!(
+        page.header("cache-control")
+            .is_some_and(|c| c.contains("private"))
+    );
+    let home = browser.get("/");
+    assert!(
+        home.text().contains("alice/private"),
+        "the home page lists it"
+    );
+
+    // Only the hash is stored.
+    let stored = std::fs::read_to_string(forge.data.join("sessions.jsonl")).unwrap();
+    assert!(stored.contains("\"user\":\"alice\""), "{stored}");
+    assert!(!stored.contains(&session), "the session secret is on disk");
+
+    let csrf = browser.sign_out_token();
+    let out = browser.post("/-/logout", &[("csrf", &csrf)], "");
+    assert_eq!(out.status, 303, "{}", out.text());
+    assert!(
+        browser.cookie("vole_session").is_none(),
+        "cookie not removed"
+    );
+    assert_eq!(browser.get("/alice/private").status, 404);
+    // The old cookie, replayed, is no one.
+    browser.cookies.push(("vole_session".into(), session));
+    let replayed = browser.get("/alice/private");
+    assert_eq!(replayed.status, 404, "a signed-out session still works");
+    assert!(browser.get("/").text().contains("Sign in"));
+}
+
+#[test]
+fn a_session_cookie_is_not_a_credential_for_git_or_the_api() {
+    let forge = forge(&[]);
+    let mut browser = Browser::new(&forge);
+    assert_eq!(browser.sign_in("alice", PASSWORD, "/").status, 303);
+    assert_eq!(browser.get("/alice/private").status, 200, "anti-vacuity");
+    let api = browser.get("/api/v1/repos/alice/private/issues");
+    let anonymous = http_get(forge.server().addr, "/api/v1/repos/alice/private/issues");
+    assert_ne!(api.status, 200, "the API took the cookie: {}", api.text());
+    assert_eq!(
+        api.status, anonymous.status,
+        "the API told the cookie apart"
+    );
+    let git = browser.get("/alice/private.git/info/refs?service=git-upload-pack");
+    assert_eq!(git.status, 401, "git took the cookie");
+}
+
+#[test]
+fn a_password_change_a_disabled_user_and_the_idle_limit_end_sessions() {
+    let forge = forge(&["--session-idle", "3s"]);
+    let mut first = Browser::new(&forge);
+    assert_eq!(first.sign_in("alice", PASSWORD, "/").status, 303);
+    assert_eq!(first.get("/alice/private").status, 200);
+    set_password(&forge.data, "alice", "another long password");
+    assert_eq!(
+        first.get("/alice/private").status,
+        404,
+        "session outlived a password change"
+    );
+
+    // The idle limit: used every second, a session lives on; left alone
+    // for longer than the limit, it ends.
+    let mut idle = Browser::at(&forge, 2);
+    let signed = idle.sign_in("alice", "another+long+password", "/");
+    assert_eq!(signed.status, 303, "{}", signed.text());
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_secs(1));
+        assert_eq!(idle.get("/alice/private").status, 200, "ended while in use");
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(
+        idle.get("/alice/private").status,
+        404,
+        "idle session still works"
+    );
+
+    let mut disabled = Browser::at(&forge, 3);
+    assert_eq!(
+        disabled
+            .sign_in("alice", "another+long+password", "/")
+            .status,
+        303
+    );
+    assert_eq!(disabled.get("/alice/private").status, 200);
+    let off = run_vole(&forge.data, &["user", "disable", "alice"]);
+    assert!(off.status.success(), "{}", text(&off.stderr));
+    assert_eq!(
+        disabled.get("/alice/private").status,
+        404,
+        "a disabled user's session works"
+    );
+}
+
+#[test]
+fn a_restart_keeps_sessions() {
+    let mut forge = forge(&[]);
+    let mut browser = Browser::new(&forge);
+    assert_eq!(browser.sign_in("alice", PASSWORD, "/").status, 303);
+    forge.restart();
+    browser.addr = forge.server().addr;
+    assert_eq!(
+        browser.get("/alice/private").status,
+        200,
+        "signed out by a restart"
+    );
+}
+
+#[test]
+fn forms_without_this_servers_token_or_from_another_origin_change_nothing() {
+    let forge = forge(&[]);
+    let mut browser = Browser::new(&forge);
+    let csrf = browser.sign_in_form();
+    let password = PASSWORD.replace(' ', "+");
+    let mut other = Browser::at(&forge, 2);
+    let others_token = other.sign_in_form();
+    let attempts: [(&str, String, &str); 4] = [
+        ("no token", String::new(), ""),
+        ("another pre-session's token", others_token, ""),
+        (
+            "a foreign Origin",
+            csrf.clone(),
+            "Origin: https://evil.example",
+        ),
+        ("Origin: null", csrf.clone(), "Origin: null"),
+    ];
+    for (what, token, extra) in &attempts {
+        let tried = browser.post(
+            "/-/login",
+            &[("user", "alice"), ("password", &password), ("csrf", token)],
+            extra,
+        );
+        assert_eq!(tried.status, 403, "sign-in with {what}: {}", tried.text());
+        assert!(
+            browser.cookie("vole_session").is_none(),
+            "signed in with {what}"
+        );
+    }
+    let cross = browser.post(
+        "/-/login",
+        &[("user", "alice"), ("password", &password), ("csrf", &csrf)],
+        "Sec-Fetch-Site: cross-site",
+    );
+    assert_eq!(cross.status, 403);
+    // Anti-vacuity: the same form with its own token signs in.
+    let own = browser.post(
+        "/-/login",
+        &[("user", "alice"), ("password", &password), ("csrf", &csrf)],
+        &format!("Origin: http://{}", forge.server().addr),
+    );
+    assert_eq!(own.status, 303, "{}", own.text());
+    let session = browser.cookie("vole_session").unwrap().to_string();
+
+    // Sign-out needs the session's own token.
+    let mut second = Browser::at(&forge, 3);
+    assert_eq!(second.sign_in("alice", PASSWORD, "/").status, 303);
+    let seconds_token = second.sign_out_token();
+    let wrong = browser.post("/-/logout", &[("csrf", &seconds_token)], "");
+    assert_eq!(wrong.status, 403, "signed out with another session's token");
+    let own_token = browser.sign_out_token();
+    let foreign = browser.post("/-/logout", &[("csrf", &own_token)], "Origin: null");
+    assert_eq!(foreign.status, 403);
+    assert_eq!(browser.cookie("vole_session"), Some(session.as_str()));
+    assert_eq!(
+        browser.get("/alice/private").status,
+        200,
+        "a refused sign-out ended it"
+    );
+}
+
+#[test]
+fn next_returns_only_to_a_path_of_this_server() {
+    let forge = forge(&[]);
+    for (i, next) in [
+        "//evil",
+        "/%5Cevil",
+        "https:evil",
+        "%252F%252Fevil",
+        "/%2F%2Fevil",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut browser = Browser::at(&forge, 10 + i as u8);
+        let signed = browser.sign_in("alice", PASSWORD, next);
+        assert_eq!(signed.status, 303, "{next}: {}", signed.text());
+        assert_eq!(signed.header("location"), Some("/"), "next={next}");
+    }
+    // Through the form's own field, as `?next=` fills it.
+    for next in ["%2F%2Fevil", "/%5Cevil", "https:evil", "//evil"] {
+        let mut browser = Browser::at(&forge, 20);
+        let page = browser.get(&format!("/-/login?next={next}"));
+        assert_eq!(hidden(&page.text(), "next"), "/", "?next={next}");
+    }
+    let mut browser = Browser::at(&forge, 21);
+    let page = browser.get("/-/login?next=/alice/private");
+    assert_eq!(
+        hidden(&page.text(), "next"),
+        "/alice/private",
+        "anti-vacuity"
+    );
+    let signed = browser.sign_in("alice", PASSWORD, "/alice/private");
+    assert_eq!(
+        signed.header("location"),
+        Some("/alice/private"),
+        "anti-vacuity"
+    );
+}
+
+#[test]
+fn wrong_web_passwords_are_throttled_per_address_as_basic_ones_are() {
+    let forge = forge(&["--auth-failures", "4", "--auth-failure-window", "10m"]);
+    let mut attacker = Browser::at(&forge, 30);
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let tried = attacker.sign_in("alice", &format!("wrong {i}"), "/");
+        if tried.status == 200 {
+            assert!(tried.text().contains("Wrong user name or password."));
+        }
+        statuses.push(tried.status);
+    }
+    assert_eq!(&statuses[..4], &[200; 4], "{statuses:?}");
+    assert!(
+        statuses[4..].iter().all(|s| *s == 429),
+        "not throttled: {statuses:?}"
+    );
+    assert_eq!(attacker.sign_in("alice", PASSWORD, "/").status, 429);
+    let mut elsewhere = Browser::at(&forge, 31);
+    assert_eq!(elsewhere.sign_in("alice", PASSWORD, "/").status, 303);
+    // The failures are audited as Basic's are.
+    let dump = text(&run_vole(&forge.data, &["log", "dump"]).stdout);
+    let failed = dump
+        .lines()
+        .filter(|l| l.contains("auth_failed") && l.contains("target=alice"))
+        .count();
+    assert_eq!(failed, 5, "one audit record per checked failure:\n{dump}");
+}
