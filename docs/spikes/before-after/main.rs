@@ -3,7 +3,7 @@
 //! commit), so that a change that should not alter behaviour shows what it
 //! costs.
 //!
-//! `cargo run --release --example before-after -- --baseline-target DIR [--rounds 3] [--harnesses web,auth,...] [--web-args "..."]`
+//! `cargo run --release --example before-after -- --baseline-target DIR [--current-target DIR] [--rounds 3] [--harnesses web,auth,...] [--web-args "..."]`
 //!
 //! `DIR` is the baseline's Cargo target directory, holding `release/vole`
 //! and, for the harnesses that link the library instead of starting the
@@ -146,8 +146,15 @@ fn main() {
             .collect(),
         None => HARNESSES.iter().collect(),
     };
-    let here = this_target();
-    build_current(&chosen);
+    // `--current-target DIR`: this side's build is another directory's
+    // (a build kept from earlier), not this checkout's, which is not built.
+    let here = match arg_text("--current-target") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            build_current(&chosen);
+            this_target()
+        }
+    };
     let builds = [
         Build {
             name: "baseline",
