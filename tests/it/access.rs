@@ -49,11 +49,13 @@ struct Ctx {
     admin: Credential,
 }
 
-/// A user name and a token.
+/// A user name and a token, or a browser's session cookie.
 #[derive(Clone)]
 struct Credential {
     user: String,
     token: String,
+    /// A session secret: sent as the session cookie (the token unused).
+    session: Option<String>,
 }
 
 impl Ctx {
@@ -61,6 +63,10 @@ impl Ctx {
     fn auth(&self) -> String {
         match &self.who {
             None => String::new(),
+            Some(Credential {
+                session: Some(secret),
+                ..
+            }) => format!("Cookie: vole_session={secret}\r\n"),
             Some(c) => format!("{}\r\n", basic(&c.user, &c.token)),
         }
     }
@@ -68,7 +74,11 @@ impl Ctx {
     /// The URL of `repo` for git, with the credential in it.
     fn git_url(&self, repo: &str) -> String {
         match &self.who {
-            None => format!("http://{}/{repo}.git", self.addr),
+            // git has no cookie: a browser's session is no one to it.
+            None
+            | Some(Credential {
+                session: Some(_), ..
+            }) => format!("http://{}/{repo}.git", self.addr),
             Some(c) => format!("http://{}:{}@{}/{repo}.git", c.user, c.token, self.addr),
         }
     }
@@ -451,9 +461,30 @@ enum Who {
     WriteToken,
     /// The owner's admin token limited to another repo.
     OtherRepoToken,
+    /// The reader's browser session: the reader on the web pages, no one
+    /// anywhere else (git, the API and sites never read the cookie).
+    ReaderSession,
+    /// The outsider's browser session.
+    OutsiderSession,
+    /// The reader's session after its sign-out: no one.
+    EndedSession,
 }
 
-const EVERYONE: [Who; 10] = [
+impl Who {
+    /// Who a principal is on `surface`: a session is its user on the web
+    /// pages and anonymous elsewhere; the others are themselves.
+    fn on(self, surface: &str) -> Who {
+        let page = surface.starts_with("web: ");
+        match self {
+            Who::ReaderSession if page => Who::Reader,
+            Who::OutsiderSession if page => Who::Outsider,
+            Who::ReaderSession | Who::OutsiderSession | Who::EndedSession => Who::Anonymous,
+            other => other,
+        }
+    }
+}
+
+const EVERYONE: [Who; 13] = [
     Who::Anonymous,
     Who::Outsider,
     Who::Reader,
@@ -464,6 +495,9 @@ const EVERYONE: [Who; 10] = [
     Who::ReadToken,
     Who::WriteToken,
     Who::OtherRepoToken,
+    Who::ReaderSession,
+    Who::OutsiderSession,
+    Who::EndedSession,
 ];
 
 /// What a surface does.
@@ -499,12 +533,16 @@ fn kind_of(surface: &str) -> Kind {
 fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
     use Expect::*;
     let kind = kind_of(surface);
+    let who = who.on(surface);
     // 1 read, 2 write, 3 admin.
     let role = match who {
         Who::Anonymous | Who::Outsider | Who::OtherRepoToken => 0,
         Who::Reader => 1,
         Who::Writer => 2,
         Who::RepoAdmin | Who::Owner | Who::ServerAdmin | Who::ReadToken | Who::WriteToken => 3,
+        Who::ReaderSession | Who::OutsiderSession | Who::EndedSession => {
+            unreachable!("Who::on gave the principal it is on this surface")
+        }
     };
     let scope = match who {
         Who::ReadToken => 1,
@@ -548,7 +586,7 @@ fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
 
 /// How a hidden or missing repo reads to `who` on `surface`.
 fn hidden(surface: &str, who: Who) -> Expect {
-    if who == Who::Anonymous && kind_of(surface) != Kind::Page {
+    if who.on(surface) == Who::Anonymous && kind_of(surface) != Kind::Page {
         Expect::Unauthenticated
     } else {
         Expect::NotFound
@@ -635,7 +673,7 @@ fn run_table(ctx: &Ctx, who: Who, anonymous_push: bool) -> Vec<String> {
     // The server's own surface: its counters say how many repos there
     // are, private ones too: a server admin's.
     let stats = get(ctx, "/api/v1/stats");
-    let want = match who {
+    let want = match who.on("api: stats") {
         Who::ServerAdmin => Expect::Allowed,
         Who::Anonymous => Expect::Unauthenticated,
         _ => Expect::NotFound,
@@ -662,6 +700,9 @@ fn current(ctx: &Ctx, path: &str) -> serde_json::Value {
     serde_json::from_str(&answer.body).unwrap_or(serde_json::Value::Null)
 }
 
+/// The password of the users who also sign in from a browser.
+const SESSION_PASSWORD: &str = "a browser password";
+
 /// Users and tokens of the table, made before the server starts.
 struct People {
     by_who: Vec<(Who, Credential)>,
@@ -672,6 +713,7 @@ fn people(data: &Path) -> People {
     let token = |user: &str, admin: bool, scope: &str, extra: &[&str]| Credential {
         user: user.to_string(),
         token: user_token(data, user, admin, scope, extra),
+        session: None,
     };
     let admin = token("root", true, "admin", &[]);
     let by_who = vec![
@@ -688,6 +730,9 @@ fn people(data: &Path) -> People {
             token("alice", false, "admin", &["--repo", "alice/other"]),
         ),
     ];
+    for user in ["ann", "oscar"] {
+        set_password(data, user, SESSION_PASSWORD);
+    }
     People { by_who, admin }
 }
 
@@ -779,7 +824,7 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     // table covers every surface and every principal.
     assert!(get(&ctx, "/alice/public/-/site/").body.contains("site"));
     assert_eq!(surfaces().len(), 37);
-    assert_eq!(people.by_who.len() + 1, EVERYONE.len());
+    assert_eq!(people.by_who.len() + 1 + 3, EVERYONE.len());
     let mut wrong = run_table(&ctx.clone_for(None), Who::Anonymous, true);
     server.stop();
 
@@ -797,6 +842,32 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
         admin: people.admin.clone(),
     };
     wrong.extend(run_table(&ctx, Who::Anonymous, false));
+    // Browser sessions: the reader's and the outsider's, and one of the
+    // reader's after its sign-out.
+    let session = |user: &str| {
+        let mut credential = people
+            .by_who
+            .iter()
+            .find(|(_, c)| c.user == user)
+            .map(|(_, c)| c.clone())
+            .unwrap();
+        credential.session = Some(web_sign_in(server.addr, user, SESSION_PASSWORD));
+        credential
+    };
+    let ended = session("ann");
+    web_sign_out(server.addr, ended.session.as_deref().unwrap());
+    let sessions = [
+        (Who::ReaderSession, session("ann")),
+        (Who::OutsiderSession, session("oscar")),
+        (Who::EndedSession, ended),
+    ];
+    for (who, credential) in &sessions {
+        wrong.extend(run_table(
+            &ctx.clone_for(Some(credential.clone())),
+            *who,
+            false,
+        ));
+    }
     for (who, credential) in &people.by_who {
         wrong.extend(run_table(
             &ctx.clone_for(Some(credential.clone())),

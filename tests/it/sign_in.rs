@@ -25,21 +25,6 @@ fn forge(flags: &[&str]) -> Forge {
 
 const PASSWORD: &str = "correct horse battery";
 
-fn set_password(data: &std::path::Path, user: &str, password: &str) {
-    let mut set = vole(data)
-        .args(["user", "passwd", user, "--password-stdin"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = set.stdin.take().unwrap();
-    stdin.write_all(format!("{password}\n").as_bytes()).unwrap();
-    drop(stdin);
-    let set = wait_output(set, Duration::from_secs(30));
-    assert!(set.status.success(), "{}", text(&set.stderr));
-}
-
 /// A browser: the cookies the server set, sent back on every request,
 /// from one loopback address.
 struct Browser {
@@ -117,7 +102,7 @@ impl Browser {
         let page = self.get("/-/login");
         assert_eq!(page.status, 200, "{}", page.text());
         assert!(self.cookie("vole_pre").is_some(), "no pre-session cookie");
-        hidden(&page.text(), "csrf")
+        hidden_field(&page.text(), "csrf")
     }
 
     /// Signs in as `user` and returns the response (a 303 when it worked).
@@ -138,7 +123,7 @@ impl Browser {
 
     /// The sign-out form's token on a page.
     fn sign_out_token(&mut self) -> String {
-        hidden(&self.get("/").text(), "csrf")
+        hidden_field(&self.get("/").text(), "csrf")
     }
 }
 
@@ -157,16 +142,6 @@ fn send_from(source: IpAddr, addr: SocketAddr, head: &str, body: &[u8]) -> HttpR
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
     parse_response(&raw)
-}
-
-/// The value of the hidden input `name` in `html`.
-fn hidden(html: &str, name: &str) -> String {
-    let marker = format!("name=\"{name}\" value=\"");
-    let start = html
-        .find(&marker)
-        .unwrap_or_else(|| panic!("no hidden {name} in {html}"))
-        + marker.len();
-    html[start..].split('"').next().unwrap().to_string()
 }
 
 #[test]
@@ -391,12 +366,12 @@ fn next_returns_only_to_a_path_of_this_server() {
     for next in ["%2F%2Fevil", "/%5Cevil", "https:evil", "//evil"] {
         let mut browser = Browser::at(&forge, 20);
         let page = browser.get(&format!("/-/login?next={next}"));
-        assert_eq!(hidden(&page.text(), "next"), "/", "?next={next}");
+        assert_eq!(hidden_field(&page.text(), "next"), "/", "?next={next}");
     }
     let mut browser = Browser::at(&forge, 21);
     let page = browser.get("/-/login?next=/alice/private");
     assert_eq!(
-        hidden(&page.text(), "next"),
+        hidden_field(&page.text(), "next"),
         "/alice/private",
         "anti-vacuity"
     );

@@ -105,7 +105,11 @@ fn verify(store: &SessionStore, filled: &[(String, SessionSecret)], churned: &[S
     }
     let live = churned.len() - vole_sessions::MAX_PER_USER;
     for (i, secret) in churned.iter().enumerate() {
-        assert_eq!(store.resolve(secret.expose(), now).is_some(), i >= live, "churned {i}");
+        assert_eq!(
+            store.resolve(secret.expose(), now).is_some(),
+            i >= live,
+            "churned {i}"
+        );
     }
     assert_eq!(store.len(), filled.len() + vole_sessions::MAX_PER_USER);
 }

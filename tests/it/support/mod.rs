@@ -107,6 +107,92 @@ pub fn user_token(data: &Path, user: &str, admin: bool, scope: &str, extra: &[&s
     token
 }
 
+/// Sets `user`'s password through `vole user passwd --password-stdin`
+/// (with or without a server on `data`).
+pub fn set_password(data: &Path, user: &str, password: &str) {
+    let mut set = vole(data)
+        .args(["user", "passwd", user, "--password-stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = set.stdin.take().unwrap();
+    stdin.write_all(format!("{password}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let set = wait_output(set, Duration::from_secs(30));
+    assert!(
+        set.status.success(),
+        "vole user passwd: {}",
+        text(&set.stderr)
+    );
+}
+
+/// The value of the hidden form field `name` in `html`.
+pub fn hidden_field(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no hidden {name} in {html}"))
+        + marker.len();
+    html[start..].split('"').next().unwrap().to_string()
+}
+
+/// The value a response's `Set-Cookie` gives `name`.
+pub fn set_cookie(response: &HttpResponse, name: &str) -> Option<String> {
+    response
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+        .filter_map(|(_, v)| v.split(';').next()?.split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.to_string())
+}
+
+/// Signs `user` in through the sign-in form (a password without `&`, `=`
+/// or `+`) and returns the session's secret.
+pub fn web_sign_in(addr: SocketAddr, user: &str, password: &str) -> String {
+    let form = http_get(addr, "/-/login");
+    let pre = set_cookie(&form, "vole_pre").expect("no pre-session cookie");
+    let csrf = hidden_field(&form.text(), "csrf");
+    let body = format!(
+        "user={user}&password={}&csrf={csrf}",
+        password.replace(' ', "+")
+    );
+    let signed = http(
+        addr,
+        &format!(
+            "POST /-/login HTTP/1.1\r\nCookie: vole_pre={pre}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}",
+            body.len()
+        ),
+        body.as_bytes(),
+    );
+    assert_eq!(signed.status, 303, "sign-in of {user}: {}", signed.text());
+    set_cookie(&signed, "vole_session").expect("no session cookie")
+}
+
+/// Signs the session `secret` out through the sign-out form.
+pub fn web_sign_out(addr: SocketAddr, secret: &str) {
+    let cookie = format!("Cookie: vole_session={secret}");
+    let page = http(addr, &format!("GET / HTTP/1.1\r\n{cookie}"), b"");
+    assert!(
+        page.text().contains("action=\"/-/logout\""),
+        "the session cookie did not sign the home page in (no sign-out form):\n{}",
+        page.text()
+    );
+    let csrf = hidden_field(&page.text(), "csrf");
+    let body = format!("csrf={csrf}");
+    let out = http(
+        addr,
+        &format!(
+            "POST /-/logout HTTP/1.1\r\n{cookie}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}",
+            body.len()
+        ),
+        body.as_bytes(),
+    );
+    assert_eq!(out.status, 303, "sign-out: {}", out.text());
+}
+
 /// `Authorization: Basic` of `user` and `secret`.
 pub fn basic(user: &str, secret: &str) -> String {
     use base64::Engine;
