@@ -223,6 +223,10 @@ impl App {
             open_sessions(&data, &config)?,
         ));
         let authn = Arc::new(Authn::new(accounts.clone(), &config.auth));
+        let sessions = Arc::new(vole_http::browser::Sessions {
+            authn: authn.clone(),
+            cookies: vole_http::browser::Cookies::for_public_url(config.public_url.as_deref()),
+        });
         // One pool of read-side git children for the web UI and sites.
         let reads = Arc::new(ReadSlots::new(
             config.reads.slots,
@@ -254,6 +258,7 @@ impl App {
                 access: access.clone(),
                 reads: reads.clone(),
                 read_limits: config.reads.clone(),
+                sessions: sessions.clone(),
             }),
             web: Arc::new(WebState {
                 config: config.clone(),
@@ -269,6 +274,7 @@ impl App {
                 caches: web_caches,
                 gix,
                 authn: authn.clone(),
+                sessions,
             }),
             api: Arc::new(ApiState {
                 meta: meta.clone(),

@@ -461,8 +461,9 @@ enum Who {
     WriteToken,
     /// The owner's admin token limited to another repo.
     OtherRepoToken,
-    /// The reader's browser session: the reader on the web pages, no one
-    /// anywhere else (git, the API and sites never read the cookie).
+    /// The reader's browser session: the reader on the web pages and the
+    /// UI-origin sites, no one anywhere else (git and the API never read
+    /// the cookie).
     ReaderSession,
     /// The outsider's browser session.
     OutsiderSession,
@@ -472,9 +473,12 @@ enum Who {
 
 impl Who {
     /// Who a principal is on `surface`: a session is its user on the web
-    /// pages and anonymous elsewhere; the others are themselves.
+    /// pages and the sites of the UI's origin, and anonymous elsewhere (git,
+    /// the API, a site's own domain, which a browser never sends the UI's
+    /// host-only cookie); the others are themselves.
     fn on(self, surface: &str) -> Who {
-        let page = surface.starts_with("web: ");
+        let page = surface.starts_with("web: ")
+            || (surface.starts_with("site ") && surface != "site by domain");
         match self {
             Who::ReaderSession if page => Who::Reader,
             Who::OutsiderSession if page => Who::Outsider,

@@ -16,6 +16,7 @@
 //!   `null` (a sandboxed page, a site page served with a sandbox CSP), or
 //!   when `Sec-Fetch-Site` says `cross-site`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -24,6 +25,8 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use crate::AppError;
+use crate::auth::Authn;
+use vole_access::Principal;
 
 /// The names and attributes of vole's browser cookies on this server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +78,52 @@ impl Cookies {
     pub fn clear(&self, name: &str) -> HeaderValue {
         self.set(name, "", Some(Duration::ZERO))
     }
+}
+
+/// The session cookie of the web pages and the UI-origin sites: who it
+/// stands for. Only the layers of those routes ask (git and the API never
+/// do).
+#[derive(Debug, Clone)]
+pub struct Sessions {
+    pub authn: Arc<Authn>,
+    pub cookies: Cookies,
+}
+
+impl Sessions {
+    /// The principal of the request's session cookie and the cookie's
+    /// secret: none when the request carries a credential of its own
+    /// (`Authorization`) or no live session's cookie.
+    pub fn of<'h>(&self, headers: &'h HeaderMap) -> Option<(Principal, &'h str)> {
+        if headers.contains_key(header::AUTHORIZATION) {
+            return None;
+        }
+        let secret = cookie(headers, self.cookies.session())?;
+        Some((self.authn.session_principal(secret)?, secret))
+    }
+
+    /// The request carries a session cookie, live or not (an answer to it
+    /// may not be the anonymous one).
+    pub fn sent(&self, headers: &HeaderMap) -> bool {
+        cookie(headers, self.cookies.session()).is_some()
+    }
+}
+
+/// The route layer of the pages that a session signs in: a request with
+/// no credential of its own and a live session's cookie is that session's
+/// user.
+pub async fn session_principal(
+    axum::extract::State(sessions): axum::extract::State<Arc<Sessions>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let anonymous = request
+        .extensions()
+        .get::<Principal>()
+        .is_none_or(|p| *p == Principal::Anonymous);
+    if anonymous && let Some((principal, _)) = sessions.of(request.headers()) {
+        request.extensions_mut().insert(principal);
+    }
+    next.run(request).await
 }
 
 /// A new pre-session secret (random, the shape of a session's).

@@ -110,6 +110,9 @@ pub struct SitesState {
     /// Slots of read-side git children (shared with the web UI).
     pub reads: Arc<vole_http::slots::ReadSlots>,
     pub read_limits: vole_config::ReadLimits,
+    /// Who a session cookie stands for, on the UI-origin sites (a site's
+    /// own domain never gets the UI's host-only cookie).
+    pub sessions: Arc<vole_http::browser::Sessions>,
 }
 
 /// The sites' answer to a refused repo on a `/{owner}/{repo}/-/site`

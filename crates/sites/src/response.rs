@@ -141,14 +141,14 @@ impl SiteRequest<'_> {
                 HeaderValue::from_static(SANDBOX),
             );
         }
-        // The answer depends on who asks (the site of a private repo is
-        // not found to the anonymous).
+        // The answer depends on who asks, by credential or session cookie
+        // (the site of a private repo is not found to the anonymous).
         headers.insert(
             header::VARY,
             HeaderValue::from_static(if file.compressible {
-                "Accept-Encoding, Authorization"
+                "Accept-Encoding, Authorization, Cookie"
             } else {
-                "Authorization"
+                "Authorization, Cookie"
             }),
         );
     }

@@ -49,6 +49,7 @@ where
     fn call(&mut self, request: Request) -> Self::Future {
         let warm = (request.method() == Method::GET || request.method() == Method::HEAD)
             && principal_of(&request) == Some(&Principal::Anonymous)
+            && !self.app.sessions.sent(request.headers())
             && self.app.sites.domain_of(request.headers()).is_none();
         let hit = warm
             .then(|| {

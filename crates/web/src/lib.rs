@@ -84,8 +84,10 @@ pub struct WebState {
     pub caches: Arc<caches::WebCaches>,
     /// The repos' gix handles (shared with sites).
     pub gix: Arc<vole_git::GixHandles>,
-    /// Sign-in (the same throttle as HTTP Basic's) and sessions.
+    /// Sign-in (the same throttle as HTTP Basic's).
     pub authn: Arc<vole_http::auth::Authn>,
+    /// Who a session cookie stands for.
+    pub sessions: Arc<vole_http::browser::Sessions>,
 }
 
 /// Repos per home page.

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use axum::Form;
 use axum::extract::{FromRequest, Request};
-use axum::http::header::{AUTHORIZATION, CACHE_CONTROL, LOCATION, SET_COOKIE};
+use axum::http::header::{CACHE_CONTROL, LOCATION, SET_COOKIE};
 use axum::middleware::Next;
 use serde::Deserialize;
 use vole_http::auth::client_address;
@@ -50,7 +50,7 @@ pub fn viewer() -> Viewer {
 }
 
 fn cookies(app: &WebState) -> Cookies {
-    Cookies::for_public_url(app.config.public_url.as_deref())
+    app.sessions.cookies
 }
 
 /// See the module doc.
@@ -66,10 +66,7 @@ pub async fn session_layer(
         .and_then(|p| p.identity().map(|id| id.user.clone()));
     if let Some(user) = given {
         viewer.user = Some(user);
-    } else if !request.headers().contains_key(AUTHORIZATION)
-        && let Some(secret) = cookie(request.headers(), cookies(&app).session())
-        && let Some(principal) = app.authn.session_principal(secret)
-    {
+    } else if let Some((principal, secret)) = app.sessions.of(request.headers()) {
         viewer.user = Some(principal.name().to_string());
         viewer.csrf = csrf_token(secret);
         request.extensions_mut().insert(principal);
