@@ -28,11 +28,16 @@ impl Accounts {
         password: &str,
         now: SystemTime,
     ) -> Result<(Identity, SessionSecret), AuthFailure> {
+        // Read before the password is: a password change (or a disable)
+        // that ends the user's sessions while argon2 runs on the old
+        // password ends this sign-in too.
+        let generation = self.sessions.generation(login);
         let identity = self.check_password(login, password)?;
-        let secret = self
-            .sessions
-            .begin(&identity.user, now)
-            .map_err(|_| AuthFailure::Unavailable)?;
+        let secret = match self.sessions.begin(&identity.user, generation, now) {
+            Ok(secret) => secret,
+            Err(vole_sessions::SessionError::Ended) => return Err(AuthFailure::WrongPassword),
+            Err(_) => return Err(AuthFailure::Unavailable),
+        };
         Ok((identity, secret))
     }
 

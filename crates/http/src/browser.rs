@@ -189,8 +189,13 @@ pub fn check_origin(headers: &HeaderMap, public_url: Option<&str>) -> Result<(),
     let own = match public_url {
         Some(url) => origin_of(url),
         None => {
+            // vole speaks plain HTTP; a proxy in front that speaks https
+            // should say so with --public-url. Both schemes are taken, on
+            // the request's own host only.
             let host = headers.typed_get::<headers::Host>();
-            let origin_host = origin.split_once("://").map(|(_, rest)| rest);
+            let origin_host = origin
+                .strip_prefix("http://")
+                .or_else(|| origin.strip_prefix("https://"));
             return match (host, origin_host) {
                 (Some(host), Some(rest)) if rest.eq_ignore_ascii_case(&host.to_string()) => Ok(()),
                 _ => refused(&format!("Origin: {origin}")),
@@ -213,12 +218,26 @@ fn origin_of(url: &str) -> Option<String> {
 
 /// Where a sign-in may return to: `next` when it is a path on this server
 /// (one `/`, then no `/` or `\`, no scheme, nothing encoded that a browser
-/// or proxy could read as those, no control characters), else `/`.
+/// or proxy could read as those, printable ASCII only, no `.` or `..`
+/// segment), else `/`.
 pub fn safe_next(next: Option<&str>) -> &str {
     let Some(next) = next else { return "/" };
     let lower = next.to_ascii_lowercase();
     let second = next.as_bytes().get(1).copied();
+    let dots = next
+        .split(['?', '#'])
+        .next()
+        .unwrap_or_default()
+        .split('/')
+        .any(|segment| {
+            matches!(
+                segment.to_ascii_lowercase().as_str(),
+                "." | ".." | "%2e" | "%2e%2e" | ".%2e" | "%2e."
+            )
+        });
     let fine = next.starts_with('/')
+        && next.bytes().all(|b| b.is_ascii_graphic())
+        && !dots
         && !matches!(second, Some(b'/') | Some(b'\\'))
         && !next.contains('\\')
         && !lower.contains("%2f")
@@ -256,6 +275,10 @@ mod tests {
             "/%09/evil",
             "javascript:alert(1)",
             "",
+            "/\u{ff0f}evil.com",
+            "/%2e%2e/%2e%2e//evil.com",
+            "/../..//evil.com",
+            "/a/./b",
         ] {
             assert_eq!(safe_next(Some(bad)), "/", "{bad:?} was let through");
         }
@@ -306,6 +329,11 @@ mod tests {
         assert!(check_origin(&by_host, None).is_ok());
         let other = headers(&[("host", "127.0.0.1:8080"), ("origin", "http://127.0.0.1:9")]);
         assert!(check_origin(&other, None).is_err());
+        let scheme = headers(&[
+            ("host", "127.0.0.1:8080"),
+            ("origin", "evil://127.0.0.1:8080"),
+        ]);
+        assert!(check_origin(&scheme, None).is_err());
     }
 
     #[test]

@@ -67,6 +67,8 @@ pub enum SessionError {
         line: usize,
         reason: String,
     },
+    #[error("the user's sessions were ended while this one was being begun")]
+    Ended,
 }
 
 /// The secret a browser holds for its session (the cookie's value). Its
@@ -201,6 +203,9 @@ impl Live {
 struct State {
     sessions: Live,
     appender: Appender,
+    /// How many times each user's sessions were all ended since the store
+    /// opened, by lowercased name ([`SessionStore::generation`]).
+    ended: HashMap<String, u64>,
 }
 
 /// The live sessions, and their file.
@@ -230,18 +235,41 @@ impl SessionStore {
         sessions.retain_live(expiry, seconds(now));
         Ok(SessionStore {
             expiry,
-            state: Mutex::new(State { sessions, appender }),
+            state: Mutex::new(State {
+                sessions,
+                appender,
+                ended: HashMap::new(),
+            }),
         })
     }
 
-    /// Begins a session for `user` and returns its secret. Past
-    /// [`MAX_PER_USER`] the user's oldest sessions end in the same write.
-    /// Not synced: a power cut can lose a sign-in, never an end.
-    pub fn begin(&self, user: &str, now: SystemTime) -> Result<SessionSecret, SessionError> {
+    /// How many times every session of `user` was ended since the store
+    /// opened. A sign-in reads it before it checks the password and hands
+    /// it to [`SessionStore::begin`], so a password changed while the old
+    /// one was being checked ends that sign-in too.
+    pub fn generation(&self, user: &str) -> u64 {
+        let state = self.state.lock();
+        state.ended.get(&user.to_lowercase()).copied().unwrap_or(0)
+    }
+
+    /// Begins a session for `user` and returns its secret, unless the
+    /// user's sessions were ended since `generation` was read (then
+    /// [`SessionError::Ended`]). Past [`MAX_PER_USER`] the user's oldest
+    /// sessions end in the same write. Not synced: a power cut can lose a
+    /// sign-in, never an end.
+    pub fn begin(
+        &self,
+        user: &str,
+        generation: u64,
+        now: SystemTime,
+    ) -> Result<SessionSecret, SessionError> {
         let secret = random_secret();
         let id = hash(&secret.0);
         let now = seconds(now);
         let mut state = self.state.lock();
+        if state.ended.get(&user.to_lowercase()).copied().unwrap_or(0) != generation {
+            return Err(SessionError::Ended);
+        }
         let mut records = vec![Record::Begin {
             id: hex::encode(id),
             user: user.to_string(),
@@ -334,6 +362,7 @@ impl SessionStore {
             user: user.to_string(),
         };
         state.appender.append(&[record], true)?;
+        *state.ended.entry(user.to_lowercase()).or_default() += 1;
         Ok(state.sessions.remove_user(user))
     }
 

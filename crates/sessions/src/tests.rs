@@ -26,7 +26,7 @@ fn store(dir: &tempfile::TempDir) -> SessionStore {
 #[test]
 fn a_session_resolves_to_its_user_and_survives_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let secret = store(&dir).begin("alice", t0()).unwrap();
+    let secret = store(&dir).begin("alice", 0, t0()).unwrap();
     assert_eq!(secret.expose().len(), SECRET_CHARS);
     assert!(secret.expose().bytes().all(|b| b.is_ascii_alphanumeric()));
     let reopened = store(&dir);
@@ -46,8 +46,8 @@ fn a_session_resolves_to_its_user_and_survives_a_reopen() {
 fn unknown_and_malformed_secrets_resolve_to_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = store(&dir);
-    let secret = sessions.begin("alice", t0()).unwrap();
-    let other = sessions.begin("alice", t0()).unwrap();
+    let secret = sessions.begin("alice", 0, t0()).unwrap();
+    let other = sessions.begin("alice", 0, t0()).unwrap();
     assert_ne!(secret, other, "two sign-ins got one secret");
     let mut wrong = secret.expose().to_string();
     wrong.replace_range(0..1, if wrong.starts_with('a') { "b" } else { "a" });
@@ -67,8 +67,8 @@ fn unknown_and_malformed_secrets_resolve_to_nothing() {
 fn sign_out_ends_one_session_for_good() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = store(&dir);
-    let gone = sessions.begin("alice", t0()).unwrap();
-    let kept = sessions.begin("alice", t0()).unwrap();
+    let gone = sessions.begin("alice", 0, t0()).unwrap();
+    let kept = sessions.begin("alice", 0, t0()).unwrap();
     assert!(sessions.end(gone.expose()).unwrap());
     assert!(!sessions.end(gone.expose()).unwrap(), "ended twice");
     assert_eq!(sessions.resolve(gone.expose(), t0()), None);
@@ -86,9 +86,9 @@ fn sign_out_ends_one_session_for_good() {
 fn ending_a_user_ends_each_of_their_sessions_and_no_one_elses() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = store(&dir);
-    let a1 = sessions.begin("alice", t0()).unwrap();
-    let a2 = sessions.begin("alice", t0()).unwrap();
-    let b = sessions.begin("bob", t0()).unwrap();
+    let a1 = sessions.begin("alice", 0, t0()).unwrap();
+    let a2 = sessions.begin("alice", 0, t0()).unwrap();
+    let b = sessions.begin("bob", 0, t0()).unwrap();
     assert_eq!(sessions.end_user("alice").unwrap(), 2);
     drop(sessions);
     let reopened = store(&dir);
@@ -97,7 +97,7 @@ fn ending_a_user_ends_each_of_their_sessions_and_no_one_elses() {
     }
     assert_eq!(reopened.resolve(b.expose(), t0()).unwrap().user, "bob");
     // A session begun after the end is live.
-    let a3 = reopened.begin("alice", t0()).unwrap();
+    let a3 = reopened.begin("alice", 0, t0()).unwrap();
     drop(reopened);
     assert!(store(&dir).resolve(a3.expose(), t0()).is_some());
 }
@@ -106,8 +106,8 @@ fn ending_a_user_ends_each_of_their_sessions_and_no_one_elses() {
 fn an_idle_session_expires_and_a_used_one_expires_at_its_absolute_limit() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = store(&dir);
-    let idle = sessions.begin("alice", t0()).unwrap();
-    let used = sessions.begin("alice", t0()).unwrap();
+    let idle = sessions.begin("alice", 0, t0()).unwrap();
+    let used = sessions.begin("alice", 0, t0()).unwrap();
     let mut now = t0();
     // Seen every 10 days: never idle for 14, but 90 days old in the end.
     while now < t0() + 89 * DAY {
@@ -126,7 +126,7 @@ fn an_idle_session_expires_and_a_used_one_expires_at_its_absolute_limit() {
 fn last_seen_is_written_at_most_once_per_granularity() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = store(&dir);
-    let secret = sessions.begin("alice", t0()).unwrap();
+    let secret = sessions.begin("alice", 0, t0()).unwrap();
     let after_begin = sessions.file_bytes();
     for s in 0..SEEN_GRANULARITY.as_secs() {
         sessions.resolve(secret.expose(), t0() + Duration::from_secs(s));
@@ -152,10 +152,10 @@ fn a_user_holds_at_most_max_sessions_and_the_oldest_go_first() {
     let secrets: Vec<SessionSecret> = (0..MAX_PER_USER as u64 + 2)
         .map(|i| {
             let at = t0() + Duration::from_secs(i);
-            sessions.begin("alice", at).unwrap()
+            sessions.begin("alice", 0, at).unwrap()
         })
         .collect();
-    let bob = sessions.begin("bob", t0()).unwrap();
+    let bob = sessions.begin("bob", 0, t0()).unwrap();
     assert_eq!(sessions.len(), MAX_PER_USER + 1);
     let now = t0() + DAY;
     for (i, secret) in secrets.iter().enumerate() {
@@ -174,7 +174,7 @@ fn a_user_holds_at_most_max_sessions_and_the_oldest_go_first() {
 fn a_torn_last_line_is_cut_off_and_what_came_before_is_kept() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sessions");
-    let kept = store(&dir).begin("alice", t0()).unwrap();
+    let kept = store(&dir).begin("alice", 0, t0()).unwrap();
     let whole = std::fs::metadata(&path).unwrap().len();
     let mut file = OpenOptions::new().append(true).open(&path).unwrap();
     file.write_all(br#"{"op":"begin","id":"ab"#).unwrap();
@@ -187,7 +187,7 @@ fn a_torn_last_line_is_cut_off_and_what_came_before_is_kept() {
         "torn tail kept"
     );
     // Appending goes on after the cut, not after the torn bytes.
-    let next = reopened.begin("bob", t0()).unwrap();
+    let next = reopened.begin("bob", 0, t0()).unwrap();
     drop(reopened);
     assert!(store(&dir).resolve(next.expose(), t0()).is_some());
 }
@@ -197,7 +197,7 @@ fn a_corrupt_line_before_the_last_is_an_error_naming_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("sessions");
     let sessions = store(&dir);
-    sessions.begin("alice", t0()).unwrap();
+    sessions.begin("alice", 0, t0()).unwrap();
     drop(sessions);
     let mut file = OpenOptions::new().append(true).open(&path).unwrap();
     file.write_all(b"{\"op\":\"end\"}\n{\"op\":\"end_user\",\"user\":\"a\"}\n")
@@ -216,14 +216,14 @@ fn compaction_keeps_the_live_sessions_and_drops_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = store(&dir);
     let live: Vec<SessionSecret> = (0..10)
-        .map(|i| sessions.begin(&format!("u{i}"), t0()).unwrap())
+        .map(|i| sessions.begin(&format!("u{i}"), 0, t0()).unwrap())
         .collect();
     // Churn: each sign-in past the cap ends the user's oldest session.
     for _ in 0..2000 {
-        sessions.begin("churn", t0()).unwrap();
+        sessions.begin("churn", 0, t0()).unwrap();
     }
     sessions.end_user("churn").unwrap();
-    let expiring = sessions.begin("late", t0() - 13 * DAY).unwrap();
+    let expiring = sessions.begin("late", 0, t0() - 13 * DAY).unwrap();
     let before = sessions.file_bytes();
     assert!(
         !sessions.compact(t0(), false).unwrap(),
@@ -238,7 +238,7 @@ fn compaction_keeps_the_live_sessions_and_drops_the_rest() {
     assert_eq!(sessions.len(), 10, "the expired session was kept");
     assert_eq!(sessions.resolve(expiring.expose(), t0() + DAY), None);
     // Appends after the rewrite land in the new file.
-    let after = sessions.begin("new", t0() + DAY).unwrap();
+    let after = sessions.begin("new", 0, t0() + DAY).unwrap();
     drop(sessions);
     let reopened = store(&dir);
     for secret in live.iter().chain([&after]) {
@@ -252,7 +252,7 @@ fn compaction_waits_until_the_file_has_grown() {
     let dir = tempfile::tempdir().unwrap();
     let sessions = store(&dir);
     while sessions.file_bytes() < COMPACT_FLOOR_BYTES {
-        sessions.begin("churn", t0()).unwrap();
+        sessions.begin("churn", 0, t0()).unwrap();
     }
     assert!(
         sessions.compact(t0(), false).unwrap(),
@@ -260,4 +260,22 @@ fn compaction_waits_until_the_file_has_grown() {
     );
     assert_eq!(sessions.len(), MAX_PER_USER);
     assert!(sessions.file_bytes() < COMPACT_FLOOR_BYTES / 20);
+}
+
+#[test]
+fn a_sign_in_that_overlaps_the_end_of_its_users_sessions_does_not_begin() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = store(&dir);
+    // Read before the password check; the sessions end while it runs.
+    let before = sessions.generation("Alice");
+    assert_eq!(sessions.end_user("alice").unwrap(), 0);
+    let late = sessions.begin("alice", before, t0());
+    assert!(matches!(late, Err(SessionError::Ended)), "{late:?}");
+    assert!(sessions.is_empty());
+    // A sign-in that read the generation after the end begins.
+    let now = sessions.generation("alice");
+    assert_ne!(now, before);
+    assert!(sessions.begin("alice", now, t0()).is_ok());
+    // Another user's generation did not move.
+    assert!(sessions.begin("bob", 0, t0()).is_ok());
 }

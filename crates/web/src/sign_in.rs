@@ -152,7 +152,10 @@ pub async fn sign_in(
         .map_err(|e| AppError::bad_request(format!("the sign-in form is not readable: {e}")))?;
     let cookies = cookies(&app);
     let pre = cookie(&headers, cookies.pre_session()).unwrap_or_default();
-    if pre.is_empty() || !csrf_matches(pre, &form.csrf) {
+    // Only a pre-session cookie this server could have made: a value
+    // planted by someone else (a sibling host on plain http) is refused,
+    // so its token cannot be worked out in advance.
+    if !is_secret_shaped(pre) || !csrf_matches(pre, &form.csrf) {
         return Err(AppError::new(
             StatusCode::FORBIDDEN,
             "this sign-in form has expired or was not made by this server; load the sign-in page again",

@@ -43,12 +43,12 @@ fn main() {
     let filled: Vec<(String, SessionSecret)> = (0..sessions)
         .map(|i| {
             let user = format!("user{i}");
-            let secret = store.begin(&user, now).unwrap();
+            let secret = store.begin(&user, 0, now).unwrap();
             (user, secret)
         })
         .collect();
     let churned: Vec<SessionSecret> = (0..sessions * churn)
-        .map(|_| store.begin("churn", now).unwrap())
+        .map(|_| store.begin("churn", 0, now).unwrap())
         .collect();
     drop(store);
     let compacted = dir.path().join("compacted.jsonl");
