@@ -223,10 +223,7 @@ impl App {
             open_sessions(&data, &config)?,
         ));
         let authn = Arc::new(Authn::new(accounts.clone(), &config.auth));
-        let sessions = Arc::new(vole_http::browser::Sessions {
-            authn: authn.clone(),
-            cookies: vole_http::browser::Cookies::for_public_url(config.public_url.as_deref()),
-        });
+        let sessions = browser_sessions(&authn, &config);
         // One pool of read-side git children for the web UI and sites.
         let reads = Arc::new(ReadSlots::new(
             config.reads.slots,
@@ -297,6 +294,14 @@ impl App {
             config,
         })
     }
+}
+
+/// Who a browser's session cookie stands for, for the web pages and sites.
+fn browser_sessions(authn: &Arc<Authn>, config: &Config) -> Arc<vole_http::browser::Sessions> {
+    Arc::new(vole_http::browser::Sessions {
+        authn: authn.clone(),
+        cookies: vole_http::browser::Cookies::for_public_url(config.public_url.as_deref()),
+    })
 }
 
 /// The browser sessions' store (`data/sessions.jsonl`), replayed.
