@@ -223,7 +223,6 @@ impl App {
             open_sessions(&data, &config)?,
         ));
         let authn = Arc::new(Authn::new(accounts.clone(), &config.auth));
-        let sessions = browser_sessions(&authn, &config);
         // One pool of read-side git children for the web UI and sites.
         let reads = Arc::new(ReadSlots::new(
             config.reads.slots,
@@ -255,7 +254,7 @@ impl App {
                 access: access.clone(),
                 reads: reads.clone(),
                 read_limits: config.reads.clone(),
-                sessions: sessions.clone(),
+                sessions: browser_sessions(&authn, &config),
             }),
             web: Arc::new(WebState {
                 config: config.clone(),
@@ -271,7 +270,8 @@ impl App {
                 caches: web_caches,
                 gix,
                 authn: authn.clone(),
-                sessions,
+                sessions: browser_sessions(&authn, &config),
+                accounts: accounts.clone(),
             }),
             api: Arc::new(ApiState {
                 meta: meta.clone(),

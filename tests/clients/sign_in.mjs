@@ -1,7 +1,8 @@
 // A person signing in to vole's web UI in headless Chromium (Debian's,
 // driven by playwright-core): a private repo is not found; the sign-in
 // page, a wrong password, the right one (back to the repo, now shown, the
-// header naming the user), sign-out (the repo not found again). A
+// header naming the user), a token made on the tokens page (shown once),
+// sign-out (the repo not found again). A
 // screenshot of each step goes to OUT_DIR. Exits non-zero with the step
 // that failed.
 //
@@ -55,6 +56,20 @@ try {
   const session = cookies.find((c) => c.name === "vole_session");
   expect(session && session.httpOnly && session.sameSite === "Lax", `session cookie: ${JSON.stringify(session)}`);
   await shot("signed-in");
+
+  step = "make a token";
+  await page.click('nav.viewer a[href="/-/user/tokens"]');
+  await page.waitForURL("**/-/user/tokens");
+  await page.fill("#name", "laptop");
+  await page.selectOption("#scope", "read");
+  await page.click('form.token-form button[type="submit"]');
+  await page.waitForSelector("input.token-text");
+  const token = await page.locator("input.token-text").inputValue();
+  expect(token.startsWith("vole_"), `the new token is shown: ${token}`);
+  expect((await page.locator("table.tokens").textContent()).includes("laptop"), "the token is listed");
+  await shot("tokens");
+  await page.goto(`${base}/-/user/tokens`);
+  expect((await page.locator("input.token-text").count()) === 0, "the token is shown again after a reload");
 
   step = "sign out";
   await page.click('nav.viewer button[type="submit"]');

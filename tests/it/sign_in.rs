@@ -440,7 +440,13 @@ fn a_person_signs_in_and_out_in_chromium() {
         text(&out.stdout),
         text(&out.stderr)
     );
-    for name in ["sign-in", "sign-in-wrong", "signed-in", "signed-out"] {
+    for name in [
+        "sign-in",
+        "sign-in-wrong",
+        "signed-in",
+        "tokens",
+        "signed-out",
+    ] {
         let shot = shots.join(format!("{name}.png"));
         assert!(
             std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000),
@@ -448,4 +454,110 @@ fn a_person_signs_in_and_out_in_chromium() {
             shot.display()
         );
     }
+}
+
+/// The new token's text on the tokens page's answer.
+fn shown_token(html: &str) -> Option<String> {
+    let marker = "class=\"token-text\" readonly value=\"";
+    let start = html.find(marker)? + marker.len();
+    Some(html[start..].split('"').next()?.to_string())
+}
+
+#[test]
+fn a_token_made_in_the_tokens_page_is_shown_once_and_works_for_git_until_revoked() {
+    let forge = forge(&[]);
+    let addr = forge.server().addr;
+    let mut anonymous = Browser::at(&forge, 40);
+    let away = anonymous.get("/-/user/tokens");
+    assert_eq!(away.status, 303, "{}", away.text());
+    let location = away.header("location").unwrap_or_default().to_string();
+    assert!(location.starts_with("/-/login?next="), "{location}");
+    let login = anonymous.get(&location);
+    assert_eq!(hidden_field(&login.text(), "next"), "/-/user/tokens");
+
+    let mut browser = Browser::new(&forge);
+    assert_eq!(browser.sign_in("alice", PASSWORD, "/").status, 303);
+    let page = browser.get("/-/user/tokens");
+    assert_eq!(page.status, 200, "{}", page.text());
+    let csrf = hidden_field(&page.text(), "csrf");
+    let fields = |csrf: &str| {
+        vec![
+            ("csrf", csrf.to_string()),
+            ("name", "laptop".to_string()),
+            ("scope", "read".to_string()),
+            ("repos", String::new()),
+        ]
+    };
+    let post = |browser: &mut Browser, fields: Vec<(&str, String)>, extra: &str| {
+        let borrowed: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        browser.post("/-/user/tokens", &borrowed, extra)
+    };
+    // Forged: no token, or another origin. Nothing is made.
+    assert_eq!(post(&mut browser, fields(""), "").status, 403);
+    let foreign = post(&mut browser, fields(&csrf), "Origin: https://evil.example");
+    assert_eq!(foreign.status, 403);
+    let listed = browser.get("/-/user/tokens").text();
+    assert!(
+        !listed.contains("<td>laptop</td>"),
+        "a forged form made a token:\n{listed}"
+    );
+
+    let made = post(&mut browser, fields(&csrf), "");
+    assert_eq!(made.status, 200, "{}", made.text());
+    let token = shown_token(&made.text()).expect("the new token is not shown");
+    assert!(token.starts_with("vole_"), "{token}");
+    assert!(
+        made.header("cache-control")
+            .is_some_and(|c| c.contains("no-store"))
+    );
+    let url = format!("http://alice:{token}@{addr}/alice/private.git");
+    let listed = git(&forge.dir, &["ls-remote", &url]);
+    assert!(
+        listed.status.success(),
+        "the token does not work: {}",
+        text(&listed.stderr)
+    );
+    let anonymous_git = git(
+        &forge.dir,
+        &["ls-remote", &format!("http://{addr}/alice/private.git")],
+    );
+    assert!(
+        !anonymous_git.status.success(),
+        "anti-vacuity: the repo is private"
+    );
+
+    let again = browser.get("/-/user/tokens");
+    assert!(
+        again.text().contains("<td>laptop</td>"),
+        "the token is not listed"
+    );
+    assert!(
+        !again.text().contains(&token),
+        "the token's text is shown again"
+    );
+    assert!(shown_token(&again.text()).is_none());
+
+    // Only one's own tokens can be revoked.
+    let csrf = hidden_field(&again.text(), "csrf");
+    let bobs = text(&run_vole(&forge.data, &["token", "list"]).stdout);
+    let bob_token = bobs
+        .lines()
+        .find(|l| l.contains("bob-read"))
+        .and_then(|l| l.split_whitespace().find(|w| w.starts_with("bob-read")))
+        .expect("bob's token in the list")
+        .to_string();
+    let not_mine = browser.post(
+        "/-/user/tokens/revoke",
+        &[("csrf", &csrf), ("name", &bob_token)],
+        "",
+    );
+    assert_eq!(not_mine.status, 404, "{}", not_mine.text());
+    let revoked = browser.post(
+        "/-/user/tokens/revoke",
+        &[("csrf", &csrf), ("name", "laptop")],
+        "",
+    );
+    assert_eq!(revoked.status, 303, "{}", revoked.text());
+    let refused = git(&forge.dir, &["ls-remote", &url]);
+    assert!(!refused.status.success(), "a revoked token still works");
 }

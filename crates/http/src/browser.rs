@@ -162,6 +162,12 @@ pub fn csrf_matches(secret: &str, presented: &str) -> bool {
     expected.as_bytes().ct_eq(presented.as_bytes()).into()
 }
 
+/// Two CSRF tokens are the same (compared in constant time); an empty one
+/// matches nothing.
+pub fn same_token(expected: &str, presented: &str) -> bool {
+    !expected.is_empty() && bool::from(expected.as_bytes().ct_eq(presented.as_bytes()))
+}
+
 /// Refuses a state-changing request that did not come from vole's own
 /// pages (see the module doc): 403 with a message.
 pub fn check_origin(headers: &HeaderMap, public_url: Option<&str>) -> Result<(), AppError> {

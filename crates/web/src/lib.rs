@@ -39,6 +39,7 @@ mod readme;
 mod refs;
 mod resolve;
 pub mod sign_in;
+mod tokens;
 
 pub use assets::static_file;
 use blob::is_image;
@@ -88,6 +89,8 @@ pub struct WebState {
     pub authn: Arc<vole_http::auth::Authn>,
     /// Who a session cookie stands for.
     pub sessions: Arc<vole_http::browser::Sessions>,
+    /// Users and tokens (the tokens page).
+    pub accounts: Arc<vole_accounts::Accounts>,
 }
 
 /// Repos per home page.

@@ -20,6 +20,11 @@ pub fn routes(state: Arc<WebState>) -> Router {
             get(crate::sign_in::sign_in_page).post(crate::sign_in::sign_in),
         )
         .route("/-/logout", post(crate::sign_in::sign_out))
+        .route(
+            "/-/user/tokens",
+            get(crate::tokens::tokens_page).post(crate::tokens::create_token),
+        )
+        .route("/-/user/tokens/revoke", post(crate::tokens::revoke_token))
         .route("/{owner}/{repo}", get(crate::repo_home))
         .route("/{owner}/{repo}/-/tree/{rev}", get(crate::tree_root))
         .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(crate::tree))

@@ -74,7 +74,12 @@ pub async fn session_layer(
     let signed_in = viewer.user.is_some();
     let is_static = request.uri().path().starts_with("/static/");
     let mut response = VIEWER.scope(viewer, next.run(request)).await;
-    if signed_in && !is_static {
+    // A page that must not be kept at all (a new token's) stays no-store.
+    let no_store = response
+        .headers()
+        .get(CACHE_CONTROL)
+        .is_some_and(|v| v.as_bytes().windows(8).any(|w| w == b"no-store"));
+    if signed_in && !is_static && !no_store {
         response
             .headers_mut()
             .insert(CACHE_CONTROL, HeaderValue::from_static("private, no-cache"));
@@ -232,8 +237,15 @@ pub async fn sign_out(
     Ok(see_other("/", &[cookies.clear(cookies.session())]))
 }
 
+/// A 303 to the sign-in page, which returns to `next` (a path of this
+/// server) once signed in.
+pub(crate) fn to_sign_in(next: &str) -> Response {
+    let next = percent_encoding::utf8_percent_encode(next, percent_encoding::NON_ALPHANUMERIC);
+    see_other(&format!("/-/login?next={next}"), &[])
+}
+
 /// A 303 to `to`, setting `cookies`.
-fn see_other(to: &str, cookies: &[HeaderValue]) -> Response {
+pub(crate) fn see_other(to: &str, cookies: &[HeaderValue]) -> Response {
     let mut response = StatusCode::SEE_OTHER.into_response();
     let headers = response.headers_mut();
     headers.insert(

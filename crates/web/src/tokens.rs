@@ -1,0 +1,216 @@
+//! `/-/user/tokens`: a signed-in person's tokens. The page lists them
+//! (name, scope, repos, created; never a secret), makes one (its text shown
+//! on the answer to the form, once, and never again), and revokes one of
+//! the person's own. Every form needs the session's CSRF token and this
+//! server's origin; a visitor without a session is sent to sign in.
+
+use axum::Form;
+use axum::extract::{FromRequest, Request};
+use serde::Deserialize;
+use vole_accounts::{AccountError, NewTokenRequest};
+use vole_http::browser::{check_origin, same_token};
+use vole_meta::entity::Scope;
+
+use super::*;
+use crate::sign_in::{see_other, to_sign_in, viewer};
+
+const PATH: &str = "/-/user/tokens";
+
+struct TokenRow {
+    name: String,
+    scope: String,
+    repos: Vec<String>,
+    created_at: String,
+    revoked: bool,
+}
+
+struct Made {
+    name: String,
+    text: String,
+}
+
+#[derive(Template)]
+#[template(path = "tokens.html")]
+struct TokensPage {
+    csrf: String,
+    tokens: Vec<TokenRow>,
+    made: Option<Made>,
+    error: Option<String>,
+}
+
+/// The session's user and its CSRF token, or the answer that sends the
+/// visitor to sign in (a request signed in by a credential of its own has
+/// no session, and so no forms).
+fn session_user() -> Result<(String, String), Response> {
+    let viewer = viewer();
+    match viewer.user {
+        Some(user) if !viewer.csrf.is_empty() => Ok((user, viewer.csrf)),
+        _ => Err(to_sign_in(PATH)),
+    }
+}
+
+async fn page(
+    app: &WebState,
+    user: String,
+    csrf: String,
+    made: Option<Made>,
+    error: Option<(StatusCode, String)>,
+) -> Result<Response, AppError> {
+    let accounts = app.accounts.clone();
+    let listed = vole_http::spawn_blocking(move || accounts.tokens(Some(&user)))
+        .await
+        .map_err(|e| AppError::internal("token list task failed", e))?
+        .map_err(|e| AppError::internal("cannot list tokens", e))?;
+    let tokens = listed
+        .into_iter()
+        .map(|token| TokenRow {
+            name: token.name,
+            scope: format!("{:?}", token.scope).to_lowercase(),
+            repos: token.repos,
+            created_at: token.created_at,
+            revoked: token.revoked,
+        })
+        .collect();
+    let status = error.as_ref().map_or(StatusCode::OK, |(status, _)| *status);
+    let mut response = render(TokensPage {
+        csrf,
+        tokens,
+        made,
+        error: error.map(|(_, message)| message),
+    })?;
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    Ok(response)
+}
+
+/// `GET /-/user/tokens`.
+pub async fn tokens_page(State(app): State<Arc<WebState>>) -> Result<Response, AppError> {
+    let (user, csrf) = match session_user() {
+        Ok(signed_in) => signed_in,
+        Err(to_sign_in) => return Ok(to_sign_in),
+    };
+    page(&app, user, csrf, None, None).await
+}
+
+#[derive(Debug, Deserialize)]
+struct CreateForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    scope: String,
+    #[serde(default)]
+    repos: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct RevokeForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// A form posted to a tokens route, after the origin and CSRF checks.
+async fn checked_form<T: serde::de::DeserializeOwned>(
+    app: &WebState,
+    request: Request,
+    csrf_of: fn(&T) -> &str,
+) -> Result<Result<(String, String, T), Response>, AppError> {
+    check_origin(request.headers(), app.config.public_url.as_deref())?;
+    let (user, csrf) = match session_user() {
+        Ok(signed_in) => signed_in,
+        Err(to_sign_in) => return Ok(Err(to_sign_in)),
+    };
+    let Form(form) = Form::<T>::from_request(request, &())
+        .await
+        .map_err(|e| AppError::bad_request(format!("the form is not readable: {e}")))?;
+    if !same_token(&csrf, csrf_of(&form)) {
+        return Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "this form was not made for your session; use the form on your tokens page",
+        ));
+    }
+    Ok(Ok((user, csrf, form)))
+}
+
+/// `POST /-/user/tokens`: makes a token and shows its text, once.
+pub async fn create_token(
+    State(app): State<Arc<WebState>>,
+    request: Request,
+) -> Result<Response, AppError> {
+    let (user, csrf, form) = match checked_form::<CreateForm>(&app, request, |f| &f.csrf).await? {
+        Ok(checked) => checked,
+        Err(to_sign_in) => return Ok(to_sign_in),
+    };
+    let scope = match form.scope.as_str() {
+        "read" => Scope::Read,
+        "write" => Scope::Write,
+        "admin" => Scope::Admin,
+        other => {
+            return Err(AppError::bad_request(format!(
+                "scope {other:?} is not one of read, write, admin"
+            )));
+        }
+    };
+    let request = NewTokenRequest {
+        name: form.name.trim().to_string(),
+        user: user.clone(),
+        scope,
+        repos: form.repos.split_whitespace().map(str::to_string).collect(),
+        expires_in: None,
+    };
+    let accounts = app.accounts.clone();
+    let actor = user.clone();
+    let made = vole_http::spawn_blocking(move || accounts.create_token(request, &actor))
+        .await
+        .map_err(|e| AppError::internal("token task failed", e))?;
+    match made {
+        Ok((view, text)) => {
+            let made = Made {
+                name: view.name,
+                text,
+            };
+            page(&app, user, csrf, Some(made), None).await
+        }
+        Err(AccountError::Invalid(message)) => {
+            let error = (StatusCode::UNPROCESSABLE_ENTITY, message);
+            page(&app, user, csrf, None, Some(error)).await
+        }
+        Err(AccountError::Store(e)) => {
+            let refused = AppError::from(e);
+            let error = (refused.status(), refused.message().to_string());
+            page(&app, user, csrf, None, Some(error)).await
+        }
+        Err(e) => Err(AppError::internal("cannot make a token", e)),
+    }
+}
+
+/// `POST /-/user/tokens/revoke`: revokes one of the person's own tokens.
+pub async fn revoke_token(
+    State(app): State<Arc<WebState>>,
+    request: Request,
+) -> Result<Response, AppError> {
+    let (user, _, form) = match checked_form::<RevokeForm>(&app, request, |f| &f.csrf).await? {
+        Ok(checked) => checked,
+        Err(to_sign_in) => return Ok(to_sign_in),
+    };
+    let accounts = app.accounts.clone();
+    let revoked = vole_http::spawn_blocking(move || {
+        let own = accounts.tokens(Some(&user))?;
+        if !own.iter().any(|token| token.name == form.name) {
+            return Ok(false);
+        }
+        accounts.revoke_token(&form.name, &user).map(|_| true)
+    })
+    .await
+    .map_err(|e| AppError::internal("token task failed", e))?
+    .map_err(|e: AccountError| AppError::internal("cannot revoke a token", e))?;
+    if !revoked {
+        return Err(AppError::not_found("You have no token of that name."));
+    }
+    Ok(see_other(PATH, &[]))
+}
