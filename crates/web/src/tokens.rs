@@ -38,14 +38,14 @@ struct TokensPage {
     error: Option<String>,
 }
 
-/// The session's user and its CSRF token, or the answer that sends the
-/// visitor to sign in (a request signed in by a credential of its own has
-/// no session, and so no forms).
-fn session_user() -> Result<(String, String), Response> {
+/// The session's user and its CSRF token; none: the visitor is to sign
+/// in first (a request signed in by a credential of its own has no
+/// session, and so no forms).
+fn session_user() -> Option<(String, String)> {
     let viewer = viewer();
     match viewer.user {
-        Some(user) if !viewer.csrf.is_empty() => Ok((user, viewer.csrf)),
-        _ => Err(to_sign_in(PATH)),
+        Some(user) if !viewer.csrf.is_empty() => Some((user, viewer.csrf)),
+        _ => None,
     }
 }
 
@@ -87,9 +87,8 @@ async fn page(
 
 /// `GET /-/user/tokens`.
 pub async fn tokens_page(State(app): State<Arc<WebState>>) -> Result<Response, AppError> {
-    let (user, csrf) = match session_user() {
-        Ok(signed_in) => signed_in,
-        Err(to_sign_in) => return Ok(to_sign_in),
+    let Some((user, csrf)) = session_user() else {
+        return Ok(to_sign_in(PATH));
     };
     page(&app, user, csrf, None, None).await
 }
@@ -114,16 +113,16 @@ struct RevokeForm {
     name: String,
 }
 
-/// A form posted to a tokens route, after the origin and CSRF checks.
+/// A form posted to a tokens route, after the origin and CSRF checks;
+/// none: the visitor is to sign in first.
 async fn checked_form<T: serde::de::DeserializeOwned>(
     app: &WebState,
     request: Request,
     csrf_of: fn(&T) -> &str,
-) -> Result<Result<(String, String, T), Response>, AppError> {
+) -> Result<Option<(String, String, T)>, AppError> {
     check_origin(request.headers(), app.config.public_url.as_deref())?;
-    let (user, csrf) = match session_user() {
-        Ok(signed_in) => signed_in,
-        Err(to_sign_in) => return Ok(Err(to_sign_in)),
+    let Some((user, csrf)) = session_user() else {
+        return Ok(None);
     };
     let Form(form) = Form::<T>::from_request(request, &())
         .await
@@ -134,7 +133,7 @@ async fn checked_form<T: serde::de::DeserializeOwned>(
             "this form was not made for your session; use the form on your tokens page",
         ));
     }
-    Ok(Ok((user, csrf, form)))
+    Ok(Some((user, csrf, form)))
 }
 
 /// `POST /-/user/tokens`: makes a token and shows its text, once.
@@ -142,9 +141,9 @@ pub async fn create_token(
     State(app): State<Arc<WebState>>,
     request: Request,
 ) -> Result<Response, AppError> {
-    let (user, csrf, form) = match checked_form::<CreateForm>(&app, request, |f| &f.csrf).await? {
-        Ok(checked) => checked,
-        Err(to_sign_in) => return Ok(to_sign_in),
+    let checked = checked_form::<CreateForm>(&app, request, |f| &f.csrf).await?;
+    let Some((user, csrf, form)) = checked else {
+        return Ok(to_sign_in(PATH));
     };
     let scope = match form.scope.as_str() {
         "read" => Scope::Read,
@@ -194,9 +193,9 @@ pub async fn revoke_token(
     State(app): State<Arc<WebState>>,
     request: Request,
 ) -> Result<Response, AppError> {
-    let (user, _, form) = match checked_form::<RevokeForm>(&app, request, |f| &f.csrf).await? {
-        Ok(checked) => checked,
-        Err(to_sign_in) => return Ok(to_sign_in),
+    let checked = checked_form::<RevokeForm>(&app, request, |f| &f.csrf).await?;
+    let Some((user, _, form)) = checked else {
+        return Ok(to_sign_in(PATH));
     };
     let accounts = app.accounts.clone();
     let revoked = vole_http::spawn_blocking(move || {
