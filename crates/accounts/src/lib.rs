@@ -512,15 +512,21 @@ impl Accounts {
         if !password::verify(stored, secret) {
             return Err(AuthFailure::WrongPassword);
         }
-        if user.disabled {
-            return Err(AuthFailure::Disabled);
-        }
-        Ok(Identity {
-            user: user.name,
-            admin: user.admin,
-            token: None,
-        })
+        user_identity(user)
     }
+}
+
+/// The identity a user's own password (or their session) carries: their
+/// whole power, unless they are disabled.
+fn user_identity(user: User) -> Result<Identity, AuthFailure> {
+    if user.disabled {
+        return Err(AuthFailure::Disabled);
+    }
+    Ok(Identity {
+        user: user.name,
+        admin: user.admin,
+        token: None,
+    })
 }
 
 fn hash_password(password: &str) -> Result<String, AccountError> {

@@ -54,14 +54,7 @@ impl Accounts {
             .user(&session.user)
             .map_err(|_| AuthFailure::Unavailable)?
             .ok_or(AuthFailure::UnknownUser)?;
-        if user.disabled {
-            return Err(AuthFailure::Disabled);
-        }
-        Ok(Identity {
-            user: user.name,
-            admin: user.admin,
-            token: None,
-        })
+        crate::user_identity(user)
     }
 
     /// Ends the session `secret` names (sign-out); false when none was
