@@ -414,32 +414,12 @@ fn wrong_web_passwords_are_throttled_per_address_as_basic_ones_are() {
 
 #[test]
 fn a_person_signs_in_and_out_in_chromium() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        std::path::Path::new(&chromium).exists(),
-        "{chromium} is missing: install Debian's chromium (scripts/test does) or set CHROMIUM"
-    );
     let forge = forge(&[]);
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let shots = root.join("target/browser-screenshots/sign-in");
-    let _ = std::fs::remove_dir_all(&shots);
+    let shots = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/browser-screenshots/sign-in");
     let base = forge.server().url("");
-    let child = std::process::Command::new("node")
-        .arg(root.join("tests/clients/sign_in.mjs"))
-        .args([base.trim_end_matches('/'), shots.to_str().unwrap()])
-        .args(["alice", PASSWORD, "alice/private"])
-        .env("CHROMIUM", &chromium)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("node runs");
-    let out = wait_output(child, Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    let args = ["alice", PASSWORD, "alice/private"];
+    browser_journey("sign_in.mjs", base.trim_end_matches('/'), &shots, &args);
     for name in [
         "sign-in",
         "sign-in-wrong",

@@ -372,32 +372,10 @@ fn log_commit_diff_refs_activity_and_archives() {
 
 #[test]
 fn a_person_browses_the_repo_in_chromium() {
-    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    assert!(
-        std::path::Path::new(&chromium).exists(),
-        "{chromium} is missing: install Debian's chromium (scripts/test does) or set CHROMIUM"
-    );
     let (forge, work) = forge();
     add_history(&forge, &work);
     let shots = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/browser-screenshots");
-    let _ = std::fs::remove_dir_all(&shots);
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/browse.mjs");
-    let child = std::process::Command::new("node")
-        .arg(&script)
-        .arg(forge.server().url(""))
-        .arg(&shots)
-        .env("CHROMIUM", &chromium)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("node runs");
-    let out = wait_output(child, std::time::Duration::from_secs(120));
-    assert!(
-        out.status.success(),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
-    );
+    browser_journey("browse.mjs", &forge.server().url(""), &shots, &[]);
     for name in [
         "home",
         "repo",

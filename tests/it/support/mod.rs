@@ -870,3 +870,35 @@ pub fn install_blocking_hook(repo: &Path, state: &Path) {
     );
     write_script(&hook, &script);
 }
+
+/// Runs the browser journey `tests/clients/<script>` in headless Chromium
+/// (node and playwright-core) with `args`, its screenshots going to
+/// `shots` (emptied first); fails with what it printed unless it passed.
+pub fn browser_journey(script: &str, base: &str, shots: &Path, args: &[&str]) {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    assert!(
+        Path::new(&chromium).exists(),
+        "{chromium} is missing: install Debian's chromium (scripts/test does) or set CHROMIUM"
+    );
+    let _ = std::fs::remove_dir_all(shots);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/clients")
+        .join(script);
+    let child = Command::new("node")
+        .arg(&script)
+        .arg(base)
+        .arg(shots)
+        .args(args)
+        .env("CHROMIUM", &chromium)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let out = wait_output(child, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
