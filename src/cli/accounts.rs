@@ -31,6 +31,7 @@ pub(super) fn user_command(config: &Config, command: UserCommand) -> anyhow::Res
         UserCommand::Add {
             name,
             email,
+            full_name,
             admin,
             password_stdin,
         } => {
@@ -40,6 +41,7 @@ pub(super) fn user_command(config: &Config, command: UserCommand) -> anyhow::Res
                 Request::UserAdd {
                     name,
                     email,
+                    full_name,
                     admin,
                     password,
                 },
@@ -69,6 +71,29 @@ pub(super) fn user_command(config: &Config, command: UserCommand) -> anyhow::Res
                     );
                 }
             }
+        }
+        UserCommand::Edit {
+            name,
+            full_name,
+            email,
+        } => {
+            if full_name.is_none() && email.is_none() {
+                bail!("nothing to change: give --full-name or --email");
+            }
+            let user: serde_json::Value = call(
+                config,
+                Request::UserEdit {
+                    name,
+                    full_name,
+                    email,
+                },
+            )?;
+            println!(
+                "{}\t{}\t{}",
+                user["name"].as_str().unwrap_or_default(),
+                user["full_name"].as_str().unwrap_or_default(),
+                user["email"].as_str().unwrap_or_default()
+            );
         }
         UserCommand::Passwd { name, .. } => {
             let password = read_secret_line()?;

@@ -196,8 +196,12 @@ pub enum UserCommand {
         /// Login name: letters, digits, '-', '_', '.'; unique regardless
         /// of case.
         name: String,
+        /// Unique: no two users share an email.
         #[arg(long, value_name = "ADDR")]
         email: String,
+        /// The name shown on pages (the login stays fixed).
+        #[arg(long, value_name = "NAME", default_value = "")]
+        full_name: String,
         /// A server administrator: may do everything.
         #[arg(long)]
         admin: bool,
@@ -211,6 +215,14 @@ pub enum UserCommand {
         /// Print JSON instead of one line per user.
         #[arg(long)]
         json: bool,
+    },
+    /// Change a user's display name or email.
+    Edit {
+        name: String,
+        #[arg(long, value_name = "NAME")]
+        full_name: Option<String>,
+        #[arg(long, value_name = "ADDR")]
+        email: Option<String>,
     },
     /// Set a user's password, read from standard input (one line).
     Passwd {

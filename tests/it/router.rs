@@ -49,6 +49,7 @@ fn app() -> Routed {
         .add_user(
             vole_accounts::NewUser {
                 name: "root".into(),
+                full_name: String::new(),
                 email: "root@example.org".into(),
                 admin: true,
                 password: None,

@@ -11,8 +11,10 @@ pub mod audit;
 pub mod password;
 mod session;
 pub mod token;
+mod users;
 mod views;
 
+pub use users::check_password_rules;
 pub use views::{TokenView, UserView};
 
 use std::sync::Arc;
@@ -154,6 +156,8 @@ pub enum AccountError {
 #[derive(Debug, Clone)]
 pub struct NewUser {
     pub name: String,
+    /// Shown on pages; empty: none.
+    pub full_name: String,
     pub email: String,
     pub admin: bool,
     pub password: Option<String>,
@@ -218,91 +222,6 @@ impl Accounts {
     /// The audit log, for async callers ([`Log::commit_async`]).
     pub fn audit_log(&self) -> &Arc<Log<AuditEvent>> {
         &self.audit
-    }
-
-    // ---- users ----
-
-    pub fn add_user(&self, new: NewUser, actor: &str) -> Result<UserView, AccountError> {
-        // A user owns the repos under their name: a name no owner may
-        // take is no user's either.
-        let lower = new.name.to_ascii_lowercase();
-        if vole_git::repos::RESERVED_OWNERS.contains(&lower.as_str())
-            || vole_git::repos::RESERVED_NAMES.contains(&lower.as_str())
-            || lower == "anonymous"
-            || lower == "cli"
-        {
-            return Err(AccountError::Invalid(format!(
-                "user name {:?} is reserved",
-                new.name
-            )));
-        }
-        check_email(&new.email)?;
-        let password = new.password.as_deref().map(hash_password).transpose()?;
-        let user = self.meta.create_user(User {
-            v: SCHEMA_V,
-            name: new.name,
-            email: new.email,
-            admin: new.admin,
-            disabled: false,
-            password,
-            created_at: String::new(),
-            updated_at: String::new(),
-            version: 0,
-            replaces: None,
-        })?;
-        let detail = if user.admin { "admin" } else { "" };
-        self.audit(AuditEvent::new(
-            AuditKind::UserAdded,
-            actor,
-            &user.name,
-            "local",
-            detail,
-        ))?;
-        Ok(UserView::from(&user))
-    }
-
-    pub fn users(&self) -> Result<Vec<UserView>, AccountError> {
-        Ok(self.meta.users()?.iter().map(UserView::from).collect())
-    }
-
-    pub fn user(&self, name: &str) -> Result<Option<UserView>, AccountError> {
-        Ok(self.meta.user(name)?.as_ref().map(UserView::from))
-    }
-
-    pub fn set_password(
-        &self,
-        name: &str,
-        password: &str,
-        actor: &str,
-    ) -> Result<UserView, AccountError> {
-        let hash = hash_password(password)?;
-        let user = self
-            .meta
-            .edit_user(name, |user| user.password = Some(hash))?;
-        self.end_sessions(&user.name)?;
-        self.audit(AuditEvent::new(
-            AuditKind::UserChanged,
-            actor,
-            &user.name,
-            "local",
-            "password set",
-        ))?;
-        Ok(UserView::from(&user))
-    }
-
-    /// Disables a user: every credential of theirs is refused from the
-    /// next request on.
-    pub fn disable_user(&self, name: &str, actor: &str) -> Result<UserView, AccountError> {
-        let user = self.meta.edit_user(name, |user| user.disabled = true)?;
-        self.end_sessions(&user.name)?;
-        self.audit(AuditEvent::new(
-            AuditKind::UserChanged,
-            actor,
-            &user.name,
-            "local",
-            "disabled",
-        ))?;
-        Ok(UserView::from(&user))
     }
 
     // ---- tokens ----
@@ -500,7 +419,9 @@ impl Accounts {
         if secret.len() > MAX_PASSWORD_BYTES {
             return Err(AuthFailure::WrongPassword);
         }
-        let user = self.meta.user(name).map_err(|_| AuthFailure::Unavailable)?;
+        let user = self
+            .login_user(name)
+            .map_err(|_| AuthFailure::Unavailable)?;
         let Some(user) = user else {
             self.verify_decoy(secret);
             return Err(AuthFailure::UnknownUser);
@@ -527,35 +448,6 @@ fn user_identity(user: User) -> Result<Identity, AuthFailure> {
         admin: user.admin,
         token: None,
     })
-}
-
-fn hash_password(password: &str) -> Result<String, AccountError> {
-    if password.chars().count() < MIN_PASSWORD_CHARS {
-        return Err(AccountError::Invalid(format!(
-            "a password must be at least {MIN_PASSWORD_CHARS} characters"
-        )));
-    }
-    if password.len() > MAX_PASSWORD_BYTES {
-        return Err(AccountError::Invalid(format!(
-            "a password must be at most {MAX_PASSWORD_BYTES} bytes"
-        )));
-    }
-    Ok(password::hash(password)?)
-}
-
-fn check_email(email: &str) -> Result<(), AccountError> {
-    let ok = email.len() <= 254
-        && email
-            .split_once('@')
-            .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'))
-        && !email.chars().any(|c| c.is_whitespace() || c.is_control());
-    if ok {
-        Ok(())
-    } else {
-        Err(AccountError::Invalid(format!(
-            "{email:?} is not an email address"
-        )))
-    }
 }
 
 #[cfg(test)]

@@ -28,11 +28,17 @@ impl Accounts {
         password: &str,
         now: SystemTime,
     ) -> Result<(Identity, SessionSecret), AuthFailure> {
-        // Read before the password is: a password change (or a disable)
-        // that ends the user's sessions while argon2 runs on the old
-        // password ends this sign-in too.
-        let generation = self.sessions.generation(login);
-        let identity = self.check_password(login, password)?;
+        // The generation is the user's (an email names them too), read
+        // before the password is: a password change (or a disable) that
+        // ends the user's sessions while argon2 runs on the old password
+        // ends this sign-in too.
+        let name = match self.login_user(login) {
+            Ok(Some(user)) => user.name,
+            Ok(None) => login.to_string(),
+            Err(_) => return Err(AuthFailure::Unavailable),
+        };
+        let generation = self.sessions.generation(&name);
+        let identity = self.check_password(&name, password)?;
         let secret = match self.sessions.begin(&identity.user, generation, now) {
             Ok(secret) => secret,
             Err(vole_sessions::SessionError::Ended) => return Err(AuthFailure::WrongPassword),
@@ -61,6 +67,32 @@ impl Accounts {
     /// live.
     pub fn sign_out(&self, secret: &str) -> Result<bool, AccountError> {
         self.sessions.end(secret).map_err(AccountError::Sessions)
+    }
+
+    /// Sets `user`'s password, which ends every session of theirs, and
+    /// begins a fresh session for the browser that changed it (the caller
+    /// checked the current password).
+    pub fn change_password(
+        &self,
+        user: &str,
+        new_password: &str,
+        now: SystemTime,
+    ) -> Result<SessionSecret, AccountError> {
+        let changed = self.set_password(user, new_password, user)?;
+        self.begin_session(&changed.name, now)
+    }
+
+    /// Begins a session for `user`, whose credential the caller checked
+    /// just now (a new account's first session, a changed password's).
+    pub fn begin_session(
+        &self,
+        user: &str,
+        now: SystemTime,
+    ) -> Result<SessionSecret, AccountError> {
+        let generation = self.sessions.generation(user);
+        self.sessions
+            .begin(user, generation, now)
+            .map_err(AccountError::Sessions)
     }
 
     /// Ends every session of `user`.

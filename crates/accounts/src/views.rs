@@ -9,6 +9,8 @@ use vole_meta::entity::{Scope, Token, User};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct UserView {
     pub name: String,
+    /// The display name; empty: none given.
+    pub full_name: String,
     pub email: String,
     pub admin: bool,
     pub disabled: bool,
@@ -20,6 +22,7 @@ impl From<&User> for UserView {
     fn from(user: &User) -> Self {
         UserView {
             name: user.name.clone(),
+            full_name: user.full_name.clone(),
             email: user.email.clone(),
             admin: user.admin,
             disabled: user.disabled,

@@ -10,7 +10,10 @@
 //!   wrong; a tip behind writes not yet applied is normal (the server
 //!   folds them);
 //! - every ref agrees with its last committed move in the ref log (a move
-//!   prepared without an outcome yet may have left either value).
+//!   prepared without an outcome yet may have left either value);
+//! - no two users share an email (emails are unique since display names
+//!   came; older duplicates are listed, and signing in by such an email
+//!   is refused until one user's is changed).
 //!
 //! Beside a running server the check writes nothing, but a push or fold
 //! landing between its reading of the logs and of the refs can show as a
@@ -80,9 +83,15 @@ pub fn check(data: &DataDir, git: &Git) -> CheckReport {
     let meta_file = log_dir.join(MetaWrite::FILE_NAME);
     let applied = vole_log::read_applied(&meta_file);
     let mut writes: HashMap<(String, u8), ShardWrites> = HashMap::new();
+    // The users as the log last wrote them (a write not folded yet is not
+    // in the shard refs).
+    let mut logged_users: HashMap<String, String> = HashMap::new();
     let meta_last = read_log::<MetaWrite>(&log_dir, &mut report, valid_meta_write, |entry| {
         if let Entry::Txn { seq, rows } = entry {
             for row in rows {
+                if row.repo == vole_meta::SYSTEM && row.kind == "user" {
+                    logged_users.insert(row.entity_id.clone(), row.body.clone());
+                }
                 if incarnations
                     .get(&row.repo)
                     .is_some_and(|i| !i.owns(Some(&row.incarnation)))
@@ -108,6 +117,9 @@ pub fn check(data: &DataDir, git: &Git) -> CheckReport {
         if name != vole_meta::SYSTEM && refs_read.is_some() {
             check_refs(git, name, dir, &ref_state, &mut report);
         }
+    }
+    if let Some((_, system)) = repos.iter().find(|(name, _)| name == vole_meta::SYSTEM) {
+        check_emails(system, &logged_users, &mut report);
     }
     if unfolded > 0 {
         report.notes.push(format!(
@@ -407,6 +419,44 @@ fn check_refs(git: &Git, name: &str, dir: &Path, state: &RefState, report: &mut 
         if !known.contains_key(ref_name) && !settles(ref_name, Some(value)) {
             report.problems.push(format!(
                 "{name}: {ref_name} is at {value}, but the ref log has no committed move of it"
+            ));
+        }
+    }
+}
+
+/// Users that share an email (case aside): each such email is a problem.
+fn check_emails(system: &Path, logged: &HashMap<String, String>, report: &mut CheckReport) {
+    use vole_meta::entity::User;
+    let mut users: HashMap<String, User> = match vole_meta::folded_users(system) {
+        Ok(users) => users
+            .into_iter()
+            .map(|user| (User::id_of(&user.name), user))
+            .collect(),
+        Err(e) => {
+            report
+                .problems
+                .push(format!("the system repo's users cannot be read: {e}"));
+            return;
+        }
+    };
+    for body in logged.values() {
+        if let Ok(user) = serde_json::from_str::<User>(body) {
+            users.insert(User::id_of(&user.name), user);
+        }
+    }
+    let mut by_email: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for user in users.values() {
+        by_email
+            .entry(user.email.to_ascii_lowercase())
+            .or_default()
+            .push(user.name.clone());
+    }
+    for (email, mut names) in by_email {
+        if names.len() > 1 {
+            names.sort();
+            report.problems.push(format!(
+                "users {} share the email {email:?}: signing in with it is refused; give each its own (`vole user edit NAME --email ADDR`)",
+                names.join(", ")
             ));
         }
     }

@@ -62,11 +62,13 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
         Request::UserAdd {
             name,
             email,
+            full_name,
             admin,
             password,
         } => reply(app.accounts.add_user(
             NewUser {
                 name,
+                full_name,
                 email,
                 admin,
                 password,
@@ -74,6 +76,11 @@ pub fn dispatch(app: &ControlState, request: Request) -> Reply {
             "cli",
         )),
         Request::UserList => reply(app.accounts.users()),
+        Request::UserEdit {
+            name,
+            full_name,
+            email,
+        } => reply(user_edit(app, &name, full_name, email)),
         Request::UserPasswd { name, password } => {
             reply(app.accounts.set_password(&name, &password, "cli"))
         }
@@ -137,4 +144,23 @@ fn log_compact(app: &ControlState, keep: u64) -> Reply {
         (Err(e), _) => Reply::error(format!("ref log compaction failed: {e}")),
         (_, Err(e)) => Reply::error(format!("meta log compaction failed: {e}")),
     }
+}
+
+/// `vole user edit`: the fields given change, the others are kept.
+fn user_edit(
+    app: &ControlState,
+    name: &str,
+    full_name: Option<String>,
+    email: Option<String>,
+) -> Result<vole_accounts::UserView, vole_accounts::AccountError> {
+    let current = app
+        .accounts
+        .user(name)?
+        .ok_or_else(|| vole_accounts::AccountError::Invalid(format!("no user named {name:?}")))?;
+    app.accounts.set_profile(
+        name,
+        full_name.as_deref().unwrap_or(&current.full_name),
+        email.as_deref().unwrap_or(&current.email),
+        "cli",
+    )
 }

@@ -48,12 +48,22 @@ pub enum Request {
     UserAdd {
         name: String,
         email: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        full_name: String,
         #[serde(default)]
         admin: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         password: Option<String>,
     },
     UserList,
+    /// A user's display name and email; `None` keeps the stored one.
+    UserEdit {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        full_name: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        email: Option<String>,
+    },
     UserPasswd {
         name: String,
         password: String,
@@ -129,6 +139,7 @@ impl Request {
             Request::RepoGc { .. } => "repo_gc",
             Request::UserAdd { .. } => "user_add",
             Request::UserList => "user_list",
+            Request::UserEdit { .. } => "user_edit",
             Request::UserPasswd { .. } => "user_passwd",
             Request::UserDisable { .. } => "user_disable",
             Request::TokenCreate { .. } => "token_create",

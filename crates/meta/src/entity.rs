@@ -257,6 +257,12 @@ pub enum Scope {
 pub struct User {
     pub v: u32,
     pub name: String,
+    /// The name shown on pages and written as a merge's committer; the
+    /// login (`name`) stays fixed. Empty: none given (pages show `name`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub full_name: String,
+    /// Unique across users, case-insensitively, for users made or edited
+    /// since emails became unique (`vole check` reports older duplicates).
     pub email: String,
     pub admin: bool,
     pub disabled: bool,
@@ -275,6 +281,21 @@ impl User {
     /// The id a user is stored and looked up under.
     pub fn id_of(name: &str) -> String {
         name.to_ascii_lowercase()
+    }
+
+    /// The name to show: the display name, or the login without one.
+    pub fn display_name(&self) -> &str {
+        if self.full_name.is_empty() {
+            &self.name
+        } else {
+            &self.full_name
+        }
+    }
+
+    /// Whether `email` is this user's, as emails compare (ASCII case
+    /// aside).
+    pub fn has_email(&self, email: &str) -> bool {
+        self.email.eq_ignore_ascii_case(email)
     }
 }
 

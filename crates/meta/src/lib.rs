@@ -74,6 +74,7 @@ pub use error::{AppendError, MetaError, Unavailable};
 pub use fold::{FoldHook, FoldStage, MetaRepoError, PendingWrite};
 pub use index::{Filter, Page};
 pub use record::MetaWrite;
+pub use recovery::folded_users;
 pub use requests::{AclPut, ChangePatch, IssuePatch, NewChange, NewComment, NewIssue, SettingsPut};
 pub use stats::MetaStats;
 use vole_git::Git;

@@ -262,3 +262,12 @@ pub(super) fn read_tree(
     }
     Ok(())
 }
+
+/// The users the system repo at `git_dir` holds as its shard refs have
+/// them (writes the log holds but no fold has applied yet are not in
+/// them), read only: for `vole check`.
+pub fn folded_users(git_dir: &Path) -> Result<Vec<User>, MetaRepoError> {
+    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS)?;
+    let state = meta.state.into_inner();
+    Ok(state.index.users().cloned().collect())
+}

@@ -18,6 +18,7 @@ impl MetaStore {
                     user.name, taken.name
                 )));
             }
+            email_free(state, &user.email, &user.name)?;
             let now = now_text();
             Ok(User {
                 v: SCHEMA_V,
@@ -31,7 +32,7 @@ impl MetaStore {
     }
 
     /// Applies `edit` to the stored user `name` and stores the result as
-    /// its next version.
+    /// its next version. An email it changes must be no other user's.
     pub fn edit_user(&self, name: &str, edit: impl FnOnce(&mut User)) -> Result<User, MetaError> {
         self.write_system(|state| {
             let mut user = state
@@ -39,7 +40,11 @@ impl MetaStore {
                 .user(name)
                 .cloned()
                 .ok_or_else(|| MetaError::NotFound(format!("no user named {name:?}")))?;
+            let before = user.email.clone();
             edit(&mut user);
+            if !user.has_email(&before) {
+                email_free(state, &user.email, &user.name)?;
+            }
             user.replaces = Some(user.version);
             user.version += 1;
             user.updated_at = now_text();
@@ -55,6 +60,20 @@ impl MetaStore {
     /// Every user, by lowercased name.
     pub fn users(&self) -> Result<Vec<User>, MetaError> {
         self.read_system(|state| Ok(state.index.users().cloned().collect()))
+    }
+
+    /// The users whose email is `email` (more than one only for
+    /// duplicates from before emails were unique). A scan of the users in
+    /// memory: sign-in by email is the one caller.
+    pub fn users_with_email(&self, email: &str) -> Result<Vec<User>, MetaError> {
+        self.read_system(|state| {
+            Ok(state
+                .index
+                .users()
+                .filter(|user| user.has_email(email))
+                .cloned()
+                .collect())
+        })
     }
 
     // ---- tokens ----
@@ -148,5 +167,21 @@ impl MetaStore {
                 .cloned()
                 .collect())
         })
+    }
+}
+
+/// Refuses `email` when a user other than `owner` has it.
+fn email_free(state: &RepoState, email: &str, owner: &str) -> Result<(), MetaError> {
+    let owner = User::id_of(owner);
+    match state
+        .index
+        .users()
+        .find(|user| user.has_email(email) && User::id_of(&user.name) != owner)
+    {
+        Some(taken) => Err(MetaError::Taken(format!(
+            "email {email:?} is taken (by {:?})",
+            taken.name
+        ))),
+        None => Ok(()),
     }
 }
