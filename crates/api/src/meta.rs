@@ -16,10 +16,12 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::ApiState;
+use vole_access::{Principal, ResolvedRepo};
 use vole_accounts::audit::{AuditEvent, AuditKind};
 use vole_http::AppError;
 use vole_http::RepoAccess;
 use vole_http::repo_access::{Administer, Read};
+use vole_meta::entity::{Acl, Settings};
 use vole_meta::{AclPut, MetaError, SettingsPut};
 
 /// A JSON body, or the reason it was refused (bad JSON, an unknown field,
@@ -122,12 +124,27 @@ pub async fn put_acl(
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     payload: Result<Json<AclPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
     let put = body(payload)?;
+    let acl = write_acl(&app, &principal, name, put, &peer.ip().to_string()).await?;
+    Ok(Json(acl).into_response())
+}
+
+/// Stores a repo's ACL as `principal` (an admin of it, which the caller's
+/// extractor checked) asks from `client`: counted in their metadata
+/// writes, an ownership change checked by `access`, audited. The one
+/// path of an ACL change, for the API and the web's settings page.
+pub async fn write_acl(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    name: ResolvedRepo,
+    put: AclPut,
+    client: &str,
+) -> Result<Acl, AppError> {
+    app.quotas.meta_write(principal)?;
     if let Some(new_owner) = &put.owner {
         use vole_access::OwnerChangeRefused as Refused;
         app.access
-            .check_owner_change(&principal, &name, new_owner, &app.control.accounts)
+            .check_owner_change(principal, &name, new_owner, &app.control.accounts)
             .map_err(|refused| match refused {
                 Refused::Forbidden(why) => AppError::new(StatusCode::FORBIDDEN, why),
                 Refused::NoSuchUser(why) => AppError::new(StatusCode::UNPROCESSABLE_ENTITY, why),
@@ -136,8 +153,8 @@ pub async fn put_acl(
             })?;
     }
     let actor = principal.name().to_string();
-    let client = peer.ip().to_string();
-    let acl = blocking(&app, move |app| {
+    let client = client.to_string();
+    blocking(app, move |app| {
         let acl = app.meta.put_acl(&name, put)?;
         let event = AuditEvent::new(
             AuditKind::AclChanged,
@@ -162,20 +179,29 @@ pub async fn put_acl(
             .map_err(|e| MetaError::Unavailable(vole_meta::Unavailable::Audit(Arc::new(e))))?;
         Ok(acl)
     })
-    .await?;
-    Ok(Json(acl).into_response())
+    .await
 }
 
 pub async fn get_settings(
     State(app): State<Arc<ApiState>>,
     RepoAccess { repo: name, .. }: RepoAccess<Read>,
 ) -> Result<Response, AppError> {
-    let mut settings = app.meta.settings(&name)?;
-    // HEAD is the one record of the default branch.
-    if let Some(head) = vole_git::repos::head_branch(&app.control.repos.path(&name)) {
+    Ok(Json(read_settings(&app, &name)?).into_response())
+}
+
+/// A repo's settings, the default branch as HEAD has it (HEAD is the one
+/// record of the default branch).
+pub fn read_settings(app: &ApiState, name: &ResolvedRepo) -> Result<Settings, AppError> {
+    let mut settings = app.meta.settings(name)?;
+    // The description a repo was created with lives in git's file until
+    // the settings first store one.
+    if settings.version == 0 {
+        settings.description = app.control.repos.description(name);
+    }
+    if let Some(head) = vole_git::repos::head_branch(&app.control.repos.path(name)) {
         settings.default_branch = head;
     }
-    Ok(Json(settings).into_response())
+    Ok(settings)
 }
 
 pub async fn put_settings(
@@ -188,8 +214,23 @@ pub async fn put_settings(
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
     payload: Result<Json<SettingsPut>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
     let put = body(payload)?;
+    let settings = write_settings(&app, &principal, name, put, &peer.ip().to_string()).await?;
+    Ok(Json(settings).into_response())
+}
+
+/// Stores a repo's settings as `principal` (an admin of it) asks from
+/// `client`, counted in their metadata writes; a new default branch moves
+/// HEAD, recorded in the ref log. The one path of a settings change, for
+/// the API and the web's settings page.
+pub async fn write_settings(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    name: ResolvedRepo,
+    put: SettingsPut,
+    client: &str,
+) -> Result<Settings, AppError> {
+    app.quotas.meta_write(principal)?;
     // The default branch is HEAD: it may name only a branch that exists
     // (checked before the settings are stored), and HEAD moves once they
     // are, recorded in the ref log.
@@ -209,12 +250,23 @@ pub async fn put_settings(
         ));
     }
     let target = name.clone();
-    let mut settings = blocking(&app, move |app| app.meta.put_settings(&name, put)).await?;
+    let mut settings = blocking(app, move |app| app.meta.put_settings(&name, put)).await?;
+    // What the pages and listings show (git's `description` file) follows
+    // the stored settings.
+    let (control, described, text) = (
+        app.control.clone(),
+        target.clone(),
+        settings.description.clone(),
+    );
+    vole_http::spawn_blocking(move || control.repos.set_description(&described, &text))
+        .await
+        .map_err(|e| AppError::internal("description task failed", e))?
+        .map_err(|e| AppError::internal("the description could not be written", e))?;
     if moves_head {
         let branch = settings.default_branch.clone();
         let control = app.control.clone();
         let actor = principal.name().to_string();
-        let client = peer.ip().to_string();
+        let client = client.to_string();
         vole_http::spawn_blocking(move || {
             control.set_default_branch(
                 &target,
@@ -231,5 +283,5 @@ pub async fn put_settings(
     } else if let Some(head) = head {
         settings.default_branch = head;
     }
-    Ok(Json(settings).into_response())
+    Ok(settings)
 }

@@ -121,6 +121,20 @@ pub async fn create(
     payload: Result<Json<CreateRepo>, JsonRejection>,
 ) -> Result<Response, AppError> {
     let create = super::meta::body(payload)?;
+    let name = create_repo(&app, &principal, create, &peer.ip().to_string()).await?;
+    Ok((StatusCode::CREATED, Json(view(&app, &name))).into_response())
+}
+
+/// Creates a repo as `principal` asks from `client`: the name checked,
+/// the creation allowed by `access` and counted in the owner's quota,
+/// then made by `vole_control` (as the CLI's is). The one path of a new
+/// repo, for the API and the web's form.
+pub async fn create_repo(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    create: CreateRepo,
+    client: &str,
+) -> Result<RepoName, AppError> {
     let Some(identity) = principal.identity() else {
         return Err(AppError::unauthenticated(
             vole_access::WRITES_NEED_CREDENTIALS,
@@ -134,7 +148,7 @@ pub async fn create(
     let name = RepoName::parse_new(&full)
         .map_err(|e| AppError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
     app.access
-        .check_create(&principal, &name)
+        .check_create(principal, &name)
         .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
     // The caller owns what they create under their own name; under
     // another (a server admin's doing) the user named like it does.
@@ -143,7 +157,7 @@ pub async fn create(
         .eq_ignore_ascii_case(name.owner())
         .then(|| identity.user.clone());
     let actor = identity.user.clone();
-    let client = peer.ip().to_string();
+    let client = client.to_string();
     let app2 = app.clone();
     let new = NewRepo {
         name: name.to_string(),
@@ -167,7 +181,7 @@ pub async fn create(
     })
     .await
     .map_err(|e| AppError::internal("repo creation task failed", e))??;
-    Ok((StatusCode::CREATED, Json(view(&app, &name))).into_response())
+    Ok(name)
 }
 
 /// `GET /api/v1/repos/{owner}/{repo}`.
@@ -189,8 +203,22 @@ pub async fn delete(
     }: RepoAccess<Administer>,
     ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
 ) -> Result<Response, AppError> {
+    delete_repo(&app, &principal, name, &peer.ip().to_string()).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Moves a repo to the trash as `principal` (an admin of it, which the
+/// caller's extractor checked) asks from `client`, through `vole_control`
+/// (as the CLI's deletion). The one path of a deletion, for the API and
+/// the web's settings page.
+pub async fn delete_repo(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    name: vole_access::ResolvedRepo,
+    client: &str,
+) -> Result<(), AppError> {
     let actor = principal.name().to_string();
-    let client = peer.ip().to_string();
+    let client = client.to_string();
     let app2 = app.clone();
     vole_http::spawn_blocking(move || {
         app2.control.delete_repo(
@@ -204,5 +232,5 @@ pub async fn delete(
     .await
     .map_err(|e| AppError::internal("repo deletion task failed", e))?
     .map_err(lifecycle_error)?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(())
 }

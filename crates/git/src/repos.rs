@@ -380,6 +380,13 @@ impl Repos {
         read_description(&self.path(name))
     }
 
+    /// Sets a repository's description (git's `description` file, which
+    /// the pages and listings read), written durably.
+    pub fn set_description(&self, name: &RepoName, description: &str) -> std::io::Result<()> {
+        let path = self.path(name).join("description");
+        crate::durable::write_synced(&path, format!("{}\n", description.trim()).as_bytes())
+    }
+
     /// Every repository, sorted by owner then name.
     pub fn list(&self) -> Vec<RepoInfo> {
         bare_repo_dirs(&self.data.repos_dir())
