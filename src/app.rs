@@ -242,6 +242,14 @@ impl App {
             gix: gix.clone(),
             forget,
         });
+        let api = Arc::new(ApiState {
+            meta: meta.clone(),
+            recorder: recorder.clone(),
+            access: access.clone(),
+            repos: repos.clone(),
+            control: control.clone(),
+            quotas: vole_api::quota::Quotas::new(&config.quotas),
+        });
         Ok(App {
             http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),
             transport: Arc::new(Transport::new(&config, &data, git.clone(), access.clone())),
@@ -263,24 +271,16 @@ impl App {
                 recorder: recorder.clone(),
                 access: access.clone(),
                 reads: reads.clone(),
-                highlighter: Arc::new(vole_web::highlight::Highlighter::new(
-                    config.reads.highlight_cache_bytes,
-                    config.reads.binary_verdicts,
-                )),
+                highlighter: Arc::new(vole_web::highlight::Highlighter::for_reads(&config.reads)),
                 caches: web_caches,
                 gix,
                 authn: authn.clone(),
                 sessions: browser_sessions(&authn, &config),
                 accounts: accounts.clone(),
+                api: api.clone(),
+                registrations: Default::default(),
             }),
-            api: Arc::new(ApiState {
-                meta: meta.clone(),
-                recorder: recorder.clone(),
-                access: access.clone(),
-                repos: repos.clone(),
-                control: control.clone(),
-                quotas: vole_api::quota::Quotas::new(&config.quotas),
-            }),
+            api: api.clone(),
             control,
             recorder,
             meta,

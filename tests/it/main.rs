@@ -34,3 +34,4 @@ mod support;
 mod transport;
 mod trust;
 mod web;
+mod web_admin;

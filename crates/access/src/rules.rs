@@ -140,6 +140,16 @@ impl Access {
         acl.visibility
     }
 
+    /// Whether `repo` is private (its stored ACL's visibility, or how it
+    /// was created): what a listing marks. A store that cannot answer
+    /// counts as private.
+    pub fn is_private(&self, repo: &RepoName) -> bool {
+        self.meta
+            .acl(repo)
+            .map(|acl| self.visibility_of(repo, &acl) == Visibility::Private)
+            .unwrap_or(true)
+    }
+
     /// May `principal` see `repo` listed (in the repo list, the home
     /// page)? The same rule as reading it.
     pub fn may_list(&self, principal: &Principal, repo: &RepoName) -> bool {

@@ -31,6 +31,8 @@ pub struct AuthSettings {
     pub session_idle: Duration,
     /// ...or this long after it began.
     pub session_absolute: Duration,
+    /// Anyone may make an account in the browser (`--registration open`).
+    pub registration_open: bool,
 }
 
 impl AuthSettings {
@@ -57,6 +59,17 @@ impl AuthSettings {
                 raw.session_absolute.as_deref(),
                 defaults::SESSION_ABSOLUTE,
             )?,
+            registration_open: match raw.registration.as_deref() {
+                None | Some("closed") => false,
+                Some("open") => true,
+                Some(other) => {
+                    return Err(ConfigError::Invalid {
+                        setting: "registration",
+                        value: other.to_string(),
+                        reason: "it takes closed or open".into(),
+                    });
+                }
+            },
         })
     }
 }

@@ -66,6 +66,11 @@ pub struct Settings {
     #[arg(long, env = "VOLE_SESSION_ABSOLUTE", value_name = "DURATION")]
     pub session_absolute: Option<String>,
 
+    /// Whether anyone may make an account at `/-/register` (`open`) or
+    /// only an admin from the CLI (`closed`) [default: closed].
+    #[arg(long, env = "VOLE_REGISTRATION", value_name = "closed|open")]
+    pub registration: Option<String>,
+
     /// API requests one token (or one password-signed-in user) may make
     /// per minute; past it, 429 with Retry-After [default: 600].
     #[arg(long, env = "VOLE_API_RATE", value_name = "N")]
@@ -303,6 +308,7 @@ impl Settings {
             auth_failure_window: self.auth_failure_window.or(lower.auth_failure_window),
             session_idle: self.session_idle.or(lower.session_idle),
             session_absolute: self.session_absolute.or(lower.session_absolute),
+            registration: self.registration.or(lower.registration),
             api_rate: self.api_rate.or(lower.api_rate),
             max_repos_per_user: self.max_repos_per_user.or(lower.max_repos_per_user),
             meta_write_rate: self.meta_write_rate.or(lower.meta_write_rate),

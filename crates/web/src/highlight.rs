@@ -92,6 +92,11 @@ impl std::fmt::Debug for Highlighter {
 struct NotKept(Arc<Highlighted>);
 
 impl Highlighter {
+    /// A highlighter with the bounds of the read-side settings.
+    pub fn for_reads(reads: &vole_config::ReadLimits) -> Highlighter {
+        Highlighter::new(reads.highlight_cache_bytes, reads.binary_verdicts)
+    }
+
     /// A highlighter keeping `cache_bytes` of renderings and the binary
     /// verdicts of `verdicts` blobs.
     pub fn new(cache_bytes: u64, verdicts: usize) -> Highlighter {

@@ -5,6 +5,7 @@ use super::*;
 
 pub(super) struct RepoRow {
     name: String,
+    private: bool,
     description: String,
     last_push: String,
 }
@@ -54,6 +55,7 @@ pub async fn home(
                 .map(|entry| vole_stdx::time::nanos_to_seconds(entry.ref_move.time_ns))
                 .unwrap_or_default();
             RepoRow {
+                private: app.access.is_private(&info.name),
                 name,
                 description: info.description,
                 last_push,

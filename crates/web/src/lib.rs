@@ -17,6 +17,7 @@
 
 mod routes;
 pub use routes::routes;
+mod account;
 mod archive;
 mod assets;
 pub mod blame;
@@ -28,16 +29,20 @@ mod commit_files;
 mod dates;
 pub mod diff;
 mod error;
+mod forms;
 pub mod highlight;
 mod home;
 pub mod last_commit;
 mod listing;
 mod log;
+mod new_repo;
 mod paths;
 pub mod read;
 mod readme;
 mod refs;
+pub mod register;
 mod resolve;
+mod settings;
 pub mod sign_in;
 mod tokens;
 
@@ -89,8 +94,13 @@ pub struct WebState {
     pub authn: Arc<vole_http::auth::Authn>,
     /// Who a session cookie stands for.
     pub sessions: Arc<vole_http::browser::Sessions>,
-    /// Users and tokens (the tokens page).
+    /// Users and tokens (the account and tokens pages).
     pub accounts: Arc<vole_accounts::Accounts>,
+    /// The API's writes, which the forms go through (new repo, settings,
+    /// members, deletion): one path for both surfaces.
+    pub api: Arc<vole_api::ApiState>,
+    /// How many accounts `/-/register` has made lately.
+    pub registrations: register::Registrations,
 }
 
 /// Repos per home page.

@@ -21,10 +21,23 @@ pub fn routes(state: Arc<WebState>) -> Router {
         )
         .route("/-/logout", post(crate::sign_in::sign_out))
         .route(
+            "/-/register",
+            get(crate::register::register_page).post(crate::register::register),
+        )
+        .route(
             "/-/user/tokens",
             get(crate::tokens::tokens_page).post(crate::tokens::create_token),
         )
         .route("/-/user/tokens/revoke", post(crate::tokens::revoke_token))
+        .route(
+            "/-/user/settings",
+            get(crate::account::account_page).post(crate::account::save_profile),
+        )
+        .route("/-/user/password", post(crate::account::change_password))
+        .route(
+            "/-/new",
+            get(crate::new_repo::new_repo_page).post(crate::new_repo::create_repo),
+        )
         .route("/{owner}/{repo}", get(crate::repo_home))
         .route("/{owner}/{repo}/-/tree/{rev}", get(crate::tree_root))
         .route("/{owner}/{repo}/-/tree/{rev}/{*path}", get(crate::tree))
@@ -43,6 +56,18 @@ pub fn routes(state: Arc<WebState>) -> Router {
         .route("/{owner}/{repo}/-/branches", get(crate::refs::branches))
         .route("/{owner}/{repo}/-/tags", get(crate::refs::tags))
         .route("/{owner}/{repo}/-/activity", get(crate::refs::activity))
+        .route(
+            "/{owner}/{repo}/-/settings",
+            get(crate::settings::settings_page).post(crate::settings::save_general),
+        )
+        .route(
+            "/{owner}/{repo}/-/settings/access",
+            post(crate::settings::save_access),
+        )
+        .route(
+            "/{owner}/{repo}/-/settings/delete",
+            post(crate::settings::delete_repo),
+        )
         .route(
             "/{owner}/{repo}/-/archive/{file}",
             get(crate::archive::archive),

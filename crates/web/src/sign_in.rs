@@ -6,7 +6,9 @@
 //!   cookie: `vole_http::browser`). The viewer (who is signed in, the
 //!   sign-out form's CSRF token) is a task-local the header reads
 //!   ([`viewer`]); pages for a signed-in viewer are `Cache-Control:
-//!   private`.
+//!   private`. A visitor refused for want of signing in (a 401: an
+//!   admin's page of a public repo, say) is sent to sign in (303, with
+//!   `next` the page asked for).
 //! - `GET /-/login`: the form, its CSRF token bound to a pre-session
 //!   cookie made here; `POST /-/login`: the token and the `Origin`
 //!   checked, then the password through `vole_http::auth`'s door (its
@@ -38,6 +40,24 @@ pub struct Viewer {
     /// The sign-out form's CSRF token (empty when the request was
     /// signed in by a credential of its own, with no session to end).
     pub csrf: String,
+    /// Whom the request is for and the rules, to tell which links to
+    /// show (a settings tab for a repo's admins only).
+    rules: Option<(Principal, Arc<Access>)>,
+}
+
+impl Viewer {
+    /// Whether the viewer may administer repo `repo` (`owner/name`): the
+    /// settings tab shows only then. The routes check again.
+    pub fn may_administer(&self, repo: &str) -> bool {
+        let Some((principal, access)) = &self.rules else {
+            return false;
+        };
+        RepoName::parse(repo).is_ok_and(|name| {
+            access
+                .check(principal, vole_access::Action::Administer, &name)
+                .is_ok()
+        })
+    }
 }
 
 tokio::task_local! {
@@ -72,8 +92,24 @@ pub async fn session_layer(
         request.extensions_mut().insert(principal);
     }
     let signed_in = viewer.user.is_some();
+    if signed_in && let Some(principal) = request.extensions().get::<Principal>() {
+        viewer.rules = Some((principal.clone(), app.access.clone()));
+    }
     let is_static = request.uri().path().starts_with("/static/");
+    // Where a visitor who must sign in first comes back to.
+    let back = match request.method() {
+        &axum::http::Method::GET | &axum::http::Method::HEAD => request
+            .uri()
+            .path_and_query()
+            .map_or("/".to_string(), |p| p.as_str().to_string()),
+        _ => "/".to_string(),
+    };
     let mut response = VIEWER.scope(viewer, next.run(request)).await;
+    // An action that needs a signed-in person, asked by a visitor who is
+    // not: to the sign-in page, and back once signed in.
+    if !signed_in && response.status() == StatusCode::UNAUTHORIZED {
+        return to_sign_in(&back);
+    }
     // A page that must not be kept at all (a new token's) stays no-store.
     let no_store = response
         .headers()
@@ -91,6 +127,8 @@ pub async fn session_layer(
 #[template(path = "sign_in.html")]
 struct SignInPage {
     csrf: String,
+    /// `/-/register` is open.
+    registration: bool,
     next: String,
     user: String,
     error: Option<String>,
@@ -111,17 +149,31 @@ pub async fn sign_in_page(
     if !viewer().csrf.is_empty() {
         return Ok(see_other(&next, &[]));
     }
-    let cookies = cookies(&app);
-    let (pre, fresh) = match cookie(&headers, cookies.pre_session()) {
+    pre_session_form(&app, &headers, |csrf| {
+        render(SignInPage {
+            csrf,
+            registration: app.config.auth.registration_open,
+            next,
+            user: String::new(),
+            error: None,
+        })
+    })
+}
+
+/// A form for a visitor not signed in yet (sign-in, registration): its
+/// CSRF token bound to the pre-session cookie, made here when the visitor
+/// has none; never stored by a cache.
+pub(crate) fn pre_session_form(
+    app: &WebState,
+    headers: &HeaderMap,
+    render_with: impl FnOnce(String) -> Result<Response, AppError>,
+) -> Result<Response, AppError> {
+    let cookies = cookies(app);
+    let (pre, fresh) = match cookie(headers, cookies.pre_session()) {
         Some(pre) if is_secret_shaped(pre) => (pre.to_string(), false),
         _ => (new_pre_session(), true),
     };
-    let mut response = render(SignInPage {
-        csrf: csrf_token(&pre),
-        next,
-        user: String::new(),
-        error: None,
-    })?;
+    let mut response = render_with(csrf_token(&pre))?;
     if fresh {
         response
             .headers_mut()
@@ -131,6 +183,41 @@ pub async fn sign_in_page(
         .headers_mut()
         .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Ok(response)
+}
+
+/// The pre-session cookie a form of [`pre_session_form`] was posted with,
+/// when the form's token was made for it (403 otherwise).
+pub(crate) fn checked_pre_session<'h>(
+    app: &WebState,
+    headers: &'h HeaderMap,
+    csrf: &str,
+) -> Result<&'h str, AppError> {
+    let cookies = cookies(app);
+    let pre = cookie(headers, cookies.pre_session()).unwrap_or_default();
+    // Only a pre-session cookie this server could have made: a value
+    // planted by someone else (a sibling host on plain http) is refused,
+    // so its token cannot be worked out in advance.
+    if !is_secret_shaped(pre) || !csrf_matches(pre, csrf) {
+        return Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "this form has expired or was not made by this server; load the page again",
+        ));
+    }
+    Ok(pre)
+}
+
+/// The cookies that make a browser signed in with `secret` (its
+/// pre-session cookie cleared).
+pub(crate) fn signed_in_cookies(app: &WebState, secret: &str) -> [HeaderValue; 2] {
+    let cookies = cookies(app);
+    [
+        cookies.set(
+            cookies.session(),
+            secret,
+            Some(app.config.auth.session_absolute),
+        ),
+        cookies.clear(cookies.pre_session()),
+    ]
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,34 +242,14 @@ pub async fn sign_in(
     let Form(form) = Form::<SignInForm>::from_request(request, &())
         .await
         .map_err(|e| AppError::bad_request(format!("the sign-in form is not readable: {e}")))?;
-    let cookies = cookies(&app);
-    let pre = cookie(&headers, cookies.pre_session()).unwrap_or_default();
-    // Only a pre-session cookie this server could have made: a value
-    // planted by someone else (a sibling host on plain http) is refused,
-    // so its token cannot be worked out in advance.
-    if !is_secret_shaped(pre) || !csrf_matches(pre, &form.csrf) {
-        return Err(AppError::new(
-            StatusCode::FORBIDDEN,
-            "this sign-in form has expired or was not made by this server; load the sign-in page again",
-        ));
-    }
+    let pre = checked_pre_session(&app, &headers, &form.csrf)?;
     let next = safe_next(form.next.as_deref()).to_string();
     match app
         .authn
         .sign_in(form.user.trim(), &form.password, client)
         .await
     {
-        Ok((_, secret)) => {
-            let session = cookies.set(
-                cookies.session(),
-                secret.expose(),
-                Some(app.config.auth.session_absolute),
-            );
-            Ok(see_other(
-                &next,
-                &[session, cookies.clear(cookies.pre_session())],
-            ))
-        }
+        Ok((_, secret)) => Ok(see_other(&next, &signed_in_cookies(&app, secret.expose()))),
         Err(refused) => {
             // A wrong password is the form again with a message (200, as
             // a 401 would need a Basic challenge); a throttle keeps its 429
@@ -195,6 +262,7 @@ pub async fn sign_in(
             };
             let mut response = render(SignInPage {
                 csrf: csrf_token(pre),
+                registration: app.config.auth.registration_open,
                 next,
                 user: form.user,
                 error: Some(error),

@@ -4,15 +4,14 @@
 //! the person's own. Every form needs the session's CSRF token and this
 //! server's origin; a visitor without a session is sent to sign in.
 
-use axum::Form;
-use axum::extract::{FromRequest, Request};
+use axum::extract::Request;
 use serde::Deserialize;
 use vole_accounts::{AccountError, NewTokenRequest};
-use vole_http::browser::{check_origin, same_token};
 use vole_meta::entity::Scope;
 
 use super::*;
-use crate::sign_in::{see_other, to_sign_in, viewer};
+use crate::forms::{checked_form, session_user};
+use crate::sign_in::{see_other, to_sign_in};
 
 const PATH: &str = "/-/user/tokens";
 
@@ -36,17 +35,6 @@ struct TokensPage {
     tokens: Vec<TokenRow>,
     made: Option<Made>,
     error: Option<String>,
-}
-
-/// The session's user and its CSRF token; none: the visitor is to sign
-/// in first (a request signed in by a credential of its own has no
-/// session, and so no forms).
-fn session_user() -> Option<(String, String)> {
-    let viewer = viewer();
-    match viewer.user {
-        Some(user) if !viewer.csrf.is_empty() => Some((user, viewer.csrf)),
-        _ => None,
-    }
 }
 
 async fn page(
@@ -111,29 +99,6 @@ struct RevokeForm {
     csrf: String,
     #[serde(default)]
     name: String,
-}
-
-/// A form posted to a tokens route, after the origin and CSRF checks;
-/// none: the visitor is to sign in first.
-async fn checked_form<T: serde::de::DeserializeOwned>(
-    app: &WebState,
-    request: Request,
-    csrf_of: fn(&T) -> &str,
-) -> Result<Option<(String, String, T)>, AppError> {
-    check_origin(request.headers(), app.config.public_url.as_deref())?;
-    let Some((user, csrf)) = session_user() else {
-        return Ok(None);
-    };
-    let Form(form) = Form::<T>::from_request(request, &())
-        .await
-        .map_err(|e| AppError::bad_request(format!("the form is not readable: {e}")))?;
-    if !same_token(&csrf, csrf_of(&form)) {
-        return Err(AppError::new(
-            StatusCode::FORBIDDEN,
-            "this form was not made for your session; use the form on your tokens page",
-        ));
-    }
-    Ok(Some((user, csrf, form)))
 }
 
 /// `POST /-/user/tokens`: makes a token and shows its text, once.

@@ -11,7 +11,9 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+mod browser;
 mod forge;
+pub use browser::Browser;
 pub use forge::Forge;
 
 /// The vole binary cargo built for this test run.

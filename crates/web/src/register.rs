@@ -1,0 +1,190 @@
+//! `/-/register`: a visitor makes their own account, when the server's
+//! `--registration` is `open` (closed, the default: a 404, as a route
+//! that is not there). The form is bound to a pre-session cookie as the
+//! sign-in form is and takes a user name, an email and a password twice;
+//! the account is made by `vole_accounts` as `vole user add` makes one
+//! (never an admin), and the new user is signed in. At most
+//! [`PER_ADDRESS_PER_HOUR`] accounts an hour from one address and
+//! [`PER_HOUR`] from all (governor), counted before the password is
+//! hashed.
+
+use std::net::IpAddr;
+use std::num::NonZeroU32;
+use std::time::SystemTime;
+
+use axum::Form;
+use axum::extract::{FromRequest, Request};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use serde::Deserialize;
+use vole_accounts::{AccountError, NewUser};
+use vole_http::browser::check_origin;
+
+use super::*;
+use crate::sign_in::{checked_pre_session, pre_session_form, see_other, signed_in_cookies};
+
+/// Accounts one address may make an hour.
+pub const PER_ADDRESS_PER_HOUR: u32 = 5;
+/// Accounts all visitors together may make an hour.
+pub const PER_HOUR: u32 = 60;
+
+/// The registration limits (see the module doc).
+pub struct Registrations {
+    per_address: DefaultKeyedRateLimiter<IpAddr>,
+    all: DefaultDirectRateLimiter,
+}
+
+impl std::fmt::Debug for Registrations {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registrations").finish_non_exhaustive()
+    }
+}
+
+impl Default for Registrations {
+    fn default() -> Self {
+        let hourly = |n: u32| {
+            let n = NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
+            Quota::per_hour(n).allow_burst(n)
+        };
+        Registrations {
+            per_address: RateLimiter::keyed(hourly(PER_ADDRESS_PER_HOUR)),
+            all: RateLimiter::direct(hourly(PER_HOUR)),
+        }
+    }
+}
+
+impl Registrations {
+    /// Counts one registration from `client`; false past a limit.
+    fn admit(&self, client: IpAddr) -> bool {
+        // The per-address limit first: one address at its limit does
+        // not use up everyone's.
+        self.per_address.check_key(&client).is_ok() && self.all.check().is_ok()
+    }
+
+    /// Forgets addresses whose counts are full again (the maintenance
+    /// task calls it), so the map stays as large as the last hour's.
+    pub fn retain_recent(&self) {
+        self.per_address.retain_recent();
+    }
+}
+
+#[derive(Template)]
+#[template(path = "register.html")]
+struct RegisterPage {
+    csrf: String,
+    user: String,
+    email: String,
+    error: Option<String>,
+}
+
+fn closed() -> AppError {
+    AppError::not_found("This server makes accounts through its administrators.")
+}
+
+/// `GET /-/register`.
+pub async fn register_page(
+    State(app): State<Arc<WebState>>,
+    headers: HeaderMap,
+) -> Result<Response, AppError> {
+    if !app.config.auth.registration_open {
+        return Err(closed());
+    }
+    if crate::sign_in::viewer().user.is_some() {
+        return Ok(see_other("/", &[]));
+    }
+    pre_session_form(&app, &headers, |csrf| {
+        render(RegisterPage {
+            csrf,
+            user: String::new(),
+            email: String::new(),
+            error: None,
+        })
+    })
+}
+
+#[derive(Debug, Deserialize)]
+struct RegisterForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    user: String,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    confirm: String,
+}
+
+/// `POST /-/register`: makes the account and signs its user in.
+pub async fn register(
+    State(app): State<Arc<WebState>>,
+    headers: HeaderMap,
+    request: Request,
+) -> Result<Response, AppError> {
+    if !app.config.auth.registration_open {
+        return Err(closed());
+    }
+    check_origin(&headers, app.config.public_url.as_deref())?;
+    let client: IpAddr = vole_http::auth::client_address(request.extensions());
+    let Form(form) = Form::<RegisterForm>::from_request(request, &())
+        .await
+        .map_err(|e| AppError::bad_request(format!("the form is not readable: {e}")))?;
+    let pre = checked_pre_session(&app, &headers, &form.csrf)?.to_string();
+    let again = |status: StatusCode, message: String| -> Result<Response, AppError> {
+        let mut response = render(RegisterPage {
+            csrf: vole_http::browser::csrf_token(&pre),
+            user: form.user.clone(),
+            email: form.email.clone(),
+            error: Some(message),
+        })?;
+        *response.status_mut() = status;
+        Ok(response)
+    };
+    if form.password != form.confirm {
+        let message = "The password and its confirmation differ.".to_string();
+        return again(StatusCode::UNPROCESSABLE_ENTITY, message);
+    }
+    if let Err(AccountError::Invalid(message)) = vole_accounts::check_password_rules(&form.password)
+    {
+        return again(StatusCode::UNPROCESSABLE_ENTITY, message);
+    }
+    if !app.registrations.admit(client) {
+        let mut response = again(
+            StatusCode::TOO_MANY_REQUESTS,
+            "Too many accounts were made from here lately; try again in an hour.".to_string(),
+        )?;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(3600u32));
+        return Ok(response);
+    }
+    let accounts = app.accounts.clone();
+    let new = NewUser {
+        name: form.user.trim().to_string(),
+        full_name: String::new(),
+        email: form.email.trim().to_string(),
+        admin: false,
+        password: Some(form.password.clone()),
+    };
+    let actor = format!("register:{client}");
+    let made = vole_http::spawn_blocking(move || {
+        let user = accounts.add_user(new, &actor)?;
+        let secret = accounts.begin_session(&user.name, SystemTime::now())?;
+        Ok::<_, AccountError>(secret)
+    })
+    .await
+    .map_err(|e| AppError::internal("registration task failed", e))?;
+    match made {
+        Ok(secret) => Ok(see_other("/", &signed_in_cookies(&app, secret.expose()))),
+        Err(AccountError::Invalid(message)) => again(StatusCode::UNPROCESSABLE_ENTITY, message),
+        Err(AccountError::Store(e)) => {
+            let refused = AppError::from(e);
+            if refused.status().is_client_error() {
+                again(refused.status(), refused.message().to_string())
+            } else {
+                Err(refused)
+            }
+        }
+        Err(e) => Err(AppError::internal("cannot make an account", e)),
+    }
+}

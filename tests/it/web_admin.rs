@@ -1,0 +1,439 @@
+//! A person's own account and a repo's administration in the browser,
+//! over real HTTP: the profile (a display name, an email no one else
+//! has, which then signs in), the password change (the current one
+//! needed, other sessions ended, this one kept), registration (closed by
+//! default, rate limited per address when open), the New repository form
+//! and a repo's settings page (general settings moving HEAD, members,
+//! deletion with the name typed), each form refused without the session's
+//! token, and an admin's page sending an anonymous visitor to sign in.
+
+use crate::support::*;
+
+const PASSWORD: &str = "correct horse battery";
+
+/// A server with the users alice (a password) and bob (a password, read
+/// token), and `flags`.
+fn forge(flags: &[&str]) -> Forge {
+    let mut forge = Forge::new(&[]);
+    user_token(&forge.data, "alice", false, "write", &[]);
+    user_token(&forge.data, "bob", false, "read", &[]);
+    set_password(&forge.data, "alice", PASSWORD);
+    set_password(&forge.data, "bob", PASSWORD);
+    forge.serve(flags);
+    forge
+}
+
+/// The message a page's alert carries.
+fn alert(html: &str) -> String {
+    let marker = "role=\"alert\">";
+    let start = html.find(marker).map_or(0, |at| at + marker.len());
+    html[start..]
+        .split('<')
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn signed_in(forge: &Forge, user: &str, last: u8) -> Browser {
+    let mut browser = Browser::at(forge, last);
+    let signed = browser.sign_in(user, PASSWORD, "/");
+    assert_eq!(signed.status, 303, "{}", signed.text());
+    browser
+}
+
+/// The CSRF token of the first form on `path`.
+fn csrf_on(browser: &mut Browser, path: &str) -> String {
+    let page = browser.get(path);
+    assert_eq!(page.status, 200, "{path}: {}", page.text());
+    hidden_field(&page.text(), "csrf")
+}
+
+#[test]
+fn the_profile_sets_a_display_name_and_an_email_no_one_else_has_which_signs_in() {
+    let forge = forge(&[]);
+    let mut alice = signed_in(&forge, "alice", 1);
+    let csrf = csrf_on(&mut alice, "/-/user/settings");
+    let saved = alice.post(
+        "/-/user/settings",
+        &[
+            ("csrf", &csrf),
+            ("full_name", "Alice+Liddell"),
+            ("email", "alice%40wonder.example"),
+        ],
+        "",
+    );
+    assert_eq!(saved.status, 303, "{}", saved.text());
+    let page = alice.get("/-/user/settings").text();
+    assert!(page.contains("value=\"Alice Liddell\""), "{page}");
+    let listed = text(&run_vole(&forge.data, &["user", "list", "--json"]).stdout);
+    assert!(
+        listed.contains("\"full_name\": \"Alice Liddell\""),
+        "{listed}"
+    );
+
+    // bob may not take alice's email; nothing of his changes.
+    let mut bob = signed_in(&forge, "bob", 2);
+    let csrf = csrf_on(&mut bob, "/-/user/settings");
+    let taken = bob.post(
+        "/-/user/settings",
+        &[
+            ("csrf", &csrf),
+            ("full_name", "Bob"),
+            ("email", "ALICE%40wonder.example"),
+        ],
+        "",
+    );
+    assert_eq!(taken.status, 409, "{}", taken.text());
+    assert!(taken.text().contains("is taken"), "{}", taken.text());
+    assert!(
+        !bob.get("/-/user/settings")
+            .text()
+            .contains("wonder.example")
+    );
+    // Without the session's token: refused, nothing written.
+    let forged = bob.post(
+        "/-/user/settings",
+        &[
+            ("csrf", "x"),
+            ("full_name", "Mallory"),
+            ("email", "m%40x.example"),
+        ],
+        "",
+    );
+    assert_eq!(forged.status, 403);
+    assert!(!bob.get("/-/user/settings").text().contains("Mallory"));
+
+    // The email signs alice in, as her user name does.
+    let mut by_email = Browser::at(&forge, 3);
+    let signed = by_email.sign_in("alice@wonder.example", PASSWORD, "/");
+    assert_eq!(signed.status, 303, "{}", signed.text());
+    assert!(
+        by_email
+            .get("/")
+            .text()
+            .contains("Signed in as <strong>alice</strong>")
+    );
+    let mut unknown = Browser::at(&forge, 4);
+    let refused = unknown.sign_in("nobody@wonder.example", PASSWORD, "/");
+    assert_eq!(
+        refused.status, 200,
+        "anti-vacuity: an unknown email signs no one in"
+    );
+}
+
+#[test]
+fn a_password_change_needs_the_current_one_and_ends_the_other_sessions() {
+    let forge = forge(&[]);
+    let mut here = signed_in(&forge, "alice", 1);
+    let mut elsewhere = signed_in(&forge, "alice", 2);
+    assert!(
+        elsewhere.get("/").text().contains("Signed in as"),
+        "anti-vacuity"
+    );
+    let csrf = csrf_on(&mut here, "/-/user/settings");
+    let wrong = here.post(
+        "/-/user/password",
+        &[
+            ("csrf", &csrf),
+            ("current", "not+it"),
+            ("new", "a+new+long+password"),
+            ("confirm", "a+new+long+password"),
+        ],
+        "",
+    );
+    assert_eq!(wrong.status, 403, "{}", wrong.text());
+    assert!(
+        elsewhere.get("/").text().contains("Signed in as"),
+        "a refused change ended a session"
+    );
+
+    let changed = here.post(
+        "/-/user/password",
+        &[
+            ("csrf", &csrf),
+            ("current", &PASSWORD.replace(' ', "+")),
+            ("new", "a+new+long+password"),
+            ("confirm", "a+new+long+password"),
+        ],
+        "",
+    );
+    assert_eq!(changed.status, 303, "{}", changed.text());
+    assert!(
+        here.get("/").text().contains("Signed in as"),
+        "the changing browser was signed out"
+    );
+    assert!(
+        !elsewhere.get("/").text().contains("Signed in as"),
+        "another session outlived the change"
+    );
+    let mut again = Browser::at(&forge, 3);
+    assert_eq!(
+        again.sign_in("alice", PASSWORD, "/").status,
+        200,
+        "the old password still works"
+    );
+    assert_eq!(
+        again.sign_in("alice", "a new long password", "/").status,
+        303
+    );
+}
+
+#[test]
+fn registration_is_closed_by_default_and_rate_limited_per_address_when_open() {
+    let closed = forge(&[]);
+    assert_eq!(Browser::at(&closed, 1).get("/-/register").status, 404);
+    drop(closed);
+
+    let forge = forge(&["--registration", "open"]);
+    let register = |browser: &mut Browser, user: &str| {
+        let csrf = csrf_on(browser, "/-/register");
+        browser.post(
+            "/-/register",
+            &[
+                ("csrf", &csrf),
+                ("user", user),
+                ("email", &format!("{user}%40example.org")),
+                ("password", "a+long+enough+password"),
+                ("confirm", "a+long+enough+password"),
+            ],
+            "",
+        )
+    };
+    let mut first = Browser::at(&forge, 10);
+    let made = register(&mut first, "carol");
+    assert_eq!(made.status, 303, "{}", made.text());
+    assert!(
+        first
+            .get("/")
+            .text()
+            .contains("Signed in as <strong>carol</strong>")
+    );
+    // A name or an email taken is said, and makes no one.
+    let mut other = Browser::at(&forge, 11);
+    assert_eq!(register(&mut other, "Carol").status, 409);
+    let mut statuses = Vec::new();
+    for i in 0..(vole_web::register::PER_ADDRESS_PER_HOUR + 1) {
+        let answer = register(&mut Browser::at(&forge, 12), &format!("user{i}"));
+        if answer.status != 303 && answer.status != 429 {
+            panic!("{}: {}", answer.status, answer.text());
+        }
+        statuses.push(answer.status);
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 303).count() as u32,
+        vole_web::register::PER_ADDRESS_PER_HOUR,
+        "{statuses:?}"
+    );
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    let mut elsewhere = Browser::at(&forge, 13);
+    assert_eq!(
+        register(&mut elsewhere, "dave").status,
+        303,
+        "another address is not limited"
+    );
+    let users = text(&run_vole(&forge.data, &["user", "list"]).stdout);
+    assert!(
+        !users.contains(&format!("user{}", vole_web::register::PER_ADDRESS_PER_HOUR)),
+        "{users}"
+    );
+}
+
+#[test]
+fn the_new_repository_form_creates_through_the_apis_rules() {
+    let forge = forge(&[]);
+    let mut anonymous = Browser::at(&forge, 9);
+    let away = anonymous.get("/-/new");
+    assert_eq!(away.status, 303);
+    let mut alice = signed_in(&forge, "alice", 1);
+    let csrf = csrf_on(&mut alice, "/-/new");
+    let forged = alice.post(
+        "/-/new",
+        &[("csrf", ""), ("owner", "alice"), ("name", "forged")],
+        "",
+    );
+    assert_eq!(forged.status, 403);
+    assert_eq!(
+        alice.get("/alice/forged").status,
+        404,
+        "a forged form made a repo"
+    );
+    // Under another user's name: refused as the API refuses it.
+    let theirs = alice.post(
+        "/-/new",
+        &[("csrf", &csrf), ("owner", "bob"), ("name", "x")],
+        "",
+    );
+    assert!(
+        theirs.status == 404 || theirs.status == 403,
+        "{}",
+        theirs.status
+    );
+    assert_eq!(alice.get("/bob/x").status, 404);
+    let made = alice.post(
+        "/-/new",
+        &[
+            ("csrf", &csrf),
+            ("owner", "alice"),
+            ("name", "demo"),
+            ("description", "A+demo"),
+            ("private", "on"),
+        ],
+        "",
+    );
+    assert_eq!(made.status, 303, "{}", made.text());
+    assert_eq!(made.header("location"), Some("/alice/demo"));
+    assert!(alice.get("/alice/demo").text().contains("A demo"));
+    assert_eq!(
+        Browser::at(&forge, 8).get("/alice/demo").status,
+        404,
+        "the repo is private"
+    );
+    let twice = alice.post(
+        "/-/new",
+        &[("csrf", &csrf), ("owner", "alice"), ("name", "DEMO")],
+        "",
+    );
+    assert_eq!(twice.status, 409, "{}", twice.text());
+}
+
+#[test]
+fn the_settings_page_is_an_admins_and_writes_what_the_api_writes() {
+    let mut forge = Forge::new(&[]);
+    forge.create_repo(&["alice/site"]);
+    user_token(&forge.data, "alice", false, "write", &[]);
+    user_token(&forge.data, "bob", false, "read", &[]);
+    set_password(&forge.data, "alice", PASSWORD);
+    set_password(&forge.data, "bob", PASSWORD);
+    forge.serve(&["--anonymous-push"]);
+    let addr = forge.server().addr;
+    let work = forge.dir.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let url = format!("http://{addr}/alice/site.git");
+    for args in [
+        vec!["init", "-q", "-b", "main", "."],
+        vec!["commit", "-q", "--allow-empty", "-m", "one"],
+        vec!["branch", "next"],
+        vec!["push", "-q", &url, "main", "next"],
+    ] {
+        let out = git(&work, &args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    }
+
+    // Anonymous: to sign in, and back.
+    let mut anonymous = Browser::at(&forge, 9);
+    let away = anonymous.get("/alice/site/-/settings");
+    assert_eq!(away.status, 303, "{}", away.text());
+    assert_eq!(
+        away.header("location"),
+        Some("/-/login?next=%2Falice%2Fsite%2F%2D%2Fsettings")
+    );
+
+    let mut alice = signed_in(&forge, "alice", 1);
+    let page = alice.get("/alice/site");
+    assert!(
+        page.text().contains("/alice/site/-/settings"),
+        "no settings tab for the owner"
+    );
+    let settings = alice.get("/alice/site/-/settings");
+    assert_eq!(settings.status, 200, "{}", settings.text());
+    let csrf = hidden_field(&settings.text(), "csrf");
+    let version = hidden_field(&settings.text(), "version");
+    let fields = [
+        ("csrf", csrf.as_str()),
+        ("version", version.as_str()),
+        ("description", "Our+site"),
+        ("default_branch", "next"),
+        ("protected", "main+release"),
+        ("site_ref", "refs%2Fheads%2Fmain"),
+        ("site_dir", "docs"),
+    ];
+    let general = alice.post("/alice/site/-/settings", &fields, "");
+    assert_eq!(general.status, 303, "{}", alert(&general.text()));
+    let head = git(&work, &["ls-remote", "--symref", &url, "HEAD"]);
+    assert!(
+        text(&head.stdout).contains("ref: refs/heads/next"),
+        "HEAD did not move: {}",
+        text(&head.stdout)
+    );
+    let api = http_get(addr, "/api/v1/repos/alice/site/settings").text();
+    assert!(
+        api.contains("\"protected_branches\":[\"main\",\"release\"]"),
+        "{api}"
+    );
+    assert!(api.contains("\"dir\":\"docs\""), "{api}");
+    // The same version again: the settings moved since, refused.
+    assert!(
+        alice.get("/alice/site").text().contains("Our site"),
+        "the description is not shown"
+    );
+    let stale = alice.post("/alice/site/-/settings", &fields, "");
+    assert_eq!(stale.status, 409, "{}", stale.text());
+
+    // A member with read access: sees the repo, not the settings.
+    let page = alice.get("/alice/site/-/settings");
+    let acl_version = hidden_field(&page.text(), "acl_version");
+    let added = alice.post(
+        "/alice/site/-/settings/access",
+        &[
+            ("csrf", &csrf),
+            ("acl_version", &acl_version),
+            ("action", "add"),
+            ("member", "bob"),
+            ("role", "read"),
+        ],
+        "",
+    );
+    assert_eq!(added.status, 303, "{}", added.text());
+    let mut bob = signed_in(&forge, "bob", 2);
+    assert!(
+        !bob.get("/alice/site").text().contains("/-/settings"),
+        "a reader sees the settings tab"
+    );
+    assert_eq!(bob.get("/alice/site/-/settings").status, 403);
+    let bob_csrf = bob.sign_out_token();
+    let forged = bob.post(
+        "/alice/site/-/settings/delete",
+        &[("csrf", &bob_csrf), ("confirm", "alice%2Fsite")],
+        "",
+    );
+    assert_eq!(forged.status, 403, "{}", forged.text());
+    assert_eq!(
+        bob.get("/alice/site").status,
+        200,
+        "a reader's forged POST deleted the repo"
+    );
+
+    // Deletion: the name typed, or nothing.
+    let mistyped = alice.post(
+        "/alice/site/-/settings/delete",
+        &[("csrf", &csrf), ("confirm", "alice%2Fsit")],
+        "",
+    );
+    assert_eq!(mistyped.status, 422);
+    assert_eq!(alice.get("/alice/site").status, 200);
+    let deleted = alice.post(
+        "/alice/site/-/settings/delete",
+        &[("csrf", &csrf), ("confirm", "alice%2Fsite")],
+        "",
+    );
+    assert_eq!(deleted.status, 303, "{}", deleted.text());
+    assert_eq!(alice.get("/alice/site").status, 404);
+}
+
+#[test]
+fn a_repo_is_made_and_shared_in_chromium() {
+    let forge = forge(&[]);
+    let shots = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/browser-screenshots/repo-admin");
+    let base = forge.server().url("");
+    let args = ["alice", PASSWORD, "bob", PASSWORD];
+    browser_journey("repo_admin.mjs", base.trim_end_matches('/'), &shots, &args);
+    for name in ["new-repo", "settings", "member-view", "signed-out"] {
+        let shot = shots.join(format!("{name}.png"));
+        assert!(
+            std::fs::metadata(&shot).is_ok_and(|m| m.len() > 1000),
+            "no screenshot {}",
+            shot.display()
+        );
+    }
+}
