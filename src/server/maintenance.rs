@@ -1,7 +1,8 @@
 //! Background upkeep every few seconds: the pack cache's expired entries
 //! are dropped (`vole-pack-cache`: otherwise only a request's end
 //! evicts, and an idle server would keep them); the browser sessions'
-//! file is compacted once it has grown (`vole_sessions`); past its configured size
+//! file is compacted once it has grown (`vole_sessions`), and the
+//! registration limiter forgets addresses whose hour is over; past its configured size
 //! a log is compacted by the server itself, so start-up replays only what
 //! is not yet folded (the meta log) and the disk holds what matters. A
 //! compaction copies while writes go on (`log::Log::compact`); a backup
@@ -60,6 +61,8 @@ pub async fn run(app: Arc<App>) {
             Ok(Err(e)) => tracing::warn!(error = %e, "sessions compaction failed"),
             Err(e) => tracing::warn!(error = %e, "sessions compaction panicked"),
         }
+        // Registration counts of addresses whose hour is over.
+        app.web.registrations.retain_recent();
         if app.meta.maintenance_held() {
             continue;
         }
