@@ -1,7 +1,7 @@
 //! `vole check`: passes on a healthy data dir with metadata writes not yet
 //! folded (beside the running server), and finds a corrupt log frame, a
 //! shard ref behind a write the meta log marks applied, and a missing
-//! object, each in a line naming it.
+//! object, each in a line naming it; and users that share an email.
 
 use std::path::{Path, PathBuf};
 
@@ -286,6 +286,38 @@ fn garbage_inside_a_well_formed_frame_is_named() {
     assert!(!ok, "vole check passed garbage in the ref log:\n{said}");
     assert!(
         said.contains("refs.arrow is corrupt at byte offset") && said.contains("names no ref"),
+        "{said}"
+    );
+}
+
+#[test]
+fn users_sharing_an_email_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _token, _work) = forge(dir.path(), &[]);
+    let data = server.data.clone();
+    user_token(&data, "carol", false, "read", &[]);
+    server.stop();
+    let (ok, said) = check(&data);
+    assert!(ok, "anti-vacuity: distinct emails pass:\n{said}");
+    // carol's email, as the meta log holds her document, turned into
+    // alice's (the same length): two users from before emails were
+    // unique.
+    let (from, to) = (
+        b"\"email\":\"carol@example.org\"",
+        b"\"email\":\"alice@example.org\"",
+    );
+    let log = data.join("log/meta.arrow");
+    let mut bytes = std::fs::read(&log).unwrap();
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("carol's email is in the meta log");
+    bytes[at..at + from.len()].copy_from_slice(to);
+    std::fs::write(&log, &bytes).unwrap();
+    let (ok, said) = check(&data);
+    assert!(!ok, "vole check passed two users with one email:\n{said}");
+    assert!(
+        said.contains("users alice, carol share the email \"alice@example.org\""),
         "{said}"
     );
 }
