@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use vole_sessions::{SessionSecret, SessionStore};
 
+use vole_meta::MetaError;
+
 use crate::{AccountError, Accounts, AuthFailure, Identity};
 
 impl Accounts {
@@ -32,11 +34,9 @@ impl Accounts {
         // before the password is: a password change (or a disable) that
         // ends the user's sessions while argon2 runs on the old password
         // ends this sign-in too.
-        let name = match self.login_user(login) {
-            Ok(Some(user)) => user.name,
-            Ok(None) => login.to_string(),
-            Err(_) => return Err(AuthFailure::Unavailable),
-        };
+        let name = self
+            .login_name(login)
+            .map_err(|_| AuthFailure::Unavailable)?;
         let generation = self.sessions.generation(&name);
         let identity = self.check_password(&name, password)?;
         let secret = match self.sessions.begin(&identity.user, generation, now) {
@@ -45,6 +45,17 @@ impl Accounts {
             Err(_) => return Err(AuthFailure::Unavailable),
         };
         Ok((identity, secret))
+    }
+
+    /// The user name `login` stands for (an email that names one user is
+    /// that user's name), or `login` itself when it names no one: what a
+    /// sign-in is throttled and audited under, so a user's name and email
+    /// share one count.
+    pub fn login_name(&self, login: &str) -> Result<String, MetaError> {
+        Ok(match self.login_user(login)? {
+            Some(user) => user.name,
+            None => login.to_string(),
+        })
     }
 
     /// The user a session's secret stands for: the session is live and

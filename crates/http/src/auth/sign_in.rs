@@ -23,7 +23,12 @@ impl Authn {
         password: &str,
         client: IpAddr,
     ) -> Result<(Identity, SessionSecret), AppError> {
-        let keys = Keys::of(login, client);
+        // A user's name and email share one count.
+        let name = self
+            .accounts
+            .login_name(login)
+            .map_err(|e| AppError::unavailable("cannot look a user up", &e))?;
+        let keys = Keys::of(&name, client);
         let accounts = self.accounts.clone();
         let (login, password) = (login.to_string(), password.to_string());
         self.password_check(&keys, move || {
