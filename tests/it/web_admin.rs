@@ -199,6 +199,16 @@ fn registration_is_closed_by_default_and_rate_limited_per_address_when_open() {
             "",
         )
     };
+    // A name that owns repos but is no user's is not for the taking.
+    forge.create_repo(&["acme/secret", "--private"]);
+    let mut squatter = Browser::at(&forge, 14);
+    let squatted = register(&mut squatter, "ACME");
+    assert_eq!(squatted.status, 409, "{}", squatted.text());
+    assert!(
+        !text(&run_vole(&forge.data, &["user", "list"]).stdout)
+            .to_lowercase()
+            .contains("acme")
+    );
     let mut first = Browser::at(&forge, 10);
     let made = register(&mut first, "carol");
     assert_eq!(made.status, 303, "{}", made.text());

@@ -148,6 +148,18 @@ pub async fn register(
     {
         return again(StatusCode::UNPROCESSABLE_ENTITY, message);
     }
+    // A name that already owns repos (made by an operator under a name
+    // no user had) would make its registrant their admin: not taken here.
+    let wanted = form.user.trim().to_string();
+    let owns_repos = app
+        .repos
+        .list()
+        .iter()
+        .any(|info| info.name.owner().eq_ignore_ascii_case(&wanted));
+    if owns_repos {
+        let message = format!("The name {wanted:?} is taken; choose another.");
+        return again(StatusCode::CONFLICT, message);
+    }
     if !app.registrations.admit(client) {
         let mut response = again(
             StatusCode::TOO_MANY_REQUESTS,
