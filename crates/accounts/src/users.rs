@@ -72,14 +72,7 @@ impl Accounts {
             .meta
             .edit_user(name, |user| user.password = Some(hash))?;
         self.end_sessions(&user.name)?;
-        self.audit(AuditEvent::new(
-            AuditKind::UserChanged,
-            actor,
-            &user.name,
-            "local",
-            "password set",
-        ))?;
-        Ok(UserView::from(&user))
+        self.changed(&user, actor, "password set")
     }
 
     /// Sets a user's display name and email (the email no other user's).
@@ -96,14 +89,7 @@ impl Accounts {
             user.full_name = full_name.trim().to_string();
             user.email = email.to_string();
         })?;
-        self.audit(AuditEvent::new(
-            AuditKind::UserChanged,
-            actor,
-            &user.name,
-            "local",
-            "profile set",
-        ))?;
-        Ok(UserView::from(&user))
+        self.changed(&user, actor, "profile set")
     }
 
     /// Disables a user: every credential of theirs is refused from the
@@ -111,14 +97,20 @@ impl Accounts {
     pub fn disable_user(&self, name: &str, actor: &str) -> Result<UserView, AccountError> {
         let user = self.meta.edit_user(name, |user| user.disabled = true)?;
         self.end_sessions(&user.name)?;
+        self.changed(&user, actor, "disabled")
+    }
+
+    /// Audits a change of `user` by `actor` and answers the user as
+    /// listed.
+    fn changed(&self, user: &User, actor: &str, detail: &str) -> Result<UserView, AccountError> {
         self.audit(AuditEvent::new(
             AuditKind::UserChanged,
             actor,
             &user.name,
             "local",
-            "disabled",
+            detail,
         ))?;
-        Ok(UserView::from(&user))
+        Ok(UserView::from(user))
     }
 
     /// The user a login names: a user name, or else an email that is
