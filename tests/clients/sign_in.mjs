@@ -3,8 +3,9 @@
 // page, a wrong password, the right one (back to the repo, now shown, the
 // header naming the user), a token made on the tokens page (shown once),
 // sign-out (the repo not found again). A
-// screenshot of each step goes to OUT_DIR. Exits non-zero with the step
-// that failed.
+// screenshot of each step goes to OUT_DIR. Prints `token <secret>` (the
+// page's token, for the caller to clone with) and then `ok`; exits non-zero
+// with the step that failed.
 //
 // usage: node sign_in.mjs BASE_URL OUT_DIR USER PASSWORD REPO
 import { chromium } from "playwright-core";
@@ -70,6 +71,7 @@ try {
   await shot("tokens");
   await page.goto(`${base}/-/user/tokens`);
   expect((await page.locator("input.token-text").count()) === 0, "the token is shown again after a reload");
+  console.log(`token ${token}`);
 
   step = "sign out";
   await page.click('nav.viewer button[type="submit"]');

@@ -297,8 +297,41 @@ fn a_person_signs_in_and_out_in_chromium() {
     let shots = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("target/browser-screenshots/sign-in");
     let base = forge.server().url("");
+    // One commit in the private repo, for the page's token to clone.
+    let pusher = user_token(&forge.data, "alice", false, "write", &[]);
+    let work = worktree(&forge.dir, "work");
+    let push_url = format!(
+        "http://alice:{pusher}@{}/alice/private.git",
+        forge.server().addr
+    );
+    git_ok(&work, &["push", "-q", &push_url, "main"]);
     let args = ["alice", PASSWORD, "alice/private"];
-    browser_journey("sign_in.mjs", base.trim_end_matches('/'), &shots, &args);
+    let printed = browser_journey("sign_in.mjs", base.trim_end_matches('/'), &shots, &args);
+    // The token the page showed clones the private repo, after sign-out too
+    // (a token is not a session).
+    let token = printed
+        .lines()
+        .find_map(|l| l.strip_prefix("token "))
+        .unwrap_or_else(|| panic!("the journey printed no token:\n{printed}"));
+    let addr = forge.server().addr;
+    let anonymous = git(
+        &forge.dir,
+        &["clone", &format!("http://{addr}/alice/private.git"), "anon"],
+    );
+    assert!(
+        !anonymous.status.success(),
+        "anti-vacuity: the repo is private"
+    );
+    let url = format!("http://alice:{token}@{addr}/alice/private.git");
+    let cloned = git(&forge.dir, &["clone", &url, "cloned"]);
+    assert!(
+        cloned.status.success(),
+        "the page's token does not clone: {}",
+        text(&cloned.stderr)
+    );
+    let pushed = git_ok(&work, &["rev-parse", "HEAD"]);
+    let head = git_ok(&forge.dir.join("cloned"), &["rev-parse", "HEAD"]);
+    assert_eq!(head, pushed, "the clone has not the pushed commit");
     for name in [
         "sign-in",
         "sign-in-wrong",
@@ -313,6 +346,15 @@ fn a_person_signs_in_and_out_in_chromium() {
             shot.display()
         );
     }
+}
+
+/// The "Last used" cell of the token `name`'s row on the tokens page.
+fn last_used(html: &str, name: &str) -> String {
+    let row = html
+        .split("<tr>")
+        .find(|row| row.contains(&format!("<td>{name}</td>")))
+        .unwrap_or_else(|| panic!("no row for {name}:\n{html}"));
+    row.split("<td>").nth(5).unwrap_or_default().to_string()
 }
 
 /// The new token's text on the tokens page's answer.
@@ -369,6 +411,11 @@ fn a_token_made_in_the_tokens_page_is_shown_once_and_works_for_git_until_revoked
         made.header("cache-control")
             .is_some_and(|c| c.contains("no-store"))
     );
+    assert!(
+        last_used(&made.text(), "laptop").contains("never"),
+        "a token not yet used is not shown as never used:\n{}",
+        made.text()
+    );
     let url = format!("http://alice:{token}@{addr}/alice/private.git");
     let listed = git(&forge.dir, &["ls-remote", &url]);
     assert!(
@@ -395,6 +442,11 @@ fn a_token_made_in_the_tokens_page_is_shown_once_and_works_for_git_until_revoked
         "the token's text is shown again"
     );
     assert!(shown_token(&again.text()).is_none());
+    let used = last_used(&again.text(), "laptop");
+    assert!(
+        used.contains("<time") && used.contains("just now"),
+        "the token's use by git is not shown as its last use: {used}"
+    );
 
     // Only one's own tokens can be revoked.
     let csrf = hidden_field(&again.text(), "csrf");

@@ -316,13 +316,21 @@ impl Accounts {
             .meta
             .tokens(user)?
             .iter()
-            .map(TokenView::from)
+            .map(|token| {
+                let mut view = TokenView::from(token);
+                view.last_used_at = self
+                    .sessions
+                    .token_last_used(&token.id)
+                    .map(|at| humantime::format_rfc3339_seconds(at).to_string());
+                view
+            })
             .collect())
     }
 
     /// Revokes a token: refused from the next request on.
     pub fn revoke_token(&self, name: &str, actor: &str) -> Result<TokenView, AccountError> {
         let token = self.meta.revoke_token(name)?;
+        self.sessions.forget_token(&token.id);
         self.audit(AuditEvent::new(
             AuditKind::TokenRevoked,
             actor,
@@ -374,6 +382,7 @@ impl Accounts {
         if user.disabled {
             return Err(AuthFailure::Disabled);
         }
+        self.sessions.mark_token_used(&stored.id, SystemTime::now());
         // A stored name that no longer parses matches nothing; the token
         // stays limited (never widened to every repo).
         let limited = !stored.repos.is_empty();

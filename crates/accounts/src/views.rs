@@ -43,6 +43,9 @@ pub struct TokenView {
     pub expires_at: Option<String>,
     pub revoked: bool,
     pub created_at: String,
+    /// When it last authenticated (RFC 3339, to ten minutes), if it has
+    /// since it was made; [`crate::Accounts::tokens`] fills it in.
+    pub last_used_at: Option<String>,
 }
 
 impl From<&Token> for TokenView {
@@ -56,6 +59,7 @@ impl From<&Token> for TokenView {
             expires_at: token.expires_at.clone(),
             revoked: token.revoked,
             created_at: token.created_at.clone(),
+            last_used_at: None,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! The sessions file: one JSON object a line, appended. A line begins a
 //! session (its secret's hash, the user, when it began and was last seen),
-//! marks one seen later, or ends one session or every session of a user.
-//! Replaying the lines in order gives the live sessions; compaction
-//! rewrites the file as one `begin` line per live session.
+//! marks one seen later, or ends one session or every session of a user;
+//! other lines mark a token used, or forget a revoked one. Replaying the
+//! lines in order gives the live sessions and each token's last use;
+//! compaction rewrites the file as one `begin` line per live session and
+//! one `token_used` line per token.
 //!
 //! A power cut can tear the last line (the tail after the last newline is
 //! cut off on open) or lose lines not yet synced: `end` lines are synced
@@ -38,6 +40,15 @@ pub(crate) enum Record {
     },
     EndUser {
         user: String,
+    },
+    /// A token (by its public id) was used at `at`.
+    TokenUsed {
+        token: String,
+        at: u64,
+    },
+    /// A token was revoked: its mark goes.
+    TokenForgotten {
+        token: String,
     },
 }
 

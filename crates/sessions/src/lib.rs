@@ -12,6 +12,9 @@
 //! kept coarse ([`SEEN_GRANULARITY`]): at most one unsynced line per session
 //! in that long, never a write per request.
 //!
+//! The same file keeps when each token was last used, in the same coarse
+//! steps: the tokens page shows it, and a token's use is no metadata write.
+//!
 //! What does not live here: cookies, CSRF and HTTP (`vole_http`), and
 //! whether the user may still sign in (`vole_accounts`).
 
@@ -127,6 +130,10 @@ struct Entry {
 struct Live {
     by_id: HashMap<[u8; 32], Entry>,
     by_user: HashMap<String, Vec<[u8; 32]>>,
+    /// When each token (by public id) was last marked used. Marked only
+    /// for tokens that authenticated, and forgotten when one is revoked:
+    /// as many entries as the server has tokens.
+    token_used: HashMap<String, u64>,
 }
 
 impl Live {
@@ -195,6 +202,13 @@ impl Live {
             }
             Record::EndUser { user } => {
                 self.remove_user(&user);
+            }
+            Record::TokenUsed { token, at } => {
+                let last = self.token_used.entry(token).or_default();
+                *last = (*last).max(at);
+            }
+            Record::TokenForgotten { token } => {
+                self.token_used.remove(&token);
             }
         }
     }
@@ -366,6 +380,51 @@ impl SessionStore {
         Ok(state.sessions.remove_user(user))
     }
 
+    /// Marks the token `token` (its public id) used at `now`, when its last
+    /// mark is [`SEEN_GRANULARITY`] old: an unsynced line (a failed write
+    /// is logged; the token still answers). Call it for tokens that
+    /// authenticated only.
+    pub fn mark_token_used(&self, token: &str, now: SystemTime) {
+        let now = seconds(now);
+        let mut state = self.state.lock();
+        let last = state.sessions.token_used.get(token).copied();
+        if last.is_some_and(|last| now < last + SEEN_GRANULARITY.as_secs()) {
+            return;
+        }
+        let record = Record::TokenUsed {
+            token: token.to_string(),
+            at: now,
+        };
+        if let Err(e) = state.appender.append(std::slice::from_ref(&record), false) {
+            tracing::warn!(error = %e, "could not mark a token used");
+        }
+        state.sessions.apply(record);
+    }
+
+    /// When the token `token` was last marked used (to
+    /// [`SEEN_GRANULARITY`]), if ever since it was made.
+    pub fn token_last_used(&self, token: &str) -> Option<SystemTime> {
+        let state = self.state.lock();
+        let at = state.sessions.token_used.get(token)?;
+        Some(UNIX_EPOCH + Duration::from_secs(*at))
+    }
+
+    /// Forgets a revoked token's mark (an unsynced line; a lost or failed
+    /// one, logged, leaves the mark of a token that answers no more).
+    pub fn forget_token(&self, token: &str) {
+        let mut state = self.state.lock();
+        if !state.sessions.token_used.contains_key(token) {
+            return;
+        }
+        let record = Record::TokenForgotten {
+            token: token.to_string(),
+        };
+        if let Err(e) = state.appender.append(std::slice::from_ref(&record), false) {
+            tracing::warn!(error = %e, "could not forget a revoked token's last use");
+        }
+        state.sessions.apply(record);
+    }
+
     /// Live sessions (expired ones not yet looked at count until the next
     /// compaction).
     pub fn len(&self) -> usize {
@@ -401,8 +460,18 @@ impl SessionStore {
                 began: entry.began,
                 seen: entry.seen,
             })
+            .chain(
+                state
+                    .sessions
+                    .token_used
+                    .iter()
+                    .map(|(token, at)| Record::TokenUsed {
+                        token: token.clone(),
+                        at: *at,
+                    }),
+            )
             .collect();
-        // A begin line is about 150 bytes.
+        // A begin line is about 150 bytes (a token line less).
         let live_bytes = records.len() as u64 * 150;
         let grown = state.appender.bytes >= COMPACT_FLOOR_BYTES.max(live_bytes * 4);
         if !(force || grown) {

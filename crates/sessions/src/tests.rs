@@ -279,3 +279,36 @@ fn a_sign_in_that_overlaps_the_end_of_its_users_sessions_does_not_begin() {
     // Another user's generation did not move.
     assert!(sessions.begin("bob", 0, t0()).is_ok());
 }
+
+#[test]
+fn a_tokens_last_use_is_kept_coarse_survives_compaction_and_goes_when_forgotten() {
+    let dir = tempfile::tempdir().unwrap();
+    let sessions = store(&dir);
+    assert_eq!(sessions.token_last_used("00aa"), None);
+    sessions.mark_token_used("00aa", t0());
+    let after_first = sessions.file_bytes();
+    assert!(after_first > 0, "the first use was not written");
+    for s in 1..SEEN_GRANULARITY.as_secs() {
+        sessions.mark_token_used("00aa", t0() + Duration::from_secs(s));
+    }
+    assert_eq!(sessions.file_bytes(), after_first, "a request wrote a line");
+    assert_eq!(sessions.token_last_used("00aa"), Some(t0()));
+    let later = t0() + SEEN_GRANULARITY;
+    sessions.mark_token_used("00aa", later);
+    sessions.mark_token_used("00bb", later);
+    assert_eq!(sessions.token_last_used("00aa"), Some(later));
+    assert!(sessions.compact(later, true).unwrap());
+    drop(sessions);
+    let reopened = store(&dir);
+    assert_eq!(reopened.token_last_used("00aa"), Some(later));
+    assert_eq!(reopened.token_last_used("00bb"), Some(later));
+    reopened.forget_token("00aa");
+    drop(reopened);
+    let reopened = store(&dir);
+    assert_eq!(
+        reopened.token_last_used("00aa"),
+        None,
+        "a revoked token kept its mark"
+    );
+    assert_eq!(reopened.token_last_used("00bb"), Some(later));
+}

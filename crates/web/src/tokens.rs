@@ -1,5 +1,5 @@
 //! `/-/user/tokens`: a signed-in person's tokens. The page lists them
-//! (name, scope, repos, created; never a secret), makes one (its text shown
+//! (name, scope, repos, created, last used; never a secret), makes one (its text shown
 //! on the answer to the form, once, and never again), and revokes one of
 //! the person's own. Every form needs the session's CSRF token and this
 //! server's origin; a visitor without a session is sent to sign in.
@@ -19,7 +19,10 @@ struct TokenRow {
     name: String,
     scope: String,
     repos: Vec<String>,
-    created_at: String,
+    /// `<time>` HTML ([`crate::dates::when_html`]).
+    created: String,
+    /// `<time>` HTML, or none when it has not been used.
+    last_used: Option<String>,
     revoked: bool,
 }
 
@@ -49,13 +52,17 @@ async fn page(
         .await
         .map_err(|e| AppError::internal("token list task failed", e))?
         .map_err(|e| AppError::internal("cannot list tokens", e))?;
+    let now = std::time::SystemTime::now();
     let tokens = listed
         .into_iter()
         .map(|token| TokenRow {
             name: token.name,
             scope: format!("{:?}", token.scope).to_lowercase(),
             repos: token.repos,
-            created_at: token.created_at,
+            created: crate::dates::when_html(&token.created_at, now),
+            last_used: token
+                .last_used_at
+                .map(|at| crate::dates::when_html(&at, now)),
             revoked: token.revoked,
         })
         .collect();

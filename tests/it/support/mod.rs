@@ -876,7 +876,7 @@ pub fn install_blocking_hook(repo: &Path, state: &Path) {
 /// Runs the browser journey `tests/clients/<script>` in headless Chromium
 /// (node and playwright-core) with `args`, its screenshots going to
 /// `shots` (emptied first); fails with what it printed unless it passed.
-pub fn browser_journey(script: &str, base: &str, shots: &Path, args: &[&str]) {
+pub fn browser_journey(script: &str, base: &str, shots: &Path, args: &[&str]) -> String {
     let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
     assert!(
         Path::new(&chromium).exists(),
@@ -903,4 +903,5 @@ pub fn browser_journey(script: &str, base: &str, shots: &Path, args: &[&str]) {
         text(&out.stdout),
         text(&out.stderr)
     );
+    text(&out.stdout)
 }
