@@ -65,6 +65,10 @@ fn the_profile_sets_a_display_name_and_an_email_no_one_else_has_which_signs_in()
     assert_eq!(saved.status, 303, "{}", saved.text());
     let page = alice.get("/-/user/settings").text();
     assert!(page.contains("value=\"Alice Liddell\""), "{page}");
+    assert!(
+        page.contains("Signed in as <strong>Alice Liddell</strong> (alice)"),
+        "the header does not show the display name:\n{page}"
+    );
     let listed = text(&run_vole(&forge.data, &["user", "list", "--json"]).stdout);
     assert!(
         listed.contains("\"full_name\": \"Alice Liddell\""),
@@ -111,7 +115,7 @@ fn the_profile_sets_a_display_name_and_an_email_no_one_else_has_which_signs_in()
         by_email
             .get("/")
             .text()
-            .contains("Signed in as <strong>alice</strong>")
+            .contains("Signed in as <strong>Alice Liddell</strong> (alice)")
     );
     let mut unknown = Browser::at(&forge, 4);
     let refused = unknown.sign_in("nobody@wonder.example", PASSWORD, "/");

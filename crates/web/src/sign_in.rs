@@ -37,6 +37,8 @@ use super::*;
 pub struct Viewer {
     /// The signed-in user's name.
     pub user: Option<String>,
+    /// Their display name, when they have one (the header shows it).
+    pub full_name: Option<String>,
     /// The sign-out form's CSRF token (empty when the request was
     /// signed in by a credential of its own, with no session to end).
     pub csrf: String,
@@ -92,6 +94,16 @@ pub async fn session_layer(
         request.extensions_mut().insert(principal);
     }
     let signed_in = viewer.user.is_some();
+    if let Some(user) = &viewer.user {
+        // The user index is in memory: no I/O per page.
+        viewer.full_name = app
+            .accounts
+            .user(user)
+            .ok()
+            .flatten()
+            .map(|u| u.full_name)
+            .filter(|name| !name.trim().is_empty());
+    }
     if signed_in && let Some(principal) = request.extensions().get::<Principal>() {
         viewer.rules = Some((principal.clone(), app.access.clone()));
     }
