@@ -1,8 +1,10 @@
 //! Access on every surface, as a table: each surface that names a repo
-//! (37 of them), for a public and a private repo, for every kind of
+//! (38 of them), for a public and a private repo, for every kind of
 //! principal (anonymous; signed in without a role; member with read,
 //! write or admin; the owner; a server admin; a read-scope token; a token
-//! limited to another repo), gives the expected answer; with the
+//! limited to another repo; the browser sessions of a non-member, a reader
+//! and a repo admin, a signed-out one and one past its idle limit), gives
+//! the expected answer; with the
 //! anonymous-push switch on, the anonymous row again. A repo the principal
 //! may not see is answered exactly as a missing one (status and body but
 //! the name), asked twice (a site's second answer comes from its warm
@@ -15,7 +17,9 @@
 //! admin; a token's scope caps what it may do and a token limited to
 //! other repos is no more than anonymous here. Hidden is 401 to the
 //! anonymous on git and the API (so git asks for credentials), 404 on the
-//! web and sites and to anyone signed in.
+//! web and sites and to anyone signed in. The settings page wants a
+//! browser session (its forms carry the session's CSRF token): an admin
+//! who asks with a credential of their own is sent to sign in.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -399,6 +403,23 @@ fn surfaces() -> Vec<Surface> {
             ask: |c, r| get(c, &format!("/api/v1/repos/{r}/changes/2/comments")),
         },
         Surface {
+            name: "web: settings",
+            ask: |c, r| {
+                // A visitor who must sign in first is sent to sign in:
+                // the web's 401.
+                let mut page = get(c, &format!("/{r}/-/settings"));
+                let to_sign_in = page.status == 303
+                    && page
+                        .headers
+                        .iter()
+                        .any(|(k, v)| k == "location" && v.starts_with("/-/login?next="));
+                if to_sign_in {
+                    page.status = 401;
+                }
+                page
+            },
+        },
+        Surface {
             name: "web: tree of a directory",
             ask: |c, r| get(c, &format!("/{r}/-/tree/main/docs")),
         },
@@ -467,8 +488,13 @@ enum Who {
     ReaderSession,
     /// The outsider's browser session.
     OutsiderSession,
+    /// The repo admin's browser session (the settings page wants one).
+    AdminSession,
     /// The reader's session after its sign-out: no one.
     EndedSession,
+    /// A session of the reader's past its idle limit (aged in the
+    /// sessions file while the server was down): no one.
+    ExpiredSession,
 }
 
 impl Who {
@@ -482,13 +508,18 @@ impl Who {
         match self {
             Who::ReaderSession if page => Who::Reader,
             Who::OutsiderSession if page => Who::Outsider,
-            Who::ReaderSession | Who::OutsiderSession | Who::EndedSession => Who::Anonymous,
+            Who::AdminSession if page => Who::RepoAdmin,
+            Who::ReaderSession
+            | Who::OutsiderSession
+            | Who::AdminSession
+            | Who::EndedSession
+            | Who::ExpiredSession => Who::Anonymous,
             other => other,
         }
     }
 }
 
-const EVERYONE: [Who; 13] = [
+const EVERYONE: [Who; 15] = [
     Who::Anonymous,
     Who::Outsider,
     Who::Reader,
@@ -501,7 +532,9 @@ const EVERYONE: [Who; 13] = [
     Who::OtherRepoToken,
     Who::ReaderSession,
     Who::OutsiderSession,
+    Who::AdminSession,
     Who::EndedSession,
+    Who::ExpiredSession,
 ];
 
 /// What a surface does.
@@ -520,6 +553,9 @@ enum Kind {
     Edit,
     /// The ACL and the settings.
     Administer,
+    /// The settings page: a page (a hidden repo is its plain 404) that
+    /// only the repo's admins open.
+    AdminPage,
 }
 
 fn kind_of(surface: &str) -> Kind {
@@ -527,6 +563,7 @@ fn kind_of(surface: &str) -> Kind {
         "info/refs (receive-pack)" | "receive-pack (push) and pre-receive" => Kind::Push,
         "api: acl (write)" | "api: settings (write)" | "api: acl (read)" => Kind::Administer,
         "api: issue edit (write)" | "api: change edit (write)" => Kind::Edit,
+        "web: settings" => Kind::AdminPage,
         s if s.starts_with("api: ") && s.ends_with("(write)") => Kind::WriteMeta,
         s if s.starts_with("web: ") || s.starts_with("site ") => Kind::Page,
         _ => Kind::Read,
@@ -537,6 +574,12 @@ fn kind_of(surface: &str) -> Kind {
 fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
     use Expect::*;
     let kind = kind_of(surface);
+    // The settings page's forms need a session's CSRF token: a request
+    // with a credential of its own that may administer is sent to sign in.
+    let session = matches!(
+        who,
+        Who::ReaderSession | Who::OutsiderSession | Who::AdminSession
+    );
     let who = who.on(surface);
     // 1 read, 2 write, 3 admin.
     let role = match who {
@@ -544,7 +587,11 @@ fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
         Who::Reader => 1,
         Who::Writer => 2,
         Who::RepoAdmin | Who::Owner | Who::ServerAdmin | Who::ReadToken | Who::WriteToken => 3,
-        Who::ReaderSession | Who::OutsiderSession | Who::EndedSession => {
+        Who::ReaderSession
+        | Who::OutsiderSession
+        | Who::AdminSession
+        | Who::EndedSession
+        | Who::ExpiredSession => {
             unreachable!("Who::on gave the principal it is on this surface")
         }
     };
@@ -557,7 +604,7 @@ fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
     let anonymous = who == Who::Anonymous;
     let cell = |public: bool| {
         if !public && role == 0 {
-            return if anonymous && kind != Kind::Page {
+            return if anonymous && kind != Kind::Page && kind != Kind::AdminPage {
                 Unauthenticated
             } else {
                 NotFound
@@ -583,6 +630,10 @@ fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
                 other => other,
             },
             Kind::Administer => needs(3, 3),
+            Kind::AdminPage => match needs(3, 3) {
+                Allowed if !session => Unauthenticated,
+                other => other,
+            },
         }
     };
     (cell(true), cell(false))
@@ -590,7 +641,9 @@ fn expected(surface: &str, who: Who, anonymous_push: bool) -> (Expect, Expect) {
 
 /// How a hidden or missing repo reads to `who` on `surface`.
 fn hidden(surface: &str, who: Who) -> Expect {
-    if who.on(surface) == Who::Anonymous && kind_of(surface) != Kind::Page {
+    if who.on(surface) == Who::Anonymous
+        && !matches!(kind_of(surface), Kind::Page | Kind::AdminPage)
+    {
         Expect::Unauthenticated
     } else {
         Expect::NotFound
@@ -734,7 +787,7 @@ fn people(data: &Path) -> People {
             token("alice", false, "admin", &["--repo", "alice/other"]),
         ),
     ];
-    for user in ["ann", "oscar"] {
+    for user in ["ann", "oscar", "ada"] {
         set_password(data, user, SESSION_PASSWORD);
     }
     People { by_who, admin }
@@ -751,6 +804,33 @@ impl Ctx {
             admin: self.admin.clone(),
         }
     }
+}
+
+/// Moves every session of `user` in the sessions file of `data` back by
+/// `seconds` (began and last seen), as if it had idled that long; the
+/// server must be down.
+fn age_sessions(data: &std::path::Path, user: &str, seconds: u64) {
+    let path = data.join("sessions.jsonl");
+    let lines = std::fs::read_to_string(&path).expect("the sessions file");
+    let mut ids = std::collections::HashSet::new();
+    let mut aged = String::new();
+    for line in lines.lines() {
+        let mut record: serde_json::Value = serde_json::from_str(line).unwrap();
+        if record["op"] == "begin" && record["user"] == user {
+            ids.insert(record["id"].as_str().unwrap().to_string());
+        }
+        let id = record["id"].as_str().unwrap_or_default().to_string();
+        if ids.contains(&id) {
+            for field in ["began", "seen", "at"] {
+                if let Some(at) = record[field].as_u64() {
+                    record[field] = (at - seconds).into();
+                }
+            }
+        }
+        aged.push_str(&format!("{record}\n"));
+    }
+    assert!(!ids.is_empty(), "no session of {user} in:\n{lines}");
+    std::fs::write(&path, aged).unwrap();
 }
 
 #[test]
@@ -827,10 +907,23 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     // Anti-vacuity: the site really is there for the public repo, and the
     // table covers every surface and every principal.
     assert!(get(&ctx, "/alice/public/-/site/").body.contains("site"));
-    assert_eq!(surfaces().len(), 37);
-    assert_eq!(people.by_who.len() + 1 + 3, EVERYONE.len());
+    assert_eq!(surfaces().len(), 38);
+    assert_eq!(people.by_who.len() + 1 + 5, EVERYONE.len());
     let mut wrong = run_table(&ctx.clone_for(None), Who::Anonymous, true);
+    // A session of the reader's that opens the private repo now, and is
+    // past its idle limit once the server is back.
+    let expiring = web_sign_in(server.addr, "ann", SESSION_PASSWORD);
+    let mut expired = people
+        .by_who
+        .iter()
+        .find(|(_, c)| c.user == "ann")
+        .map(|(_, c)| c.clone())
+        .unwrap();
+    expired.session = Some(expiring);
+    let live = get(&ctx.clone_for(Some(expired.clone())), "/alice/private");
+    assert_eq!(live.status, 200, "anti-vacuity: the session works");
     server.stop();
+    age_sessions(&data, "ann", 15 * 86_400);
 
     let mut builder = TestServer::builder().data(&data);
     for flag in domains {
@@ -863,7 +956,9 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
     let sessions = [
         (Who::ReaderSession, session("ann")),
         (Who::OutsiderSession, session("oscar")),
+        (Who::AdminSession, session("ada")),
         (Who::EndedSession, ended),
+        (Who::ExpiredSession, expired),
     ];
     for (who, credential) in &sessions {
         wrong.extend(run_table(
