@@ -88,7 +88,16 @@ fn the_profile_sets_a_display_name_and_an_email_no_one_else_has_which_signs_in()
         "",
     );
     assert_eq!(taken.status, 409, "{}", taken.text());
-    assert!(taken.text().contains("is taken"), "{}", taken.text());
+    assert!(
+        alert(&taken.text()).contains("in use by another account"),
+        "{}",
+        taken.text()
+    );
+    assert!(
+        !alert(&taken.text()).contains("alice"),
+        "the refusal names whose email it is: {}",
+        alert(&taken.text())
+    );
     assert!(
         !bob.get("/-/user/settings")
             .text()
@@ -122,6 +131,31 @@ fn the_profile_sets_a_display_name_and_an_email_no_one_else_has_which_signs_in()
     assert_eq!(
         refused.status, 200,
         "anti-vacuity: an unknown email signs no one in"
+    );
+    // alice's old email is no one's now: it signs no one in, and bob may
+    // take it (the email index let it go).
+    let mut old = Browser::at(&forge, 5);
+    let refused = old.sign_in("alice@example.org", PASSWORD, "/");
+    assert_eq!(refused.status, 200, "a left email still signs alice in");
+    let csrf = csrf_on(&mut bob, "/-/user/settings");
+    let taken_over = bob.post(
+        "/-/user/settings",
+        &[
+            ("csrf", &csrf),
+            ("full_name", "Bob"),
+            ("email", "Alice%40example.org"),
+        ],
+        "",
+    );
+    assert_eq!(taken_over.status, 303, "{}", taken_over.text());
+    let mut as_bob = Browser::at(&forge, 6);
+    assert_eq!(
+        as_bob.sign_in("alice@example.org", PASSWORD, "/").status,
+        303
+    );
+    assert!(
+        as_bob.get("/").text().contains("(bob)"),
+        "the email is bob's now"
     );
 }
 

@@ -424,7 +424,8 @@ impl Accounts {
 
     /// The user `name` is, if `secret` is their password and they are not
     /// disabled (argon2's time either way).
-    fn check_password(&self, name: &str, secret: &str) -> Result<Identity, AuthFailure> {
+    /// (`name` may be the email that names one user.)
+    pub fn check_password(&self, name: &str, secret: &str) -> Result<Identity, AuthFailure> {
         if secret.len() > MAX_PASSWORD_BYTES {
             return Err(AuthFailure::WrongPassword);
         }

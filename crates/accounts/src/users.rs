@@ -113,6 +113,11 @@ impl Accounts {
         Ok(UserView::from(user))
     }
 
+    /// Whether some user has `email` (case aside).
+    pub fn email_in_use(&self, email: &str) -> Result<bool, AccountError> {
+        Ok(!self.meta.users_with_email(email)?.is_empty())
+    }
+
     /// The user a login names: a user name, or else an email that is
     /// exactly one user's (an email two users share from before emails
     /// were unique names no one).

@@ -147,8 +147,9 @@ impl<K: Hash + Eq + Clone> FailureLimiter<K> {
 }
 
 /// What an address is counted as: itself, or for IPv6 its /64 (one
-/// client's network; an address inside it costs nothing to change).
-fn counted_as(client: IpAddr) -> IpAddr {
+/// client's network; an address inside it costs nothing to change). Every
+/// per-address limit keys by it.
+pub fn counted_as(client: IpAddr) -> IpAddr {
     match client {
         IpAddr::V4(_) => client,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
@@ -365,13 +366,7 @@ impl Authn {
         check: impl FnOnce() -> Result<T, AuthFailure> + Send + 'static,
     ) -> Result<T, AppError> {
         self.refuse_if_throttled(keys)?;
-        let Ok(Ok(_slot)) = tokio::time::timeout(HASH_QUEUE_TIMEOUT, self.hashing.acquire()).await
-        else {
-            return Err(AppError::busy(
-                "too many sign-ins at once; retry shortly",
-                5,
-            ));
-        };
+        let _slot = self.hashing_slot().await?;
         // Asked again with the slot held: attempts that queued behind the
         // ones that just failed must not be checked past the limit.
         self.refuse_if_throttled(keys)?;
@@ -382,6 +377,19 @@ impl Authn {
             Ok(value) => Ok(value),
             Err(AuthFailure::Unavailable) => Err(unavailable()),
             Err(failure) => Err(self.refused(failure, keys).await),
+        }
+    }
+
+    /// One of the password-hashing slots (one per core), waited for at
+    /// most [`HASH_QUEUE_TIMEOUT`]: every argon2 run holds one, a new
+    /// password's hashing (registration, a change) as a check's.
+    pub async fn hashing_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, AppError> {
+        match tokio::time::timeout(HASH_QUEUE_TIMEOUT, self.hashing.acquire()).await {
+            Ok(Ok(slot)) => Ok(slot),
+            _ => Err(AppError::busy(
+                "too many sign-ins at once; retry shortly",
+                5,
+            )),
         }
     }
 

@@ -135,6 +135,10 @@ pub struct Index {
     settings: Option<Settings>,
     /// Lowercased name -> user (the system repo's).
     users: BTreeMap<String, User>,
+    /// ASCII-lowercased email -> the lowercased names of the users that
+    /// have it (more than one only for duplicates from before emails were
+    /// unique): a sign-in by email costs a lookup, not a scan.
+    emails: HashMap<String, BTreeSet<String>>,
     /// Token id -> token (the system repo's).
     tokens: BTreeMap<String, Token>,
     /// Token name -> id.
@@ -241,7 +245,23 @@ impl Index {
             }
             Entity::Settings(settings) => self.settings = Some(settings),
             Entity::User(user) => {
-                self.users.insert(User::id_of(&user.name), user);
+                let id = User::id_of(&user.name);
+                if let Some(old) = self.users.get(&id) {
+                    let key = old.email.to_ascii_lowercase();
+                    if let Some(names) = self.emails.get_mut(&key) {
+                        names.remove(&id);
+                        if names.is_empty() {
+                            self.emails.remove(&key);
+                        }
+                    }
+                }
+                if !user.email.is_empty() {
+                    self.emails
+                        .entry(user.email.to_ascii_lowercase())
+                        .or_default()
+                        .insert(id.clone());
+                }
+                self.users.insert(id, user);
             }
             Entity::Token(token) => {
                 self.token_names
@@ -397,6 +417,15 @@ impl Index {
     /// Every user, by lowercased name.
     pub fn users(&self) -> impl Iterator<Item = &User> {
         self.users.values()
+    }
+
+    /// The users whose email is `email`, case aside ([`User::has_email`]).
+    pub fn users_with_email(&self, email: &str) -> impl Iterator<Item = &User> {
+        self.emails
+            .get(&email.to_ascii_lowercase())
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.users.get(id))
     }
 
     pub fn token(&self, id: &str) -> Option<&Token> {

@@ -63,17 +63,9 @@ impl MetaStore {
     }
 
     /// The users whose email is `email` (more than one only for
-    /// duplicates from before emails were unique). A scan of the users in
-    /// memory: sign-in by email is the one caller.
+    /// duplicates from before emails were unique); an index lookup.
     pub fn users_with_email(&self, email: &str) -> Result<Vec<User>, MetaError> {
-        self.read_system(|state| {
-            Ok(state
-                .index
-                .users()
-                .filter(|user| user.has_email(email))
-                .cloned()
-                .collect())
-        })
+        self.read_system(|state| Ok(state.index.users_with_email(email).cloned().collect()))
     }
 
     // ---- tokens ----
@@ -170,17 +162,18 @@ impl MetaStore {
     }
 }
 
-/// Refuses `email` when a user other than `owner` has it.
+/// Refuses `email` when a user other than `owner` has it. The message
+/// does not say whose it is: a registrant or a user editing their profile
+/// must not learn which login an email belongs to.
 fn email_free(state: &RepoState, email: &str, owner: &str) -> Result<(), MetaError> {
     let owner = User::id_of(owner);
     match state
         .index
-        .users()
-        .find(|user| user.has_email(email) && User::id_of(&user.name) != owner)
+        .users_with_email(email)
+        .find(|user| User::id_of(&user.name) != owner)
     {
-        Some(taken) => Err(MetaError::Taken(format!(
-            "email {email:?} is taken (by {:?})",
-            taken.name
+        Some(_) => Err(MetaError::Taken(format!(
+            "email {email:?} is in use by another account"
         ))),
         None => Ok(()),
     }

@@ -153,7 +153,11 @@ pub async fn change_password(
     }
     // The current password through the sign-in door: a stolen session
     // cannot guess it faster than a sign-in form could.
-    if let Err(refused) = app.authn.sign_in(&user, &form.current, client).await {
+    if let Err(refused) = app
+        .authn
+        .verify_password(&user, &form.current, client)
+        .await
+    {
         if refused.status() != StatusCode::UNAUTHORIZED {
             return Err(refused);
         }
@@ -163,6 +167,8 @@ pub async fn change_password(
         );
         return page(&app, user, csrf, None, Some(error)).await;
     }
+    // The new password's argon2 run takes a hashing slot as a check does.
+    let _slot = app.authn.hashing_slot().await?;
     let accounts = app.accounts.clone();
     let name = user.clone();
     let changed = vole_http::spawn_blocking(move || {

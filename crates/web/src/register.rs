@@ -4,9 +4,12 @@
 //! sign-in form is and takes a user name, an email and a password twice;
 //! the account is made by `vole_accounts` as `vole user add` makes one
 //! (never an admin), and the new user is signed in. At most
-//! [`PER_ADDRESS_PER_HOUR`] accounts an hour from one address and
-//! [`PER_HOUR`] from all (governor), counted before the password is
-//! hashed.
+//! [`PER_ADDRESS_PER_HOUR`] tries an hour from one address (an IPv6 /64
+//! counts as one), counted before the name and email are looked up (so
+//! they cannot be probed faster), and [`PER_HOUR`] accounts from all
+//! (governor), counted before the password is hashed under one of the
+//! sign-in door's hashing slots. A name or an email in use is refused
+//! without saying whose it is.
 
 use std::net::IpAddr;
 use std::num::NonZeroU32;
@@ -53,11 +56,16 @@ impl Default for Registrations {
 }
 
 impl Registrations {
-    /// Counts one registration from `client`; false past a limit.
-    fn admit(&self, client: IpAddr) -> bool {
-        // The per-address limit first: one address at its limit does
-        // not use up everyone's.
-        self.per_address.check_key(&client).is_ok() && self.all.check().is_ok()
+    /// Counts one try from `client` (its /64 for IPv6); false past the
+    /// per-address limit.
+    fn admit_address(&self, client: IpAddr) -> bool {
+        let key = vole_http::auth::counted_as(client);
+        self.per_address.check_key(&key).is_ok()
+    }
+
+    /// Counts one account made; false past the overall limit.
+    fn admit_account(&self) -> bool {
+        self.all.check().is_ok()
     }
 
     /// Forgets addresses whose counts are full again (the maintenance
@@ -148,6 +156,16 @@ pub async fn register(
     {
         return again(StatusCode::UNPROCESSABLE_ENTITY, message);
     }
+    let too_many = |message: &str| -> Result<Response, AppError> {
+        let mut response = again(StatusCode::TOO_MANY_REQUESTS, message.to_string())?;
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(3600u32));
+        Ok(response)
+    };
+    if !app.registrations.admit_address(client) {
+        return too_many("Too many accounts were tried from here lately; try again in an hour.");
+    }
     // A name that already owns repos (made by an operator under a name
     // no user had) would make its registrant their admin: not taken here.
     let wanted = form.user.trim().to_string();
@@ -160,16 +178,15 @@ pub async fn register(
         let message = format!("The name {wanted:?} is taken; choose another.");
         return again(StatusCode::CONFLICT, message);
     }
-    if !app.registrations.admit(client) {
-        let mut response = again(
-            StatusCode::TOO_MANY_REQUESTS,
-            "Too many accounts were made from here lately; try again in an hour.".to_string(),
-        )?;
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from(3600u32));
-        return Ok(response);
+    // Names and emails in use are refused before the overall count (and
+    // again, for good, under the store's lock as the account is made).
+    if let Some(refused) = in_use(&app, &wanted, form.email.trim()).await? {
+        return again(StatusCode::CONFLICT, refused);
     }
+    if !app.registrations.admit_account() {
+        return too_many("Too many accounts were made lately; try again in an hour.");
+    }
+    let _slot = app.authn.hashing_slot().await?;
     let accounts = app.accounts.clone();
     let new = NewUser {
         name: form.user.trim().to_string(),
@@ -199,4 +216,25 @@ pub async fn register(
         }
         Err(e) => Err(AppError::internal("cannot make an account", e)),
     }
+}
+
+/// Why `name` or `email` cannot be registered, if one is in use (a lookup
+/// in the user index; not whose they are).
+async fn in_use(app: &WebState, name: &str, email: &str) -> Result<Option<String>, AppError> {
+    let accounts = app.accounts.clone();
+    let (name, email) = (name.to_string(), email.to_string());
+    vole_http::spawn_blocking(move || {
+        if accounts.user(&name)?.is_some() {
+            return Ok(Some(format!("The name {name:?} is taken; choose another.")));
+        }
+        if !email.is_empty() && accounts.email_in_use(&email)? {
+            return Ok(Some(format!(
+                "The email {email:?} is in use by another account."
+            )));
+        }
+        Ok(None)
+    })
+    .await
+    .map_err(|e| AppError::internal("registration task failed", e))?
+    .map_err(|e: AccountError| AppError::internal("cannot look a user up", e))
 }

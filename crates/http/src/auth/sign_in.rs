@@ -37,6 +37,22 @@ impl Authn {
         .await
     }
 
+    /// Checks `password` for the user `user` from `client` (the current
+    /// password before a change), through the same throttle, slots and
+    /// audit as a sign-in; begins no session.
+    pub async fn verify_password(
+        &self,
+        user: &str,
+        password: &str,
+        client: IpAddr,
+    ) -> Result<Identity, AppError> {
+        let keys = Keys::of(user, client);
+        let accounts = self.accounts.clone();
+        let (user, password) = (user.to_string(), password.to_string());
+        self.password_check(&keys, move || accounts.check_password(&user, &password))
+            .await
+    }
+
     /// The user a session's secret stands for, if the session is live and
     /// the user still may sign in.
     pub fn session_principal(&self, secret: &str) -> Option<Principal> {
