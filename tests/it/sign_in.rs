@@ -472,3 +472,43 @@ fn a_token_made_in_the_tokens_page_is_shown_once_and_works_for_git_until_revoked
     let refused = git(&forge.dir, &["ls-remote", &url]);
     assert!(!refused.status.success(), "a revoked token still works");
 }
+
+#[test]
+fn a_user_holds_at_most_the_documented_number_of_live_tokens() {
+    let forge = forge(&[]);
+    let mut browser = Browser::new(&forge);
+    assert_eq!(browser.sign_in("alice", PASSWORD, "/").status, 303);
+    let csrf = hidden_field(&browser.get("/-/user/tokens").text(), "csrf");
+    let make = |browser: &mut Browser, name: &str| {
+        browser.post(
+            "/-/user/tokens",
+            &[
+                ("csrf", &csrf),
+                ("name", name),
+                ("scope", "read"),
+                ("repos", ""),
+            ],
+            "",
+        )
+    };
+    // alice holds one already (the fixture's).
+    let most = vole_accounts::MAX_LIVE_TOKENS_PER_USER;
+    for i in 1..most {
+        let made = make(&mut browser, &format!("t{i}"));
+        assert_eq!(made.status, 200, "token {i}: {}", made.text());
+    }
+    let refused = make(&mut browser, "one-too-many");
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        refused.text().contains("revoke one first"),
+        "{}",
+        refused.text()
+    );
+    let revoked = browser.post(
+        "/-/user/tokens/revoke",
+        &[("csrf", &csrf), ("name", "t1")],
+        "",
+    );
+    assert_eq!(revoked.status, 303);
+    assert_eq!(make(&mut browser, "after-a-revoke").status, 200);
+}

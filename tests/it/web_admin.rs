@@ -287,6 +287,65 @@ fn registration_is_closed_by_default_and_rate_limited_per_address_when_open() {
 }
 
 #[test]
+fn registrations_are_counted_per_ipv6_64_and_probing_taken_names_counts_too() {
+    let forge = forge(&["--registration", "open", "--trusted-proxy", "127.0.0.1"]);
+    // Through the proxy at 127.0.0.1, for the client `from`.
+    let register = |from: &str, user: &str, email: &str| {
+        let mut browser = Browser::at(&forge, 1);
+        let csrf = csrf_on(&mut browser, "/-/register");
+        browser.post(
+            "/-/register",
+            &[
+                ("csrf", &csrf),
+                ("user", user),
+                ("email", email),
+                ("password", "a+long+enough+password"),
+                ("confirm", "a+long+enough+password"),
+            ],
+            &format!("X-Forwarded-For: {from}"),
+        )
+    };
+    // Every address of one /64 is one client.
+    let mut statuses = Vec::new();
+    for i in 1..=vole_web::register::PER_ADDRESS_PER_HOUR + 1 {
+        let answer = register(
+            &format!("2001:db8:0:1::{i:x}"),
+            &format!("v6user{i}"),
+            &format!("v6user{i}%40example.org"),
+        );
+        statuses.push(answer.status);
+    }
+    let limit = vole_web::register::PER_ADDRESS_PER_HOUR as usize;
+    assert_eq!(statuses[..limit], vec![303; limit], "{statuses:?}");
+    assert_eq!(
+        statuses[limit], 429,
+        "a new address in the same /64 escaped the limit: {statuses:?}"
+    );
+    let other_net = register("2001:db8:0:2::1", "v6other", "v6other%40example.org");
+    assert_eq!(other_net.status, 303, "another /64 is another client");
+    // Asking whether names or emails are taken counts as a try: an
+    // address cannot probe faster than it could register.
+    let mut probes = Vec::new();
+    for i in 0..vole_web::register::PER_ADDRESS_PER_HOUR {
+        let taken = register("203.0.113.9", "alice", &format!("probe{i}%40example.org"));
+        assert!(
+            !taken.text().contains("alice@"),
+            "a refusal told an email: {}",
+            taken.text()
+        );
+        probes.push(taken.status);
+    }
+    assert_eq!(probes, vec![409; limit], "{probes:?}");
+    let probe = register("203.0.113.9", "newname", "alice%40example.org");
+    assert_eq!(
+        probe.status,
+        429,
+        "email probing is not limited: {}",
+        probe.text()
+    );
+}
+
+#[test]
 fn the_new_repository_form_creates_through_the_apis_rules() {
     let forge = forge(&[]);
     let mut anonymous = Browser::at(&forge, 9);

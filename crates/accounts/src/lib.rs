@@ -34,6 +34,9 @@ pub const MAX_PASSWORD_BYTES: usize = 1024;
 pub const MIN_PASSWORD_CHARS: usize = 8;
 /// Most repos one token may be limited to.
 pub const MAX_TOKEN_REPOS: usize = 100;
+/// Most tokens one user holds that are not revoked: one more is refused
+/// until one is revoked (a script that makes tokens forever holds no more).
+pub const MAX_LIVE_TOKENS_PER_USER: usize = 100;
 
 /// Who a request is, once its credential checked out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,6 +239,19 @@ impl Accounts {
         if request.repos.len() > MAX_TOKEN_REPOS {
             return Err(AccountError::Invalid(format!(
                 "a token may be limited to at most {MAX_TOKEN_REPOS} repos"
+            )));
+        }
+        let live = self
+            .meta
+            .tokens(Some(&request.user))?
+            .iter()
+            .filter(|token| !token.revoked)
+            .count();
+        if live >= MAX_LIVE_TOKENS_PER_USER {
+            return Err(AccountError::Invalid(format!(
+                "{} holds {live} tokens, the most one user may hold \
+                 ({MAX_LIVE_TOKENS_PER_USER}); revoke one first",
+                request.user
             )));
         }
         let mut repos = Vec::new();

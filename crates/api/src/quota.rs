@@ -52,20 +52,26 @@ impl Quotas {
     /// Counted per user (every token of theirs together); the anonymous
     /// (`--anonymous-push`) count as one.
     pub fn meta_write(&self, principal: &Principal) -> Result<(), AppError> {
+        self.meta_write_by(principal.name())
+    }
+
+    /// [`Quotas::meta_write`] by user name: what the web's account forms
+    /// count (a profile saved, a password changed, a token made or
+    /// revoked each write the system store).
+    pub fn meta_write_by(&self, name: &str) -> Result<(), AppError> {
         let Some(writes) = &self.writes else {
             return Ok(());
         };
         if writes.len() > MAX_KEYS {
             writes.retain_recent();
         }
-        let user = principal.name().to_ascii_lowercase();
+        let user = name.to_ascii_lowercase();
         writes.check_key(&user).map_err(|not_until| {
             let wait = not_until.wait_time_from(DefaultClock::default().now());
             AppError::too_many(
                 format!(
-                    "{} has made the metadata writes one user may make in a minute \
-                     (meta-write-rate); try again in a moment",
-                    principal.name()
+                    "{name} has made the metadata writes one user may make in a minute \
+                     (meta-write-rate); try again in a moment"
                 ),
                 wait.as_secs_f64().ceil() as u64,
             )

@@ -106,6 +106,7 @@ pub async fn save_profile(
     else {
         return Ok(to_sign_in(PATH));
     };
+    app.api.quotas.meta_write_by(&user)?;
     let accounts = app.accounts.clone();
     let name = user.clone();
     let saved = vole_http::spawn_blocking(move || {
@@ -167,6 +168,7 @@ pub async fn change_password(
         );
         return page(&app, user, csrf, None, Some(error)).await;
     }
+    app.api.quotas.meta_write_by(&user)?;
     // The new password's argon2 run takes a hashing slot as a check does.
     let _slot = app.authn.hashing_slot().await?;
     let accounts = app.accounts.clone();

@@ -127,6 +127,7 @@ pub async fn create_token(
             )));
         }
     };
+    app.api.quotas.meta_write_by(&user)?;
     let request = NewTokenRequest {
         name: form.name.trim().to_string(),
         user: user.clone(),
@@ -169,6 +170,7 @@ pub async fn revoke_token(
     let Some((user, _, form)) = checked else {
         return Ok(to_sign_in(PATH));
     };
+    app.api.quotas.meta_write_by(&user)?;
     let accounts = app.accounts.clone();
     let revoked = vole_http::spawn_blocking(move || {
         let own = accounts.tokens(Some(&user))?;
