@@ -404,6 +404,71 @@ fn the_new_repository_form_creates_through_the_apis_rules() {
 }
 
 #[test]
+fn an_unborn_default_branch_is_kept_when_other_settings_are_saved() {
+    let forge = forge(&["--anonymous-push"]);
+    let mut alice = signed_in(&forge, "alice", 1);
+    // Made from the form, with a description past the limit first.
+    let csrf = csrf_on(&mut alice, "/-/new");
+    let long = "d".repeat(vole_meta::entity::MAX_DESCRIPTION_BYTES + 1);
+    let new = |description: &str| {
+        vec![
+            ("csrf", csrf.clone()),
+            ("owner", "alice".to_string()),
+            ("name", "unborn".to_string()),
+            ("description", description.to_string()),
+        ]
+    };
+    let post = |browser: &mut Browser, fields: Vec<(&str, String)>| {
+        let borrowed: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        browser.post("/-/new", &borrowed, "")
+    };
+    let refused = post(&mut alice, new(&long));
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(
+        alert(&refused.text()).contains("description"),
+        "{}",
+        refused.text()
+    );
+    assert_eq!(post(&mut alice, new("short")).status, 303);
+    // A branch other than HEAD's, and HEAD on a branch with no commit (a
+    // first push takes HEAD along, so HEAD is set by hand, as a deleted
+    // default branch leaves it).
+    let work = worktree(&forge.dir, "work");
+    let url = format!("http://{}/alice/unborn.git", forge.server().addr);
+    git_ok(&work, &["push", "-q", &url, "main:feature"]);
+    std::fs::write(
+        forge.bare("alice/unborn").join("HEAD"),
+        "ref: refs/heads/main\n",
+    )
+    .unwrap();
+    let settings = alice.get("/alice/unborn/-/settings").text();
+    assert!(
+        settings.contains("<option value=\"main\" selected>main</option>"),
+        "the unborn default branch is not the one chosen:\n{settings}"
+    );
+    let saved = alice.post(
+        "/alice/unborn/-/settings",
+        &[
+            ("csrf", &hidden_field(&settings, "csrf")),
+            ("version", &hidden_field(&settings, "version")),
+            ("description", "still+unborn"),
+            ("default_branch", "main"),
+            ("site_ref", &hidden_field(&settings, "site_ref")),
+            ("site_dir", &hidden_field(&settings, "site_dir")),
+        ],
+        "",
+    );
+    assert_eq!(saved.status, 303, "{}", alert(&saved.text()));
+    let head = git_ok(&work, &["ls-remote", "--symref", &url, "HEAD"]);
+    assert!(
+        !head.contains("refs/heads/feature"),
+        "saving the settings moved HEAD: {head}"
+    );
+    let on_disk = std::fs::read_to_string(forge.bare("alice/unborn").join("HEAD")).unwrap();
+    assert_eq!(on_disk.trim(), "ref: refs/heads/main");
+}
+
+#[test]
 fn the_settings_page_is_an_admins_and_writes_what_the_api_writes() {
     let mut forge = Forge::new(&[]);
     forge.create_repo(&["alice/site"]);

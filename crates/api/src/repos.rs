@@ -147,6 +147,10 @@ pub async fn create_repo(
     let full = format!("{owner}/{}", create.name);
     let name = RepoName::parse_new(&full)
         .map_err(|e| AppError::new(StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    if let Some(description) = &create.description {
+        vole_meta::entity::check_description(description)
+            .map_err(|e| AppError::new(StatusCode::UNPROCESSABLE_ENTITY, e.0))?;
+    }
     app.access
         .check_create(principal, &name)
         .map_err(|denied| AppError::denied(denied, || "not found".into()))?;

@@ -440,11 +440,7 @@ impl MetaStore {
             entity::check_branch("protected branch", branch)?;
         }
         entity::check_site(&put.site, &put.site_domains)?;
-        if put.description.len() > 1024 || put.description.chars().any(char::is_control) {
-            return Err(MetaError::Invalid(
-                "description must be one line of at most 1024 bytes".into(),
-            ));
-        }
+        entity::check_description(&put.description)?;
         let written = self.write(repo, |state| {
             let current = state.index.settings().map_or(0, |s| s.version);
             check_version("settings", 0, current, put.version)?;

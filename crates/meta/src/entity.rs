@@ -491,6 +491,20 @@ pub fn check_labels(labels: &[String]) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// Longest repo description, in bytes.
+pub const MAX_DESCRIPTION_BYTES: usize = 1024;
+
+/// A repo's description: one line of at most [`MAX_DESCRIPTION_BYTES`]
+/// (the settings' and a new repo's alike).
+pub fn check_description(description: &str) -> Result<(), Invalid> {
+    if description.len() > MAX_DESCRIPTION_BYTES || description.chars().any(char::is_control) {
+        return Err(Invalid(format!(
+            "description must be one line of at most {MAX_DESCRIPTION_BYTES} bytes"
+        )));
+    }
+    Ok(())
+}
+
 /// A branch name by git's rules ([`vole_git::is_branch_name`]).
 pub fn check_branch(what: &str, name: &str) -> Result<(), Invalid> {
     if !vole_git::is_branch_name(name) {

@@ -28,6 +28,10 @@ struct MemberRow {
     role: &'static str,
 }
 
+/// Most branches the default-branch list offers; a repo with more has the
+/// name typed.
+const MAX_BRANCH_CHOICES: usize = 200;
+
 #[derive(Template)]
 #[template(path = "settings.html")]
 struct SettingsPage {
@@ -103,6 +107,15 @@ async fn page(
         read::refs(&git)
     })
     .await?;
+    // The default branch is chosen from a list of at most
+    // MAX_BRANCH_CHOICES (past that, typed), which holds the current one
+    // even before it has a commit (an unborn HEAD kept as it is).
+    let mut branches = refs.branches;
+    if branches.len() > MAX_BRANCH_CHOICES {
+        branches.clear();
+    } else if !branches.is_empty() && !branches.contains(&settings.default_branch) {
+        branches.insert(0, settings.default_branch.clone());
+    }
     let status = error.as_ref().map_or(StatusCode::OK, AppError::status);
     let mut response = render(SettingsPage {
         repo: name.to_string(),
@@ -110,7 +123,7 @@ async fn page(
         rev: settings.default_branch.clone(),
         description: settings.description,
         default_branch: settings.default_branch,
-        branches: refs.branches,
+        branches,
         protected: settings.protected_branches.join(" "),
         protected_admins_only: settings.protected_admins_only,
         site_ref: settings.site.ref_name,
