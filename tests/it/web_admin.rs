@@ -499,6 +499,30 @@ fn the_settings_page_is_an_admins_and_writes_what_the_api_writes() {
         away.header("location"),
         Some("/-/login?next=%2Falice%2Fsite%2F%2D%2Fsettings")
     );
+    // A form sent by a visitor whose session is gone: back to the page it
+    // was sent from, when that page is this server's.
+    let mut posted = |referer: &str| {
+        let answer = anonymous.post(
+            "/alice/site/-/settings",
+            &[("csrf", "x"), ("description", "y")],
+            &format!("Referer: {referer}"),
+        );
+        assert_eq!(answer.status, 303, "{}", answer.text());
+        answer.header("location").unwrap_or_default().to_string()
+    };
+    assert_eq!(
+        posted(&format!("http://{addr}/alice/site/-/settings")),
+        "/-/login?next=%2Falice%2Fsite%2F%2D%2Fsettings"
+    );
+    assert_eq!(
+        posted("http://evil.example/alice/site/-/settings"),
+        "/-/login?next=%2F",
+        "a foreign page is no place to come back to"
+    );
+    assert_eq!(
+        posted(&format!("http://{addr}//evil.example/")),
+        "/-/login?next=%2F"
+    );
 
     let mut alice = signed_in(&forge, "alice", 1);
     let page = alice.get("/alice/site");

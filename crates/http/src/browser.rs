@@ -215,6 +215,24 @@ pub fn check_origin(headers: &HeaderMap, public_url: Option<&str>) -> Result<(),
     }
 }
 
+/// The path (and query) of the page a form was sent from, when its
+/// `Referer` is of this server's origin (the rule [`check_origin`] keeps
+/// for `Origin`) and the path is one [`safe_next`] returns to: where a
+/// visitor whose session ended while a form was open comes back to after
+/// signing in again.
+pub fn referring_path(headers: &HeaderMap, public_url: Option<&str>) -> Option<String> {
+    let referer = headers.get(header::REFERER)?.to_str().ok()?;
+    let origin = origin_of(referer)?;
+    let path = &referer[origin.len()..];
+    let path = path.split('#').next().unwrap_or_default();
+    let mut as_origin = headers.clone();
+    as_origin.remove("sec-fetch-site");
+    as_origin.insert(header::ORIGIN, origin.parse().ok()?);
+    check_origin(&as_origin, public_url).ok()?;
+    let safe = safe_next(Some(path));
+    (safe == path).then(|| path.to_string())
+}
+
 /// `scheme://host[:port]` of a URL.
 fn origin_of(url: &str) -> Option<String> {
     let (scheme, rest) = url.split_once("://")?;

@@ -108,13 +108,17 @@ pub async fn session_layer(
         viewer.rules = Some((principal.clone(), app.access.clone()));
     }
     let is_static = request.uri().path().starts_with("/static/");
-    // Where a visitor who must sign in first comes back to.
+    // Where a visitor who must sign in first comes back to: the page
+    // asked for, or for a form the page it was sent from.
     let back = match request.method() {
         &axum::http::Method::GET | &axum::http::Method::HEAD => request
             .uri()
             .path_and_query()
             .map_or("/".to_string(), |p| p.as_str().to_string()),
-        _ => "/".to_string(),
+        _ => {
+            vole_http::browser::referring_path(request.headers(), app.config.public_url.as_deref())
+                .unwrap_or_else(|| "/".to_string())
+        }
     };
     let mut response = VIEWER.scope(viewer, next.run(request)).await;
     // An action that needs a signed-in person, asked by a visitor who is
