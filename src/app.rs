@@ -279,6 +279,7 @@ impl App {
                 accounts: accounts.clone(),
                 api: api.clone(),
                 registrations: Default::default(),
+                email_changes: Default::default(),
             }),
             api: api.clone(),
             control,

@@ -63,6 +63,7 @@ pub async fn run(app: Arc<App>) {
         }
         // Registration counts of addresses whose hour is over.
         app.web.registrations.retain_recent();
+        app.web.email_changes.retain_recent();
         if app.meta.maintenance_held() {
             continue;
         }

@@ -1226,6 +1226,22 @@ fn limited_tokens_member_admins_and_hostile_credentials_stay_in_their_lane() {
         status, 422,
         "the repo was given to a user who does not exist: {body}"
     );
+    // A member is a user: a role granted to a name no one has yet would
+    // go to whoever registers it. One who is listed already may stay.
+    let ghost = json!([{"name": "ada", "role": "admin"}, {"name": "Ghost", "role": "admin"}]);
+    let (status, body) = forge.api(
+        "PUT",
+        "/api/v1/repos/alice/public/acl",
+        &forge.admin,
+        Some(&json!({"version": 1, "visibility": "public", "members": ghost})),
+    );
+    assert_eq!(status, 422, "a name no user has became a member: {body}");
+    assert!(
+        body.to_string().contains("Ghost") && body.to_string().contains("account first"),
+        "the refusal does not say which member is no user: {body}"
+    );
+    let (_, acl) = forge.api("GET", "/api/v1/repos/alice/public/acl", &forge.admin, None);
+    assert_eq!(acl["version"], 1, "a refused ACL was stored: {acl}");
     // The owner gives it away; from then on the new owner is its admin.
     let (status, body) = forge.api(
         "PUT",

@@ -511,4 +511,29 @@ fn a_user_holds_at_most_the_documented_number_of_live_tokens() {
     );
     assert_eq!(revoked.status, 303);
     assert_eq!(make(&mut browser, "after-a-revoke").status, 200);
+    // The page lists every live token and only the latest revoked ones.
+    let shown = vole_web::tokens::REVOKED_SHOWN;
+    for i in 2..shown + 8 {
+        let revoked = browser.post(
+            "/-/user/tokens/revoke",
+            &[("csrf", &csrf), ("name", &format!("t{i}"))],
+            "",
+        );
+        assert_eq!(revoked.status, 303, "t{i}: {}", revoked.text());
+    }
+    let page = browser.get("/-/user/tokens").text();
+    let rows = |needle: &str| page.matches(needle).count();
+    assert_eq!(rows("<td>revoked</td>"), shown, "{page}");
+    assert!(
+        page.contains(&format!("And {} older revoked tokens", 7)),
+        "the revoked tokens not listed are not counted: {page}"
+    );
+    assert!(
+        page.contains("<td>after-a-revoke</td>"),
+        "a live token is missing"
+    );
+    assert!(
+        page.contains(&format!("<td>t{}</td>", shown + 7)),
+        "the latest revoked token is not listed"
+    );
 }

@@ -157,6 +157,56 @@ fn the_profile_sets_a_display_name_and_an_email_no_one_else_has_which_signs_in()
         as_bob.get("/").text().contains("(bob)"),
         "the email is bob's now"
     );
+
+    // A save that changes nothing writes nothing.
+    let profile_sets = || {
+        text(&run_vole(&forge.data, &["log", "dump"]).stdout)
+            .matches("profile set")
+            .count()
+    };
+    let before = profile_sets();
+    assert!(before >= 2, "anti-vacuity: no profile save was audited");
+    let again = bob.post(
+        "/-/user/settings",
+        &[
+            ("csrf", &csrf),
+            ("full_name", "Bob"),
+            ("email", "Alice%40example.org"),
+        ],
+        "",
+    );
+    assert_eq!(again.status, 303, "{}", again.text());
+    assert_eq!(profile_sets(), before, "an unchanged profile was written");
+    // New emails are tried a few times an hour per user: each refusal
+    // tells that some account has the email.
+    let tries = vole_web::account::EMAIL_CHANGES_PER_HOUR;
+    let mut statuses = Vec::new();
+    for i in 1..=tries {
+        let email = format!("bob{i}%40example.org");
+        let answer = bob.post(
+            "/-/user/settings",
+            &[("csrf", &csrf), ("full_name", "Bob"), ("email", &email)],
+            "",
+        );
+        statuses.push(answer.status);
+    }
+    // Two were tried above (alice's, refused, and Alice@example.org).
+    let allowed = tries as usize - 2;
+    assert_eq!(statuses[..allowed], vec![303; allowed], "{statuses:?}");
+    assert_eq!(
+        statuses[allowed], 429,
+        "new emails are not limited per user: {statuses:?}"
+    );
+    let renamed = bob.post(
+        "/-/user/settings",
+        &[
+            ("csrf", &csrf),
+            ("full_name", "Robert"),
+            ("email", &format!("bob{allowed}%40example.org")),
+        ],
+        "",
+    );
+    assert_eq!(renamed.status, 303, "a display name alone is not limited");
 }
 
 #[test]

@@ -32,12 +32,12 @@
 //! What does not live here: the response each surface gives (a 404 page,
 //! a `text/plain` 401/403 for git, JSON for the API) is the surface's own.
 
-mod owner_change;
+mod acl_change;
 pub mod pushes;
 mod ref_updates;
 mod rules;
 
-pub use owner_change::OwnerChangeRefused;
+pub use acl_change::AclChangeRefused;
 pub use ref_updates::Refusal;
 
 use std::path::PathBuf;

@@ -37,6 +37,11 @@ pub const MAX_TOKEN_REPOS: usize = 100;
 /// Most tokens one user holds that are not revoked: one more is refused
 /// until one is revoked (a script that makes tokens forever holds no more).
 pub const MAX_LIVE_TOKENS_PER_USER: usize = 100;
+/// Most tokens one user may ever make, revoked ones counted: a revoked
+/// token keeps its record (its name stays taken, the listing and the audit
+/// log name it), so without this a loop of create and revoke would grow
+/// the system repo's index for as long as it ran.
+pub const MAX_TOKENS_PER_USER: usize = 5000;
 
 /// Who a request is, once its credential checked out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,12 +246,16 @@ impl Accounts {
                 "a token may be limited to at most {MAX_TOKEN_REPOS} repos"
             )));
         }
-        let live = self
-            .meta
-            .tokens(Some(&request.user))?
-            .iter()
-            .filter(|token| !token.revoked)
-            .count();
+        let held = self.meta.tokens(Some(&request.user))?;
+        if held.len() >= MAX_TOKENS_PER_USER {
+            return Err(AccountError::Invalid(format!(
+                "{} has made {} tokens, revoked ones counted, the most one user \
+                 may make ({MAX_TOKENS_PER_USER}); use one of the live ones",
+                request.user,
+                held.len()
+            )));
+        }
+        let live = held.iter().filter(|token| !token.revoked).count();
         if live >= MAX_LIVE_TOKENS_PER_USER {
             return Err(AccountError::Invalid(format!(
                 "{} holds {live} tokens, the most one user may hold \

@@ -42,6 +42,8 @@ pub struct TokenView {
     pub repos: Vec<String>,
     pub expires_at: Option<String>,
     pub revoked: bool,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<String>,
     pub created_at: String,
     /// When it last authenticated (RFC 3339, to ten minutes), if it has
     /// since it was made; [`crate::Accounts::tokens`] fills it in.
@@ -58,6 +60,7 @@ impl From<&Token> for TokenView {
             repos: token.repos.clone(),
             expires_at: token.expires_at.clone(),
             revoked: token.revoked,
+            revoked_at: token.revoked.then(|| token.updated_at.clone()),
             created_at: token.created_at.clone(),
             last_used_at: None,
         }

@@ -131,8 +131,9 @@ pub async fn put_acl(
 
 /// Stores a repo's ACL as `principal` (an admin of it, which the caller's
 /// extractor checked) asks from `client`: counted in their metadata
-/// writes, an ownership change checked by `access`, audited. The one
-/// path of an ACL change, for the API and the web's settings page.
+/// writes, an ownership change and the members checked by `access`,
+/// audited. The one path of an ACL change, for the API and the web's
+/// settings page.
 pub async fn write_acl(
     app: &Arc<ApiState>,
     principal: &Principal,
@@ -141,17 +142,18 @@ pub async fn write_acl(
     client: &str,
 ) -> Result<Acl, AppError> {
     app.quotas.meta_write(principal)?;
-    if let Some(new_owner) = &put.owner {
-        use vole_access::OwnerChangeRefused as Refused;
-        app.access
-            .check_owner_change(principal, &name, new_owner, &app.control.accounts)
-            .map_err(|refused| match refused {
-                Refused::Forbidden(why) => AppError::new(StatusCode::FORBIDDEN, why),
-                Refused::NoSuchUser(why) => AppError::new(StatusCode::UNPROCESSABLE_ENTITY, why),
-                Refused::Meta(e) => AppError::from(e),
-                Refused::Accounts(e) => AppError::unavailable("cannot look a user up", &e),
-            })?;
-    }
+    // The shape first (a malformed name is said as such), then who is
+    // named: an owner change by the owner's hand, members who are users.
+    vole_meta::entity::check_members(&put.members).map_err(MetaError::from)?;
+    use vole_access::AclChangeRefused as Refused;
+    app.access
+        .check_acl_change(principal, &name, &put, &app.control.accounts)
+        .map_err(|refused| match refused {
+            Refused::Forbidden(why) => AppError::new(StatusCode::FORBIDDEN, why),
+            Refused::NoSuchUser(why) => AppError::new(StatusCode::UNPROCESSABLE_ENTITY, why),
+            Refused::Meta(e) => AppError::from(e),
+            Refused::Accounts(e) => AppError::unavailable("cannot look a user up", &e),
+        })?;
     let actor = principal.name().to_string();
     let client = client.to_string();
     blocking(app, move |app| {

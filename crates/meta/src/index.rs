@@ -405,6 +405,21 @@ impl Index {
         self.repo_acls.get(incarnation)
     }
 
+    /// Does any ACL the system repo holds name `user` (as its owner or a
+    /// member), case-insensitively? A scan, for the rare registration.
+    pub fn acls_name(&self, user: &str) -> bool {
+        self.repo_acls.values().any(|stored| {
+            let acl = &stored.acl;
+            acl.owner
+                .as_deref()
+                .is_some_and(|owner| owner.eq_ignore_ascii_case(user))
+                || acl
+                    .members
+                    .iter()
+                    .any(|m| m.name.eq_ignore_ascii_case(user))
+        })
+    }
+
     pub fn settings(&self) -> Option<&Settings> {
         self.settings.as_ref()
     }

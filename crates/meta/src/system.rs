@@ -68,6 +68,13 @@ impl MetaStore {
         self.read_system(|state| Ok(state.index.users_with_email(email).cloned().collect()))
     }
 
+    /// Does a repo's ACL name `user`, owner or member? A name no user has
+    /// yet but an ACL grants a role is not free to register: whoever took
+    /// it would hold that role.
+    pub fn acls_name(&self, user: &str) -> Result<bool, MetaError> {
+        self.read_system(|state| Ok(state.index.acls_name(user)))
+    }
+
     // ---- tokens ----
 
     /// Stores a new token; its name must be free and its user exist.

@@ -857,6 +857,9 @@ fn an_acl_kept_in_the_repos_shards_moves_to_the_system_repo_and_leaves_the_tips(
         (after.version, after.visibility),
         (before.version, before.visibility)
     );
+    // Whom a moved ACL names is known, so no one registers the name.
+    assert!(store.acls_name("ZELDA").unwrap(), "the member is not found");
+    assert!(!store.acls_name("zeld").unwrap());
     assert_eq!(after.members, before.members);
     assert_eq!(
         acl_paths(&fixture),

@@ -2,7 +2,10 @@
 //! sets the display name and the email (no other user's); the password
 //! form needs the current password, checked through the sign-in door (its
 //! throttle and audit), and a changed password ends every session of the
-//! user, this browser's being replaced by a fresh one.
+//! user, this browser's being replaced by a fresh one. A save that
+//! changes nothing writes nothing; a new email is tried at most
+//! [`EMAIL_CHANGES_PER_HOUR`] times an hour per user, since the refusal
+//! of one in use tells that some account has it.
 
 use std::time::SystemTime;
 
@@ -15,6 +18,45 @@ use crate::forms::{checked_form, session_user};
 use crate::sign_in::{see_other, to_sign_in};
 
 const PATH: &str = "/-/user/settings";
+
+/// New emails one user may try an hour (each tells whether another
+/// account has it).
+pub const EMAIL_CHANGES_PER_HOUR: u32 = 5;
+
+/// How many new emails each user tried lately.
+pub struct EmailChanges {
+    per_user: governor::DefaultKeyedRateLimiter<String>,
+}
+
+impl std::fmt::Debug for EmailChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmailChanges").finish_non_exhaustive()
+    }
+}
+
+impl Default for EmailChanges {
+    fn default() -> Self {
+        let n =
+            std::num::NonZeroU32::new(EMAIL_CHANGES_PER_HOUR).unwrap_or(std::num::NonZeroU32::MIN);
+        let hourly = governor::Quota::per_hour(n).allow_burst(n);
+        EmailChanges {
+            per_user: governor::RateLimiter::keyed(hourly),
+        }
+    }
+}
+
+impl EmailChanges {
+    /// Counts one new email tried by `user`; false past the limit.
+    fn admit(&self, user: &str) -> bool {
+        self.per_user.check_key(&user.to_ascii_lowercase()).is_ok()
+    }
+
+    /// Forgets users whose counts are full again (the maintenance task
+    /// calls it).
+    pub fn retain_recent(&self) {
+        self.per_user.retain_recent();
+    }
+}
 
 #[derive(Template)]
 #[template(path = "account.html")]
@@ -106,6 +148,22 @@ pub async fn save_profile(
     else {
         return Ok(to_sign_in(PATH));
     };
+    let current = app
+        .accounts
+        .user(&user)
+        .map_err(|e| AppError::internal("cannot look a user up", e))?
+        .ok_or_else(|| AppError::not_found("Your account no longer exists."))?;
+    let email = form.email.trim();
+    if form.full_name.trim() == current.full_name && email == current.email {
+        return Ok(see_other(&format!("{PATH}?saved=profile"), &[]));
+    }
+    if !email.eq_ignore_ascii_case(&current.email) && !app.email_changes.admit(&user) {
+        let error = (
+            StatusCode::TOO_MANY_REQUESTS,
+            "You tried several new emails lately; try again in an hour.".to_string(),
+        );
+        return page(&app, user, csrf, None, Some(error)).await;
+    }
     app.api.quotas.meta_write_by(&user)?;
     let accounts = app.accounts.clone();
     let name = user.clone();

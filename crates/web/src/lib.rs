@@ -17,7 +17,7 @@
 
 mod routes;
 pub use routes::routes;
-mod account;
+pub mod account;
 mod archive;
 mod assets;
 pub mod blame;
@@ -44,7 +44,7 @@ pub mod register;
 mod resolve;
 mod settings;
 pub mod sign_in;
-mod tokens;
+pub mod tokens;
 
 pub use assets::static_file;
 use blob::is_image;
@@ -101,6 +101,8 @@ pub struct WebState {
     pub api: Arc<vole_api::ApiState>,
     /// How many accounts `/-/register` has made lately.
     pub registrations: register::Registrations,
+    /// How many new emails each user tried lately.
+    pub email_changes: account::EmailChanges,
 }
 
 /// Repos per home page.

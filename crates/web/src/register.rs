@@ -167,14 +167,15 @@ pub async fn register(
         return too_many("Too many accounts were tried from here lately; try again in an hour.");
     }
     // A name that already owns repos (made by an operator under a name
-    // no user had) would make its registrant their admin: not taken here.
+    // no user had), or that an ACL grants a role, would give its
+    // registrant those repos: not taken here.
     let wanted = form.user.trim().to_string();
     let owns_repos = app
         .repos
         .list()
         .iter()
         .any(|info| info.name.owner().eq_ignore_ascii_case(&wanted));
-    if owns_repos {
+    if owns_repos || app.api.meta.acls_name(&wanted)? {
         let message = format!("The name {wanted:?} is taken; choose another.");
         return again(StatusCode::CONFLICT, message);
     }

@@ -210,9 +210,11 @@ pub(crate) fn checked_pre_session<'h>(
 ) -> Result<&'h str, AppError> {
     let cookies = cookies(app);
     let pre = cookie(headers, cookies.pre_session()).unwrap_or_default();
-    // Only a pre-session cookie this server could have made: a value
-    // planted by someone else (a sibling host on plain http) is refused,
-    // so its token cannot be worked out in advance.
+    // The token binds the form to the cookie the browser holds. It is no
+    // secret from whoever chose that cookie: a value planted by a sibling
+    // host (cookie tossing) has a token its planter can work out, so what
+    // refuses their cross-site post is `check_origin`, which every form
+    // of this kind passes first. A value not shaped as vole's is refused.
     if !is_secret_shaped(pre) || !csrf_matches(pre, csrf) {
         return Err(AppError::new(
             StatusCode::FORBIDDEN,

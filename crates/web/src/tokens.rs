@@ -10,6 +10,9 @@ use vole_accounts::{AccountError, NewTokenRequest};
 use vole_meta::entity::Scope;
 
 use super::*;
+
+/// Revoked tokens the page lists, the latest first; live ones are all listed.
+pub const REVOKED_SHOWN: usize = 20;
 use crate::forms::{checked_form, session_user};
 use crate::sign_in::{see_other, to_sign_in};
 
@@ -36,6 +39,8 @@ struct Made {
 struct TokensPage {
     csrf: String,
     tokens: Vec<TokenRow>,
+    /// Revoked tokens not listed, older than those that are.
+    older_revoked: usize,
     made: Option<Made>,
     error: Option<String>,
 }
@@ -53,8 +58,15 @@ async fn page(
         .map_err(|e| AppError::internal("token list task failed", e))?
         .map_err(|e| AppError::internal("cannot list tokens", e))?;
     let now = std::time::SystemTime::now();
-    let tokens = listed
+    // Every live token (at most MAX_LIVE_TOKENS_PER_USER), the latest
+    // revoked ones: the page stays short however many were revoked.
+    let (live, mut revoked): (Vec<_>, Vec<_>) = listed.into_iter().partition(|t| !t.revoked);
+    revoked.sort_by(|a, b| b.revoked_at.cmp(&a.revoked_at));
+    let older_revoked = revoked.len().saturating_sub(REVOKED_SHOWN);
+    revoked.truncate(REVOKED_SHOWN);
+    let tokens = live
         .into_iter()
+        .chain(revoked)
         .map(|token| TokenRow {
             name: token.name,
             scope: format!("{:?}", token.scope).to_lowercase(),
@@ -70,6 +82,7 @@ async fn page(
     let mut response = render(TokensPage {
         csrf,
         tokens,
+        older_revoked,
         made,
         error: error.map(|(_, message)| message),
     })?;
