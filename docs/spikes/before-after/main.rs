@@ -3,7 +3,7 @@
 //! commit), so that a change that should not alter behaviour shows what it
 //! costs.
 //!
-//! `cargo run --release --example before-after -- --baseline-target DIR [--current-target DIR] [--rounds 3] [--harnesses web,auth,...] [--web-args "..."]`
+//! `cargo run --release --example before-after -- --baseline-target DIR [--current-target DIR] [--rounds 3] [--warmup 1] [--harnesses web,auth,...] [--web-args "..."]`
 //!
 //! `DIR` is the baseline's Cargo target directory, holding `release/vole`
 //! and, for the harnesses that link the library instead of starting the
@@ -134,6 +134,11 @@ fn main() {
         .map(PathBuf::from)
         .expect("--baseline-target DIR: the baseline build's Cargo target directory");
     let rounds = arg("--rounds", 3) as usize;
+    // `--warmup N`: rounds run first and not counted. The first run after
+    // the machine was idle was seen up to three times faster on its first
+    // pages, whichever build it was (run 4 below in the README): a measured
+    // run then always follows another.
+    let warmup = arg("--warmup", 0) as usize;
     let chosen: Vec<&Harness> = match arg_text("--harnesses") {
         Some(list) => list
             .split(',')
@@ -169,15 +174,19 @@ fn main() {
         check_build(build, &chosen);
     }
     println!(
-        "# before-after: rounds={rounds} harnesses={} cpus={}",
+        "# before-after: rounds={rounds} warmup={warmup} harnesses={} cpus={}",
         chosen.iter().map(|h| h.name).collect::<Vec<_>>().join(","),
         std::thread::available_parallelism().map_or(0, |n| n.get())
     );
     // speeds[harness][figure] = one ratio per round
     let mut speeds: BTreeMap<(&str, String), Vec<f64>> = BTreeMap::new();
-    for round in 0..rounds {
+    for pass in 0..warmup + rounds {
+        let counted = pass >= warmup;
+        // Warm-up passes are numbered below 0 in the output; counted
+        // rounds from 0, each alternating the order of the builds.
+        let round = pass as i64 - warmup as i64;
         for harness in &chosen {
-            let order: Vec<&Build> = if round % 2 == 0 {
+            let order: Vec<&Build> = if round.rem_euclid(2) == 0 {
                 builds.iter().collect()
             } else {
                 builds.iter().rev().collect()
@@ -200,6 +209,9 @@ fn main() {
                     );
                 }
                 figures.insert(build.name, found);
+            }
+            if !counted {
+                continue;
             }
             let common = figures["current"]
                 .keys()
