@@ -82,6 +82,35 @@ fn a_session_opens_the_pages_of_a_private_repo_until_sign_out() {
     let replayed = browser.get("/alice/private");
     assert_eq!(replayed.status, 404, "a signed-out session still works");
     assert!(browser.get("/").text().contains("Sign in"));
+
+    // Signing in again with a form kept from before (another tab's) ends
+    // the session the browser had: no cookie holds it any more.
+    assert_eq!(browser.sign_in("alice", PASSWORD, "/").status, 303);
+    let first = browser.cookie("vole_session").unwrap().to_string();
+    let mut other_tab = Browser::new(&forge);
+    let csrf = other_tab.sign_in_form();
+    let pre = other_tab.cookie("vole_pre").unwrap().to_string();
+    browser.cookies.push(("vole_pre".into(), pre));
+    let again = browser.post(
+        "/-/login",
+        &[
+            ("user", "alice"),
+            ("password", &PASSWORD.replace(' ', "+")),
+            ("csrf", &csrf),
+            ("next", "/"),
+        ],
+        "",
+    );
+    assert_eq!(again.status, 303, "{}", again.text());
+    assert_ne!(browser.cookie("vole_session"), Some(first.as_str()));
+    assert_eq!(browser.get("/alice/private").status, 200, "anti-vacuity");
+    let mut replay = Browser::new(&forge);
+    replay.cookies.push(("vole_session".into(), first));
+    assert_eq!(
+        replay.get("/alice/private").status,
+        404,
+        "the session a sign-in replaced is still live"
+    );
 }
 
 #[test]

@@ -267,7 +267,18 @@ pub async fn sign_in(
         .sign_in(form.user.trim(), &form.password, client)
         .await
     {
-        Ok((_, secret)) => Ok(see_other(&next, &signed_in_cookies(&app, secret.expose()))),
+        Ok((_, secret)) => {
+            // A session this browser had (a sign-in form kept from before
+            // it signed in) ends: its cookie is replaced, and a session no
+            // cookie holds should not stay live until it expires.
+            let had = cookie(&headers, cookies(&app).session()).filter(|s| is_secret_shaped(s));
+            if let Some(had) = had
+                && let Err(e) = app.authn.sign_out(had)
+            {
+                tracing::warn!(error = %e.message(), "the session a sign-in replaced did not end");
+            }
+            Ok(see_other(&next, &signed_in_cookies(&app, secret.expose())))
+        }
         Err(refused) => {
             // A wrong password is the form again with a message (200, as
             // a 401 would need a Basic challenge); a throttle keeps its 429
