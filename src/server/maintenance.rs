@@ -61,9 +61,8 @@ pub async fn run(app: Arc<App>) {
             Ok(Err(e)) => tracing::warn!(error = %e, "sessions compaction failed"),
             Err(e) => tracing::warn!(error = %e, "sessions compaction panicked"),
         }
-        // Registration counts of addresses whose hour is over.
-        app.web.registrations.retain_recent();
-        app.web.email_changes.retain_recent();
+        // Form counts of addresses and users whose hour is over.
+        app.web.form_limits.retain_recent();
         if app.meta.maintenance_held() {
             continue;
         }

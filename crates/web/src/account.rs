@@ -157,7 +157,7 @@ pub async fn save_profile(
     if form.full_name.trim() == current.full_name && email == current.email {
         return Ok(see_other(&format!("{PATH}?saved=profile"), &[]));
     }
-    if !email.eq_ignore_ascii_case(&current.email) && !app.email_changes.admit(&user) {
+    if !email.eq_ignore_ascii_case(&current.email) && !app.form_limits.email_changes.admit(&user) {
         let error = (
             StatusCode::TOO_MANY_REQUESTS,
             "You tried several new emails lately; try again in an hour.".to_string(),

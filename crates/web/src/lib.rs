@@ -99,10 +99,27 @@ pub struct WebState {
     /// The API's writes, which the forms go through (new repo, settings,
     /// members, deletion): one path for both surfaces.
     pub api: Arc<vole_api::ApiState>,
+    /// The account forms' hourly limits.
+    pub form_limits: FormLimits,
+}
+
+/// The hourly limits of the account forms.
+#[derive(Debug, Default)]
+pub struct FormLimits {
     /// How many accounts `/-/register` has made lately.
     pub registrations: register::Registrations,
     /// How many new emails each user tried lately.
     pub email_changes: account::EmailChanges,
+}
+
+impl FormLimits {
+    /// Forgets the addresses and users whose counts are full again (the
+    /// maintenance task calls it), so the maps stay as large as the last
+    /// hour's.
+    pub fn retain_recent(&self) {
+        self.registrations.retain_recent();
+        self.email_changes.retain_recent();
+    }
 }
 
 /// Repos per home page.

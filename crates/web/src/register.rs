@@ -163,7 +163,7 @@ pub async fn register(
             .insert(header::RETRY_AFTER, HeaderValue::from(3600u32));
         Ok(response)
     };
-    if !app.registrations.admit_address(client) {
+    if !app.form_limits.registrations.admit_address(client) {
         return too_many("Too many accounts were tried from here lately; try again in an hour.");
     }
     // A name that already owns repos (made by an operator under a name
@@ -184,7 +184,7 @@ pub async fn register(
     if let Some(refused) = in_use(&app, &wanted, form.email.trim()).await? {
         return again(StatusCode::CONFLICT, refused);
     }
-    if !app.registrations.admit_account() {
+    if !app.form_limits.registrations.admit_account() {
         return too_many("Too many accounts were made lately; try again in an hour.");
     }
     let _slot = app.authn.hashing_slot().await?;
