@@ -2,7 +2,8 @@
 // driven by playwright-core): a private repo is not found; the sign-in
 // page, a wrong password, the right one (back to the repo, now shown, the
 // header naming the user), a token made on the tokens page (shown once),
-// sign-out (the repo not found again). A
+// sign-out (the repo not found again), all with JavaScript off: every
+// step is a plain form or link. A
 // screenshot of each step goes to OUT_DIR. Prints `token <secret>` (the
 // page's token, for the caller to clone with) and then `ok`; exits non-zero
 // with the step that failed.
@@ -21,7 +22,7 @@ const browser = await chromium.launch({
 });
 let step = "start";
 try {
-  const context = await browser.newContext();
+  const context = await browser.newContext({ javaScriptEnabled: false });
   const page = await context.newPage();
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));

@@ -177,6 +177,85 @@ fn a_password_change_a_disabled_user_and_the_idle_limit_end_sessions() {
 }
 
 #[test]
+fn a_session_in_constant_use_ends_at_the_absolute_limit() {
+    let forge = forge(&["--session-absolute", "4s"]);
+    let mut browser = Browser::new(&forge);
+    assert_eq!(browser.sign_in("alice", PASSWORD, "/").status, 303);
+    let began = std::time::Instant::now();
+    // Used every half second: the idle limit (14 days) never bites.
+    let mut last_ok = None;
+    while began.elapsed() < Duration::from_secs(8) {
+        if browser.get("/alice/private").status == 200 {
+            last_ok = Some(began.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let last_ok = last_ok.expect("anti-vacuity: the session never worked");
+    assert!(
+        last_ok >= Duration::from_secs(2),
+        "the session ended early, at {last_ok:?}"
+    );
+    assert!(
+        last_ok < Duration::from_secs(6),
+        "a session in use outlived the absolute limit: still signed in at {last_ok:?}"
+    );
+    assert_eq!(browser.get("/alice/private").status, 404);
+}
+
+#[test]
+fn behind_an_https_public_url_cookies_are_host_prefixed_and_secure_and_forms_take_its_origin() {
+    let forge = forge(&["--public-url", "https://Git.Example.org:443/"]);
+    let mut browser = Browser::new(&forge);
+    let set_cookies = |response: &HttpResponse| -> Vec<String> {
+        response
+            .headers
+            .iter()
+            .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+            .map(|(_, v)| v.clone())
+            .collect()
+    };
+    let form = browser.get("/-/login");
+    assert_eq!(form.status, 200, "{}", form.text());
+    let pre = set_cookies(&form);
+    assert!(
+        pre.iter()
+            .any(|c| c.starts_with("__Host-vole_pre=") && c.contains("; Secure")),
+        "{pre:?}"
+    );
+    let csrf = hidden_field(&form.text(), "csrf");
+    let password = PASSWORD.replace(' ', "+");
+    let fields = [
+        ("user", "alice"),
+        ("password", password.as_str()),
+        ("csrf", csrf.as_str()),
+        ("next", "/alice/private"),
+    ];
+    for foreign in ["http://git.example.org", "https://git.example.org:8443"] {
+        let refused = browser.post("/-/login", &fields, &format!("Origin: {foreign}"));
+        assert_eq!(
+            refused.status, 403,
+            "{foreign} was taken for the public URL"
+        );
+    }
+    // The origin a browser sends for the public URL: no default port.
+    let signed = browser.post("/-/login", &fields, "Origin: https://git.example.org");
+    assert_eq!(signed.status, 303, "{}", signed.text());
+    let session = set_cookies(&signed);
+    assert!(
+        session.iter().any(|c| c.starts_with("__Host-vole_session=")
+            && c.contains("; Secure")
+            && c.contains("Path=/")
+            && !c.contains("Domain")),
+        "{session:?}"
+    );
+    assert_eq!(browser.get("/alice/private").status, 200);
+    assert!(
+        browser.cookie("vole_session").is_none(),
+        "an unprefixed session cookie was set"
+    );
+}
+
+#[test]
 fn a_restart_keeps_sessions() {
     let mut forge = forge(&[]);
     let mut browser = Browser::new(&forge);
@@ -187,6 +266,30 @@ fn a_restart_keeps_sessions() {
         browser.get("/alice/private").status,
         200,
         "signed out by a restart"
+    );
+
+    // A password changed, or a user disabled, while the server is stopped
+    // ends their sessions as well: the next start does not bring them back.
+    set_password(&forge.data, "bob", PASSWORD);
+    let mut bob = Browser::at(&forge, 2);
+    assert_eq!(bob.sign_in("bob", PASSWORD, "/").status, 303);
+    assert_eq!(bob.get("/").status, 200);
+    assert!(bob.get("/").text().contains("Signed in as"), "anti-vacuity");
+    forge.take_server().expect("the server runs").stop();
+    set_password(&forge.data, "alice", "another long password");
+    let disabled = run_vole(&forge.data, &["user", "disable", "bob"]);
+    assert!(disabled.status.success(), "{}", text(&disabled.stderr));
+    forge.restart();
+    browser.addr = forge.server().addr;
+    bob.addr = forge.server().addr;
+    assert_eq!(
+        browser.get("/alice/private").status,
+        404,
+        "a session outlived a password changed while the server was stopped"
+    );
+    assert!(
+        !bob.get("/").text().contains("Signed in as"),
+        "a session outlived its user's disabling while the server was stopped"
     );
 }
 
@@ -318,6 +421,45 @@ fn wrong_web_passwords_are_throttled_per_address_as_basic_ones_are() {
         .filter(|l| l.contains("auth_failed") && l.contains("target=alice"))
         .count();
     assert_eq!(failed, 5, "one audit record per checked failure:\n{dump}");
+}
+
+#[test]
+fn web_and_basic_password_failures_share_one_count() {
+    let forge = forge(&[
+        "--password-auth",
+        "--auth-failures",
+        "4",
+        "--auth-failure-window",
+        "10m",
+    ]);
+    let api = |browser: &mut Browser, password: &str| {
+        let head = format!(
+            "GET /api/v1/repos/alice/private/issues HTTP/1.1\r\n{}",
+            basic("alice", password)
+        );
+        browser.request(&head, "").status
+    };
+    let mut attacker = Browser::at(&forge, 40);
+    assert_eq!(
+        api(&mut attacker, PASSWORD),
+        200,
+        "anti-vacuity: Basic works"
+    );
+    // Two wrong Basic passwords, two wrong web ones: the limit of 4.
+    assert_eq!(api(&mut attacker, "wrong 1"), 401);
+    assert_eq!(api(&mut attacker, "wrong 2"), 401);
+    assert_eq!(attacker.sign_in("alice", "wrong 3", "/").status, 200);
+    assert_eq!(attacker.sign_in("alice", "wrong 4", "/").status, 200);
+    assert_eq!(
+        attacker.sign_in("alice", "wrong 5", "/").status,
+        429,
+        "the web form did not count the Basic failures"
+    );
+    assert_eq!(
+        api(&mut attacker, PASSWORD),
+        429,
+        "Basic did not count the web form's failures"
+    );
 }
 
 #[test]

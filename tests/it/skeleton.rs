@@ -1,12 +1,13 @@
 //! The skeleton: start and stop, the data dir lock, `repo create`/`list` with
 //! and without a server, the name rules, start-up cleanup, the control
-//! socket, clear start-up errors, and the Dockerfile's command.
+//! socket, clear start-up errors, a command's answer without log lines, and
+//! the Dockerfile's command.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use crate::support::{TestServer, http_get, run_vole};
+use crate::support::{TestServer, data_with_repo, http_get, run_vole, vole};
 
 fn stderr(output: &std::process::Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
@@ -545,5 +546,40 @@ fn the_dockerfile_command_runs_and_answers_healthz() {
         format!("{mode:o}"),
         "700",
         "the image's /data was left open"
+    );
+}
+
+#[test]
+fn a_command_prints_its_answer_not_the_log_lines_of_the_store_it_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    // As a person runs it: no VOLE_LOG set.
+    let quiet = |args: &[&str]| {
+        let mut command = vole(&data);
+        command.env_remove("VOLE_LOG").args(args);
+        command.stdin(std::process::Stdio::null());
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        out
+    };
+    quiet(&["user", "add", "ann", "--email", "ann@example.org"]);
+    let made = quiet(&[
+        "token", "create", "laptop", "--user", "ann", "--scope", "read",
+    ]);
+    let printed = format!("{}{}", stdout(&made), stderr(&made));
+    assert!(
+        stdout(&made).contains("vole_"),
+        "no token printed: {printed}"
+    );
+    assert!(
+        !printed.contains("INFO"),
+        "a command without a server printed the store's log lines:\n{printed}"
+    );
+    // `-v` shows them.
+    let verbose = quiet(&["-v", "repo", "list"]);
+    assert!(
+        stderr(&verbose).contains("INFO") || stdout(&verbose).contains("INFO"),
+        "anti-vacuity: -v shows no log lines: {}",
+        stderr(&verbose)
     );
 }

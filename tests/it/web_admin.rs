@@ -5,7 +5,8 @@
 //! default, rate limited per address when open), the New repository form
 //! and a repo's settings page (general settings moving HEAD, members,
 //! deletion with the name typed), each form refused without the session's
-//! token, and an admin's page sending an anonymous visitor to sign in.
+//! token, with another session's, with `Origin: null` and cross-site, and
+//! an admin's page sending an anonymous visitor to sign in.
 
 use crate::support::*;
 
@@ -403,6 +404,17 @@ fn the_new_repository_form_creates_through_the_apis_rules() {
     assert_eq!(away.status, 303);
     let mut alice = signed_in(&forge, "alice", 1);
     let csrf = csrf_on(&mut alice, "/-/new");
+    // Only a server admin is offered another owner.
+    let form = alice.get("/-/new").text();
+    assert!(
+        !form.contains("name=\"owner\""),
+        "an owner field alice may not use: {form}"
+    );
+    assert!(form.contains("Owner: <strong>alice</strong>"), "{form}");
+    user_token(&forge.data, "root", true, "admin", &[]);
+    set_password(&forge.data, "root", PASSWORD);
+    let admin_form = signed_in(&forge, "root", 7).get("/-/new").text();
+    assert!(admin_form.contains("name=\"owner\""), "{admin_form}");
     let forged = alice.post(
         "/-/new",
         &[("csrf", ""), ("owner", "alice"), ("name", "forged")],
@@ -451,6 +463,112 @@ fn the_new_repository_form_creates_through_the_apis_rules() {
         "",
     );
     assert_eq!(twice.status, 409, "{}", twice.text());
+}
+
+#[test]
+fn every_form_refuses_another_sessions_token_a_null_origin_and_a_cross_site_post() {
+    let forge = forge(&[]);
+    forge.create_repo(&["alice/demo"]);
+    let mut alice = signed_in(&forge, "alice", 1);
+    let mut bob = signed_in(&forge, "bob", 2);
+    let own = csrf_on(&mut alice, "/-/user/settings");
+    let bobs = csrf_on(&mut bob, "/-/user/settings");
+    assert_ne!(own, bobs, "anti-vacuity: two sessions, two tokens");
+    let tokens_page = alice.get("/-/user/tokens").text();
+    let held = hidden_field(&tokens_page, "name");
+    let version = hidden_field(&alice.get("/alice/demo/-/settings").text(), "version");
+    let forms: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        (
+            "/-/user/settings",
+            vec![("full_name", "Mallory"), ("email", "alice%40example.org")],
+        ),
+        (
+            "/-/user/password",
+            vec![
+                ("current", "correct+horse+battery"),
+                ("new", "mallory+was+here+1"),
+                ("confirm", "mallory+was+here+1"),
+            ],
+        ),
+        (
+            "/-/user/tokens",
+            vec![("name", "forged"), ("scope", "admin"), ("repos", "")],
+        ),
+        ("/-/user/tokens/revoke", vec![("name", &held)]),
+        ("/-/new", vec![("name", "forged"), ("description", "")]),
+        (
+            "/alice/demo/-/settings",
+            vec![
+                ("version", &version),
+                ("description", "Mallory"),
+                ("default_branch", "main"),
+            ],
+        ),
+        (
+            "/alice/demo/-/settings/access",
+            vec![
+                ("acl_version", "0"),
+                ("action", "add"),
+                ("member", "bob"),
+                ("role", "admin"),
+            ],
+        ),
+        (
+            "/alice/demo/-/settings/delete",
+            vec![("confirm", "alice%2Fdemo")],
+        ),
+    ];
+    let variants = [
+        ("another session's token", bobs.as_str(), ""),
+        ("Origin: null", own.as_str(), "Origin: null"),
+        (
+            "Sec-Fetch-Site: cross-site",
+            own.as_str(),
+            "Sec-Fetch-Site: cross-site",
+        ),
+    ];
+    for (path, fields) in &forms {
+        for (variant, csrf, header) in variants {
+            let mut sent = vec![("csrf", csrf)];
+            sent.extend(fields.iter().copied());
+            let answer = alice.post(path, &sent, header);
+            assert_eq!(
+                answer.status,
+                403,
+                "{path} with {variant} was not refused: {}",
+                answer.text()
+            );
+        }
+    }
+    // Nothing any of them asked was done.
+    let users = text(&run_vole(&forge.data, &["user", "list", "--json"]).stdout);
+    assert!(!users.contains("Mallory"), "{users}");
+    assert_eq!(
+        Browser::at(&forge, 3)
+            .sign_in("alice", PASSWORD, "/")
+            .status,
+        303,
+        "the password was changed"
+    );
+    let tokens = alice.get("/-/user/tokens").text();
+    assert!(!tokens.contains("forged"), "a token was made");
+    assert!(!tokens.contains("<td>revoked</td>"), "a token was revoked");
+    assert_eq!(alice.get("/alice/forged").status, 404, "a repo was made");
+    let settings = alice.get("/alice/demo/-/settings");
+    assert_eq!(settings.status, 200, "the repo was deleted");
+    assert!(
+        !settings.text().contains("Mallory"),
+        "the description changed"
+    );
+    assert!(!settings.text().contains("<td>bob</td>"), "bob was added");
+    // With this session's token and no foreign header, the same form works.
+    let mut sent = vec![("csrf", own.as_str())];
+    sent.extend(forms[0].1.iter().copied());
+    assert_eq!(
+        alice.post(forms[0].0, &sent, "").status,
+        303,
+        "anti-vacuity"
+    );
 }
 
 #[test]

@@ -68,6 +68,10 @@ impl Accounts {
         actor: &str,
     ) -> Result<UserView, AccountError> {
         let hash = hash_password(password)?;
+        // The sessions end before the password changes, so a failed end
+        // changes nothing, and again after, for one begun in between with
+        // the old password.
+        self.end_sessions(name)?;
         let user = self
             .meta
             .edit_user(name, |user| user.password = Some(hash))?;

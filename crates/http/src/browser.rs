@@ -192,23 +192,23 @@ pub fn check_origin(headers: &HeaderMap, public_url: Option<&str>) -> Result<(),
     if origin.eq_ignore_ascii_case("null") {
         return refused("Origin: null");
     }
-    let own = match public_url {
-        Some(url) => origin_of(url),
-        None => {
-            // vole speaks plain HTTP; a proxy in front that speaks https
-            // should say so with --public-url. Both schemes are taken, on
-            // the request's own host only.
-            let host = headers.typed_get::<headers::Host>();
-            let origin_host = origin
-                .strip_prefix("http://")
-                .or_else(|| origin.strip_prefix("https://"));
-            return match (host, origin_host) {
-                (Some(host), Some(rest)) if rest.eq_ignore_ascii_case(&host.to_string()) => Ok(()),
-                _ => refused(&format!("Origin: {origin}")),
-            };
-        }
+    let Some(sent) = origin_of(origin) else {
+        return refused(&format!("Origin: {origin}"));
     };
-    if own.is_some_and(|own| own.eq_ignore_ascii_case(origin)) {
+    let own = match public_url {
+        Some(url) => origin_of(url).into_iter().collect::<Vec<_>>(),
+        // vole speaks plain HTTP; a proxy in front that speaks https
+        // should say so with --public-url. Both schemes are taken, on the
+        // request's own host only.
+        None => match headers.typed_get::<headers::Host>() {
+            Some(host) => ["http", "https"]
+                .iter()
+                .filter_map(|scheme| origin_of(&format!("{scheme}://{host}")))
+                .collect(),
+            None => Vec::new(),
+        },
+    };
+    if own.contains(&sent) {
         Ok(())
     } else {
         refused(&format!("Origin: {origin}"))
@@ -222,22 +222,27 @@ pub fn check_origin(headers: &HeaderMap, public_url: Option<&str>) -> Result<(),
 /// signing in again.
 pub fn referring_path(headers: &HeaderMap, public_url: Option<&str>) -> Option<String> {
     let referer = headers.get(header::REFERER)?.to_str().ok()?;
-    let origin = origin_of(referer)?;
-    let path = &referer[origin.len()..];
-    let path = path.split('#').next().unwrap_or_default();
+    let url = url::Url::parse(referer).ok()?;
+    let origin = url.origin().ascii_serialization();
+    let mut path = url.path().to_string();
+    if let Some(query) = url.query() {
+        path = format!("{path}?{query}");
+    }
     let mut as_origin = headers.clone();
     as_origin.remove("sec-fetch-site");
     as_origin.insert(header::ORIGIN, origin.parse().ok()?);
     check_origin(&as_origin, public_url).ok()?;
-    let safe = safe_next(Some(path));
-    (safe == path).then(|| path.to_string())
+    let safe = safe_next(Some(&path));
+    (safe == path).then_some(path)
 }
 
-/// `scheme://host[:port]` of a URL.
-fn origin_of(url: &str) -> Option<String> {
-    let (scheme, rest) = url.split_once("://")?;
-    let authority = rest.split(['/', '?', '#']).next()?;
-    Some(format!("{scheme}://{authority}"))
+/// The origin of a URL as a browser sends it in `Origin`
+/// (`scheme://host[:port]`, the host lowercased, a scheme's default port
+/// left out), by the URL standard's rules (the `url` crate); none for a
+/// URL that is not one or has an opaque origin.
+fn origin_of(text: &str) -> Option<String> {
+    let origin = url::Url::parse(text).ok()?.origin();
+    origin.is_tuple().then(|| origin.ascii_serialization())
 }
 
 /// Where a sign-in may return to: `next` when it is a path on this server
@@ -358,6 +363,30 @@ mod tests {
             ("origin", "evil://127.0.0.1:8080"),
         ]);
         assert!(check_origin(&scheme, None).is_err());
+        // A default port, in the public URL or the Host, is no other
+        // origin; a host's case neither.
+        let with_port = Some("https://Git.Example.org:443/vole");
+        assert!(
+            check_origin(&own, with_port).is_ok(),
+            "the :443 of --public-url"
+        );
+        let host_port = headers(&[("host", "127.0.0.1:80"), ("origin", "http://127.0.0.1")]);
+        assert!(check_origin(&host_port, None).is_ok(), "the :80 of Host");
+        let other_port = headers(&[("origin", "https://git.example.org:8443")]);
+        assert!(check_origin(&other_port, with_port).is_err());
+    }
+
+    #[test]
+    fn a_referer_of_this_server_names_the_page_to_come_back_to() {
+        let public = Some("https://git.example.org");
+        let from = |referer: &str| referring_path(&headers(&[("referer", referer)]), public);
+        assert_eq!(
+            from("https://git.example.org:443/alice/demo?tab=1#x").as_deref(),
+            Some("/alice/demo?tab=1")
+        );
+        assert_eq!(from("https://evil.example/alice/demo"), None);
+        assert_eq!(from("https://git.example.org//evil.example/"), None);
+        assert_eq!(from("not a url"), None);
     }
 
     #[test]

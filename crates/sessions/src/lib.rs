@@ -358,13 +358,16 @@ impl SessionStore {
         if !state.sessions.by_id.contains_key(&id) {
             return Ok(false);
         }
-        state.appender.append(
+        // Ended in memory whether or not the line is written (as in
+        // `end_user`).
+        let written = state.appender.append(
             &[Record::End {
                 id: hex::encode(id),
             }],
             true,
-        )?;
+        );
         state.sessions.remove(&id);
+        written?;
         Ok(true)
     }
 
@@ -375,9 +378,14 @@ impl SessionStore {
         let record = Record::EndUser {
             user: user.to_string(),
         };
-        state.appender.append(&[record], true)?;
+        // Ended in memory whether or not the line is written: a failed
+        // write is said to the caller, and the sessions do not answer
+        // meanwhile.
+        let written = state.appender.append(&[record], true);
         *state.ended.entry(user.to_lowercase()).or_default() += 1;
-        Ok(state.sessions.remove_user(user))
+        let ended = state.sessions.remove_user(user);
+        written?;
+        Ok(ended)
     }
 
     /// Marks the token `token` (its public id) used at `now`, when its last

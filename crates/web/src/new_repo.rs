@@ -19,6 +19,9 @@ const PATH: &str = "/-/new";
 struct NewRepoPage {
     csrf: String,
     owner: String,
+    /// A server admin may make a repo under any owner; others see their
+    /// own name, not a field they may not change.
+    any_owner: bool,
     name: String,
     description: String,
     private: bool,
@@ -26,13 +29,16 @@ struct NewRepoPage {
 }
 
 /// `GET /-/new`.
-pub async fn new_repo_page() -> Result<Response, AppError> {
+pub async fn new_repo_page(
+    Extension(principal): Extension<Principal>,
+) -> Result<Response, AppError> {
     let Some((user, csrf)) = session_user() else {
         return Ok(to_sign_in(PATH));
     };
     render(NewRepoPage {
         csrf,
         owner: user,
+        any_owner: principal.is_server_admin(),
         name: String::new(),
         description: String::new(),
         private: false,
@@ -83,6 +89,7 @@ pub async fn create_repo(
             let mut response = render(NewRepoPage {
                 csrf,
                 owner,
+                any_owner: principal.is_server_admin(),
                 name: form.name,
                 description,
                 private: form.private.is_some(),
