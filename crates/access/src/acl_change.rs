@@ -47,13 +47,16 @@ impl Access {
         if let Some(new_owner) = &put.owner {
             check_owner_change(principal, repo, &current, new_owner, accounts)?;
         }
-        let listed = |name: &str| {
-            current
-                .members
-                .iter()
-                .any(|m| m.name.eq_ignore_ascii_case(name))
-        };
-        for added in put.members.iter().filter(|m| !listed(&m.name)) {
+        let listed: std::collections::HashSet<String> = current
+            .members
+            .iter()
+            .map(|m| m.name.to_ascii_lowercase())
+            .collect();
+        let added = put
+            .members
+            .iter()
+            .filter(|m| !listed.contains(&m.name.to_ascii_lowercase()));
+        for added in added {
             if !is_user(accounts, &added.name)? {
                 return Err(AclChangeRefused::NoSuchUser(format!(
                     "there is no user named {:?}: a member must have an account first",

@@ -246,23 +246,6 @@ impl Accounts {
                 "a token may be limited to at most {MAX_TOKEN_REPOS} repos"
             )));
         }
-        let held = self.meta.tokens(Some(&request.user))?;
-        if held.len() >= MAX_TOKENS_PER_USER {
-            return Err(AccountError::Invalid(format!(
-                "{} has made {} tokens, revoked ones counted, the most one user \
-                 may make ({MAX_TOKENS_PER_USER}); use one of the live ones",
-                request.user,
-                held.len()
-            )));
-        }
-        let live = held.iter().filter(|token| !token.revoked).count();
-        if live >= MAX_LIVE_TOKENS_PER_USER {
-            return Err(AccountError::Invalid(format!(
-                "{} holds {live} tokens, the most one user may hold \
-                 ({MAX_LIVE_TOKENS_PER_USER}); revoke one first",
-                request.user
-            )));
-        }
         let mut repos = Vec::new();
         let mut incarnations = std::collections::BTreeMap::new();
         for repo in &request.repos {
@@ -302,22 +285,29 @@ impl Accounts {
             }
         };
         let made = token::generate();
-        let stored = self.meta.create_token(Token {
-            v: SCHEMA_V,
-            id: made.id.to_string(),
-            name: request.name,
-            user: request.user,
-            scope: request.scope,
-            repos,
-            incarnations,
-            secret_sha256: made.hash.to_hex(),
-            expires_at,
-            revoked: false,
-            created_at: String::new(),
-            updated_at: String::new(),
-            version: 0,
-            replaces: None,
-        })?;
+        let limits = vole_meta::TokenLimits {
+            live: MAX_LIVE_TOKENS_PER_USER,
+            made: MAX_TOKENS_PER_USER,
+        };
+        let stored = self.meta.create_token(
+            Token {
+                v: SCHEMA_V,
+                id: made.id.to_string(),
+                name: request.name,
+                user: request.user,
+                scope: request.scope,
+                repos,
+                incarnations,
+                secret_sha256: made.hash.to_hex(),
+                expires_at,
+                revoked: false,
+                created_at: String::new(),
+                updated_at: String::new(),
+                version: 0,
+                replaces: None,
+            },
+            limits,
+        )?;
         let view = TokenView::from(&stored);
         let scope = serde_json::to_value(view.scope).unwrap_or_default();
         self.audit(AuditEvent::new(

@@ -68,15 +68,19 @@ impl Accounts {
         actor: &str,
     ) -> Result<UserView, AccountError> {
         let hash = hash_password(password)?;
-        // The sessions end before the password changes, so a failed end
-        // changes nothing, and again after, for one begun in between with
-        // the old password.
+        // The sessions end before the password changes, so a failure to
+        // write their end leaves the old password in place (they are ended
+        // in this server all the same), and again after, for one begun in
+        // between with the old password. A change made is audited even
+        // when that second end fails.
         self.end_sessions(name)?;
         let user = self
             .meta
             .edit_user(name, |user| user.password = Some(hash))?;
-        self.end_sessions(&user.name)?;
-        self.changed(&user, actor, "password set")
+        let ended = self.end_sessions(&user.name);
+        let view = self.changed(&user, actor, "password set")?;
+        ended?;
+        Ok(view)
     }
 
     /// Sets a user's display name and email (the email no other user's).

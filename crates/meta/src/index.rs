@@ -143,6 +143,12 @@ pub struct Index {
     tokens: BTreeMap<String, Token>,
     /// Token name -> id.
     token_names: HashMap<String, String>,
+    /// Lowercased user name -> the ids of their tokens: a user's tokens
+    /// cost a lookup, not a scan of everyone's.
+    user_tokens: HashMap<String, BTreeSet<String>>,
+    /// Lowercased user name -> how many of the system repo's ACLs name
+    /// them (owner or member).
+    acl_names: HashMap<String, usize>,
     max_number: u64,
     entities: usize,
     /// Author -> bytes of the documents they authored, as they stand
@@ -235,6 +241,19 @@ impl Index {
             }
             Entity::Acl(acl) => self.acl = Some(acl),
             Entity::RepoAcl(repo_acl) => {
+                if let Some(old) = self.repo_acls.get(&repo_acl.incarnation) {
+                    for name in acl_named(&old.acl) {
+                        if let Some(count) = self.acl_names.get_mut(&name) {
+                            *count -= 1;
+                            if *count == 0 {
+                                self.acl_names.remove(&name);
+                            }
+                        }
+                    }
+                }
+                for name in acl_named(&repo_acl.acl) {
+                    *self.acl_names.entry(name).or_default() += 1;
+                }
                 self.repo_acls
                     .insert(repo_acl.incarnation.clone(), repo_acl);
             }
@@ -266,6 +285,10 @@ impl Index {
             Entity::Token(token) => {
                 self.token_names
                     .insert(token.name.clone(), token.id.clone());
+                self.user_tokens
+                    .entry(User::id_of(&token.user))
+                    .or_default()
+                    .insert(token.id.clone());
                 self.tokens.insert(token.id.clone(), token);
             }
         }
@@ -406,18 +429,9 @@ impl Index {
     }
 
     /// Does any ACL the system repo holds name `user` (as its owner or a
-    /// member), case-insensitively? A scan, for the rare registration.
+    /// member), case-insensitively? A lookup.
     pub fn acls_name(&self, user: &str) -> bool {
-        self.repo_acls.values().any(|stored| {
-            let acl = &stored.acl;
-            acl.owner
-                .as_deref()
-                .is_some_and(|owner| owner.eq_ignore_ascii_case(user))
-                || acl
-                    .members
-                    .iter()
-                    .any(|m| m.name.eq_ignore_ascii_case(user))
-        })
+        self.acl_names.contains_key(&User::id_of(user))
     }
 
     pub fn settings(&self) -> Option<&Settings> {
@@ -457,6 +471,25 @@ impl Index {
     pub fn tokens(&self) -> impl Iterator<Item = &Token> {
         self.tokens.values()
     }
+
+    /// `user`'s tokens, by id (a lookup, then theirs only).
+    pub fn tokens_of(&self, user: &str) -> impl Iterator<Item = &Token> {
+        self.user_tokens
+            .get(&User::id_of(user))
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.tokens.get(id))
+    }
+}
+
+/// The lowercased names an ACL grants something: its owner and members,
+/// each once.
+fn acl_named(acl: &Acl) -> BTreeSet<String> {
+    acl.owner
+        .iter()
+        .chain(acl.members.iter().map(|m| &m.name))
+        .map(|name| User::id_of(name))
+        .collect()
 }
 
 fn paginate<T>(numbers: &[u64], page: Pagination, get: impl Fn(&u64) -> Option<T>) -> Page<T> {

@@ -54,6 +54,7 @@ mod requests;
 pub mod shard;
 mod stats;
 mod system;
+pub use system::TokenLimits;
 mod write;
 
 use parking_lot::{Condvar, Mutex, RwLock};

@@ -77,8 +77,10 @@ impl MetaStore {
 
     // ---- tokens ----
 
-    /// Stores a new token; its name must be free and its user exist.
-    pub fn create_token(&self, token: Token) -> Result<Token, MetaError> {
+    /// Stores a new token; its name must be free, its user exist and hold
+    /// fewer than `limits` (counted under the system repo's lock, so
+    /// tokens made at once cannot pass them together).
+    pub fn create_token(&self, token: Token, limits: TokenLimits) -> Result<Token, MetaError> {
         if token.name.is_empty()
             || token.name.len() > 64
             || token.name.chars().any(|c| c.is_control() || c == '/')
@@ -97,6 +99,25 @@ impl MetaStore {
                 return Err(MetaError::Invalid(format!(
                     "user {:?} is disabled; a token of theirs would be refused",
                     user.name
+                )));
+            }
+            let (made, live) = state
+                .index
+                .tokens_of(&user.name)
+                .fold((0, 0), |(made, live), t| {
+                    (made + 1, live + usize::from(!t.revoked))
+                });
+            if made >= limits.made {
+                return Err(MetaError::Invalid(format!(
+                    "{} has made {made} tokens, revoked ones counted, the most one user \
+                     may make ({}); use one of the live ones",
+                    user.name, limits.made
+                )));
+            }
+            if live >= limits.live {
+                return Err(MetaError::Invalid(format!(
+                    "{} holds {live} tokens, the most one user may hold ({}); revoke one first",
+                    user.name, limits.live
                 )));
             }
             if state.index.token_named(&token.name).is_some() {
@@ -157,14 +178,11 @@ impl MetaStore {
 
     /// Every token (of `user` only, when given), by id.
     pub fn tokens(&self, user: Option<&str>) -> Result<Vec<Token>, MetaError> {
-        let user = user.map(User::id_of);
         self.read_system(|state| {
-            Ok(state
-                .index
-                .tokens()
-                .filter(|t| user.as_ref().is_none_or(|u| &User::id_of(&t.user) == u))
-                .cloned()
-                .collect())
+            Ok(match user {
+                Some(user) => state.index.tokens_of(user).cloned().collect(),
+                None => state.index.tokens().cloned().collect(),
+            })
         })
     }
 }
@@ -184,4 +202,13 @@ fn email_free(state: &RepoState, email: &str, owner: &str) -> Result<(), MetaErr
         ))),
         None => Ok(()),
     }
+}
+
+/// How many tokens one user may hold ([`MetaStore::create_token`]).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenLimits {
+    /// Not revoked.
+    pub live: usize,
+    /// Ever made, revoked ones counted (they keep their records).
+    pub made: usize,
 }

@@ -869,6 +869,7 @@ fn an_acl_kept_in_the_repos_shards_moves_to_the_system_repo_and_leaves_the_tips(
     // The next write goes to the system repo and stays out of the repo.
     let next = store.put_acl(&repo, members_acl(after.version)).unwrap();
     assert_eq!(next.version, after.version + 1);
+    assert!(store.acls_name("zelda").unwrap(), "still a member");
     assert!(store.flush(Duration::from_secs(10)));
     assert_eq!(acl_paths(&fixture), 0);
     store.close(Duration::from_secs(10));
@@ -877,6 +878,15 @@ fn an_acl_kept_in_the_repos_shards_moves_to_the_system_repo_and_leaves_the_tips(
     let store = open_with_system(&fixture, &system);
     assert_eq!(store.acl(&repo).unwrap().version, next.version);
     assert!(store.move_acls_to_system().unwrap().is_empty());
+    // Replayed at open; and an ACL without the member no longer names her.
+    assert!(store.acls_name("zelda").unwrap(), "not replayed at open");
+    let mut none = members_acl(next.version);
+    none.members.clear();
+    store.put_acl(&repo, none).unwrap();
+    assert!(
+        !store.acls_name("zelda").unwrap(),
+        "a member removed is still counted as named"
+    );
     let in_system = git(
         &system,
         &["for-each-ref", "--format=%(refname)", "refs/meta/"],

@@ -23,7 +23,9 @@ use vole_accounts::{AccountError, NewUser};
 use vole_http::browser::check_origin;
 
 use super::*;
-use crate::sign_in::{checked_pre_session, pre_session_form, see_other, signed_in_cookies};
+use crate::sign_in::{
+    checked_pre_session, end_replaced_session, pre_session_form, see_other, signed_in_cookies,
+};
 
 /// Accounts one address may make an hour.
 pub const PER_ADDRESS_PER_HOUR: u32 = 5;
@@ -205,7 +207,10 @@ pub async fn register(
     .await
     .map_err(|e| AppError::internal("registration task failed", e))?;
     match made {
-        Ok(secret) => Ok(see_other("/", &signed_in_cookies(&app, secret.expose()))),
+        Ok(secret) => {
+            end_replaced_session(&app, &headers);
+            Ok(see_other("/", &signed_in_cookies(&app, secret.expose())))
+        }
         Err(AccountError::Invalid(message)) => again(StatusCode::UNPROCESSABLE_ENTITY, message),
         Err(AccountError::Store(e)) => {
             let refused = AppError::from(e);

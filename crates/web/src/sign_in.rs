@@ -224,6 +224,19 @@ pub(crate) fn checked_pre_session<'h>(
     Ok(pre)
 }
 
+/// Ends the session this browser had, if it sent one, as a sign-in or a
+/// registration (from a form kept from before it signed in) replaces its
+/// cookie: a session no cookie holds should not stay live until it
+/// expires. A failure is logged; the new session stands.
+pub(crate) fn end_replaced_session(app: &WebState, headers: &HeaderMap) {
+    let had = cookie(headers, cookies(app).session()).filter(|s| is_secret_shaped(s));
+    if let Some(had) = had
+        && let Err(e) = app.authn.sign_out(had)
+    {
+        tracing::warn!(error = %e.message(), "the session a sign-in replaced did not end");
+    }
+}
+
 /// The cookies that make a browser signed in with `secret` (its
 /// pre-session cookie cleared).
 pub(crate) fn signed_in_cookies(app: &WebState, secret: &str) -> [HeaderValue; 2] {
@@ -268,15 +281,7 @@ pub async fn sign_in(
         .await
     {
         Ok((_, secret)) => {
-            // A session this browser had (a sign-in form kept from before
-            // it signed in) ends: its cookie is replaced, and a session no
-            // cookie holds should not stay live until it expires.
-            let had = cookie(&headers, cookies(&app).session()).filter(|s| is_secret_shaped(s));
-            if let Some(had) = had
-                && let Err(e) = app.authn.sign_out(had)
-            {
-                tracing::warn!(error = %e.message(), "the session a sign-in replaced did not end");
-            }
+            end_replaced_session(&app, &headers);
             Ok(see_other(&next, &signed_in_cookies(&app, secret.expose())))
         }
         Err(refused) => {
