@@ -240,23 +240,7 @@ impl Index {
                     .insert(comment.id.clone(), comment);
             }
             Entity::Acl(acl) => self.acl = Some(acl),
-            Entity::RepoAcl(repo_acl) => {
-                if let Some(old) = self.repo_acls.get(&repo_acl.incarnation) {
-                    for name in acl_named(&old.acl) {
-                        if let Some(count) = self.acl_names.get_mut(&name) {
-                            *count -= 1;
-                            if *count == 0 {
-                                self.acl_names.remove(&name);
-                            }
-                        }
-                    }
-                }
-                for name in acl_named(&repo_acl.acl) {
-                    *self.acl_names.entry(name).or_default() += 1;
-                }
-                self.repo_acls
-                    .insert(repo_acl.incarnation.clone(), repo_acl);
-            }
+            Entity::RepoAcl(repo_acl) => self.apply_repo_acl(repo_acl),
             Entity::Removed(removed) => {
                 if removed.path == REPO_ACL_PATH && self.acl.take().is_some() {
                     self.entities -= 1;
@@ -293,6 +277,26 @@ impl Index {
             }
         }
         true
+    }
+
+    /// Stores a repo's ACL (the system repo's), keeping the count of the
+    /// names ACLs grant something.
+    fn apply_repo_acl(&mut self, repo_acl: RepoAcl) {
+        if let Some(old) = self.repo_acls.get(&repo_acl.incarnation) {
+            for name in acl_named(&old.acl) {
+                if let Some(count) = self.acl_names.get_mut(&name) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.acl_names.remove(&name);
+                    }
+                }
+            }
+        }
+        for name in acl_named(&repo_acl.acl) {
+            *self.acl_names.entry(name).or_default() += 1;
+        }
+        self.repo_acls
+            .insert(repo_acl.incarnation.clone(), repo_acl);
     }
 
     fn current_version(&self, entity: &Entity) -> Option<u64> {

@@ -68,7 +68,12 @@ fn copied_as_is(relative_in_repo: &Path) -> bool {
         || text.starts_with("objects/tmp_objdir")
         || name.starts_with("tmp_")
         || name.starts_with(".tmp-")
-        || name.ends_with(".lock"))
+        || name.ends_with(".lock")
+        // A pack's keep file: receive-pack's lasts only until the push's
+        // refs are in (one can vanish between the listing and the copy),
+        // and a restored repo needs none (a pack not kept is repacked,
+        // not lost).
+        || name.ends_with(".keep"))
 }
 
 fn walk(dir: &Path, base: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
