@@ -54,7 +54,6 @@ mod requests;
 pub mod shard;
 mod stats;
 mod system;
-pub use system::TokenLimits;
 mod write;
 
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -78,6 +77,7 @@ pub use record::MetaWrite;
 pub use recovery::folded_users;
 pub use requests::{AclPut, ChangePatch, IssuePatch, NewChange, NewComment, NewIssue, SettingsPut};
 pub use stats::MetaStats;
+pub use system::TokenLimits;
 use vole_git::Git;
 use vole_git::repos::RepoName;
 use vole_log::{EncodedTxn, Log, now_ns};

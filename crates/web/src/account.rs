@@ -36,11 +36,8 @@ impl std::fmt::Debug for EmailChanges {
 
 impl Default for EmailChanges {
     fn default() -> Self {
-        let n =
-            std::num::NonZeroU32::new(EMAIL_CHANGES_PER_HOUR).unwrap_or(std::num::NonZeroU32::MIN);
-        let hourly = governor::Quota::per_hour(n).allow_burst(n);
         EmailChanges {
-            per_user: governor::RateLimiter::keyed(hourly),
+            per_user: governor::RateLimiter::keyed(crate::hourly_quota(EMAIL_CHANGES_PER_HOUR)),
         }
     }
 }

@@ -112,6 +112,13 @@ pub struct FormLimits {
     pub email_changes: account::EmailChanges,
 }
 
+/// A quota of `n` an hour, all of which may be spent at once (0 is taken
+/// as 1).
+fn hourly_quota(n: u32) -> governor::Quota {
+    let n = std::num::NonZeroU32::new(n).unwrap_or(std::num::NonZeroU32::MIN);
+    governor::Quota::per_hour(n).allow_burst(n)
+}
+
 impl FormLimits {
     /// Forgets the addresses and users whose counts are full again (the
     /// maintenance task calls it), so the maps stay as large as the last

@@ -12,12 +12,11 @@
 //! without saying whose it is.
 
 use std::net::IpAddr;
-use std::num::NonZeroU32;
 use std::time::SystemTime;
 
 use axum::Form;
 use axum::extract::{FromRequest, Request};
-use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, Quota, RateLimiter};
+use governor::{DefaultDirectRateLimiter, DefaultKeyedRateLimiter, RateLimiter};
 use serde::Deserialize;
 use vole_accounts::{AccountError, NewUser};
 use vole_http::browser::check_origin;
@@ -46,13 +45,9 @@ impl std::fmt::Debug for Registrations {
 
 impl Default for Registrations {
     fn default() -> Self {
-        let hourly = |n: u32| {
-            let n = NonZeroU32::new(n).unwrap_or(NonZeroU32::MIN);
-            Quota::per_hour(n).allow_burst(n)
-        };
         Registrations {
-            per_address: RateLimiter::keyed(hourly(PER_ADDRESS_PER_HOUR)),
-            all: RateLimiter::direct(hourly(PER_HOUR)),
+            per_address: RateLimiter::keyed(crate::hourly_quota(PER_ADDRESS_PER_HOUR)),
+            all: RateLimiter::direct(crate::hourly_quota(PER_HOUR)),
         }
     }
 }

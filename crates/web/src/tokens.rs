@@ -10,11 +10,11 @@ use vole_accounts::{AccountError, NewTokenRequest};
 use vole_meta::entity::Scope;
 
 use super::*;
+use crate::forms::{checked_form, session_user};
+use crate::sign_in::{see_other, to_sign_in};
 
 /// Revoked tokens the page lists, the latest first; live ones are all listed.
 pub const REVOKED_SHOWN: usize = 20;
-use crate::forms::{checked_form, session_user};
-use crate::sign_in::{see_other, to_sign_in};
 
 const PATH: &str = "/-/user/tokens";
 
