@@ -230,6 +230,55 @@ impl Access {
         }
     }
 
+    /// May `principal` label or unlabel issues and pull requests of
+    /// `repo`? Those who may push there (an author may not label their own).
+    pub fn check_label(&self, principal: &Principal, repo: &RepoName) -> Result<(), Denied> {
+        self.check_role(
+            principal,
+            repo,
+            Role::Write,
+            format!("only someone who may push to {repo} may set labels"),
+        )
+    }
+
+    /// May `principal` edit or delete a comment on `repo` written by
+    /// `author`? Its author, or an admin of the repo.
+    pub fn check_comment_edit(
+        &self,
+        principal: &Principal,
+        repo: &RepoName,
+        author: &str,
+    ) -> Result<(), Denied> {
+        if principal
+            .identity()
+            .is_some_and(|id| id.user.eq_ignore_ascii_case(author))
+        {
+            return Ok(());
+        }
+        self.check_role(
+            principal,
+            repo,
+            Role::Admin,
+            format!("only its author or an admin of {repo} may edit or delete a comment"),
+        )
+    }
+
+    /// `principal` has at least `role` in `repo` (`WriteMeta` on the repo
+    /// is asked first); else forbidden with `why`.
+    fn check_role(
+        &self,
+        principal: &Principal,
+        repo: &RepoName,
+        role: Role,
+        why: String,
+    ) -> Result<(), Denied> {
+        match principal {
+            Principal::Anonymous => Err(Denied::Unauthenticated(WRITES_NEED_CREDENTIALS.into())),
+            Principal::User(_) if self.role(principal, repo) >= Some(role) => Ok(()),
+            Principal::User(_) => Err(Denied::Forbidden(why)),
+        }
+    }
+
     /// `principal`'s role in `repo`: `None` when it has none (it may still
     /// read a public repo).
     pub fn role(&self, principal: &Principal, repo: &RepoName) -> Option<Role> {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
+use axum::routing::{get, patch};
 
 use crate::ApiState;
 use vole_meta::entity::{Change, Issue};
@@ -24,6 +24,11 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
             get(crate::threads::get::<Issue>).patch(crate::threads::edit::<Issue>),
         )
         .route(
+            "/api/v1/repos/{owner}/{repo}/issues/{number}/comments/{id}",
+            patch(crate::threads::edit_comment::<Issue>)
+                .delete(crate::threads::delete_comment::<Issue>),
+        )
+        .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}/comments",
             get(crate::threads::list_comments::<Issue>).post(crate::threads::add_comment::<Issue>),
         )
@@ -34,6 +39,11 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
         .route(
             "/api/v1/repos/{owner}/{repo}/changes/{number}",
             get(crate::threads::get::<Change>).patch(crate::threads::edit::<Change>),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments/{id}",
+            patch(crate::threads::edit_comment::<Change>)
+                .delete(crate::threads::delete_comment::<Change>),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/changes/{number}/comments",

@@ -15,15 +15,21 @@ use serde::de::DeserializeOwned;
 
 use crate::ApiState;
 use crate::meta::{blocking, body, created, filter_query, parse_state, thread_number};
+use vole_access::{Principal, ResolvedRepo};
 use vole_git::repos::RepoName;
 use vole_http::page::ApiPage;
 use vole_http::repo_access::{Read, WriteMeta};
 use vole_http::{AppError, RepoAccess};
-use vole_meta::entity::{Change, ChangeState, Issue, IssueState, ThreadKind};
+use vole_meta::entity::{Change, ChangeState, Comment, Issue, IssueState, ThreadKind};
 use vole_meta::{
-    ChangePatch, Filter, IssuePatch, MetaError, MetaStore, NewChange, NewComment, NewIssue, Page,
+    ChangePatch, CommentPatch, Filter, IssuePatch, MetaError, MetaStore, NewChange, NewComment,
+    NewIssue, Page,
 };
 use vole_stdx::page::Pagination;
+
+fn label_set(labels: &[String]) -> std::collections::BTreeSet<&str> {
+    labels.iter().map(String::as_str).collect()
+}
 
 /// What an issue and a change request do not share.
 pub trait Thread: Serialize + Send + Sized + 'static {
@@ -41,6 +47,10 @@ pub trait Thread: Serialize + Send + Sized + 'static {
     const LABELLED: bool;
 
     fn author(&self) -> &str;
+    /// Whether `new` sets labels (only writers may).
+    fn labels_new(new: &Self::New) -> bool;
+    /// Whether `patch` changes this one's labels (only writers may).
+    fn relabels(&self, patch: &Self::Patch) -> bool;
     fn list(
         meta: &MetaStore,
         repo: &RepoName,
@@ -74,6 +84,15 @@ impl Thread for Issue {
 
     fn author(&self) -> &str {
         &self.author
+    }
+    fn labels_new(new: &NewIssue) -> bool {
+        !new.labels.is_empty()
+    }
+    fn relabels(&self, patch: &IssuePatch) -> bool {
+        patch
+            .labels
+            .as_ref()
+            .is_some_and(|labels| label_set(labels) != label_set(&self.labels))
     }
     fn list(
         meta: &MetaStore,
@@ -117,6 +136,12 @@ impl Thread for Change {
     fn author(&self) -> &str {
         &self.author
     }
+    fn labels_new(_: &NewChange) -> bool {
+        false
+    }
+    fn relabels(&self, _: &ChangePatch) -> bool {
+        false
+    }
     fn list(
         meta: &MetaStore,
         repo: &RepoName,
@@ -145,6 +170,100 @@ impl Thread for Change {
         meta.edit_change(repo, number, patch)
     }
 }
+
+// ---- the writes, shared by the API's handlers and the web's forms ----
+
+/// A denial by `access` as the response it is.
+fn refused(denied: vole_access::Denied) -> AppError {
+    AppError::denied(denied, || "not found".into())
+}
+
+/// A new issue or change request by `principal` (who has `WriteMeta` on
+/// the repo); labels only from those who may push.
+pub async fn create_thread<T: Thread>(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    name: ResolvedRepo,
+    new: T::New,
+) -> Result<T, AppError> {
+    app.quotas.meta_write(principal)?;
+    if T::labels_new(&new) {
+        app.access.check_label(principal, &name).map_err(refused)?;
+    }
+    let author = principal.name().to_string();
+    blocking(app, move |app| T::create(&app.meta, &name, new, &author)).await
+}
+
+/// An edit of title, body, state or labels: by its author or those who
+/// may push; labels by those who may push only.
+pub async fn edit_thread<T: Thread>(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    name: ResolvedRepo,
+    number: u64,
+    patch: T::Patch,
+) -> Result<T, AppError> {
+    app.quotas.meta_write(principal)?;
+    let current = T::get(&app.meta, &name, number)?;
+    app.access
+        .check_edit(principal, &name, current.author())
+        .map_err(refused)?;
+    if current.relabels(&patch) {
+        app.access.check_label(principal, &name).map_err(refused)?;
+    }
+    blocking(app, move |app| T::edit(&app.meta, &name, number, patch)).await
+}
+
+/// A comment by `principal` on thread `number`.
+pub async fn comment_on<T: Thread>(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    name: ResolvedRepo,
+    number: u64,
+    new: NewComment,
+) -> Result<Comment, AppError> {
+    app.quotas.meta_write(principal)?;
+    let author = principal.name().to_string();
+    blocking(app, move |app| {
+        app.meta.comment(&name, T::KIND, number, new, &author)
+    })
+    .await
+}
+
+/// A comment's body replaced (`Some`) or the comment deleted (`None`): by
+/// its author or an admin of the repo.
+pub async fn rewrite_comment<T: Thread>(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    name: ResolvedRepo,
+    (number, id): (u64, String),
+    version: u64,
+    body: Option<String>,
+) -> Result<Comment, AppError> {
+    app.quotas.meta_write(principal)?;
+    let current = app.meta.thread_comment(&name, T::KIND, number, &id)?;
+    app.access
+        .check_comment_edit(principal, &name, &current.author)
+        .map_err(refused)?;
+    // Without a version (the API's DELETE), the one just read.
+    let version = if version == 0 {
+        current.version
+    } else {
+        version
+    };
+    blocking(app, move |app| match body {
+        Some(body) => {
+            app.meta
+                .edit_comment(&name, T::KIND, number, &id, CommentPatch { version, body })
+        }
+        None => app
+            .meta
+            .delete_comment(&name, T::KIND, number, &id, version),
+    })
+    .await
+}
+
+// ---- the API's handlers ----
 
 /// `GET .../{issues,changes}?state=&label=&author=`.
 pub async fn list<T: Thread>(
@@ -184,11 +303,10 @@ pub async fn create<T: Thread>(
     }: RepoAccess<WriteMeta>,
     payload: Result<Json<T::New>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
     let new = body(payload)?;
-    let author = principal.name().to_string();
-    let made = blocking(&app, move |app| T::create(&app.meta, &name, new, &author)).await?;
-    Ok(created(made))
+    Ok(created(
+        create_thread::<T>(&app, &principal, name, new).await?,
+    ))
 }
 
 /// `GET .../{issues,changes}/{number}`.
@@ -201,8 +319,8 @@ pub async fn get<T: Thread>(
     Ok(Json(T::get(&app.meta, &name, number)?).into_response())
 }
 
-/// `PATCH .../{issues,changes}/{number}`: by its author or the repo's
-/// admins.
+/// `PATCH .../{issues,changes}/{number}`: by its author or those who may
+/// push; labels by those who may push.
 pub async fn edit<T: Thread>(
     State(app): State<Arc<ApiState>>,
     RepoAccess {
@@ -213,14 +331,9 @@ pub async fn edit<T: Thread>(
     Path((_, _, number)): Path<(String, String, String)>,
     payload: Result<Json<T::Patch>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let patch = body(payload)?;
-    let current = T::get(&app.meta, &name, number)?;
-    app.access
-        .check_edit(&principal, &name, current.author())
-        .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
-    let edited = blocking(&app, move |app| T::edit(&app.meta, &name, number, patch)).await?;
+    let edited = edit_thread::<T>(&app, &principal, name, number, patch).await?;
     Ok(Json(edited).into_response())
 }
 
@@ -253,13 +366,55 @@ pub async fn add_comment<T: Thread>(
     Path((_, _, number)): Path<(String, String, String)>,
     payload: Result<Json<NewComment>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    app.quotas.meta_write(&principal)?;
     let number = thread_number(&number)?;
     let new = body(payload)?;
-    let author = principal.name().to_string();
-    let comment = blocking(&app, move |app| {
-        app.meta.comment(&name, T::KIND, number, new, &author)
-    })
+    Ok(created(
+        comment_on::<T>(&app, &principal, name, number, new).await?,
+    ))
+}
+
+/// `PATCH .../{issues,changes}/{number}/comments/{id}` with
+/// `{"version", "body"}`: by its author or an admin of the repo.
+pub async fn edit_comment<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number, id)): Path<(String, String, String, String)>,
+    payload: Result<Json<CommentPatch>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let number = thread_number(&number)?;
+    let patch = body(payload)?;
+    if patch.version == 0 {
+        return Err(AppError::bad_request(
+            "give the version of the comment this edit replaces (its \"version\")",
+        ));
+    }
+    let edited = rewrite_comment::<T>(
+        &app,
+        &principal,
+        name,
+        (number, id),
+        patch.version,
+        Some(patch.body),
+    )
     .await?;
-    Ok(created(comment))
+    Ok(Json(edited).into_response())
+}
+
+/// `DELETE .../{issues,changes}/{number}/comments/{id}`: 204.
+pub async fn delete_comment<T: Thread>(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number, id)): Path<(String, String, String, String)>,
+) -> Result<Response, AppError> {
+    let number = thread_number(&number)?;
+    rewrite_comment::<T>(&app, &principal, name, (number, id), 0, None).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }

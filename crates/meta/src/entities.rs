@@ -1,5 +1,5 @@
 //! The store's operations on each kind of document: create, edit, read
-//! and list issues and change requests, comment on them, read and put the
+//! and list issues and change requests, read and put the
 //! ACL and the settings (and the site settings derived from them). Each
 //! write is decided under the repo's lock and goes through the ordered
 //! appender (`append.rs`).
@@ -80,6 +80,15 @@ impl MetaStore {
         page: Pagination,
     ) -> Result<Page<Issue>, MetaError> {
         self.read(repo, |state| Ok(state.index.issues(filter, page)))
+    }
+
+    /// How many issues with `filter`'s label and author are in each state.
+    pub fn issue_counts(
+        &self,
+        repo: &RepoName,
+        filter: &Filter<IssueState>,
+    ) -> Result<StateCounts<IssueState>, MetaError> {
+        self.read(repo, |state| Ok(state.index.issue_counts(filter)))
     }
 
     // ---- change requests ----
@@ -169,52 +178,13 @@ impl MetaStore {
         self.read(repo, |state| Ok(state.index.changes(filter, page)))
     }
 
-    // ---- comments ----
-
-    /// Comments on the issue or change request `number` (`kind` says
-    /// which the caller addressed).
-    pub fn comment(
+    /// How many change requests by `filter`'s author are in each state.
+    pub fn change_counts(
         &self,
         repo: &RepoName,
-        kind: ThreadKind,
-        number: u64,
-        new: NewComment,
-        author: &str,
-    ) -> Result<Comment, MetaError> {
-        if new.body.trim().is_empty() {
-            return Err(MetaError::Invalid("comment body must not be empty".into()));
-        }
-        entity::check_body(&new.body)?;
-        let id = self.new_id();
-        self.write(repo, |state| {
-            let thread = state.thread_id(kind, number)?;
-            let now = now_text();
-            Ok(Comment {
-                v: SCHEMA_V,
-                id,
-                thread,
-                thread_kind: kind,
-                body: new.body,
-                author: author.to_string(),
-                created_at: now.clone(),
-                updated_at: now,
-                version: 1,
-                replaces: None,
-            })
-        })
-    }
-
-    pub fn comments(
-        &self,
-        repo: &RepoName,
-        kind: ThreadKind,
-        number: u64,
-        page: Pagination,
-    ) -> Result<Page<Comment>, MetaError> {
-        self.read(repo, |state| {
-            let thread = state.thread_id(kind, number)?;
-            Ok(state.index.comments(&thread, page))
-        })
+        filter: &Filter<ChangeState>,
+    ) -> Result<StateCounts<ChangeState>, MetaError> {
+        self.read(repo, |state| Ok(state.index.change_counts(filter)))
     }
 
     // ---- ACL and settings ----

@@ -129,6 +129,11 @@ pub struct Comment {
     pub version: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<u64>,
+    /// Deleted by its author or an admin: the body is emptied and the
+    /// comment is no longer listed (the document stays, so a later fold
+    /// cannot bring an older version back).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleted: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -601,6 +606,7 @@ mod tests {
             updated_at: String::new(),
             version: 1,
             replaces: None,
+            deleted: false,
         });
         assert_eq!(comment.root_id(), issue_id);
         assert_eq!(

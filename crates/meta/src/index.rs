@@ -62,6 +62,25 @@ impl<S: Eq + Hash + Copy> Facets<S> {
         drop_from(&mut self.by_author, &author.to_string(), number);
     }
 
+    /// How many numbers match the facets with `state` (no set is copied:
+    /// the count of the state's set when nothing else filters).
+    fn count(
+        &self,
+        all: &BTreeMap<u64, impl Sized>,
+        state: S,
+        label: Option<&str>,
+        author: Option<&str>,
+    ) -> usize {
+        if label.is_none() && author.is_none() {
+            return self.in_state(state);
+        }
+        self.select(all, Some(state), label, author).len()
+    }
+
+    fn in_state(&self, state: S) -> usize {
+        self.by_state.get(&state).map_or(0, BTreeSet::len)
+    }
+
     /// Numbers matching every given facet, newest (highest) first.
     fn select(
         &self,
@@ -91,6 +110,28 @@ impl<S: Eq + Hash + Copy> Facets<S> {
                 .copied()
                 .collect(),
         }
+    }
+}
+
+/// How many issues and change requests are open.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenCounts {
+    pub issues: usize,
+    pub changes: usize,
+}
+
+/// How many of a filtered list are in each state (a list's tabs).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StateCounts<S> {
+    pub counts: Vec<(S, usize)>,
+}
+
+impl<S: PartialEq> StateCounts<S> {
+    pub fn of(&self, state: S) -> usize {
+        self.counts
+            .iter()
+            .find(|(s, _)| *s == state)
+            .map_or(0, |(_, n)| *n)
     }
 }
 
@@ -408,7 +449,41 @@ impl Index {
         paginate(&numbers, page, |n| self.changes.get(n).cloned())
     }
 
-    /// Comments of a thread, oldest first.
+    /// How many issues match `filter`'s label and author in each state.
+    pub fn issue_counts(&self, filter: &Filter<IssueState>) -> StateCounts<IssueState> {
+        let (label, author) = (filter.label.as_deref(), filter.author.as_deref());
+        StateCounts {
+            counts: [IssueState::Open, IssueState::Closed]
+                .into_iter()
+                .map(|s| (s, self.issue_facets.count(&self.issues, s, label, author)))
+                .collect(),
+        }
+    }
+
+    /// How many change requests match `filter`'s author in each state.
+    pub fn change_counts(&self, filter: &Filter<ChangeState>) -> StateCounts<ChangeState> {
+        let author = filter.author.as_deref();
+        StateCounts {
+            counts: [ChangeState::Open, ChangeState::Merged, ChangeState::Closed]
+                .into_iter()
+                .map(|s| (s, self.change_facets.count(&self.changes, s, None, author)))
+                .collect(),
+        }
+    }
+
+    pub fn open_counts(&self) -> OpenCounts {
+        OpenCounts {
+            issues: self.issue_facets.in_state(IssueState::Open),
+            changes: self.change_facets.in_state(ChangeState::Open),
+        }
+    }
+
+    /// The comment `id` of a thread, deleted or not.
+    pub fn comment(&self, thread_id: &str, id: &str) -> Option<&Comment> {
+        self.comments.get(thread_id)?.get(id)
+    }
+
+    /// Comments of a thread, oldest first, the deleted left out.
     pub fn comments(&self, thread_id: &str, page: Pagination) -> Page<Comment> {
         let Some(thread) = self.comments.get(thread_id) else {
             return Page {
@@ -416,9 +491,10 @@ impl Index {
                 total: 0,
             };
         };
+        let shown = || thread.values().filter(|c| !c.deleted);
         Page {
-            items: page.slice(thread.values()).cloned().collect(),
-            total: thread.len(),
+            items: page.slice(shown()).cloned().collect(),
+            total: shown().count(),
         }
     }
 

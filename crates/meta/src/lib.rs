@@ -39,6 +39,7 @@
 
 mod append;
 mod append_order;
+mod comments;
 mod entities;
 pub mod entity;
 mod error;
@@ -72,10 +73,12 @@ use entity::{
 };
 pub use error::{AppendError, MetaError, Unavailable};
 pub use fold::{FoldHook, FoldStage, MetaRepoError, PendingWrite};
-pub use index::{Filter, Page};
+pub use index::{Filter, OpenCounts, Page, StateCounts};
 pub use record::MetaWrite;
 pub use recovery::folded_users;
-pub use requests::{AclPut, ChangePatch, IssuePatch, NewChange, NewComment, NewIssue, SettingsPut};
+pub use requests::{
+    AclPut, ChangePatch, CommentPatch, IssuePatch, NewChange, NewComment, NewIssue, SettingsPut,
+};
 pub use stats::MetaStats;
 pub use system::TokenLimits;
 use vole_git::Git;
@@ -341,6 +344,14 @@ impl RepoState {
                 }
                 _ => MetaError::NotFound(format!("change request #{number} not found")),
             })
+    }
+
+    fn comment(&self, kind: ThreadKind, number: u64, id: &str) -> Result<&Comment, MetaError> {
+        let thread = self.thread_id(kind, number)?;
+        self.index
+            .comment(&thread, id)
+            .filter(|c| !c.deleted)
+            .ok_or_else(|| MetaError::NotFound(format!("comment {id} not found on #{number}")))
     }
 
     fn thread_id(&self, kind: ThreadKind, number: u64) -> Result<String, MetaError> {

@@ -53,6 +53,14 @@ pub struct NewComment {
     pub body: String,
 }
 
+/// A comment's new body; `version` is the one it replaces.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommentPatch {
+    pub version: u64,
+    pub body: String,
+}
+
 /// A whole new ACL; `version` is the one it replaces (0 when none is
 /// stored yet).
 #[derive(Debug, Clone, Deserialize)]

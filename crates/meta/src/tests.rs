@@ -918,3 +918,84 @@ fn the_pending_writes_of_a_forgotten_repo_hold_up_no_flush_and_no_compaction() {
     assert_eq!(log.applied(), 3, "the applied watermark stops at them");
     store.close(Duration::from_secs(1));
 }
+
+#[test]
+fn a_deleted_comment_is_no_longer_listed_and_stays_deleted_after_a_reopen() {
+    let fx = Fixture::new();
+    let page = Pagination::new(1, 100).unwrap();
+    let (number, kept, gone) = {
+        let (_log, store) = fx.open(quick());
+        let issue = store.create_issue(&repo(), new_issue("t"), "ann").unwrap();
+        let say = |body: &str| {
+            store
+                .comment(
+                    &repo(),
+                    ThreadKind::Issue,
+                    issue.number,
+                    NewComment { body: body.into() },
+                    "bob",
+                )
+                .unwrap()
+        };
+        let (kept, gone) = (say("first"), say("second"));
+        let edited = store
+            .edit_comment(
+                &repo(),
+                ThreadKind::Issue,
+                issue.number,
+                &kept.id,
+                CommentPatch {
+                    version: 1,
+                    body: "first, edited".into(),
+                },
+            )
+            .unwrap();
+        assert_eq!((edited.version, edited.replaces), (2, Some(1)));
+        let stale = store.edit_comment(
+            &repo(),
+            ThreadKind::Issue,
+            issue.number,
+            &kept.id,
+            CommentPatch {
+                version: 1,
+                body: "overwrite".into(),
+            },
+        );
+        assert!(
+            matches!(stale, Err(MetaError::Stale(_))),
+            "a comment edit of version 1 after version 2 was not refused: {stale:?}"
+        );
+        store
+            .delete_comment(&repo(), ThreadKind::Issue, issue.number, &gone.id, 1)
+            .unwrap();
+        assert!(store.flush(Duration::from_secs(10)));
+        (issue.number, kept, gone)
+    };
+    // The deletion is a document of its own (folded into git), so the
+    // reopened store, which reads the trees, does not list it either.
+    let (_log, store) = fx.open(quick());
+    let listed = store
+        .comments(&repo(), ThreadKind::Issue, number, page)
+        .unwrap();
+    let bodies: Vec<&str> = listed.items.iter().map(|c| c.body.as_str()).collect();
+    assert_eq!(
+        (bodies, listed.total),
+        (vec!["first, edited"], 1),
+        "the deleted comment is listed after a reopen"
+    );
+    assert!(matches!(
+        store.thread_comment(&repo(), ThreadKind::Issue, number, &gone.id),
+        Err(MetaError::NotFound(_))
+    ));
+    assert!(matches!(
+        store.delete_comment(&repo(), ThreadKind::Issue, number, &gone.id, 2),
+        Err(MetaError::NotFound(_))
+    ));
+    assert_eq!(
+        store
+            .thread_comment(&repo(), ThreadKind::Issue, number, &kept.id)
+            .unwrap()
+            .version,
+        2
+    );
+}

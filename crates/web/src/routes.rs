@@ -53,6 +53,24 @@ pub fn routes(state: Arc<WebState>) -> Router {
             get(crate::log::log_path),
         )
         .route("/{owner}/{repo}/-/commit/{id}", get(crate::commit::commit))
+        .route("/{owner}/{repo}/-/issues", get(crate::issues::issues))
+        .route(
+            "/{owner}/{repo}/-/issues/new",
+            get(crate::issues::new_issue).post(crate::issues::create_issue),
+        )
+        .route(
+            "/{owner}/{repo}/-/issues/{number}",
+            get(crate::issue::issue).post(crate::issue::post_issue),
+        )
+        .route(
+            "/{owner}/{repo}/-/issues/{number}/comments/{id}",
+            post(crate::issue::post_comment),
+        )
+        .route(
+            "/{owner}/{repo}/-/pulls/{number}/comments/{id}",
+            post(crate::issue::post_comment),
+        )
+        .route("/{owner}/{repo}/-/pulls", get(crate::issues::pulls))
         .route("/{owner}/{repo}/-/branches", get(crate::refs::branches))
         .route("/{owner}/{repo}/-/tags", get(crate::refs::tags))
         .route("/{owner}/{repo}/-/activity", get(crate::refs::activity))

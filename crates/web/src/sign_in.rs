@@ -45,20 +45,80 @@ pub struct Viewer {
     /// Whom the request is for and the rules, to tell which links to
     /// show (a settings tab for a repo's admins only).
     rules: Option<(Principal, Arc<Access>)>,
+    /// The metadata store, for the repo tabs' open counts.
+    meta: Option<Arc<vole_meta::MetaStore>>,
 }
 
 impl Viewer {
+    /// How many issues and pull requests of `repo` are open (the repo
+    /// tabs show them; an in-memory count, no I/O).
+    pub fn open_counts(&self, repo: &str) -> vole_meta::OpenCounts {
+        let counts = RepoName::parse(repo)
+            .ok()
+            .zip(self.meta.as_ref())
+            .and_then(|(name, meta)| meta.open_counts(&name).ok());
+        counts.unwrap_or_default()
+    }
+
     /// Whether the viewer may administer repo `repo` (`owner/name`): the
     /// settings tab shows only then. The routes check again.
     pub fn may_administer(&self, repo: &str) -> bool {
+        self.allows(repo, |access, principal, name| {
+            access.check(principal, vole_access::Action::Administer, name)
+        })
+    }
+
+    /// Whether `rule` lets the viewer act on repo `repo` (`owner/name`):
+    /// a page shows a button only then; its route asks the same rule.
+    pub fn allows(
+        &self,
+        repo: &str,
+        rule: impl FnOnce(&Access, &Principal, &RepoName) -> Result<(), vole_access::Denied>,
+    ) -> bool {
         let Some((principal, access)) = &self.rules else {
             return false;
         };
-        RepoName::parse(repo).is_ok_and(|name| {
-            access
-                .check(principal, vole_access::Action::Administer, &name)
-                .is_ok()
+        RepoName::parse(repo).is_ok_and(|name| rule(access, principal, &name).is_ok())
+    }
+
+    /// Whether the viewer may close, reopen and edit a thread by `author`.
+    pub fn may_edit(&self, repo: &str, author: &str) -> bool {
+        self.may_write(repo, |access, principal, name| {
+            access.check_edit(principal, name, author)
         })
+    }
+
+    /// Whether the viewer may set labels (and merge): a writer.
+    pub fn may_label(&self, repo: &str) -> bool {
+        self.may_write(repo, |access, principal, name| {
+            access.check_label(principal, name)
+        })
+    }
+
+    /// Whether the viewer may edit or delete a comment by `author`.
+    pub fn may_edit_comment(&self, repo: &str, author: &str) -> bool {
+        self.may_write(repo, |access, principal, name| {
+            access.check_comment_edit(principal, name, author)
+        })
+    }
+
+    /// Whether the viewer may open issues and comment.
+    pub fn may_comment(&self, repo: &str) -> bool {
+        self.may_write(repo, |_, _, _| Ok(()))
+    }
+
+    /// A form's rule, for a session (a request signed in by a credential
+    /// of its own has no forms) that may write the repo's metadata.
+    fn may_write(
+        &self,
+        repo: &str,
+        rule: impl FnOnce(&Access, &Principal, &RepoName) -> Result<(), vole_access::Denied>,
+    ) -> bool {
+        !self.csrf.is_empty()
+            && self.allows(repo, |access, principal, name| {
+                access.check(principal, vole_access::Action::WriteMeta, name)?;
+                rule(access, principal, name)
+            })
     }
 }
 
@@ -81,7 +141,10 @@ pub async fn session_layer(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let mut viewer = Viewer::default();
+    let mut viewer = Viewer {
+        meta: Some(app.api.meta.clone()),
+        ..Viewer::default()
+    };
     let given = request
         .extensions()
         .get::<Principal>()

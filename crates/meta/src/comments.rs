@@ -1,0 +1,145 @@
+//! The store's operations on comments: add, read, edit and delete one
+//! (a deletion empties the body and marks it, so no older version comes
+//! back), list a thread's; and what the pages ask of threads in one read
+//! (how many are open, what kind each `#N` is).
+
+use super::*;
+use crate::entities::check_version;
+
+impl MetaStore {
+    /// Comments on the issue or change request `number` (`kind` says
+    /// which the caller addressed).
+    pub fn comment(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        new: NewComment,
+        author: &str,
+    ) -> Result<Comment, MetaError> {
+        if new.body.trim().is_empty() {
+            return Err(MetaError::Invalid("comment body must not be empty".into()));
+        }
+        entity::check_body(&new.body)?;
+        let id = self.new_id();
+        self.write(repo, |state| {
+            let thread = state.thread_id(kind, number)?;
+            let now = now_text();
+            Ok(Comment {
+                v: SCHEMA_V,
+                id,
+                thread,
+                thread_kind: kind,
+                body: new.body,
+                author: author.to_string(),
+                created_at: now.clone(),
+                updated_at: now,
+                version: 1,
+                replaces: None,
+                deleted: false,
+            })
+        })
+    }
+
+    /// The comment `id` on thread `number` (not found once deleted).
+    pub fn thread_comment(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        id: &str,
+    ) -> Result<Comment, MetaError> {
+        self.read(repo, |state| state.comment(kind, number, id).cloned())
+    }
+
+    /// A comment's body replaced; `version` is the one it replaces.
+    pub fn edit_comment(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        id: &str,
+        patch: CommentPatch,
+    ) -> Result<Comment, MetaError> {
+        if patch.body.trim().is_empty() {
+            return Err(MetaError::Invalid(
+                "comment body must not be empty; delete the comment instead".into(),
+            ));
+        }
+        entity::check_body(&patch.body)?;
+        self.rewrite_comment(repo, kind, number, id, patch.version, Some(patch.body))
+    }
+
+    /// A comment deleted: its body emptied, and no longer listed.
+    pub fn delete_comment(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        id: &str,
+        version: u64,
+    ) -> Result<Comment, MetaError> {
+        self.rewrite_comment(repo, kind, number, id, version, None)
+    }
+
+    fn rewrite_comment(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        id: &str,
+        version: u64,
+        body: Option<String>,
+    ) -> Result<Comment, MetaError> {
+        self.write(repo, |state| {
+            let current = state.comment(kind, number, id)?;
+            check_version("a comment on", number, current.version, version)?;
+            let mut next = current.clone();
+            match body {
+                Some(body) => next.body = body,
+                None => {
+                    next.body.clear();
+                    next.deleted = true;
+                }
+            }
+            next.replaces = Some(current.version);
+            next.version = current.version + 1;
+            next.updated_at = now_text();
+            Ok(next)
+        })
+    }
+
+    /// How many issues and change requests of the repo are open (the
+    /// repo's tabs show them).
+    pub fn open_counts(&self, repo: &RepoName) -> Result<OpenCounts, MetaError> {
+        self.read(repo, |state| Ok(state.index.open_counts()))
+    }
+
+    /// The kind of each of `numbers` the repo has a thread for (what
+    /// `#N` in a text links to), in one read.
+    pub fn thread_kinds(
+        &self,
+        repo: &RepoName,
+        numbers: &[u64],
+    ) -> Result<std::collections::HashMap<u64, ThreadKind>, MetaError> {
+        self.read(repo, |state| {
+            Ok(numbers
+                .iter()
+                .filter_map(|&n| Some((n, state.index.kind_of_number(n)?)))
+                .collect())
+        })
+    }
+
+    pub fn comments(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        page: Pagination,
+    ) -> Result<Page<Comment>, MetaError> {
+        self.read(repo, |state| {
+            let thread = state.thread_id(kind, number)?;
+            Ok(state.index.comments(&thread, page))
+        })
+    }
+}

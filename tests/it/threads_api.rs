@@ -1,0 +1,114 @@
+//! The rules on issues and comments in the JSON API, against a real
+//! server: a comment edited (PATCH, its version) and deleted (DELETE) by
+//! its author or an admin of the repo and by no one else; labels set by
+//! writers only, an author's own issue included.
+
+use serde_json::{Value, json};
+
+use crate::support::*;
+
+struct Caller {
+    addr: std::net::SocketAddr,
+    auth: String,
+}
+
+impl Caller {
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let payload = body.map(|b| b.to_string()).unwrap_or_default();
+        let head = format!(
+            "{method} /api/v1/repos/alice/repo{path} HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
+            self.auth,
+            payload.len()
+        );
+        let response = http(self.addr, &head, payload.as_bytes());
+        // A refusal's body is its message, as text.
+        let value = serde_json::from_slice(&response.body)
+            .unwrap_or_else(|_| Value::String(response.text()));
+        (response.status, value)
+    }
+}
+
+#[test]
+fn comments_are_rewritten_by_their_author_or_an_admin_and_labels_by_writers() {
+    let forge = Forge::start(&["alice/repo"], &[]);
+    let caller = |user: &str| Caller {
+        addr: forge.server().addr,
+        auth: basic(user, &user_token(&forge.data, user, false, "admin", &[])),
+    };
+    let (alice, bob, carol) = (caller("alice"), caller("bob"), caller("carol"));
+    let acl = json!({"visibility": "public", "members": [{"name": "carol", "role": "write"}]});
+    assert_eq!(alice.call("PUT", "/acl", Some(acl)).0, 200);
+
+    // bob (a reader) files an issue; he may not label it, even his own.
+    let (status, body) = bob.call(
+        "POST",
+        "/issues",
+        Some(json!({"title": "t", "labels": ["bug"]})),
+    );
+    assert_eq!(status, 403, "{body}");
+    let (status, issue) = bob.call("POST", "/issues", Some(json!({"title": "t"})));
+    assert_eq!(status, 201, "{issue}");
+    let (status, body) = bob.call(
+        "PATCH",
+        "/issues/1",
+        Some(json!({"version": 1, "labels": ["bug"]})),
+    );
+    assert_eq!(status, 403, "an author labelling their own: {body}");
+    assert!(body.to_string().contains("may set labels"), "{body}");
+    // The same labels again is no relabelling: his title edit goes through.
+    let (status, body) = bob.call(
+        "PATCH",
+        "/issues/1",
+        Some(json!({"version": 1, "title": "t2", "labels": []})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = carol.call(
+        "PATCH",
+        "/issues/1",
+        Some(json!({"version": 2, "labels": ["bug"]})),
+    );
+    assert_eq!(status, 200, "a writer labels: {body}");
+
+    let (status, comment) = bob.call("POST", "/issues/1/comments", Some(json!({"body": "first"})));
+    assert_eq!(status, 201, "{comment}");
+    let id = comment["id"].as_str().unwrap().to_string();
+    let path = format!("/issues/1/comments/{id}");
+    // carol may push but is not an admin: not hers to edit or delete.
+    let (status, body) = carol.call("PATCH", &path, Some(json!({"version": 1, "body": "carol"})));
+    assert_eq!(status, 403, "{body}");
+    assert_eq!(carol.call("DELETE", &path, None).0, 403);
+    // Without a version, or with a stale one: refused.
+    let (status, body) = bob.call("PATCH", &path, Some(json!({"body": "x"})));
+    assert_eq!(status, 422, "{body}");
+    assert!(
+        body.to_string().contains("missing field `version`"),
+        "{body}"
+    );
+    let (status, edited) = bob.call(
+        "PATCH",
+        &path,
+        Some(json!({"version": 1, "body": "second"})),
+    );
+    assert_eq!(
+        (status, edited["body"].as_str()),
+        (200, Some("second")),
+        "{edited}"
+    );
+    let (status, body) = bob.call("PATCH", &path, Some(json!({"version": 1, "body": "stale"})));
+    assert_eq!(status, 409, "{body}");
+    // alice (an admin of the repo) deletes it; it is gone from the list.
+    let (status, _) = alice.call("DELETE", &path, None);
+    assert_eq!(status, 204);
+    let (status, list) = bob.call("GET", "/issues/1/comments", None);
+    assert_eq!(status, 200);
+    assert_eq!(list, json!([]), "a deleted comment is still listed");
+    assert_eq!(
+        bob.call("PATCH", &path, Some(json!({"version": 3, "body": "back"})))
+            .0,
+        404
+    );
+    // Anti-vacuity: a comment of another thread's id is not this one's.
+    let (_, other) = carol.call("POST", "/issues", Some(json!({"title": "o"})));
+    let wrong = format!("/issues/{}/comments/{id}", other["number"]);
+    assert_eq!(alice.call("DELETE", &wrong, None).0, 404);
+}
