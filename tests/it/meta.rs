@@ -155,13 +155,22 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
     );
     assert_eq!(status, 409);
     assert!(response.text().contains("version 2"), "{}", response.text());
-    let (status, merged, _) = api(
+    // Merged only by a merge, which moves the target: never by an edit.
+    let (status, _, response) = api(
         addr,
         "PATCH",
         &p("/changes/3"),
         Some(&json!({"version": 1, "state": "merged"})),
     );
-    assert_eq!((status, merged["state"].as_str()), (200, Some("merged")));
+    assert_eq!(status, 422, "{}", response.text());
+    assert!(response.text().contains("/merge"), "{}", response.text());
+    let (status, closed, _) = api(
+        addr,
+        "PATCH",
+        &p("/changes/3"),
+        Some(&json!({"version": 1, "state": "closed"})),
+    );
+    assert_eq!((status, closed["state"].as_str()), (200, Some("closed")));
 
     // ACL and settings: defaults at version 0, then a replacing PUT.
     let (status, acl, _) = api(addr, "GET", &p("/acl"), None);

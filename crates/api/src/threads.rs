@@ -39,12 +39,8 @@ pub trait Thread: Serialize + Send + Sized + 'static {
     const KIND: ThreadKind;
     /// The collection's segment in URLs (`issues`, `changes`).
     const NOUN: &'static str;
-    /// The kind, plural, as a person reads it.
-    const NAMED: &'static str;
     /// The states a list may be filtered by, as a person reads them.
     const STATES: &'static str;
-    /// Whether the kind has labels to filter by.
-    const LABELLED: bool;
 
     fn author(&self) -> &str;
     /// Whether `new` sets labels (only writers may).
@@ -78,9 +74,7 @@ impl Thread for Issue {
     type State = IssueState;
     const KIND: ThreadKind = ThreadKind::Issue;
     const NOUN: &'static str = "issues";
-    const NAMED: &'static str = "issues";
     const STATES: &'static str = "open, closed";
-    const LABELLED: bool = true;
 
     fn author(&self) -> &str {
         &self.author
@@ -129,18 +123,19 @@ impl Thread for Change {
     type State = ChangeState;
     const KIND: ThreadKind = ThreadKind::Change;
     const NOUN: &'static str = "changes";
-    const NAMED: &'static str = "change requests";
     const STATES: &'static str = "open, merged, closed";
-    const LABELLED: bool = false;
 
     fn author(&self) -> &str {
         &self.author
     }
-    fn labels_new(_: &NewChange) -> bool {
-        false
+    fn labels_new(new: &NewChange) -> bool {
+        !new.labels.is_empty()
     }
-    fn relabels(&self, _: &ChangePatch) -> bool {
-        false
+    fn relabels(&self, patch: &ChangePatch) -> bool {
+        patch
+            .labels
+            .as_ref()
+            .is_some_and(|labels| label_set(labels) != label_set(&self.labels))
     }
     fn list(
         meta: &MetaStore,
@@ -272,12 +267,6 @@ pub async fn list<T: Thread>(
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    if !T::LABELLED && query.contains_key("label") {
-        return Err(AppError::bad_request(format!(
-            "{} have no labels; filter by state or author",
-            T::NAMED
-        )));
-    }
     let filter = Filter {
         state: parse_state::<T::State>(&query, T::STATES)?,
         label: query.get("label").cloned(),

@@ -135,6 +135,28 @@ impl Git {
         args: &[&str],
         bounds: Bounds,
     ) -> Result<Bounded, BoundedError> {
+        let (out, status, stderr) = self.run_bounded_env(git_dir, args, &[], bounds)?;
+        if !out.truncated && !status.success() {
+            return Err(BoundedError::Failed {
+                command: args.first().copied().unwrap_or_default().to_string(),
+                status,
+                stderr,
+            });
+        }
+        Ok(out)
+    }
+
+    /// [`Git::run_bounded`] with `env` added to the child's environment,
+    /// for a command whose exit status is an answer (`git merge-tree`
+    /// exits 1 on conflicts, `merge-base --is-ancestor` 1 for "no"): its
+    /// output, status and the start of its stderr.
+    pub fn run_bounded_env(
+        &self,
+        git_dir: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        bounds: Bounds,
+    ) -> Result<(Bounded, std::process::ExitStatus, String), BoundedError> {
         let command = args.first().copied().unwrap_or_default().to_string();
         use std::os::unix::process::CommandExt;
         let mut child = self
@@ -148,6 +170,7 @@ impl Git {
             // a request's path mean nothing to git.
             .arg("--literal-pathspecs")
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -201,14 +224,7 @@ impl Git {
                 deadline: bounds.deadline,
             });
         }
-        if !truncated && !status.success() {
-            return Err(BoundedError::Failed {
-                command,
-                status,
-                stderr,
-            });
-        }
-        Ok(Bounded { stdout, truncated })
+        Ok((Bounded { stdout, truncated }, status, stderr))
     }
 }
 

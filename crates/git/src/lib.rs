@@ -1,7 +1,7 @@
 //! The git platform vole stands on, knowing nothing of HTTP: the git
 //! binary (this file), bounded read-side children (`bounded`), fsync
 //! outside the log (`durable`), a repo's identity across the reuse of its
-//! name (`incarnation`), the data dir's layout and lock (`datadir`), bare
+//! name (`incarnation`), merges in a bare repo (`merge`), the data dir's layout and lock (`datadir`), bare
 //! repos on disk and their names (`repos`) and the one rule for a path
 //! inside a tree (`tree_path`).
 //!
@@ -20,6 +20,7 @@ mod bounded;
 pub mod datadir;
 pub mod durable;
 pub mod incarnation;
+pub mod merge;
 pub mod repos;
 pub mod tree_path;
 pub use bounded::{Bounded, BoundedError, Bounds, Cancel, CancelOnDrop};

@@ -103,6 +103,7 @@ impl MetaStore {
         entity::check_body(&new.body)?;
         entity::check_branch("source branch", &new.source_branch)?;
         entity::check_branch("target branch", &new.target_branch)?;
+        entity::check_labels(&new.labels)?;
         if new.source_branch == new.target_branch {
             return Err(MetaError::Invalid(
                 "source and target branch are the same branch".into(),
@@ -121,11 +122,16 @@ impl MetaStore {
                 source_branch: new.source_branch,
                 target_branch: new.target_branch,
                 state: ChangeState::Open,
+                labels: dedup(new.labels),
                 author: author.to_string(),
                 created_at: now.clone(),
                 updated_at: now,
                 version: 1,
                 replaces: None,
+                merge_commit: None,
+                merged_by: None,
+                merged_at: None,
+                merge_method: None,
             })
         })
     }
@@ -145,10 +151,26 @@ impl MetaStore {
         if let Some(target) = &patch.target_branch {
             entity::check_branch("target branch", target)?;
         }
+        if let Some(labels) = &patch.labels {
+            entity::check_labels(labels)?;
+        }
+        if patch.state == Some(ChangeState::Merged) {
+            return Err(MetaError::Invalid(
+                "a pull request is merged by POST .../pulls/{n}/merge, which moves its target branch; an edit cannot mark it merged".into(),
+            ));
+        }
         self.write(repo, |state| {
             let current = state.change(number)?;
             check_version("change request", number, current.version, patch.version)?;
+            if current.state == ChangeState::Merged
+                && (patch.state.is_some() || patch.target_branch.is_some())
+            {
+                return Err(MetaError::Invalid(format!(
+                    "change request {number} is merged: its state and target branch stay as they are"
+                )));
+            }
             let mut next = current.clone();
+            next.labels = patch.labels.map(dedup).unwrap_or(next.labels);
             next.title = patch.title.unwrap_or(next.title);
             next.body = patch.body.unwrap_or(next.body);
             next.state = patch.state.unwrap_or(next.state);
@@ -161,6 +183,37 @@ impl MetaStore {
             next.replaces = Some(current.version);
             next.version = current.version + 1;
             next.updated_at = now_text();
+            Ok(next)
+        })
+    }
+
+    /// Marks change request `number` merged by `by` with `method`, its
+    /// target now at `commit`: the last step of a merge, after the target
+    /// moved (and at start, for a merge whose last step a crash cut). A
+    /// change request merged already is left as it is.
+    pub fn mark_merged(
+        &self,
+        repo: &RepoName,
+        number: u64,
+        (commit, method): (&str, crate::entity::MergeMethod),
+        by: &str,
+    ) -> Result<Change, MetaError> {
+        let current = self.change(repo, number)?;
+        if current.state == ChangeState::Merged {
+            return Ok(current);
+        }
+        self.write(repo, |state| {
+            let current = state.change(number)?;
+            let mut next = current.clone();
+            next.state = ChangeState::Merged;
+            next.merge_commit = Some(commit.to_string());
+            next.merge_method = Some(method);
+            next.merged_by = Some(by.to_string());
+            let now = now_text();
+            next.merged_at = Some(now.clone());
+            next.replaces = Some(current.version);
+            next.version = current.version + 1;
+            next.updated_at = now;
             Ok(next)
         })
     }
@@ -411,6 +464,7 @@ impl MetaStore {
         }
         entity::check_site(&put.site, &put.site_domains)?;
         entity::check_description(&put.description)?;
+        entity::check_merge_settings(&put.merge)?;
         let written = self.write(repo, |state| {
             let current = state.index.settings().map_or(0, |s| s.version);
             check_version("settings", 0, current, put.version)?;
@@ -422,6 +476,7 @@ impl MetaStore {
                 protected_admins_only: put.protected_admins_only,
                 site: put.site,
                 site_domains: put.site_domains,
+                merge: put.merge,
                 updated_at: now_text(),
                 version: current + 1,
                 replaces: (current > 0).then_some(current),
@@ -462,6 +517,7 @@ impl MetaStore {
             protected_admins_only: false,
             site: SiteSettings::default(),
             site_domains: Vec::new(),
+            merge: Default::default(),
             updated_at: String::new(),
             version: 0,
             replaces: None,

@@ -262,13 +262,12 @@ impl Index {
                 self.issues.insert(issue.number, issue);
             }
             Entity::Change(change) => {
-                let no_labels: &[String] = &[];
                 if let Some(old) = self.changes.get(&change.number) {
                     self.change_facets
-                        .remove(old.number, old.state, no_labels, &old.author);
+                        .remove(old.number, old.state, &old.labels, &old.author);
                 }
                 self.change_facets
-                    .add(change.number, change.state, no_labels, &change.author);
+                    .add(change.number, change.state, &change.labels, &change.author);
                 self.threads
                     .insert(change.id.clone(), (ThreadKind::Change, change.number));
                 self.max_number = self.max_number.max(change.number);
@@ -443,9 +442,12 @@ impl Index {
     }
 
     pub fn changes(&self, filter: &Filter<ChangeState>, page: Pagination) -> Page<Change> {
-        let numbers =
-            self.change_facets
-                .select(&self.changes, filter.state, None, filter.author.as_deref());
+        let numbers = self.change_facets.select(
+            &self.changes,
+            filter.state,
+            filter.label.as_deref(),
+            filter.author.as_deref(),
+        );
         paginate(&numbers, page, |n| self.changes.get(n).cloned())
     }
 
@@ -460,13 +462,13 @@ impl Index {
         }
     }
 
-    /// How many change requests match `filter`'s author in each state.
+    /// How many change requests match `filter`'s label and author in each state.
     pub fn change_counts(&self, filter: &Filter<ChangeState>) -> StateCounts<ChangeState> {
-        let author = filter.author.as_deref();
+        let (label, author) = (filter.label.as_deref(), filter.author.as_deref());
         StateCounts {
             counts: [ChangeState::Open, ChangeState::Merged, ChangeState::Closed]
                 .into_iter()
-                .map(|s| (s, self.change_facets.count(&self.changes, s, None, author)))
+                .map(|s| (s, self.change_facets.count(&self.changes, s, label, author)))
                 .collect(),
         }
     }

@@ -35,6 +35,8 @@ pub struct NewChange {
     pub body: String,
     pub source_branch: String,
     pub target_branch: String,
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -45,6 +47,7 @@ pub struct ChangePatch {
     pub body: Option<String>,
     pub state: Option<ChangeState>,
     pub target_branch: Option<String>,
+    pub labels: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -92,4 +95,6 @@ pub struct SettingsPut {
     pub site: SiteSettings,
     #[serde(default)]
     pub site_domains: Vec<String>,
+    #[serde(default)]
+    pub merge: crate::entity::MergeSettings,
 }

@@ -362,6 +362,7 @@ fn numbers_are_unique_under_concurrent_creation() {
                                         body: String::new(),
                                         source_branch: format!("topic-{t}-{i}"),
                                         target_branch: "main".into(),
+                                        labels: Vec::new(),
                                     },
                                     "ann",
                                 )

@@ -1,6 +1,6 @@
 //! The lists of a repo's issues (`/{owner}/{repo}/-/issues`) and pull
 //! requests (`/-/pulls`): tabs by state with their counts, filters by
-//! label (issues) and author, a page at a time; and the new-issue form
+//! label and author, a page at a time; and the new-issue form
 //! (`/-/issues/new`), written through the API's own path
 //! (`vole_api::threads::create_thread`: quotas, `access`, labels for
 //! writers only).
@@ -44,7 +44,6 @@ struct ThreadsPage {
     noun: &'static str,
     heading: &'static str,
     tabs: Vec<StateTab>,
-    labelled: bool,
     label: String,
     author: String,
     /// The filters as a query (`&label=..&author=..`), for the tabs and
@@ -140,7 +139,7 @@ pub async fn pulls(
     };
     let mut filter = Filter::<ChangeState> {
         state: None,
-        label: None,
+        label: some_text(&query.label),
         author: some_text(&query.author),
     };
     let counts = app.api.meta.change_counts(&name, &filter)?;
@@ -178,7 +177,7 @@ fn change_row(change: Change) -> ThreadRow {
         number: change.number,
         title: change.title,
         author: change.author,
-        labels: Vec::new(),
+        labels: change.labels,
         created_at: change.created_at,
     }
 }
@@ -205,7 +204,6 @@ fn list_page(
             "Pull requests"
         },
         tabs,
-        labelled: noun == "issues",
         label: query.label.clone(),
         author: query.author.clone(),
         filters: filters_query(query),

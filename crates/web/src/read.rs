@@ -272,7 +272,7 @@ pub struct LogEntry {
 
 /// A history command's output, cut at `max_output` bytes (the bool says
 /// it was), killed at `deadline`.
-fn run_git(
+pub(crate) fn run_git(
     git: &vole_git::Git,
     repo: &Path,
     args: &[&str],
@@ -294,11 +294,11 @@ fn run_git(
 }
 
 /// Most bytes of a log page's `git log` output (50 commits of subjects).
-const MAX_LOG_BYTES: usize = 1 << 20;
+pub(crate) const MAX_LOG_BYTES: usize = 1 << 20;
 /// Most bytes of a commit's file list (`--name-status` or `--numstat`).
 const MAX_FILE_LIST_BYTES: usize = 4 << 20;
 
-fn format_time(seconds: &str) -> String {
+pub(crate) fn format_time(seconds: &str) -> String {
     vole_stdx::time::seconds(seconds.trim().parse().unwrap_or(0))
 }
 
@@ -417,6 +417,35 @@ pub fn commit_detail(
         args.push(&id);
         run_git(git, repo, &args, max_output, left())
     };
+    let changes = changes(diff)?;
+    Ok(CommitDetail {
+        id,
+        parents,
+        author,
+        time,
+        message,
+        files: changes.files,
+        diffs: changes.diffs,
+        patch_truncated: changes.patch_truncated,
+        files_truncated: changes.files_truncated,
+    })
+}
+
+/// The files a diff changed, with their counts and their patch, each
+/// within its bound.
+pub struct Changes {
+    pub files: Vec<FileChange>,
+    pub diffs: Vec<super::diff::FileDiff>,
+    pub patch_truncated: bool,
+    pub files_truncated: bool,
+}
+
+/// What `diff` (a git diff command, given its output options and byte
+/// bound) changed: the file list (`--name-status`), the counts
+/// (`--numstat`) and the patch, cut while it streams.
+pub fn changes(
+    diff: impl Fn(&[&str], usize) -> Result<(String, bool), ReadError>,
+) -> Result<Changes, ReadError> {
     let (status, status_cut) = diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES)?;
     let (numstat, _) = diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES)?;
     let mut files = parse_name_status(&status);
@@ -430,12 +459,7 @@ pub fn commit_detail(
     // Cut while it streams: git is stopped at the bound.
     let (patch, patch_truncated) = diff(&["--no-color", "-p"], MAX_PATCH_BYTES)?;
     let diffs = super::diff::split(&patch, patch_truncated);
-    Ok(CommitDetail {
-        id,
-        parents,
-        author,
-        time,
-        message,
+    Ok(Changes {
         files,
         diffs,
         patch_truncated,

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use vole_access::{Principal, ResolvedRepo};
 use vole_http::RepoAccess;
 use vole_http::repo_access::Administer;
-use vole_meta::entity::{Member, Role, SiteSettings, Visibility};
+use vole_meta::entity::{Member, MergeMethod, MergeSettings, Role, SiteSettings, Visibility};
 use vole_meta::{AclPut, SettingsPut};
 
 use super::*;
@@ -45,6 +45,7 @@ struct SettingsPage {
     protected_admins_only: bool,
     site_ref: String,
     site_dir: String,
+    merge: MergeSettings,
     settings_version: u64,
     private: bool,
     owner: String,
@@ -63,6 +64,14 @@ impl MemberRow {
 impl SettingsPage {
     fn is_default(&self, branch: &str) -> bool {
         self.default_branch == branch
+    }
+
+    fn all_methods(&self) -> [MergeMethod; 3] {
+        MergeMethod::ALL
+    }
+
+    fn offers(&self, method: &MergeMethod) -> bool {
+        self.merge.methods.contains(method)
     }
 }
 
@@ -128,6 +137,7 @@ async fn page(
         protected_admins_only: settings.protected_admins_only,
         site_ref: settings.site.ref_name,
         site_dir: settings.site.dir,
+        merge: settings.merge,
         settings_version: settings.version,
         private,
         owner: acl.owner.unwrap_or_else(|| name.owner().to_string()),
@@ -207,6 +217,41 @@ struct GeneralForm {
     site_ref: String,
     #[serde(default)]
     site_dir: String,
+    #[serde(default)]
+    method_merge: Option<String>,
+    #[serde(default, rename = "method_fast-forward-only")]
+    method_fast_forward_only: Option<String>,
+    #[serde(default)]
+    method_squash: Option<String>,
+    #[serde(default)]
+    default_method: String,
+}
+
+impl GeneralForm {
+    /// The merge methods ticked, and the default chosen; a form without
+    /// them (from a page before they were on it) keeps `current`.
+    fn merge(&self, current: MergeSettings) -> Result<MergeSettings, AppError> {
+        if self.default_method.is_empty() {
+            return Ok(current);
+        }
+        let ticked = [
+            (MergeMethod::Merge, &self.method_merge),
+            (MergeMethod::FastForwardOnly, &self.method_fast_forward_only),
+            (MergeMethod::Squash, &self.method_squash),
+        ];
+        let methods = ticked
+            .into_iter()
+            .filter(|(_, on)| on.is_some())
+            .map(|(m, _)| m)
+            .collect();
+        let default = MergeMethod::parse(&self.default_method).ok_or_else(|| {
+            AppError::bad_request(format!(
+                "default merge method {:?} is not one of merge, fast-forward-only, squash",
+                self.default_method
+            ))
+        })?;
+        Ok(MergeSettings { methods, default })
+    }
 }
 
 /// `POST /{owner}/{repo}/-/settings`: the general settings.
@@ -239,6 +284,7 @@ pub async fn save_general(
             ref_name: form.site_ref.trim().to_string(),
             dir: form.site_dir.trim().trim_matches('/').to_string(),
         },
+        merge: form.merge(current.merge)?,
         // Not on the page: kept as they are.
         site_domains: current.site_domains,
     };

@@ -1,0 +1,257 @@
+//! Merges computed in the bare repo, never in a work tree: a test merge
+//! of two commits (`git merge-tree --write-tree`: the merged tree, or the
+//! conflicting paths), ancestry (`git merge-base --is-ancestor`), a new
+//! commit from a tree (`git commit-tree`, with the author and committer
+//! given), and a ref moved from an expected value only
+//! (`git update-ref <ref> <new> <old>`). Every child is bounded
+//! ([`Git::run_bounded_env`]) and writes with [`crate::DURABLE_WRITES`].
+//!
+//! Objects `merge-tree` and `commit-tree` write stay unreachable until a
+//! ref names them; `vole repo gc` prunes what a refused merge left.
+
+use std::path::Path;
+
+use gix::ObjectId;
+
+use crate::{BoundedError, Bounds, Git};
+
+/// What merging `source` into `target` gives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TestMerge {
+    /// The merged tree.
+    Clean(ObjectId),
+    /// The paths with conflicts (at most [`MAX_CONFLICTS_LISTED`]).
+    Conflicts(Vec<String>),
+    /// The two have no commit in common.
+    Unrelated,
+}
+
+/// Conflicting paths a test merge lists at most.
+pub const MAX_CONFLICTS_LISTED: usize = 200;
+
+/// Bytes of `merge-tree` output read at most (a tree id and conflicting
+/// paths).
+const MAX_MERGE_TREE_OUTPUT: usize = 1 << 20;
+
+/// A person as a commit names them.
+#[derive(Debug, Clone)]
+pub struct Signature {
+    pub name: String,
+    pub email: String,
+}
+
+impl Signature {
+    /// `name` and `email` made safe for a commit header: no `<`, `>` or
+    /// line breaks (which git would refuse or which would forge fields),
+    /// and never empty.
+    pub fn new(name: &str, email: &str) -> Signature {
+        let clean = |text: &str, fallback: &str| {
+            let kept: String = text
+                .chars()
+                .filter(|c| !matches!(c, '<' | '>') && !c.is_control())
+                .collect();
+            let kept = kept.trim().to_string();
+            if kept.is_empty() {
+                fallback.to_string()
+            } else {
+                kept
+            }
+        };
+        Signature {
+            name: clean(name, "unknown"),
+            email: clean(email, "unknown@invalid"),
+        }
+    }
+}
+
+/// Why a merge step failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(transparent)]
+    Git(#[from] BoundedError),
+    #[error("`git {command}` gave no object id: {output:?}")]
+    NoId {
+        command: &'static str,
+        output: String,
+    },
+    /// The ref was not at the value expected (it moved since).
+    #[error("{ref_name} moved: {stderr}")]
+    Moved { ref_name: String, stderr: String },
+    #[error("`git {command}` failed ({status}): {stderr}")]
+    Failed {
+        command: &'static str,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+}
+
+fn bounds(deadline: std::time::Duration) -> Bounds {
+    Bounds {
+        max_output: MAX_MERGE_TREE_OUTPUT,
+        deadline,
+    }
+}
+
+fn object_id(command: &'static str, text: &str) -> Result<ObjectId, MergeError> {
+    ObjectId::from_hex(text.trim().as_bytes()).map_err(|_| MergeError::NoId {
+        command,
+        output: text.chars().take(200).collect(),
+    })
+}
+
+impl Git {
+    /// Merges `source` into `target` in `repo` (writing the merged trees
+    /// as objects), without a work tree or an index.
+    pub fn test_merge(
+        &self,
+        repo: &Path,
+        target: ObjectId,
+        source: ObjectId,
+        deadline: std::time::Duration,
+    ) -> Result<TestMerge, MergeError> {
+        let (target, source) = (target.to_string(), source.to_string());
+        let (out, status, stderr) = self.run_bounded_env(
+            repo,
+            &[
+                "merge-tree",
+                "--write-tree",
+                "--name-only",
+                "--no-messages",
+                "-z",
+                &target,
+                &source,
+            ],
+            &[],
+            bounds(deadline),
+        )?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut fields = text.split('\0');
+        match status.code() {
+            Some(0) => Ok(TestMerge::Clean(object_id(
+                "merge-tree",
+                fields.next().unwrap_or_default(),
+            )?)),
+            Some(1) => {
+                fields.next();
+                let mut paths: Vec<String> = fields
+                    .filter(|f| !f.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                paths.dedup();
+                paths.truncate(MAX_CONFLICTS_LISTED);
+                Ok(TestMerge::Conflicts(paths))
+            }
+            _ if stderr.contains("unrelated histories") => Ok(TestMerge::Unrelated),
+            _ => Err(MergeError::Failed {
+                command: "merge-tree",
+                status,
+                stderr,
+            }),
+        }
+    }
+
+    /// Whether `ancestor` is `descendant` or one of its ancestors.
+    pub fn is_ancestor(
+        &self,
+        repo: &Path,
+        ancestor: ObjectId,
+        descendant: ObjectId,
+        deadline: std::time::Duration,
+    ) -> Result<bool, MergeError> {
+        let (a, d) = (ancestor.to_string(), descendant.to_string());
+        let (_, status, stderr) = self.run_bounded_env(
+            repo,
+            &["merge-base", "--is-ancestor", &a, &d],
+            &[],
+            bounds(deadline),
+        )?;
+        match status.code() {
+            Some(0) => Ok(true),
+            Some(1) => Ok(false),
+            _ => Err(MergeError::Failed {
+                command: "merge-base",
+                status,
+                stderr,
+            }),
+        }
+    }
+
+    /// A new commit of `tree` with `parents`, `message`, `author` and
+    /// `committer` (dated now); its id.
+    pub fn commit_tree(
+        &self,
+        repo: &Path,
+        tree: ObjectId,
+        parents: &[ObjectId],
+        message: &str,
+        (author, committer): (&Signature, &Signature),
+        deadline: std::time::Duration,
+    ) -> Result<ObjectId, MergeError> {
+        let tree = tree.to_string();
+        let parents: Vec<String> = parents.iter().map(ObjectId::to_string).collect();
+        let mut args = vec!["commit-tree", tree.as_str()];
+        for parent in &parents {
+            args.push("-p");
+            args.push(parent);
+        }
+        args.push("-m");
+        args.push(message);
+        let env = [
+            ("GIT_AUTHOR_NAME", author.name.as_str()),
+            ("GIT_AUTHOR_EMAIL", author.email.as_str()),
+            ("GIT_COMMITTER_NAME", committer.name.as_str()),
+            ("GIT_COMMITTER_EMAIL", committer.email.as_str()),
+        ];
+        let (out, status, stderr) = self.run_bounded_env(repo, &args, &env, bounds(deadline))?;
+        if !status.success() {
+            return Err(MergeError::Failed {
+                command: "commit-tree",
+                status,
+                stderr,
+            });
+        }
+        object_id("commit-tree", &String::from_utf8_lossy(&out.stdout))
+    }
+
+    /// Moves `ref_name` from `old` to `new`, only if it is at `old` (the
+    /// ref lock compares), without running any hook: the caller records
+    /// the move in the ref log itself.
+    pub fn move_ref(
+        &self,
+        repo: &Path,
+        ref_name: &str,
+        new: ObjectId,
+        old: ObjectId,
+        deadline: std::time::Duration,
+    ) -> Result<(), MergeError> {
+        let (new, old) = (new.to_string(), old.to_string());
+        let (_, status, stderr) = self.run_bounded_env(
+            repo,
+            &[
+                "-c",
+                "core.hooksPath=/dev/null",
+                "update-ref",
+                "--no-deref",
+                ref_name,
+                &new,
+                &old,
+            ],
+            &[],
+            bounds(deadline),
+        )?;
+        if status.success() {
+            Ok(())
+        } else if stderr.contains("but expected") || stderr.contains("cannot lock ref") {
+            Err(MergeError::Moved {
+                ref_name: ref_name.to_string(),
+                stderr,
+            })
+        } else {
+            Err(MergeError::Failed {
+                command: "update-ref",
+                status,
+                stderr,
+            })
+        }
+    }
+}
