@@ -111,4 +111,74 @@ fn comments_are_rewritten_by_their_author_or_an_admin_and_labels_by_writers() {
     let (_, other) = carol.call("POST", "/issues", Some(json!({"title": "o"})));
     let wrong = format!("/issues/{}/comments/{id}", other["number"]);
     assert_eq!(alice.call("DELETE", &wrong, None).0, 404);
+    // Moderation needs an admin's credential, not only an admin's role.
+    let (_, other_comment) = carol.call("POST", "/issues/1/comments", Some(json!({"body": "c"})));
+    let carols = format!(
+        "/issues/1/comments/{}",
+        other_comment["id"].as_str().unwrap()
+    );
+    let write_only = Caller {
+        addr: forge.server().addr,
+        auth: basic(
+            "alice",
+            &user_token(&forge.data, "alice", false, "write", &[]),
+        ),
+    };
+    let (status, body) = write_only.call("DELETE", &carols, None);
+    assert_eq!(
+        status, 403,
+        "an admin's write-scope token moderated: {body}"
+    );
+    assert_eq!(alice.call("DELETE", &carols, None).0, 204);
+}
+
+#[test]
+fn a_write_whose_body_arrives_after_the_repo_was_made_again_writes_nothing() {
+    let forge = Forge::start(&["alice/repo"], &[]);
+    let alice = Caller {
+        addr: forge.server().addr,
+        auth: basic(
+            "alice",
+            &user_token(&forge.data, "alice", false, "admin", &[]),
+        ),
+    };
+    // Decided on the first alice/repo: the head is in, the body is not.
+    let body = json!({"title": "lands where?"}).to_string();
+    let mut stalled = std::net::TcpStream::connect(forge.server().addr).unwrap();
+    let head = format!(
+        "POST /api/v1/repos/alice/repo/issues HTTP/1.1\r\nHost: x\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        alice.auth,
+        body.len()
+    );
+    std::io::Write::write_all(&mut stalled, head.as_bytes()).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Deleted and made again under the name meanwhile.
+    let deleted = http(
+        forge.server().addr,
+        &format!("DELETE /api/v1/repos/alice/repo HTTP/1.1\r\n{}", alice.auth),
+        b"",
+    );
+    assert_eq!(deleted.status, 204, "{}", deleted.text());
+    let made = json!({"name": "repo"}).to_string();
+    let created = http(
+        forge.server().addr,
+        &format!(
+            "POST /api/v1/repos HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
+            alice.auth,
+            made.len()
+        ),
+        made.as_bytes(),
+    );
+    assert_eq!(created.status, 201, "{}", created.text());
+    std::io::Write::write_all(&mut stalled, body.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    std::io::Read::read_to_end(&mut stalled, &mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+    let (status, issues) = alice.call("GET", "/issues", None);
+    assert_eq!(
+        (status, issues),
+        (200, json!([])),
+        "the new repo got the old one's issue"
+    );
 }

@@ -241,6 +241,18 @@ impl Access {
         )
     }
 
+    /// May `principal` merge pull requests of `repo`? Those who may push
+    /// there (the target's protection is asked of the merge's ref update
+    /// too, as of a push's).
+    pub fn check_merge(&self, principal: &Principal, repo: &RepoName) -> Result<(), Denied> {
+        self.check_role(
+            principal,
+            repo,
+            Role::Write,
+            format!("only someone who may push to {repo} may merge its pull requests"),
+        )
+    }
+
     /// May `principal` edit or delete a comment on `repo` written by
     /// `author`? Its author, or an admin of the repo.
     pub fn check_comment_edit(
@@ -255,12 +267,17 @@ impl Access {
         {
             return Ok(());
         }
-        self.check_role(
-            principal,
-            repo,
-            Role::Admin,
-            format!("only its author or an admin of {repo} may edit or delete a comment"),
-        )
+        // Another's comment is moderation: an admin's, with a credential
+        // that may administer (a session, or a token of admin scope).
+        if self.administers(principal, repo) {
+            return Ok(());
+        }
+        match principal {
+            Principal::Anonymous => Err(Denied::Unauthenticated(WRITES_NEED_CREDENTIALS.into())),
+            Principal::User(_) => Err(Denied::Forbidden(format!(
+                "only its author or an admin of {repo} (signed in, or with an admin-scope token) may edit or delete a comment"
+            ))),
+        }
     }
 
     /// `principal` has at least `role` in `repo` (`WriteMeta` on the repo

@@ -53,16 +53,32 @@ pub(crate) fn thread_number(text: &str) -> Result<u64, AppError> {
     })
 }
 
-/// Runs a store write on the blocking pool.
+/// The repo the access decision was about is still the one under its
+/// name: a repo deleted and created again meanwhile (a request body can
+/// take long to arrive after the decision) is another repo, answered as a
+/// missing one, and nothing is written to it.
+pub fn still_the_decided_repo(app: &ApiState, repo: &ResolvedRepo) -> Result<(), AppError> {
+    let now = app.meta.incarnation(repo).map_err(AppError::from)?;
+    if now.as_ref().map(|i| i.id()) != repo.incarnation.as_ref().map(|i| i.id()) {
+        return Err(AppError::not_found(format!("repository {repo} not found")));
+    }
+    Ok(())
+}
+
+/// Runs a store write of `repo`'s on the blocking pool, once it is still
+/// the repo the access decision was about.
 pub(crate) async fn blocking<T: Send + 'static>(
     app: &Arc<ApiState>,
+    repo: &ResolvedRepo,
     f: impl FnOnce(&ApiState) -> Result<T, MetaError> + Send + 'static,
 ) -> Result<T, AppError> {
-    let app = app.clone();
-    vole_http::spawn_blocking(move || f(&app))
-        .await
-        .map_err(|e| AppError::internal("metadata write task failed", e))?
-        .map_err(AppError::from)
+    let (app, repo) = (app.clone(), repo.clone());
+    vole_http::spawn_blocking(move || {
+        still_the_decided_repo(&app, &repo)?;
+        f(&app).map_err(AppError::from)
+    })
+    .await
+    .map_err(|e| AppError::internal("metadata write task failed", e))?
 }
 
 pub(crate) fn created<T: Serialize>(value: T) -> Response {
@@ -156,7 +172,7 @@ pub async fn write_acl(
         })?;
     let actor = principal.name().to_string();
     let client = client.to_string();
-    blocking(app, move |app| {
+    blocking(app, &name.clone(), move |app| {
         let acl = app.meta.put_acl(&name, put)?;
         let event = AuditEvent::new(
             AuditKind::AclChanged,
@@ -252,7 +268,10 @@ pub async fn write_settings(
         ));
     }
     let target = name.clone();
-    let mut settings = blocking(app, move |app| app.meta.put_settings(&name, put)).await?;
+    let mut settings = blocking(app, &name.clone(), move |app| {
+        app.meta.put_settings(&name, put)
+    })
+    .await?;
     // What the pages and listings show (git's `description` file) follows
     // the stored settings.
     let (control, described, text) = (

@@ -224,17 +224,18 @@ pub async fn delete_repo(
     let actor = principal.name().to_string();
     let client = client.to_string();
     let app2 = app.clone();
-    vole_http::spawn_blocking(move || {
-        app2.control.delete_repo(
-            &name,
-            Actor {
-                name: &actor,
-                client: &client,
-            },
-        )
+    vole_http::spawn_blocking(move || -> Result<(), AppError> {
+        crate::meta::still_the_decided_repo(&app2, &name)?;
+        app2.control
+            .delete_repo(
+                &name,
+                Actor {
+                    name: &actor,
+                    client: &client,
+                },
+            )
+            .map_err(lifecycle_error)
     })
     .await
     .map_err(|e| AppError::internal("repo deletion task failed", e))?
-    .map_err(lifecycle_error)?;
-    Ok(())
 }
