@@ -126,6 +126,11 @@ fn reconcile_refs(app: &App) -> anyhow::Result<()> {
         reconciled = report.reconciled,
         "ref log checked against the refs on disk"
     );
+    // After the refs are right: a merge whose target moved before a crash
+    // is recorded now.
+    for line in app.control.recover_merges() {
+        tracing::info!(merge = %line, "a merge cut short settled");
+    }
     Ok(())
 }
 

@@ -24,11 +24,15 @@ type Layers = &'static [(&'static str, &'static [&'static str])];
 /// The crates of several modules, each with its layers, bottom to top.
 const CRATES: &[(&str, Layers)] = &[
     (
-        // The git binary and its children, fsync, a repo's identity; then
+        // The git binary and its children, fsync, a repo's identity, merges
+        // in a bare repo; then
         // what stands on them: the data dir, repos on disk, tree paths.
         "crates/git",
         &[
-            ("platform", &["lib", "bounded", "durable", "incarnation"]),
+            (
+                "platform",
+                &["lib", "bounded", "durable", "incarnation", "merge"],
+            ),
             ("disk", &["datadir", "repos", "tree_path"]),
         ],
     ),

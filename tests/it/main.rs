@@ -19,6 +19,7 @@ mod incarnation;
 mod layering;
 mod log_dump;
 mod logging;
+mod merges;
 mod meta;
 mod metrics;
 mod pack_cache;

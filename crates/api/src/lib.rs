@@ -14,6 +14,7 @@ use serde::Serialize;
 mod routes;
 pub use routes::routes;
 pub mod meta;
+pub mod pulls;
 pub mod quota;
 pub mod repos;
 pub mod threads;

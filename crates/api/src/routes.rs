@@ -51,6 +51,10 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
                 .post(crate::threads::add_comment::<Change>),
         )
         .route(
+            "/api/v1/repos/{owner}/{repo}/pulls/{number}/merge",
+            get(crate::pulls::is_merged).post(crate::pulls::merge),
+        )
+        .route(
             "/api/v1/repos/{owner}/{repo}/acl",
             get(crate::meta::get_acl).put(crate::meta::put_acl),
         )

@@ -186,7 +186,10 @@ pub async fn create_thread<T: Thread>(
         app.access.check_label(principal, &name).map_err(refused)?;
     }
     let author = principal.name().to_string();
-    blocking(app, move |app| T::create(&app.meta, &name, new, &author)).await
+    blocking(app, &name.clone(), move |app| {
+        T::create(&app.meta, &name, new, &author)
+    })
+    .await
 }
 
 /// An edit of title, body, state or labels: by its author or those who
@@ -206,7 +209,10 @@ pub async fn edit_thread<T: Thread>(
     if current.relabels(&patch) {
         app.access.check_label(principal, &name).map_err(refused)?;
     }
-    blocking(app, move |app| T::edit(&app.meta, &name, number, patch)).await
+    blocking(app, &name.clone(), move |app| {
+        T::edit(&app.meta, &name, number, patch)
+    })
+    .await
 }
 
 /// A comment by `principal` on thread `number`.
@@ -219,7 +225,7 @@ pub async fn comment_on<T: Thread>(
 ) -> Result<Comment, AppError> {
     app.quotas.meta_write(principal)?;
     let author = principal.name().to_string();
-    blocking(app, move |app| {
+    blocking(app, &name.clone(), move |app| {
         app.meta.comment(&name, T::KIND, number, new, &author)
     })
     .await
@@ -246,7 +252,7 @@ pub async fn rewrite_comment<T: Thread>(
     } else {
         version
     };
-    blocking(app, move |app| match body {
+    blocking(app, &name.clone(), move |app| match body {
         Some(body) => {
             app.meta
                 .edit_comment(&name, T::KIND, number, &id, CommentPatch { version, body })

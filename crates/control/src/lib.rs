@@ -46,6 +46,7 @@ pub mod server;
 mod dispatch;
 mod hook_reports;
 mod lifecycle;
+pub mod merge;
 
 pub use dispatch::dispatch;
 pub use lifecycle::{Actor, LifecycleError, NewRepo};

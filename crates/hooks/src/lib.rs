@@ -31,6 +31,7 @@
 //! with the same input; its exit status then decides.
 
 pub mod blob_limit;
+mod merge_intents;
 mod reconcile;
 pub mod record;
 pub mod recorder;

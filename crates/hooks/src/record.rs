@@ -46,6 +46,17 @@ pub enum Phase {
     /// The upgrade to incarnations: the repo of the name present then took
     /// incarnation `ref`, and the rows of the name before it are its.
     Adopted = 9,
+    /// A merge of a pull request is about to move `ref` (its target
+    /// branch) from `old` to `new`, with a merge commit; `push_id` is the
+    /// pull request's number. Written before the move's own `prepared`
+    /// row; at start, an intent whose `new` is on its target marks its
+    /// pull request merged, and one whose target never moved is dropped.
+    /// Not a move: the ref state only remembers it until it is settled.
+    MergeIntent = 10,
+    /// The same for a fast-forward-only merge (`new` is the source's head).
+    FastForwardIntent = 11,
+    /// The same for a squash merge.
+    SquashIntent = 12,
 }
 
 impl Phase {
@@ -61,6 +72,9 @@ impl Phase {
             7 => Phase::Gc,
             8 => Phase::Born,
             9 => Phase::Adopted,
+            10 => Phase::MergeIntent,
+            11 => Phase::FastForwardIntent,
+            12 => Phase::SquashIntent,
             _ => return None,
         })
     }
@@ -76,7 +90,18 @@ impl Phase {
             Phase::Gc => "gc",
             Phase::Born => "born",
             Phase::Adopted => "adopted",
+            Phase::MergeIntent => "merge_intent",
+            Phase::FastForwardIntent => "fast_forward_intent",
+            Phase::SquashIntent => "squash_intent",
         }
+    }
+
+    /// Whether the row is a merge's intent (see [`Phase::MergeIntent`]).
+    pub fn is_merge_intent(self) -> bool {
+        matches!(
+            self,
+            Phase::MergeIntent | Phase::FastForwardIntent | Phase::SquashIntent
+        )
     }
 }
 

@@ -63,6 +63,9 @@ pub struct RefState {
     /// here.
     pub(super) moved_from: HashMap<String, HashMap<String, Option<String>>>,
     activity: HashMap<String, VecDeque<ActivityEntry>>,
+    /// (repo, pull request number) -> the last merge intent recorded for
+    /// it and not settled since ([`RefRecorder::settle_merge`]).
+    pub(super) merge_intents: HashMap<(String, u64), RefMove>,
     /// repo -> the incarnation the rows above are of (the last `born` or
     /// `adopted` row of the name; absent: rows from before incarnations).
     incarnations: HashMap<String, String>,
@@ -110,6 +113,7 @@ impl RefState {
         self.activity.remove(repo);
         self.incarnations.remove(repo);
         self.pending.retain(|(name, _, _), _| name != repo);
+        self.merge_intents.retain(|(name, _), _| name != repo);
     }
 
     /// A `born` row starts a new repo of the name: what the rows before it
@@ -201,6 +205,10 @@ impl RefState {
                 Phase::Born | Phase::Adopted => self.mark_incarnation(row),
                 // Objects were pruned; no ref moved.
                 Phase::Gc => {}
+                Phase::MergeIntent | Phase::FastForwardIntent | Phase::SquashIntent => {
+                    self.merge_intents
+                        .insert((row.repo.clone(), row.push_id), row.clone());
+                }
             }
         }
     }
@@ -252,7 +260,7 @@ pub struct RefRecorder {
     generation: std::sync::atomic::AtomicU64,
     /// Read by every prepared record; written by a backup's cut, which so
     /// sees no push begin to move refs while it reads them.
-    cut: parking_lot::RwLock<()>,
+    pub(super) cut: parking_lot::RwLock<()>,
 }
 
 impl std::fmt::Debug for RefRecorder {

@@ -39,6 +39,7 @@
 
 mod append;
 mod append_order;
+mod checks;
 mod comments;
 mod entities;
 pub mod entity;
@@ -47,6 +48,7 @@ pub mod fold;
 mod fold_build;
 mod fold_thread;
 pub mod index;
+mod merge_settings;
 mod pack;
 pub mod record;
 mod recovery;
