@@ -38,3 +38,4 @@ mod trust;
 mod web;
 mod web_admin;
 mod web_issues;
+mod web_pulls;

@@ -10,7 +10,7 @@ use crate::support::*;
 const PASSWORD: &str = "correct horse battery";
 
 /// A form value, percent-encoded.
-fn enc(value: &str) -> String {
+pub(crate) fn enc(value: &str) -> String {
     value
         .bytes()
         .map(|b| match b {
@@ -22,7 +22,7 @@ fn enc(value: &str) -> String {
 
 /// alice owns alice/repo (an admin of it), carol may write to it, bob
 /// only reads it (it is public).
-fn forge() -> Forge {
+pub(crate) fn forge() -> Forge {
     let mut forge = Forge::new(&["alice/repo"]);
     let token = user_token(&forge.data, "alice", false, "admin", &[]);
     for user in ["alice", "bob", "carol"] {
@@ -44,21 +44,26 @@ fn forge() -> Forge {
     forge
 }
 
-fn signed_in(forge: &Forge, user: &str, last: u8) -> Browser {
+pub(crate) fn signed_in(forge: &Forge, user: &str, last: u8) -> Browser {
     let mut browser = Browser::at(forge, last);
     let signed = browser.sign_in(user, PASSWORD, "/");
     assert_eq!(signed.status, 303, "{}", signed.text());
     browser
 }
 
-fn page(browser: &mut Browser, path: &str) -> String {
+pub(crate) fn page(browser: &mut Browser, path: &str) -> String {
     let page = browser.get(path);
     assert_eq!(page.status, 200, "{path}: {}", page.text());
     page.text()
 }
 
 /// POSTs a form of `path`'s page (its CSRF token taken from the page).
-fn send(browser: &mut Browser, path: &str, to: &str, fields: &[(&str, &str)]) -> HttpResponse {
+pub(crate) fn send(
+    browser: &mut Browser,
+    path: &str,
+    to: &str,
+    fields: &[(&str, &str)],
+) -> HttpResponse {
     let csrf = hidden_field(&page(browser, path), "csrf");
     let encoded: Vec<(String, String)> = fields
         .iter()

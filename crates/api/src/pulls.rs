@@ -22,7 +22,7 @@ use serde::Deserialize;
 use crate::ApiState;
 use crate::meta::{body, thread_number};
 use vole_access::{Principal, ResolvedRepo};
-use vole_control::merge::{MergeAsk, MergeRefused};
+pub use vole_control::merge::{MergeAsk, MergeRefused, Preview, Tips};
 use vole_http::repo_access::{Read, WriteMeta};
 use vole_http::{AppError, RepoAccess};
 use vole_meta::entity::{Change, ChangeState, MergeMethod};
@@ -59,6 +59,20 @@ pub fn refusal(refused: MergeRefused) -> AppError {
         MergeRefused::Held(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     AppError::new(status, refused.to_string())
+}
+
+/// What merging `change` now would give (the web's merge box). Blocking.
+pub fn preview(
+    app: &ApiState,
+    repo: &ResolvedRepo,
+    change: &Change,
+) -> Result<Preview, MergeRefused> {
+    app.control.preview(repo, change)
+}
+
+/// Where `change`'s branches are. Blocking.
+pub fn tips(app: &ApiState, repo: &ResolvedRepo, change: &Change) -> Result<Tips, MergeRefused> {
+    app.control.tips(repo, change)
 }
 
 /// A merge by `principal` of pull request `ask.number` (who has

@@ -43,6 +43,7 @@ pub trait Thread: Serialize + Send + Sized + 'static {
     const STATES: &'static str;
 
     fn author(&self) -> &str;
+    fn version(&self) -> u64;
     /// Whether `new` sets labels (only writers may).
     fn labels_new(new: &Self::New) -> bool;
     /// Whether `patch` changes this one's labels (only writers may).
@@ -78,6 +79,9 @@ impl Thread for Issue {
 
     fn author(&self) -> &str {
         &self.author
+    }
+    fn version(&self) -> u64 {
+        self.version
     }
     fn labels_new(new: &NewIssue) -> bool {
         !new.labels.is_empty()
@@ -127,6 +131,9 @@ impl Thread for Change {
 
     fn author(&self) -> &str {
         &self.author
+    }
+    fn version(&self) -> u64 {
+        self.version
     }
     fn labels_new(new: &NewChange) -> bool {
         !new.labels.is_empty()

@@ -150,6 +150,30 @@ impl Git {
         }
     }
 
+    /// The best common ancestor of `a` and `b`, if they have one.
+    pub fn merge_base(
+        &self,
+        repo: &Path,
+        (a, b): (ObjectId, ObjectId),
+        deadline: std::time::Duration,
+    ) -> Result<Option<ObjectId>, MergeError> {
+        let (a, b) = (a.to_string(), b.to_string());
+        let (out, status, stderr) =
+            self.run_bounded_env(repo, &["merge-base", &a, &b], &[], bounds(deadline))?;
+        match status.code() {
+            Some(0) => Ok(Some(object_id(
+                "merge-base",
+                &String::from_utf8_lossy(&out.stdout),
+            )?)),
+            Some(1) => Ok(None),
+            _ => Err(MergeError::Failed {
+                command: "merge-base",
+                status,
+                stderr,
+            }),
+        }
+    }
+
     /// Whether `ancestor` is `descendant` or one of its ancestors.
     pub fn is_ancestor(
         &self,

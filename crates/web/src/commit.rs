@@ -23,6 +23,8 @@ struct CommitPage {
     body: String,
     detail: Arc<CommitDetail>,
     files: Vec<FileView>,
+    /// Where the raw patch is.
+    patch_link: String,
 }
 
 /// `GET /{owner}/{repo}/-/commit/{id}`: message, changed files with added
@@ -89,6 +91,7 @@ pub async fn commit(
     };
     let files = file_views(&app, name.incarnation_id(), commit, &detail).await;
     render(CommitPage {
+        patch_link: format!("/{name}/-/commit/{}.patch", detail.id),
         repo: name.to_string(),
         rev: detail.id.clone(),
         summary,
@@ -114,24 +117,37 @@ async fn raw_patch(
         blocking(move || read::resolve(&read::open(&gix, &repo_path, &incarnation)?, &rev))
             .await?
             .ok_or_else(|| AppError::not_found(format!("{name} has no commit {id:?}.")))?;
+    let commit = commit.to_string();
+    stream_text(
+        &app,
+        &name,
+        &[
+            "show",
+            "--no-notes",
+            "--format=email",
+            "--first-parent",
+            "-m",
+            "-M",
+            "--no-color",
+            "-p",
+            &commit,
+        ],
+    )
+    .await
+}
+
+/// A git command's output streamed as inert plain text, under a read slot
+/// with the archive's bounds: a commit's or a pull request's raw patch.
+pub(crate) async fn stream_text(
+    app: &WebState,
+    name: &vole_access::ResolvedRepo,
+    args: &[&str],
+) -> Result<Response, AppError> {
     let slot = app.reads.acquire().await?;
     let output = app
         .git
-        .spawn_reader(
-            &app.repos.path(&name),
-            &[
-                "show",
-                "--no-notes",
-                "--format=email",
-                "--first-parent",
-                "-m",
-                "-M",
-                "--no-color",
-                "-p",
-                &commit.to_string(),
-            ],
-        )
-        .map_err(|e| AppError::internal("cannot run git show", e))?;
+        .spawn_reader(&app.repos.path(name), args)
+        .map_err(|e| AppError::internal("cannot run git", e))?;
     let limits = &app.config.reads;
     let bounds = vole_http::stream::StreamBounds::of(limits, limits.archive_deadline);
     let mut response =

@@ -14,9 +14,10 @@ use std::collections::HashMap;
 use axum::extract::Request;
 use serde::Deserialize;
 use vole_access::{Principal, ResolvedRepo};
+use vole_api::threads::Thread;
 use vole_http::repo_access::WriteMeta;
-use vole_meta::entity::{Comment, Issue, IssueState, ThreadKind};
-use vole_meta::{IssuePatch, NewComment};
+use vole_meta::entity::{ChangeState, Comment, Issue, IssueState, ThreadKind};
+use vole_meta::{ChangePatch, IssuePatch, NewComment};
 
 use super::*;
 use crate::forms::checked_form;
@@ -117,6 +118,13 @@ pub struct PageQuery {
     edit: String,
 }
 
+impl PageQuery {
+    /// What `?edit=` asks to edit (`issue`/`pull`, or a comment's id).
+    pub(crate) fn edit(&self) -> &str {
+        &self.edit
+    }
+}
+
 fn issue_path(name: &ResolvedRepo, number: u64) -> String {
     format!("/{name}/-/issues/{number}")
 }
@@ -178,9 +186,9 @@ pub async fn issue(
 }
 
 #[derive(Debug, Default, Deserialize)]
-struct ThreadForm {
+pub(crate) struct ThreadForm {
     #[serde(default)]
-    csrf: String,
+    pub(crate) csrf: String,
     /// comment, close, reopen, edit, labels.
     #[serde(default)]
     action: String,
@@ -194,24 +202,81 @@ struct ThreadForm {
     version: u64,
 }
 
+/// An edit a thread's forms make, for either kind.
+pub(crate) trait FormPatch: Sized {
+    fn versioned(version: u64) -> Self;
+    fn state(self, open: bool) -> Self;
+    fn text(self, title: String, body: String) -> Self;
+    fn labels(self, labels: Vec<String>) -> Self;
+}
+
+impl FormPatch for IssuePatch {
+    fn versioned(version: u64) -> Self {
+        IssuePatch {
+            version,
+            ..IssuePatch::default()
+        }
+    }
+    fn state(mut self, open: bool) -> Self {
+        self.state = Some(if open {
+            IssueState::Open
+        } else {
+            IssueState::Closed
+        });
+        self
+    }
+    fn text(mut self, title: String, body: String) -> Self {
+        (self.title, self.body) = (Some(title), Some(body));
+        self
+    }
+    fn labels(mut self, labels: Vec<String>) -> Self {
+        self.labels = Some(labels);
+        self
+    }
+}
+
+impl FormPatch for ChangePatch {
+    fn versioned(version: u64) -> Self {
+        ChangePatch {
+            version,
+            ..ChangePatch::default()
+        }
+    }
+    fn state(mut self, open: bool) -> Self {
+        self.state = Some(if open {
+            ChangeState::Open
+        } else {
+            ChangeState::Closed
+        });
+        self
+    }
+    fn text(mut self, title: String, body: String) -> Self {
+        (self.title, self.body) = (Some(title), Some(body));
+        self
+    }
+    fn labels(mut self, labels: Vec<String>) -> Self {
+        self.labels = Some(labels);
+        self
+    }
+}
+
 /// What a thread form asks, done through the API's path.
-async fn act_on_issue(
+pub(crate) async fn act_on<T: Thread>(
     app: &WebState,
     principal: &Principal,
     name: &ResolvedRepo,
     number: u64,
     form: ThreadForm,
-) -> Result<(), AppError> {
+) -> Result<(), AppError>
+where
+    T::Patch: FormPatch,
+{
     use vole_api::threads::{comment_on, edit_thread};
     let api = &app.api;
-    let comment = |body: String| {
-        comment_on::<Issue>(api, principal, name.clone(), number, NewComment { body })
-    };
-    let current = || api.meta.issue(name, number).map(|i| i.version);
-    let patch = |version| IssuePatch {
-        version,
-        ..IssuePatch::default()
-    };
+    let comment =
+        |body: String| comment_on::<T>(api, principal, name.clone(), number, NewComment { body });
+    let current = || T::get(&api.meta, name, number).map(|t| t.version());
+    let edit = |patch: T::Patch| edit_thread::<T>(api, principal, name.clone(), number, patch);
     match form.action.as_str() {
         "comment" => comment(form.body).await.map(drop),
         "close" | "reopen" => {
@@ -219,40 +284,20 @@ async fn act_on_issue(
             if !form.body.trim().is_empty() {
                 comment(form.body).await?;
             }
-            let state = if form.action == "close" {
-                IssueState::Closed
-            } else {
-                IssueState::Open
-            };
-            let patch = IssuePatch {
-                state: Some(state),
-                ..patch(current()?)
-            };
-            edit_thread::<Issue>(api, principal, name.clone(), number, patch)
-                .await
-                .map(drop)
+            let patch = T::Patch::versioned(current()?).state(form.action == "reopen");
+            edit(patch).await.map(drop)
         }
         "edit" => {
-            let patch = IssuePatch {
-                title: Some(form.title.trim().to_string()),
-                body: Some(form.body),
-                ..patch(form.version)
-            };
-            edit_thread::<Issue>(api, principal, name.clone(), number, patch)
-                .await
-                .map(drop)
+            let patch =
+                T::Patch::versioned(form.version).text(form.title.trim().to_string(), form.body);
+            edit(patch).await.map(drop)
         }
         "labels" => {
-            let patch = IssuePatch {
-                labels: Some(split_labels(&form.labels)),
-                ..patch(current()?)
-            };
-            edit_thread::<Issue>(api, principal, name.clone(), number, patch)
-                .await
-                .map(drop)
+            let patch = T::Patch::versioned(current()?).labels(split_labels(&form.labels));
+            edit(patch).await.map(drop)
         }
         other => Err(AppError::bad_request(format!(
-            "{other:?} is not something an issue's form does (comment, close, reopen, edit, labels)"
+            "{other:?} is not something this form does (comment, close, reopen, edit, labels)"
         ))),
     }
 }
@@ -272,7 +317,7 @@ pub async fn post_issue(
     let Some((_, _, form)) = checked_form::<ThreadForm>(&app, request, |f| &f.csrf).await? else {
         return Ok(to_sign_in(&issue_path(&name, number)));
     };
-    match act_on_issue(&app, &principal, &name, number, form).await {
+    match act_on::<Issue>(&app, &principal, &name, number, form).await {
         Ok(()) => Ok(see_other(&issue_path(&name, number), &[])),
         Err(refused) if refused.status().is_client_error() => {
             let page = Pagination::first(COMMENTS_PER_PAGE);

@@ -40,6 +40,7 @@ mod log;
 mod markdown;
 mod new_repo;
 mod paths;
+mod pull;
 pub mod read;
 mod readme;
 mod refs;

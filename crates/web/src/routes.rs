@@ -53,24 +53,6 @@ pub fn routes(state: Arc<WebState>) -> Router {
             get(crate::log::log_path),
         )
         .route("/{owner}/{repo}/-/commit/{id}", get(crate::commit::commit))
-        .route("/{owner}/{repo}/-/issues", get(crate::issues::issues))
-        .route(
-            "/{owner}/{repo}/-/issues/new",
-            get(crate::issues::new_issue).post(crate::issues::create_issue),
-        )
-        .route(
-            "/{owner}/{repo}/-/issues/{number}",
-            get(crate::issue::issue).post(crate::issue::post_issue),
-        )
-        .route(
-            "/{owner}/{repo}/-/issues/{number}/comments/{id}",
-            post(crate::issue::post_comment),
-        )
-        .route(
-            "/{owner}/{repo}/-/pulls/{number}/comments/{id}",
-            post(crate::issue::post_comment),
-        )
-        .route("/{owner}/{repo}/-/pulls", get(crate::issues::pulls))
         .route("/{owner}/{repo}/-/branches", get(crate::refs::branches))
         .route("/{owner}/{repo}/-/tags", get(crate::refs::tags))
         .route("/{owner}/{repo}/-/activity", get(crate::refs::activity))
@@ -90,10 +72,50 @@ pub fn routes(state: Arc<WebState>) -> Router {
             "/{owner}/{repo}/-/archive/{file}",
             get(crate::archive::archive),
         )
+        .merge(thread_routes())
         .layer(axum::middleware::map_response(crate::as_page))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             crate::sign_in::session_layer,
         ))
         .with_state(state)
+}
+
+/// The routes of issues and pull requests.
+fn thread_routes() -> Router<Arc<WebState>> {
+    Router::new()
+        .route("/{owner}/{repo}/-/issues", get(crate::issues::issues))
+        .route(
+            "/{owner}/{repo}/-/issues/new",
+            get(crate::issues::new_issue).post(crate::issues::create_issue),
+        )
+        .route(
+            "/{owner}/{repo}/-/issues/{number}",
+            get(crate::issue::issue).post(crate::issue::post_issue),
+        )
+        .route(
+            "/{owner}/{repo}/-/issues/{number}/comments/{id}",
+            post(crate::issue::post_comment),
+        )
+        .route(
+            "/{owner}/{repo}/-/pulls/{number}/comments/{id}",
+            post(crate::issue::post_comment),
+        )
+        .route("/{owner}/{repo}/-/pulls", get(crate::issues::pulls))
+        .route(
+            "/{owner}/{repo}/-/pulls/new",
+            get(crate::pull::new_pull).post(crate::pull::create_pull),
+        )
+        .route(
+            "/{owner}/{repo}/-/pulls/{number}",
+            get(crate::pull::pull).post(crate::pull::post_pull),
+        )
+        .route(
+            "/{owner}/{repo}/-/pulls/{number}/merge",
+            post(crate::pull::merge_pull),
+        )
+        .route(
+            "/{owner}/{repo}/-/pulls/{number}/{file}",
+            get(crate::pull::pull_files),
+        )
 }

@@ -1,0 +1,545 @@
+//! `/{owner}/{repo}/-/pulls/{n}`: a pull request with its description and
+//! comments, its commits, and the merge box (what merging now would give,
+//! the methods the repo offers, the commits the form was shown);
+//! `/-/pulls/{n}/files`: the combined diff against the merge base, per
+//! file, drawn as commit pages draw theirs and with their bounds;
+//! `/-/pulls/new`: the form that opens one from a branch to a branch.
+//!
+//! The forms go through the API's paths (`vole_api::threads`,
+//! `vole_api::pulls::merge_as`), so a button left out for a viewer is a
+//! 403 when its form is forged.
+
+use std::sync::Arc;
+
+use axum::extract::Request;
+use serde::Deserialize;
+use vole_access::ResolvedRepo;
+use vole_api::pulls::{MergeAsk, Preview};
+use vole_git::merge::TestMerge;
+use vole_http::repo_access::WriteMeta;
+use vole_meta::NewChange;
+use vole_meta::entity::{Change, ChangeState, MergeMethod, ThreadKind};
+
+use super::*;
+use crate::commit_files::{Body, FileView, file_views};
+use crate::forms::{checked_form, client_of, session_user};
+use crate::issue::{COMMENTS_PER_PAGE, PageQuery, ThreadForm, Timeline, act_on, timeline};
+use crate::issues::{split_labels, tabs_rev};
+use crate::read::{CommitDetail, LogEntry};
+use crate::sign_in::{see_other, to_sign_in, viewer};
+
+/// Commits a pull request's page lists at most.
+const MAX_COMMITS_LISTED: usize = 250;
+
+/// The merge box of an open pull request.
+struct MergeBox {
+    source: String,
+    target: String,
+    /// Why it cannot be merged now (none: it can).
+    blocked: Option<String>,
+    conflicts: Vec<String>,
+    /// (method, as shown, chosen by default).
+    methods: Vec<(&'static str, &'static str, bool)>,
+    fast_forward: bool,
+}
+
+#[derive(Template)]
+#[template(path = "pull.html")]
+struct PullPage {
+    repo: String,
+    rev: String,
+    csrf: String,
+    change: Change,
+    state: &'static str,
+    timeline: Timeline,
+    commits: Vec<LogEntry>,
+    more_commits: bool,
+    merge_box: Option<MergeBox>,
+    may_edit: bool,
+    may_label: bool,
+    may_comment: bool,
+    may_merge: bool,
+    editing: bool,
+    labels: String,
+    error: Option<String>,
+}
+
+fn pull_path(name: &ResolvedRepo, number: u64) -> String {
+    format!("/{name}/-/pulls/{number}")
+}
+
+fn pull_number(text: &str) -> Result<u64, AppError> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| AppError::not_found("There is no such pull request."))
+}
+
+/// The state as the page names it.
+fn state_named(change: &Change) -> &'static str {
+    match (change.state, &change.merge_commit) {
+        (ChangeState::Open, _) => "Open",
+        (ChangeState::Closed, _) => "Closed",
+        (ChangeState::Merged, Some(_)) => "Merged",
+        (ChangeState::Merged, None) => "Merged (no merge commit recorded)",
+    }
+}
+
+fn merge_box(preview: &Preview, offered: &vole_meta::entity::MergeSettings) -> MergeBox {
+    let (blocked, conflicts) = match &preview.merge {
+        _ if preview.merged_already => (
+            Some("The target branch has every commit of this one: nothing to merge.".into()),
+            Vec::new(),
+        ),
+        TestMerge::Clean(_) => (None, Vec::new()),
+        TestMerge::Conflicts(paths) => (
+            Some("This pull request has conflicts and cannot be merged.".into()),
+            paths.clone(),
+        ),
+        TestMerge::Unrelated => (
+            Some("The branches have no commit in common.".into()),
+            Vec::new(),
+        ),
+    };
+    MergeBox {
+        source: preview.tips.source.to_string(),
+        target: preview.tips.target.to_string(),
+        blocked,
+        conflicts,
+        methods: offered
+            .methods
+            .iter()
+            .filter(|m| **m != MergeMethod::FastForwardOnly || preview.fast_forward)
+            .map(|m| (m.as_str(), m.named(), *m == offered.default))
+            .collect(),
+        fast_forward: preview.fast_forward,
+    }
+}
+
+/// The commits of `source` not on `target` (newest first), bounded.
+fn commits(
+    app: &WebState,
+    name: &ResolvedRepo,
+    preview: &Preview,
+) -> Result<(Vec<LogEntry>, bool), read::ReadError> {
+    let range = format!("{}..{}", preview.tips.target, preview.tips.source);
+    let count = format!("-n{}", MAX_COMMITS_LISTED + 1);
+    let (out, _) = read::run_git(
+        &app.git,
+        &app.repos.path(name),
+        &["log", "--format=%H%x00%an%x00%at%x00%s", &count, &range],
+        read::MAX_LOG_BYTES,
+        app.config.reads.deadline,
+    )?;
+    let mut entries: Vec<LogEntry> = out
+        .lines()
+        .filter_map(|line| {
+            let mut parts = line.splitn(4, '\0');
+            Some(LogEntry {
+                id: parts.next()?.to_string(),
+                author: parts.next()?.to_string(),
+                time: read::format_time(parts.next()?),
+                summary: parts.next().unwrap_or_default().to_string(),
+            })
+        })
+        .collect();
+    let more = entries.len() > MAX_COMMITS_LISTED;
+    entries.truncate(MAX_COMMITS_LISTED);
+    Ok((entries, more))
+}
+
+/// The preview, commits and merge settings of an open pull request, under
+/// a read slot (none for one that is not open, or whose branches are gone).
+async fn open_parts(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    change: &Change,
+) -> Result<Option<(Preview, Vec<LogEntry>, bool)>, AppError> {
+    if change.state != ChangeState::Open {
+        return Ok(None);
+    }
+    let slot = app.reads.acquire().await?;
+    let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
+    let parts = vole_http::spawn_blocking(move || {
+        let _slot = slot;
+        let Ok(preview) = vole_api::pulls::preview(&app2.api, &name2, &change2) else {
+            return Ok(None);
+        };
+        let (commits, more) = commits(&app2, &name2, &preview)?;
+        Ok::<_, read::ReadError>(Some((preview, commits, more)))
+    })
+    .await
+    .map_err(|e| AppError::internal("pull request read task failed", e))?;
+    parts.map_err(|e| AppError::internal("git read failed", vole_stdx::error_chain::Chain(&e)))
+}
+
+async fn pull_page(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    number: u64,
+    (edit, page): (&str, Pagination),
+    error: Option<AppError>,
+) -> Result<Response, AppError> {
+    let change = app.api.meta.change(name, number)?;
+    let timeline = timeline(
+        app,
+        name,
+        (ThreadKind::Change, number),
+        &change.body,
+        Some(edit),
+        page,
+    )?;
+    let offered = app.api.meta.settings(name)?.merge;
+    let parts = open_parts(app, name, &change).await?;
+    let (merge_box, commits, more_commits) = match parts {
+        Some((preview, commits, more)) => (Some(merge_box(&preview, &offered)), commits, more),
+        None => (None, Vec::new(), false),
+    };
+    let viewer = viewer();
+    let repo = name.to_string();
+    let status = error.as_ref().map_or(StatusCode::OK, AppError::status);
+    let mut response = render(PullPage {
+        rev: tabs_rev(app, name),
+        csrf: viewer.csrf.clone(),
+        state: state_named(&change),
+        may_edit: viewer.may_edit(&repo, &change.author),
+        may_label: viewer.may_label(&repo),
+        may_comment: viewer.may_comment(&repo),
+        may_merge: viewer.may_label(&repo),
+        editing: edit == "pull",
+        labels: change.labels.join(", "),
+        repo,
+        change,
+        timeline,
+        commits,
+        more_commits,
+        merge_box,
+        error: error.map(|e| e.message().to_string()),
+    })?;
+    *response.status_mut() = status;
+    Ok(response)
+}
+
+/// `GET /{owner}/{repo}/-/pulls/{n}?page=&edit=`.
+pub async fn pull(
+    State(app): State<Arc<WebState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number)): Path<(String, String, String)>,
+    Query(query): Query<PageQuery>,
+    WebPage(page): WebPage<COMMENTS_PER_PAGE>,
+) -> Result<Response, AppError> {
+    let number = pull_number(&number)?;
+    pull_page(&app, &name, number, (query.edit(), page), None).await
+}
+
+/// `POST /{owner}/{repo}/-/pulls/{n}`: comment, close, reopen, edit,
+/// labels.
+pub async fn post_pull(
+    State(app): State<Arc<WebState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
+    request: Request,
+) -> Result<Response, AppError> {
+    let number = pull_number(&number)?;
+    let Some((_, _, form)) = checked_form::<ThreadForm>(&app, request, |f| &f.csrf).await? else {
+        return Ok(to_sign_in(&pull_path(&name, number)));
+    };
+    match act_on::<Change>(&app, &principal, &name, number, form).await {
+        Ok(()) => Ok(see_other(&pull_path(&name, number), &[])),
+        Err(refused) if refused.status().is_client_error() => {
+            let page = Pagination::first(COMMENTS_PER_PAGE);
+            pull_page(&app, &name, number, ("", page), Some(refused)).await
+        }
+        Err(refused) => Err(refused),
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct MergeForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    method: String,
+    #[serde(default)]
+    head: String,
+    #[serde(default)]
+    target: String,
+}
+
+/// `POST /{owner}/{repo}/-/pulls/{n}/merge`: the merge box's form, with
+/// the commits it was shown (refused if either branch moved since).
+pub async fn merge_pull(
+    State(app): State<Arc<WebState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    Path((_, _, number)): Path<(String, String, String)>,
+    request: Request,
+) -> Result<Response, AppError> {
+    let number = pull_number(&number)?;
+    let client = client_of(&request);
+    let Some((_, _, form)) = checked_form::<MergeForm>(&app, request, |f| &f.csrf).await? else {
+        return Ok(to_sign_in(&pull_path(&name, number)));
+    };
+    let method = MergeMethod::parse(&form.method).ok_or_else(|| {
+        AppError::bad_request(format!(
+            "merge method {:?} is not one of merge, fast-forward-only, squash",
+            form.method
+        ))
+    })?;
+    let ask = MergeAsk {
+        number,
+        method: Some(method),
+        head: Some(form.head),
+        target: Some(form.target),
+        title: None,
+        message: None,
+    };
+    match vole_api::pulls::merge_as(&app.api, &principal, &name, ask, &client).await {
+        Ok(_) => Ok(see_other(&pull_path(&name, number), &[])),
+        Err(refused) if refused.status().is_client_error() => {
+            let page = Pagination::first(COMMENTS_PER_PAGE);
+            pull_page(&app, &name, number, ("", page), Some(refused)).await
+        }
+        Err(refused) => Err(refused),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "pull_files.html")]
+struct FilesPage {
+    repo: String,
+    rev: String,
+    change: Change,
+    detail: Arc<CommitDetail>,
+    files: Vec<FileView>,
+    patch_link: String,
+}
+
+/// `GET /{owner}/{repo}/-/pulls/{n}/files`: the source's changes against
+/// the merge base; `files.patch` is the same as a raw diff.
+pub async fn pull_files(
+    State(app): State<Arc<WebState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number, file)): Path<(String, String, String, String)>,
+) -> Result<Response, AppError> {
+    let number = pull_number(&number)?;
+    let raw = match file.as_str() {
+        "files" => false,
+        "files.patch" => true,
+        _ => return Err(AppError::not_found("There is no such page.")),
+    };
+    let change = app.api.meta.change(&name, number)?;
+    let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
+    let range = vole_http::spawn_blocking(move || {
+        let tips = vole_api::pulls::tips(&app2.api, &name2, &change2).ok()?;
+        let base = app2
+            .git
+            .merge_base(
+                &app2.repos.path(&name2),
+                (tips.target, tips.source),
+                app2.config.reads.deadline,
+            )
+            .ok()??;
+        Some((base, tips.source))
+    })
+    .await
+    .map_err(|e| AppError::internal("pull request read task failed", e))?
+    .ok_or_else(|| {
+        AppError::not_found("This pull request's branches are gone or have no common history.")
+    })?;
+    let (base, head) = (range.0.to_string(), range.1.to_string());
+    if raw {
+        return crate::commit::stream_text(
+            &app,
+            &name,
+            &["diff", "-M", "--no-color", "-p", &base, &head],
+        )
+        .await;
+    }
+    let detail = range_detail(&app, &name, range).await?;
+    let scope = format!("{}\0base={base}", name.incarnation_id());
+    let files = file_views(&app, &scope, range.1, &detail).await;
+    render(FilesPage {
+        repo: name.to_string(),
+        rev: tabs_rev(&app, &name),
+        patch_link: format!("/{name}/-/pulls/{number}/files.patch"),
+        change,
+        detail,
+        files,
+    })
+}
+
+/// The changes from `base` to `head`, cached as a commit's detail is (by
+/// the repo's incarnation and both ends).
+async fn range_detail(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    (base, head): (gix::ObjectId, gix::ObjectId),
+) -> Result<Arc<CommitDetail>, AppError> {
+    let key = (format!("{}\0base={base}", name.incarnation_id()), head);
+    if let Some(hit) = app.caches.commits.get(&key) {
+        return Ok(hit);
+    }
+    let slot = app.reads.acquire().await?;
+    let (git, path, deadline) = (
+        app.git.clone(),
+        app.repos.path(name),
+        app.config.reads.deadline,
+    );
+    let detail = blocking(move || {
+        let _slot = slot;
+        let (base, head) = (base.to_string(), head.to_string());
+        let changes = read::changes(|what: &[&str], max_output| {
+            let mut args = vec!["diff", "-M"];
+            args.extend_from_slice(what);
+            args.extend([base.as_str(), head.as_str()]);
+            read::run_git(&git, &path, &args, max_output, deadline)
+        })?;
+        Ok(Arc::new(CommitDetail {
+            id: head.clone(),
+            parents: vec![base.clone()],
+            author: String::new(),
+            time: String::new(),
+            message: String::new(),
+            files: changes.files,
+            diffs: changes.diffs,
+            patch_truncated: changes.patch_truncated,
+            files_truncated: changes.files_truncated,
+        }))
+    })
+    .await?;
+    app.caches.commits.insert(key, detail.clone());
+    Ok(detail)
+}
+
+#[derive(Template)]
+#[template(path = "new_pull.html")]
+struct NewPullPage {
+    repo: String,
+    rev: String,
+    csrf: String,
+    branches: Vec<String>,
+    source: String,
+    target: String,
+    title: String,
+    body: String,
+    error: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct NewPullForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    source: String,
+    #[serde(default)]
+    target: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    body: String,
+    #[serde(default)]
+    labels: String,
+}
+
+async fn new_pull_page(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    csrf: String,
+    form: NewPullForm,
+    error: Option<AppError>,
+) -> Result<Response, AppError> {
+    let mut branches = app.recorder.branches(&name.to_string());
+    branches.sort();
+    branches.truncate(1000);
+    let default = tabs_rev(app, name);
+    let status = error.as_ref().map_or(StatusCode::OK, AppError::status);
+    let mut response = render(NewPullPage {
+        repo: name.to_string(),
+        rev: default.clone(),
+        csrf,
+        source: if form.source.is_empty() {
+            branches
+                .iter()
+                .find(|b| **b != default)
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            form.source
+        },
+        target: if form.target.is_empty() {
+            default
+        } else {
+            form.target
+        },
+        branches,
+        title: form.title,
+        body: form.body,
+        error: error.map(|e| e.message().to_string()),
+    })?;
+    *response.status_mut() = status;
+    Ok(response)
+}
+
+/// `GET /{owner}/{repo}/-/pulls/new?source=`.
+pub async fn new_pull(
+    State(app): State<Arc<WebState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<WriteMeta>,
+    Query(form): Query<NewPullForm>,
+) -> Result<Response, AppError> {
+    let Some((_, csrf)) = session_user() else {
+        return Ok(to_sign_in(&format!("/{name}/-/pulls/new")));
+    };
+    new_pull_page(&app, &name, csrf, form, None).await
+}
+
+/// `POST /{owner}/{repo}/-/pulls/new`: opens it, then to its page.
+pub async fn create_pull(
+    State(app): State<Arc<WebState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<WriteMeta>,
+    request: Request,
+) -> Result<Response, AppError> {
+    let Some((_, csrf, form)) = checked_form::<NewPullForm>(&app, request, |f| &f.csrf).await?
+    else {
+        return Ok(to_sign_in(&format!("/{name}/-/pulls/new")));
+    };
+    let known = app.recorder.branches(&name.to_string());
+    let missing = [&form.source, &form.target]
+        .into_iter()
+        .find(|b| !known.contains(b))
+        .cloned();
+    let opened = match missing {
+        Some(branch) => Err(AppError::bad_request(format!(
+            "there is no branch {branch:?} in {name}; push it first"
+        ))),
+        None => {
+            let new = NewChange {
+                title: form.title.trim().to_string(),
+                body: form.body.clone(),
+                source_branch: form.source.clone(),
+                target_branch: form.target.clone(),
+                labels: split_labels(&form.labels),
+            };
+            vole_api::threads::create_thread::<Change>(&app.api, &principal, name.clone(), new)
+                .await
+        }
+    };
+    match opened {
+        Ok(change) => Ok(see_other(&pull_path(&name, change.number), &[])),
+        Err(refused) if refused.status().is_client_error() => {
+            new_pull_page(&app, &name, csrf, form, Some(refused)).await
+        }
+        Err(refused) => Err(refused),
+    }
+}

@@ -1,0 +1,174 @@
+//! Pull requests in the browser, over real HTTP and real `git`: opened
+//! from a pushed branch with the form, its commits and its diff against
+//! the merge base shown, merged with the merge box (a merge commit with
+//! both parents), the merge button absent for a reader and their forged
+//! merge refused, a merge whose target moved after the page was shown
+//! refused, and a conflicting pull request listing its paths.
+
+use crate::support::*;
+use crate::web_issues::{forge, page, send, signed_in};
+
+/// A form's hidden `name` value after `after` in `html`.
+fn hidden_after(html: &str, after: &str, name: &str) -> String {
+    let at = html
+        .find(after)
+        .unwrap_or_else(|| panic!("no {after:?} in:\n{html}"));
+    hidden_field(&html[at..], name)
+}
+
+#[test]
+fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
+    let forge = forge();
+    let token = user_token(&forge.data, "alice", false, "write", &[]);
+    let url = format!(
+        "http://alice:{token}@{}/alice/repo.git",
+        forge.server().addr
+    );
+    let work = worktree(&forge.dir, "work");
+    git_ok(&work, &["push", "-q", &url, "main"]);
+    let base = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    git_ok(&work, &["checkout", "-q", "-b", "feature"]);
+    commit_file(&work, "src/lib.rs", b"pub fn added() -> u32 {\n    42\n}\n");
+    let head = commit_file(&work, "notes.txt", b"a note\n");
+    git_ok(&work, &["push", "-q", &url, "feature"]);
+    git_ok(&work, &["checkout", "-q", "main"]);
+
+    let mut alice = signed_in(&forge, "alice", 1);
+    let mut bob = signed_in(&forge, "bob", 2);
+    let form = page(&mut bob, "/alice/repo/-/pulls/new");
+    assert!(
+        form.contains("<option value=\"feature\" selected>"),
+        "{form}"
+    );
+    assert!(
+        form.contains("<option value=\"main\" selected>"),
+        "the default branch is the target:\n{form}"
+    );
+    let opened = send(
+        &mut bob,
+        "/alice/repo/-/pulls/new",
+        "/alice/repo/-/pulls/new",
+        &[
+            ("source", "feature"),
+            ("target", "main"),
+            ("title", "Add <b>added</b>"),
+            ("body", "Closes nothing"),
+        ],
+    );
+    assert_eq!(opened.status, 303, "{}", opened.text());
+    let path = opened.header("location").unwrap().to_string();
+    let shown = page(&mut bob, &path);
+    assert!(
+        shown.contains("change src/lib.rs") && shown.contains("change notes.txt"),
+        "its commits:\n{shown}"
+    );
+    assert!(shown.contains("This pull request can be merged"), "{shown}");
+    assert!(
+        !shown.contains("Merge pull request</button>"),
+        "a reader has the merge button:\n{shown}"
+    );
+    assert!(
+        shown.contains("&#60;b&#62;added&#60;/b&#62;") && !shown.contains("<b>added"),
+        "{shown}"
+    );
+    assert!(
+        page(&mut bob, "/alice/repo/-/pulls")
+            .contains("Pull requests <span class=\"count\">1</span>")
+    );
+
+    let files = page(&mut bob, &format!("{path}/files"));
+    assert!(
+        files.contains("src/lib.rs") && files.contains("42"),
+        "{files}"
+    );
+    assert!(
+        files.contains(&base[..12]),
+        "the merge base is named:\n{files}"
+    );
+    let raw = bob.get(&format!("{path}/files.patch"));
+    assert_eq!(raw.status, 200);
+    assert!(raw.text().contains("+pub fn added()"), "{}", raw.text());
+
+    // bob's forged merge: refused, nothing moved.
+    let shown = page(&mut alice, &path);
+    let (shown_head, shown_target) = (
+        hidden_after(&shown, "/merge\"", "head"),
+        hidden_after(&shown, "/merge\"", "target"),
+    );
+    assert_eq!(
+        (shown_head.as_str(), shown_target.as_str()),
+        (head.as_str(), base.as_str())
+    );
+    let fields = [
+        ("method", "merge"),
+        ("head", shown_head.as_str()),
+        ("target", shown_target.as_str()),
+    ];
+    let forged = send(&mut bob, &path, &format!("{path}/merge"), &fields);
+    assert_eq!(forged.status, 403, "{}", forged.text());
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main").unwrap(),
+        base
+    );
+
+    // The target moves after alice's page was shown: her merge is refused.
+    commit_file(&work, "other.txt", b"elsewhere\n");
+    git_ok(&work, &["push", "-q", &url, "main"]);
+    let moved = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let stale = send(&mut alice, &path, &format!("{path}/merge"), &fields);
+    assert_eq!(stale.status, 409, "{}", stale.text());
+    assert!(
+        stale.text().contains("moved since the page was shown"),
+        "{}",
+        stale.text()
+    );
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/heads/main").unwrap(),
+        moved
+    );
+
+    // Shown again, merged: a merge commit with both parents.
+    let shown = page(&mut alice, &path);
+    let target = hidden_after(&shown, "/merge\"", "target");
+    assert_eq!(target, moved);
+    let merged = send(
+        &mut alice,
+        &path,
+        &format!("{path}/merge"),
+        &[("method", "merge"), ("head", &head), ("target", &target)],
+    );
+    assert_eq!(merged.status, 303, "{}", merged.text());
+    let tip = ref_value(&forge.bare("alice/repo"), "refs/heads/main").unwrap();
+    git_ok(
+        &work,
+        &["fetch", "-q", &url, "main:refs/remotes/origin/main"],
+    );
+    let parents = git_ok(&work, &["rev-list", "--parents", "-n1", "origin/main"]);
+    assert_eq!(
+        parents.split_whitespace().collect::<Vec<_>>(),
+        vec![tip.as_str(), moved.as_str(), head.as_str()]
+    );
+    let shown = page(&mut bob, &path);
+    assert!(
+        shown.contains("class=\"state merged\">Merged<") && shown.contains(&tip[..12]),
+        "{shown}"
+    );
+
+    // A conflicting one lists its paths and offers no merge.
+    git_ok(&work, &["checkout", "-q", "-b", "clash", &base]);
+    commit_file(&work, "other.txt", b"the branch's\n");
+    git_ok(&work, &["push", "-q", &url, "clash"]);
+    let opened = send(
+        &mut alice,
+        "/alice/repo/-/pulls/new",
+        "/alice/repo/-/pulls/new",
+        &[("source", "clash"), ("target", "main"), ("title", "Clash")],
+    );
+    let clash = opened.header("location").unwrap().to_string();
+    let shown = page(&mut alice, &clash);
+    assert!(
+        shown.contains("has conflicts") && shown.contains("<code>other.txt</code>"),
+        "{shown}"
+    );
+    assert!(!shown.contains("Merge pull request</button>"), "{shown}");
+}
