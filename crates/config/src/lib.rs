@@ -1,5 +1,5 @@
 //! Configuration in two phases: the raw settings as given (flags and `VOLE_*`
-//! environment, parsed by clap in [`vole::cli`], and an optional `vole.toml`),
+//! environment, parsed by clap in `vole`'s `cli`, and an optional `vole.toml`),
 //! then one validated [`Config`] with every default filled in.
 //!
 //! Precedence, highest first: command-line flag, environment variable, config

@@ -3,7 +3,10 @@
 //! on ([`repo_access::RepoAccess`]), and the sealed-memfd buffers with the
 //! connection that sends them with `sendfile` ([`zero_copy`]), the
 //! pagination extractors ([`page`]). No handler
-//! lives here; routes are in `server/router.rs`, handlers in the services.
+//! lives here: each service has its handlers and its `routes.rs`, and
+//! `vole`'s `server/router.rs` merges them. It knows no service, no
+//! store's internals and no page: a service tells it how a denial reads
+//! ([`RepoSurface`]).
 
 pub mod auth;
 pub mod browser;

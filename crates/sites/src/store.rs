@@ -39,7 +39,13 @@ pub use vole_git::Lookup;
 /// repo (`owner/name#incarnation`: a repo created again under a name
 /// starts with no roots) -> ref -> (feed generation, root tree): looked up
 /// by `&str` without allocating.
+/// Bounded: one entry per repo on disk (an earlier incarnation's is
+/// dropped when the next one's first root is resolved), at most
+/// [`MAX_SOURCES_PER_REPO`] sources in each.
 type Roots = HashMap<String, HashMap<String, (u64, Option<ObjectId>)>>;
+
+/// Sources (ref and directory) whose roots one repo keeps at most.
+const MAX_SOURCES_PER_REPO: usize = 8;
 
 /// Root resolutions and the byte cache of every site, and the repos' gix
 /// handles (the server's, shared with the web UI).
@@ -66,6 +72,26 @@ impl SiteStore {
 
     fn repo(&self, path: &Path) -> Result<gix::Repository, SiteError> {
         self.gix.open_current(path)?.ok_or(SiteError::Replaced)
+    }
+
+    /// Keeps `root` as `repo_name`'s for `source` (see [`Roots`]).
+    fn remember_root(&self, repo_name: &str, source: String, root: (u64, Option<ObjectId>)) {
+        let mut roots = self.roots.lock();
+        if !roots.contains_key(repo_name)
+            && let Some((name, _)) = repo_name.split_once('#')
+        {
+            // A new incarnation of the name: the earlier ones are deleted,
+            // and their roots go with them.
+            let earlier = format!("{name}#");
+            roots.retain(|key, _| !key.starts_with(&earlier));
+        }
+        let sources = roots.entry(repo_name.to_string()).or_default();
+        // A repo serves one source at a time; the others are its settings'
+        // past ones.
+        if sources.len() >= MAX_SOURCES_PER_REPO {
+            sources.clear();
+        }
+        sources.insert(source, root);
     }
 
     /// The tree at `dir` of the commit `ref_name` points at, or `None` when
@@ -95,11 +121,7 @@ impl SiteStore {
                 }
             }
         };
-        self.roots
-            .lock()
-            .entry(repo_name.to_string())
-            .or_default()
-            .insert(source_key(ref_name, dir), (generation, root));
+        self.remember_root(repo_name, source_key(ref_name, dir), (generation, root));
         Ok(root)
     }
 
@@ -182,4 +204,26 @@ impl SiteStore {
 /// site at another ref or directory, and the old entry must not answer.
 fn source_key(ref_name: &str, dir: &[String]) -> String {
     format!("{ref_name}\0{}", dir.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roots_keep_one_incarnation_of_a_name_and_a_few_sources_of_it() {
+        let store = SiteStore::new(1 << 20, std::sync::Arc::new(vole_git::GixHandles::new(4)));
+        for n in 0..20 {
+            store.remember_root("ann/site#first", format!("ref-{n}"), (1, None));
+        }
+        store.remember_root("ann/other#x", "r".into(), (1, None));
+        assert!(store.roots.lock()["ann/site#first"].len() <= MAX_SOURCES_PER_REPO);
+        store.remember_root("ann/site#second", "r".into(), (2, None));
+        let roots = store.roots.lock();
+        assert!(
+            !roots.contains_key("ann/site#first"),
+            "a deleted incarnation's roots stay"
+        );
+        assert!(roots.contains_key("ann/site#second") && roots.contains_key("ann/other#x"));
+    }
 }

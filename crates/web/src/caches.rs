@@ -1,6 +1,6 @@
 //! The web UI's caches, owned by its state ([`WebCaches`], in
 //! `WebState`), each bounded in bytes by the configuration
-//! (`--highlight-cache-size` for the highlighter; docs/configuration.md)
+//! (`--web-cache-size` each; docs/configuration.md)
 //! and keyed by the repo's incarnation where what it holds was read from
 //! the repo's objects, so a repo deleted and created again under its name
 //! never sees the first one's entries; [`WebCaches::forget`] drops an
@@ -162,5 +162,103 @@ where
     K: 'static,
     V: 'static,
 {
-    move |key, _| incarnation(key) == &gone
+    // A key may name more than the repo after its incarnation (a pull
+    // request's diff: `<incarnation>\0base=<commit>`).
+    move |key, _| {
+        let of = incarnation(key);
+        of.strip_prefix(gone.as_str())
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('\0'))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(summary_bytes: usize) -> LogValue {
+        let entry = LogEntry {
+            id: "a".repeat(40),
+            summary: "s".repeat(summary_bytes),
+            author: "ann".into(),
+            time: "2026-12-04T00:00:00Z".into(),
+        };
+        Arc::new((vec![entry], false))
+    }
+
+    fn key(incarnation: &str, page: usize) -> LogKey {
+        (
+            incarnation.to_string(),
+            gix::ObjectId::null(gix::hash::Kind::Sha1),
+            Vec::new(),
+            page,
+        )
+    }
+
+    #[test]
+    fn a_cache_holds_at_most_its_bytes_and_no_entry_larger_than_them() {
+        let bound = 64 * 1024;
+        let caches = WebCaches::new(bound);
+        for page in 0..2000 {
+            caches.log.insert(key("inc-a", page), entry(1000));
+        }
+        caches.log.insert(key("inc-a", 9999), entry(200 * 1024));
+        caches.log.run_pending_tasks();
+        let held = caches.log.weighted_size();
+        assert!(
+            held <= bound,
+            "holds {held} bytes over its bound of {bound}"
+        );
+        assert!(
+            held > bound / 2,
+            "anti-vacuity: it holds something ({held} bytes)"
+        );
+        assert!(
+            caches.log.get(&key("inc-a", 9999)).is_none(),
+            "an entry over the bound is kept"
+        );
+    }
+
+    #[test]
+    fn forgetting_an_incarnation_drops_its_entries_and_no_others() {
+        let caches = WebCaches::new(1 << 20);
+        let null = gix::ObjectId::null(gix::hash::Kind::Sha1);
+        caches.log.insert(key("inc-a", 1), entry(10));
+        caches.log.insert(key("inc-ab", 1), entry(10));
+        caches.log.insert(key("inc-a\0base=x", 1), entry(10));
+        caches
+            .commits
+            .insert(("inc-a\0base=x".into(), null), Arc::new(detail()));
+        caches.forget("inc-a");
+        caches.log.run_pending_tasks();
+        caches.commits.run_pending_tasks();
+        assert!(caches.log.get(&key("inc-a", 1)).is_none());
+        assert!(
+            caches.log.get(&key("inc-a\0base=x", 1)).is_none(),
+            "a pull request's entry stays"
+        );
+        assert!(
+            caches
+                .commits
+                .get(&("inc-a\0base=x".into(), null))
+                .is_none()
+        );
+        assert!(
+            caches.log.get(&key("inc-ab", 1)).is_some(),
+            "another incarnation's entry went too"
+        );
+    }
+
+    fn detail() -> CommitDetail {
+        CommitDetail {
+            id: String::new(),
+            parents: Vec::new(),
+            author: String::new(),
+            time: String::new(),
+            message: String::new(),
+            files: Vec::new(),
+            diffs: Vec::new(),
+            patch_truncated: false,
+            files_truncated: false,
+        }
+    }
 }

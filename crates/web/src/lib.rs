@@ -1,7 +1,10 @@
 //! The web UI: server-rendered pages for browsing repos (askama templates
 //! compiled from `templates/`, assets from `static/` compiled into the
 //! binary). Every page works without JavaScript. Git reads happen in
-//! [`read`], on blocking threads; nothing here writes.
+//! [`read`], on blocking threads; the forms write only through
+//! `vole-api`'s operations (one path, with its quotas and audit, for both
+//! surfaces). It knows no other service's modules and no store's
+//! internals.
 //!
 //! Routes: `/` (repos), `/{owner}/{repo}` (repo home),
 //! `/{owner}/{repo}/-/tree/{rev}[/{path}]`, `/-/blob/{rev}/{path}`,
@@ -9,8 +12,9 @@
 //! (a branch or tag without `/`, or a full commit id).
 //!
 //! Here: the state and the helpers every page uses (render, the blocking
-//! hop, the repo resolver). `error.rs` ([`AppError`]), `home.rs`,
-//! `browse.rs` (repo, tree, blob, raw), `paths.rs` (tree paths, links,
+//! hop). `error.rs` ([`AppError`]), `home.rs`, `browse.rs` (repo home,
+//! tree), `blob.rs` (blob, raw), `issues.rs`, `issue.rs`, `pull.rs`
+//! (issues and pull requests), `paths.rs` (tree paths, links,
 //! breadcrumbs), `readme.rs`, `assets.rs`, `log.rs`, `commit.rs` and
 //! `commit_files.rs` (a commit and its drawn diffs), `refs.rs` (branches,
 //! tags, activity), `archive.rs`, [`highlight`], [`read`].

@@ -1,4 +1,4 @@
-//! Benchmark harness for the metadata store (`src/meta/`): entity writes
+//! Benchmark harness for the metadata store (`crates/meta`): entity writes
 //! as commits on CAS-moved refs, vole's store against the ref-CAS spike's
 //! own method (one `git` process per step) on the same machine.
 //!

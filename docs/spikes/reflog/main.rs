@@ -1,4 +1,4 @@
-//! Benchmark harness for the group-committed ref log (`src/log/`).
+//! Benchmark harness for the group-committed ref log (`crates/log`).
 //!
 //! `cargo run --release --example reflog [-- --txns N --rounds R]`
 //!

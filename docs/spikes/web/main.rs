@@ -1,4 +1,4 @@
-//! Benchmark harness for the web UI (`src/web/`) against cgit (Debian's
+//! Benchmark harness for the web UI (`crates/web`) against cgit (Debian's
 //! package, its cache off, behind nginx + fcgiwrap) on the same repo.
 //!
 //! `cargo run --release --example web [-- --files 5000 --commits 2000 --requests 200 --flat 0]`
