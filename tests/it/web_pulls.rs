@@ -172,3 +172,49 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
     );
     assert!(!shown.contains("Merge pull request</button>"), "{shown}");
 }
+
+#[test]
+fn a_team_files_an_issue_and_merges_a_pull_request_in_chromium() {
+    let forge = forge();
+    let token = user_token(&forge.data, "alice", false, "write", &[]);
+    let url = format!(
+        "http://alice:{token}@{}/alice/repo.git",
+        forge.server().addr
+    );
+    let work = worktree(&forge.dir, "work");
+    git_ok(&work, &["push", "-q", &url, "main"]);
+    let base = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    git_ok(&work, &["checkout", "-q", "-b", "feature"]);
+    commit_file(&work, "greeting.txt", b"hello from the branch\n");
+    let head = commit_file(&work, "more.txt", b"more\n");
+    git_ok(&work, &["push", "-q", &url, "feature"]);
+    let shots = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/browser-screenshots/threads");
+    let printed = browser_journey(
+        "threads.mjs",
+        forge.url("/").trim_end_matches('/'),
+        &shots,
+        &["alice/repo", "correct horse battery"],
+    );
+    assert!(printed.contains("ok"), "{printed}");
+    // `git fetch` shows the merge commit on main with both parents.
+    git_ok(
+        &work,
+        &["fetch", "-q", &url, "main:refs/remotes/origin/main"],
+    );
+    let parents = git_ok(&work, &["rev-list", "--parents", "-n1", "origin/main"]);
+    let ids: Vec<&str> = parents.split_whitespace().collect();
+    assert_eq!(ids[1..], [base.as_str(), head.as_str()], "{parents}");
+    for name in [
+        "issue",
+        "issue-list",
+        "pull-files",
+        "pull-merge-box",
+        "pull-merged",
+    ] {
+        assert!(
+            shots.join(format!("{name}.png")).exists(),
+            "no {name} screenshot"
+        );
+    }
+}
