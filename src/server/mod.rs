@@ -79,6 +79,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     let metrics_task = start_metrics_listener(&app).await?;
 
     let maintenance_task = tokio::spawn(maintenance::run(app.clone()));
+    let timeline_task = tokio::spawn(record_pushes(app.clone()));
     if app.config.anonymous_push {
         tracing::warn!(
             "anonymous push is ON: anyone who can reach this server can push (development only)"
@@ -98,6 +99,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     control_task.abort();
     maintenance_task.abort();
+    timeline_task.abort();
     if let Some(task) = metrics_task {
         task.abort();
     }
@@ -105,6 +107,28 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     drop(lock);
     tracing::info!("vole stopped");
     Ok(())
+}
+
+/// Follows the ref-move feed: a push to an open pull request's source
+/// branch goes into its timeline ("pushed N commits"). A feed the task
+/// fell behind on skips what it missed, and says so.
+async fn record_pushes(app: Arc<App>) {
+    let mut feed = app.recorder.subscribe();
+    loop {
+        match feed.recv().await {
+            Ok(event) => {
+                let control = app.control.clone();
+                let _ = tokio::task::spawn_blocking(move || control.record_pushes(&event)).await;
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(
+                    missed,
+                    "the pull request timelines missed pushes (the feed ran ahead)"
+                );
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
 }
 
 /// Checks the ref log against every repo's refs on disk, and says what it

@@ -29,7 +29,7 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
     let base = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
     git_ok(&work, &["checkout", "-q", "-b", "feature"]);
     commit_file(&work, "src/lib.rs", b"pub fn added() -> u32 {\n    42\n}\n");
-    let head = commit_file(&work, "notes.txt", b"a note\n");
+    commit_file(&work, "notes.txt", b"a note\n");
     git_ok(&work, &["push", "-q", &url, "feature"]);
     git_ok(&work, &["checkout", "-q", "main"]);
 
@@ -88,6 +88,29 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
     let raw = bob.get(&format!("{path}/files.patch"));
     assert_eq!(raw.status, 200);
     assert!(raw.text().contains("+pub fn added()"), "{}", raw.text());
+
+    // A push to the source branch is in the timeline, by the pusher.
+    git_ok(&work, &["checkout", "-q", "feature"]);
+    let head = commit_file(&work, "later.txt", b"later\n");
+    git_ok(&work, &["push", "-q", &url, "feature"]);
+    git_ok(&work, &["checkout", "-q", "main"]);
+    let pushed = (0..100).find_map(|_| {
+        let shown = page(&mut bob, &path);
+        if shown.contains("pushed 1 commit") {
+            return Some(shown);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        None
+    });
+    let shown = pushed.expect("no \"pushed 1 commit\" entry in the timeline");
+    assert!(
+        shown.contains("<strong>alice</strong> pushed 1 commit"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("change later.txt"),
+        "the page shows the current head's commits:\n{shown}"
+    );
 
     // bob's forged merge: refused, nothing moved.
     let shown = page(&mut alice, &path);

@@ -47,6 +47,7 @@ mod dispatch;
 mod hook_reports;
 mod lifecycle;
 pub mod merge;
+mod timeline;
 
 pub use dispatch::dispatch;
 pub use lifecycle::{Actor, LifecycleError, NewRepo};

@@ -7,6 +7,41 @@ use super::*;
 use crate::entities::check_version;
 
 impl MetaStore {
+    /// Records `event` in the timeline of change request `number`, by
+    /// `author` (a push to its source branch, by the pusher).
+    pub fn record_event(
+        &self,
+        repo: &RepoName,
+        number: u64,
+        event: crate::entity::ThreadEvent,
+        author: &str,
+    ) -> Result<Comment, MetaError> {
+        let crate::entity::ThreadEvent::Pushed { commits, .. } = &event;
+        let body = format!(
+            "pushed {commits} commit{}",
+            if *commits == 1 { "" } else { "s" }
+        );
+        let id = self.new_id();
+        self.write(repo, |state| {
+            let thread = state.thread_id(ThreadKind::Change, number)?;
+            let now = now_text();
+            Ok(Comment {
+                v: SCHEMA_V,
+                id,
+                thread,
+                thread_kind: ThreadKind::Change,
+                body,
+                author: author.to_string(),
+                created_at: now.clone(),
+                updated_at: now,
+                version: 1,
+                replaces: None,
+                deleted: false,
+                event: Some(event),
+            })
+        })
+    }
+
     /// Comments on the issue or change request `number` (`kind` says
     /// which the caller addressed).
     pub fn comment(
@@ -37,6 +72,7 @@ impl MetaStore {
                 version: 1,
                 replaces: None,
                 deleted: false,
+                event: None,
             })
         })
     }
@@ -93,6 +129,11 @@ impl MetaStore {
     ) -> Result<Comment, MetaError> {
         self.write(repo, |state| {
             let current = state.comment(kind, number, id)?;
+            if current.event.is_some() {
+                return Err(MetaError::Invalid(
+                    "this is a timeline entry the server recorded, not a comment: it cannot be edited or deleted".into(),
+                ));
+            }
             check_version("a comment on", number, current.version, version)?;
             let mut next = current.clone();
             match body {

@@ -133,6 +133,23 @@ pub struct Comment {
     /// cannot bring an older version back).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleted: bool,
+    /// Not a person's words but something that happened to the thread
+    /// (its body says it in words too, for readers that do not know it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<ThreadEvent>,
+}
+
+/// Something that happened to a thread, in its timeline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ThreadEvent {
+    /// The pull request's source branch moved: `before` (none: made) to
+    /// `after`, with `commits` new commits on it.
+    Pushed {
+        before: Option<String>,
+        after: String,
+        commits: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -478,6 +495,7 @@ mod tests {
             version: 1,
             replaces: None,
             deleted: false,
+            event: None,
         });
         assert_eq!(comment.root_id(), issue_id);
         assert_eq!(

@@ -38,6 +38,8 @@ pub(crate) struct CommentView {
     pub version: u64,
     pub may_edit: bool,
     pub editing: bool,
+    /// A timeline entry the server recorded (a push), not a comment.
+    pub event: bool,
 }
 
 /// A thread's text and comments, rendered, with the viewer's rights.
@@ -77,7 +79,8 @@ pub(crate) fn timeline(
         .into_iter()
         .map(|c: Comment| CommentView {
             html: crate::markdown::render(&c.body, &links),
-            may_edit: viewer.may_edit_comment(&repo, &c.author),
+            may_edit: c.event.is_none() && viewer.may_edit_comment(&repo, &c.author),
+            event: c.event.is_some(),
             editing: editing == Some(c.id.as_str()),
             edited: c.version > 1,
             id: c.id,
