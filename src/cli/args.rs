@@ -81,6 +81,14 @@ pub enum Command {
     /// the meta log, every ref against its last move in the ref log. Prints
     /// each problem on a line; exits 1 if there is any.
     Check,
+    /// Issues of the repository in the current directory (a clone that
+    /// fetched `refs/meta/*`): no server, no data dir.
+    #[command(subcommand)]
+    Issue(ThreadCommand),
+    /// Pull requests of the repository in the current directory, as
+    /// `vole issue` reads issues.
+    #[command(subcommand)]
+    Pr(ThreadCommand),
     /// Run by git as a hook under vole serve (see `data/hooks/`).
     #[command(subcommand)]
     Hook(HookCommand),
@@ -301,4 +309,31 @@ impl From<ScopeArg> for vole_meta::entity::Scope {
 pub(crate) struct EnvOnly {
     #[command(flatten)]
     pub(crate) settings: Settings,
+}
+
+/// `vole issue` and `vole pr`.
+#[derive(Debug, Subcommand)]
+pub enum ThreadCommand {
+    /// List them, newest first (`--state open` by default).
+    List {
+        /// open, closed (pull requests: merged too), or all.
+        #[arg(long, default_value = "open")]
+        state: String,
+        /// Only those with this label.
+        #[arg(long)]
+        label: Option<String>,
+        /// Only those by this user.
+        #[arg(long)]
+        author: Option<String>,
+        /// The documents as a JSON array (the fields of docs/metadata-format.md).
+        #[arg(long)]
+        json: bool,
+    },
+    /// One, with its comments in order.
+    Show {
+        number: u64,
+        /// `{"thread": .., "comments": [..]}`.
+        #[arg(long)]
+        json: bool,
+    },
 }

@@ -18,12 +18,14 @@ mod log_filter;
 mod pack_objects;
 mod progress;
 mod repo;
+mod threads;
 
 use args::EnvOnly;
 pub use args::{
     Cli, Command, HookCommand, LogCommand, LogFormat, RepoCommand, ScopeArg, ServeArgs,
-    TokenCommand, UserCommand, VisibilityArg,
+    ThreadCommand, TokenCommand, UserCommand, VisibilityArg,
 };
+use vole_meta::entity::ThreadKind;
 
 use anyhow::Context;
 use clap::Parser;
@@ -47,6 +49,19 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Command::Sentinel { mark } = &cli.command {
         return vole_transport::sentinel::run(mark);
+    }
+    // Issues and pull requests are read from the clone in the current
+    // directory: no server, no data dir, no config.
+    let read = match &cli.command {
+        Command::Issue(command) => Some(threads::thread_command(ThreadKind::Issue, command)),
+        Command::Pr(command) => Some(threads::thread_command(ThreadKind::Change, command)),
+        _ => None,
+    };
+    if let Some(read) = read {
+        return read.unwrap_or_else(|e| {
+            eprintln!("vole: error: {}", vole_stdx::error_chain::Chain(e.as_ref()));
+            ExitCode::FAILURE
+        });
     }
     // Hooks run inside git, under the server: no config, no tracing set-up.
     if let Command::Hook(hook) = &cli.command {
@@ -131,7 +146,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Repo(command) => repo::repo_command(&config, command),
         Command::User(command) => accounts::user_command(&config, command),
         Command::Token(command) => accounts::token_command(&config, command),
-        Command::Sentinel { .. } | Command::Hook(_) => {
+        Command::Sentinel { .. } | Command::Hook(_) | Command::Issue(_) | Command::Pr(_) => {
             unreachable!("handled in main before any set-up")
         }
         Command::Log(command) => log_dump::log_command(&config, command),

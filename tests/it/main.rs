@@ -10,6 +10,7 @@ mod acl_place;
 mod backup;
 mod browsing;
 mod check;
+mod cli_threads;
 mod default_branch;
 mod docker;
 mod durability;
