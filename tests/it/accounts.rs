@@ -396,14 +396,16 @@ fn a_revoked_token_and_a_disabled_user_are_refused_on_the_next_request() {
         "the user change is not audited:\n{dump}"
     );
     // An expired token: refused.
-    let short = user_token(data, "bob", false, "read", &["--expires", "1s"]);
+    // Long enough to be used once even on a loaded machine (making the
+    // token runs a CLI process), short enough to wait out.
+    let short = user_token(data, "bob", false, "read", &["--expires", "4s"]);
     assert_eq!(
         forge
             .get_as("/api/v1/repos/alice/public/issues", Some(&bearer(&short)))
             .status,
         200
     );
-    std::thread::sleep(Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(4500));
     assert_eq!(
         forge
             .get_as("/api/v1/repos/alice/public/issues", Some(&bearer(&short)))

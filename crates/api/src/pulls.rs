@@ -121,6 +121,7 @@ pub async fn merge(
         method: Some(method),
         head: option.head_commit_id.filter(|h| !h.trim().is_empty()),
         target: None,
+        target_branch: None,
         title: option.title.filter(|t| !t.trim().is_empty()),
         message: option.message,
     };

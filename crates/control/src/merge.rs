@@ -51,6 +51,9 @@ pub struct MergeAsk {
     pub head: Option<String>,
     /// The target's commit the asker saw (`None`: not checked).
     pub target: Option<String>,
+    /// The target branch's name the asker saw (`None`: not checked): its
+    /// author may have pointed the pull request at another since.
+    pub target_branch: Option<String>,
     /// A merge or squash commit's first line instead of the default.
     pub title: Option<String>,
     /// Text added to the commit's message.
@@ -401,6 +404,15 @@ impl ControlState {
         let change = self.meta.change(repo, ask.number)?;
         if change.state != ChangeState::Open {
             return Err(MergeRefused::NotOpen(ask.number, state_name(change.state)));
+        }
+        if let Some(shown) = &ask.target_branch
+            && *shown != change.target_branch
+        {
+            return Err(MergeRefused::Moved {
+                which: "target",
+                shown: shown.clone(),
+                now: change.target_branch.clone(),
+            });
         }
         let offered = self.meta.settings(repo)?.merge;
         let method = ask.method.unwrap_or(offered.default);

@@ -66,8 +66,38 @@ pub type LogValue = Arc<(Vec<LogEntry>, bool)>;
 /// A commit's detail: (incarnation, commit).
 pub type CommitKey = (String, gix::ObjectId);
 
+/// An open pull request's merge box and commits: (incarnation, target,
+/// source) -> what a test merge of the two gave.
+pub type PreviewKey = (String, gix::ObjectId, gix::ObjectId);
+
+/// What a pull request's page shows of its two tips.
+pub struct PreviewParts {
+    pub preview: vole_api::pulls::Preview,
+    pub commits: Vec<LogEntry>,
+    pub more: bool,
+}
+
+impl Weigh for PreviewParts {
+    fn weight(&self) -> usize {
+        let conflicts = match &self.preview.merge {
+            vole_git::merge::TestMerge::Conflicts(paths) => paths.weight(),
+            _ => 0,
+        };
+        conflicts + self.commits.weight() + std::mem::size_of::<PreviewParts>()
+    }
+}
+
+impl Weigh for PreviewKey {
+    fn weight(&self) -> usize {
+        self.0.weight() + 2 * std::mem::size_of::<gix::ObjectId>()
+    }
+}
+
 /// The caches of the pages' git reads.
 pub struct WebCaches {
+    /// Pull requests' merge boxes, by both tips (a push to either makes
+    /// another key).
+    pub previews: moka::sync::Cache<PreviewKey, Arc<PreviewParts>>,
     /// Log pages (history is immutable once named by a commit id).
     pub log: moka::sync::Cache<LogKey, LogValue>,
     /// Commit pages' details.
@@ -110,6 +140,11 @@ impl WebCaches {
     /// Caches of `bytes` each.
     pub fn new(bytes: u64) -> WebCaches {
         WebCaches {
+            previews: moka::sync::Cache::builder()
+                .max_capacity(bytes)
+                .weigher(weigh)
+                .support_invalidation_closures()
+                .build(),
             log: moka::sync::Cache::builder()
                 .max_capacity(bytes)
                 .weigher(weigh)
@@ -144,6 +179,9 @@ impl WebCaches {
         let _ = self
             .commits
             .invalidate_entries_if(with_key(gone.clone(), |k: &CommitKey| &k.0));
+        let _ = self
+            .previews
+            .invalidate_entries_if(with_key(gone.clone(), |k: &PreviewKey| &k.0));
         let _ = self
             .listings
             .invalidate_entries_if(with_key(gone.clone(), |k: &ListingKey| &k.0));

@@ -15,6 +15,8 @@ use axum::extract::Request;
 use serde::Deserialize;
 use vole_access::ResolvedRepo;
 use vole_api::pulls::{MergeAsk, Preview};
+
+use crate::caches::PreviewParts;
 use vole_git::merge::TestMerge;
 use vole_http::repo_access::WriteMeta;
 use vole_meta::NewChange;
@@ -148,13 +150,15 @@ fn commits(
     Ok((entries, more))
 }
 
-/// The preview, commits and merge settings of an open pull request, under
-/// a read slot (none for one that is not open, or whose branches are gone).
+/// The preview and commits of an open pull request, under a read slot
+/// (none for one that is not open, or whose branches are gone), cached by
+/// the repo's incarnation and both tips: a view after the first runs only
+/// the two tips' look-ups.
 async fn open_parts(
     app: &Arc<WebState>,
     name: &ResolvedRepo,
     change: &Change,
-) -> Result<Option<(Preview, Vec<LogEntry>, bool)>, AppError> {
+) -> Result<Option<Arc<PreviewParts>>, AppError> {
     if change.state != ChangeState::Open {
         return Ok(None);
     }
@@ -162,11 +166,28 @@ async fn open_parts(
     let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
     let parts = vole_http::spawn_blocking(move || {
         let _slot = slot;
+        let Ok(tips) = vole_api::pulls::tips(&app2.api, &name2, &change2) else {
+            return Ok(None);
+        };
+        let key = (name2.incarnation_id().to_string(), tips.target, tips.source);
+        if let Some(hit) = app2.caches.previews.get(&key) {
+            return Ok(Some(hit));
+        }
         let Ok(preview) = vole_api::pulls::preview(&app2.api, &name2, &change2) else {
             return Ok(None);
         };
         let (commits, more) = commits(&app2, &name2, &preview)?;
-        Ok::<_, read::ReadError>(Some((preview, commits, more)))
+        let parts = Arc::new(PreviewParts {
+            preview,
+            commits,
+            more,
+        });
+        // Keyed by the tips the preview itself read (a push between the
+        // two look-ups makes it another key, not a wrong entry).
+        let tips = parts.preview.tips;
+        let key = (key.0, tips.target, tips.source);
+        app2.caches.previews.insert(key, parts.clone());
+        Ok::<_, read::ReadError>(Some(parts))
     })
     .await
     .map_err(|e| AppError::internal("pull request read task failed", e))?;
@@ -192,7 +213,11 @@ async fn pull_page(
     let offered = app.api.meta.settings(name)?.merge;
     let parts = open_parts(app, name, &change).await?;
     let (merge_box, commits, more_commits) = match parts {
-        Some((preview, commits, more)) => (Some(merge_box(&preview, &offered)), commits, more),
+        Some(parts) => (
+            Some(merge_box(&parts.preview, &offered)),
+            parts.commits.clone(),
+            parts.more,
+        ),
         None => (None, Vec::new(), false),
     };
     let viewer = viewer();
@@ -268,6 +293,10 @@ struct MergeForm {
     head: String,
     #[serde(default)]
     target: String,
+    /// The target branch's name the page showed (an author may retarget
+    /// the pull request meanwhile).
+    #[serde(default)]
+    target_branch: String,
 }
 
 /// `POST /{owner}/{repo}/-/pulls/{n}/merge`: the merge box's form, with
@@ -298,6 +327,7 @@ pub async fn merge_pull(
         method: Some(method),
         head: Some(form.head),
         target: Some(form.target),
+        target_branch: Some(form.target_branch).filter(|b| !b.is_empty()),
         title: None,
         message: None,
     };
@@ -337,7 +367,9 @@ pub async fn pull_files(
     };
     let change = app.api.meta.change(&name, number)?;
     let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
+    let slot = app.reads.acquire().await?;
     let range = vole_http::spawn_blocking(move || {
+        let _slot = slot;
         let tips = vole_api::pulls::tips(&app2.api, &name2, &change2).ok()?;
         let base = app2
             .git
