@@ -150,6 +150,54 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
         moved
     );
 
+    // Its author retargets it after alice's page was shown (to a branch
+    // at the same commit): her merge is refused, and it is pointed back.
+    git_ok(&work, &["push", "-q", &url, "main:release"]);
+    let shown = page(&mut alice, &path);
+    let target = hidden_after(&shown, "/merge\"", "target");
+    let bob_token = user_token(&forge.data, "bob", false, "write", &[]);
+    let number = path.rsplit('/').next().unwrap().to_string();
+    let retarget = |branch: &str| {
+        let current = http(
+            forge.server().addr,
+            &format!("GET /api/v1/repos/alice/repo/changes/{number} HTTP/1.1"),
+            b"",
+        );
+        let version =
+            serde_json::from_slice::<serde_json::Value>(&current.body).unwrap()["version"].clone();
+        let body = serde_json::json!({"version": version, "target_branch": branch}).to_string();
+        let head = format!(
+            "PATCH /api/v1/repos/alice/repo/changes/{number} HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
+            basic("bob", &bob_token),
+            body.len()
+        );
+        let answer = http(forge.server().addr, &head, body.as_bytes());
+        assert_eq!(answer.status, 200, "{}", answer.text());
+    };
+    retarget("release");
+    let retargeted = send(
+        &mut alice,
+        &path,
+        &format!("{path}/merge"),
+        &[
+            ("method", "merge"),
+            ("head", &head),
+            ("target", &target),
+            ("target_branch", "main"),
+        ],
+    );
+    assert_eq!(retargeted.status, 409, "{}", retargeted.text());
+    assert!(
+        retargeted.text().contains("it is release"),
+        "{}",
+        retargeted.text()
+    );
+    assert_eq!(
+        ref_value(&forge.bare("alice/repo"), "refs/heads/release").unwrap(),
+        moved
+    );
+    retarget("main");
+
     // Shown again, merged: a merge commit with both parents.
     let shown = page(&mut alice, &path);
     let target = hidden_after(&shown, "/merge\"", "target");
