@@ -336,3 +336,61 @@ fn a_kill_between_the_targets_move_and_the_metadata_write_is_settled_at_start() 
         assert!(committed, "{method}: the log does not hold the move");
     }
 }
+
+#[test]
+fn a_kill_after_the_intent_but_before_the_move_drops_the_merge_at_start() {
+    let mut fx = Fixture::new(&[("VOLE_FAILPOINT", "merge-before-move")]);
+    fx.branch("topic", "main", &[("t.txt", "t\n")]);
+    let number = fx.open("carol", "topic");
+    let before = fx.main();
+    let carol = fx.caller("carol");
+    let asked = std::thread::spawn(move || {
+        carol.call(
+            "POST",
+            &format!("/pulls/{number}/merge"),
+            Some(json!({"Do": "merge"})),
+        )
+    });
+    let stopped = fx
+        .forge
+        .server()
+        .log
+        .wait_for(&["failpoint merge-before-move"], Duration::from_secs(30));
+    assert!(
+        stopped.is_some(),
+        "the failpoint was not reached:\n{}",
+        fx.forge.server().log.all()
+    );
+    let server = fx.forge.take_server().unwrap();
+    signal(server.vole_pid(), 9);
+    let _ = asked.join();
+    drop(server);
+    let intent = fx
+        .forge
+        .ref_log_rows()
+        .into_iter()
+        .any(|r| r["phase"] == "merge_intent");
+    assert!(intent, "anti-vacuity: the intent is in the log");
+    fx.forge.restart_built(|b| b);
+    let (_, change) = fx
+        .caller("alice")
+        .call("GET", &format!("/changes/{number}"), None);
+    assert_eq!(
+        change["state"], "open",
+        "a merge that never moved its target was recorded: {change}"
+    );
+    assert_eq!(fx.main(), before);
+    let dropped = fx
+        .forge
+        .server()
+        .log
+        .wait_for(&["the merge is dropped"], Duration::from_secs(5));
+    assert!(dropped.is_some(), "{}", fx.forge.server().log.all());
+    // And it merges afterwards, as if nothing had been tried.
+    let (status, body) = fx.caller("carol").call(
+        "POST",
+        &format!("/pulls/{number}/merge"),
+        Some(json!({"Do": "merge"})),
+    );
+    assert_eq!(status, 200, "{body}");
+}

@@ -18,8 +18,9 @@
 //! At start, [`ControlState::recover_merges`] settles each intent a crash
 //! cut short: one whose new commit is on its target marks its pull
 //! request merged, one whose target never moved is dropped. The
-//! failpoint `merge-after-move` (`VOLE_FAILPOINT`, read only in debug
-//! builds: the tests') stops the server between steps 5 and 6.
+//! failpoints `merge-after-move` and `merge-before-move` (`VOLE_FAILPOINT`,
+//! read only in debug builds: the tests') stop the server between steps 5
+//! and 6, and 4 and 5.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -464,6 +465,7 @@ impl ControlState {
         self.recorder
             .record_merge_intent(push, change.number, update, intent_phase(method))
             .map_err(record)?;
+        failpoint("merge-before-move");
         let moves = std::slice::from_ref(update);
         self.recorder.prepared(push, moves).map_err(record)?;
         let (new, old) = (
