@@ -213,55 +213,35 @@ pub(crate) trait FormPatch: Sized {
     fn labels(self, labels: Vec<String>) -> Self;
 }
 
-impl FormPatch for IssuePatch {
-    fn versioned(version: u64) -> Self {
-        IssuePatch {
-            version,
-            ..IssuePatch::default()
+/// Both kinds' patches have the same optional fields; only the states'
+/// types differ.
+macro_rules! form_patch {
+    ($patch:ty, $state:ident) => {
+        impl FormPatch for $patch {
+            fn versioned(version: u64) -> Self {
+                Self {
+                    version,
+                    ..Self::default()
+                }
+            }
+            fn state(mut self, open: bool) -> Self {
+                self.state = Some(if open { $state::Open } else { $state::Closed });
+                self
+            }
+            fn text(mut self, title: String, body: String) -> Self {
+                (self.title, self.body) = (Some(title), Some(body));
+                self
+            }
+            fn labels(mut self, labels: Vec<String>) -> Self {
+                self.labels = Some(labels);
+                self
+            }
         }
-    }
-    fn state(mut self, open: bool) -> Self {
-        self.state = Some(if open {
-            IssueState::Open
-        } else {
-            IssueState::Closed
-        });
-        self
-    }
-    fn text(mut self, title: String, body: String) -> Self {
-        (self.title, self.body) = (Some(title), Some(body));
-        self
-    }
-    fn labels(mut self, labels: Vec<String>) -> Self {
-        self.labels = Some(labels);
-        self
-    }
+    };
 }
 
-impl FormPatch for ChangePatch {
-    fn versioned(version: u64) -> Self {
-        ChangePatch {
-            version,
-            ..ChangePatch::default()
-        }
-    }
-    fn state(mut self, open: bool) -> Self {
-        self.state = Some(if open {
-            ChangeState::Open
-        } else {
-            ChangeState::Closed
-        });
-        self
-    }
-    fn text(mut self, title: String, body: String) -> Self {
-        (self.title, self.body) = (Some(title), Some(body));
-        self
-    }
-    fn labels(mut self, labels: Vec<String>) -> Self {
-        self.labels = Some(labels);
-        self
-    }
-}
+form_patch!(IssuePatch, IssueState);
+form_patch!(ChangePatch, ChangeState);
 
 /// What a thread form asks, done through the API's path.
 pub(crate) async fn act_on<T: Thread>(

@@ -129,25 +129,11 @@ fn commits(
     let (out, _) = read::run_git(
         &app.git,
         &app.repos.path(name),
-        &["log", "--format=%H%x00%an%x00%at%x00%s", &count, &range],
+        &["log", read::LOG_FORMAT, &count, &range],
         read::MAX_LOG_BYTES,
         app.config.reads.deadline,
     )?;
-    let mut entries: Vec<LogEntry> = out
-        .lines()
-        .filter_map(|line| {
-            let mut parts = line.splitn(4, '\0');
-            Some(LogEntry {
-                id: parts.next()?.to_string(),
-                author: parts.next()?.to_string(),
-                time: read::format_time(parts.next()?),
-                summary: parts.next().unwrap_or_default().to_string(),
-            })
-        })
-        .collect();
-    let more = entries.len() > MAX_COMMITS_LISTED;
-    entries.truncate(MAX_COMMITS_LISTED);
-    Ok((entries, more))
+    Ok(read::log_entries(&out, MAX_COMMITS_LISTED))
 }
 
 /// The preview and commits of an open pull request, under a read slot

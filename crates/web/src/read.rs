@@ -298,9 +298,12 @@ pub(crate) const MAX_LOG_BYTES: usize = 1 << 20;
 /// Most bytes of a commit's file list (`--name-status` or `--numstat`).
 const MAX_FILE_LIST_BYTES: usize = 4 << 20;
 
-pub(crate) fn format_time(seconds: &str) -> String {
+fn format_time(seconds: &str) -> String {
     vole_stdx::time::seconds(seconds.trim().parse().unwrap_or(0))
 }
+
+/// The `--format` of a log page's `git log`: id, author, time, subject.
+pub(crate) const LOG_FORMAT: &str = "--format=%H%x00%an%x00%at%x00%s";
 
 /// Up to `limit` commits reachable from `commit`, after skipping `skip`,
 /// touching `path` when given; the bool says whether more follow.
@@ -319,7 +322,7 @@ pub fn log(
     let joined = path.join("/");
     let mut args = vec![
         "log",
-        "--format=%H%x00%an%x00%at%x00%s",
+        LOG_FORMAT,
         count.as_str(),
         skip.as_str(),
         commit.as_str(),
@@ -329,6 +332,12 @@ pub fn log(
         args.push(joined.as_str());
     }
     let (out, _) = run_git(git, repo, &args, MAX_LOG_BYTES, deadline)?;
+    Ok(log_entries(&out, limit))
+}
+
+/// `git log` output in [`LOG_FORMAT`] as entries, at most `limit`; the
+/// bool says whether more were printed (ask for `limit + 1`).
+pub(crate) fn log_entries(out: &str, limit: usize) -> (Vec<LogEntry>, bool) {
     let mut entries: Vec<LogEntry> = out
         .lines()
         .filter_map(|line| {
@@ -343,7 +352,7 @@ pub fn log(
         .collect();
     let more = entries.len() > limit;
     entries.truncate(limit);
-    Ok((entries, more))
+    (entries, more)
 }
 
 /// A file a commit changed.
