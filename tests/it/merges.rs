@@ -12,26 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::support::*;
-
-struct Caller {
-    addr: std::net::SocketAddr,
-    auth: String,
-}
-
-impl Caller {
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let payload = body.map(|b| b.to_string()).unwrap_or_default();
-        let head = format!(
-            "{method} /api/v1/repos/alice/repo{path} HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
-            self.auth,
-            payload.len()
-        );
-        let response = http(self.addr, &head, payload.as_bytes());
-        let value = serde_json::from_slice(&response.body)
-            .unwrap_or_else(|_| Value::String(response.text()));
-        (response.status, value)
-    }
-}
+use crate::threads_api::Caller;
 
 /// alice owns alice/repo, carol may write to it, bob reads it; a work
 /// tree with `main` pushed.

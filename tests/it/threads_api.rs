@@ -7,13 +7,15 @@ use serde_json::{Value, json};
 
 use crate::support::*;
 
-struct Caller {
-    addr: std::net::SocketAddr,
-    auth: String,
+/// A client of alice/repo's API with one credential (an `Authorization`
+/// header line).
+pub(crate) struct Caller {
+    pub(crate) addr: std::net::SocketAddr,
+    pub(crate) auth: String,
 }
 
 impl Caller {
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    pub(crate) fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let payload = body.map(|b| b.to_string()).unwrap_or_default();
         let head = format!(
             "{method} /api/v1/repos/alice/repo{path} HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
