@@ -74,12 +74,23 @@ pub(crate) fn timeline(
         kinds: &kinds,
     };
     let viewer = viewer();
+    // The comment rule asked once a page, not once a comment: the
+    // viewer's own comments, and everyone's when they may moderate (no
+    // user is named "", so that asks for the moderator's right alone).
+    let may_write = viewer.may_comment(&repo);
+    let moderates = viewer.may_edit_comment(&repo, "");
+    let own = |author: &str| {
+        viewer
+            .user
+            .as_deref()
+            .is_some_and(|user| user.eq_ignore_ascii_case(author))
+    };
     let comments = found
         .items
         .into_iter()
         .map(|c: Comment| CommentView {
             html: crate::markdown::render(&c.body, &links),
-            may_edit: c.event.is_none() && viewer.may_edit_comment(&repo, &c.author),
+            may_edit: c.event.is_none() && may_write && (moderates || own(&c.author)),
             event: c.event.is_some(),
             editing: editing == Some(c.id.as_str()),
             edited: c.version > 1,
