@@ -325,3 +325,91 @@ pub fn vole_server(dir: &Path, vole: &Path, name: &'static str, extra: &[&str]) 
         children: vec![child],
     }
 }
+
+/// One keep-alive HTTP/1.1 connection to a server on 127.0.0.1, for
+/// harnesses that time single requests without a client's own costs.
+pub struct Conn {
+    stream: std::net::TcpStream,
+    reader: std::io::BufReader<std::net::TcpStream>,
+}
+
+impl Conn {
+    pub fn open(port: u16) -> Conn {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        Conn {
+            reader: std::io::BufReader::new(stream.try_clone().unwrap()),
+            stream,
+        }
+    }
+
+    /// One GET; `headers` are whole header lines, each ending in `\r\n`.
+    /// Returns the status and the body.
+    pub fn get(&mut self, path: &str, headers: &str) -> (u16, Vec<u8>) {
+        self.request("GET", path, headers, b"")
+    }
+
+    /// One request with `body` (sent with its length when not empty).
+    pub fn request(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &str,
+        body: &[u8],
+    ) -> (u16, Vec<u8>) {
+        use std::io::BufRead;
+        let length = if body.is_empty() && method == "GET" {
+            String::new()
+        } else {
+            format!("Content-Length: {}\r\n", body.len())
+        };
+        // One write: a request split over segments waits on the peer's
+        // delayed ACK under Nagle.
+        let mut request =
+            format!("{method} {path} HTTP/1.1\r\nHost: x\r\n{headers}{length}\r\n").into_bytes();
+        request.extend_from_slice(body);
+        self.stream.write_all(&request).unwrap();
+        let mut status = String::new();
+        self.reader.read_line(&mut status).unwrap();
+        let code = status
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let (mut length, mut chunked) = (0usize, false);
+        loop {
+            let mut line = String::new();
+            self.reader.read_line(&mut line).unwrap();
+            if line == "\r\n" || line.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = line.split_once(':') {
+                if k.eq_ignore_ascii_case("content-length") {
+                    length = v.trim().parse().unwrap();
+                } else if k.eq_ignore_ascii_case("transfer-encoding") {
+                    chunked = v.trim().eq_ignore_ascii_case("chunked");
+                }
+            }
+        }
+        if !chunked {
+            let mut body = vec![0; length];
+            self.reader.read_exact(&mut body).unwrap();
+            return (code, body);
+        }
+        let mut body = Vec::new();
+        loop {
+            let mut size = String::new();
+            self.reader.read_line(&mut size).unwrap();
+            let size = usize::from_str_radix(size.trim().split(';').next().unwrap(), 16).unwrap();
+            let mut chunk = vec![0; size + 2];
+            self.reader.read_exact(&mut chunk).unwrap();
+            if size == 0 {
+                return (code, body);
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    }
+}

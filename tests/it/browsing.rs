@@ -197,6 +197,31 @@ fn forge_with_work() -> (TestServer, tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// The part of a commit page about one file.
+/// A page with diffs, asked until `done` holds of it (at most 100 times,
+/// 20 ms apart): a page waits only briefly for its diffs' highlighting,
+/// draws plain what is not done, and highlights it on for the next view.
+pub(crate) fn highlighted_page(
+    addr: std::net::SocketAddr,
+    path: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let mut page = String::new();
+    for _ in 0..100 {
+        let got = http(addr, &format!("GET {path} HTTP/1.1"), b"");
+        assert_eq!(got.status, 200, "{path}: {}", got.text());
+        page = got.text();
+        if done(&page) {
+            return page;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let at = page.find("big.rs").unwrap_or(0);
+    panic!(
+        "{path} was never highlighted: {}",
+        &page[at..(at + 3000).min(page.len())]
+    )
+}
+
 fn section<'a>(page: &'a str, path: &str) -> &'a str {
     page.split(&format!("aria-label=\"{path}\">"))
         .nth(1)
@@ -240,13 +265,9 @@ fn a_commit_shows_each_file_with_its_header_highlighted_and_large_ones_collapsed
     commit_at(&work, 20, "many files");
     git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
     let id = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
-    let got = http(
-        server.addr,
-        &format!("GET /alice/r/-/commit/{id} HTTP/1.1"),
-        b"",
-    );
-    assert_eq!(got.status, 200, "{}", got.text());
-    let page = got.text();
+    let page = highlighted_page(server.addr, &format!("/alice/r/-/commit/{id}"), |page| {
+        section(page, "a.rs").contains("class=\"hl-")
+    });
     let rust = section(&page, "a.rs");
     assert!(
         rust.contains("class=\"hl-"),
@@ -456,12 +477,9 @@ fn each_side_of_a_diff_is_highlighted_as_its_own_file() {
     commit_at(&work, 20, "code instead");
     git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
     let id = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
-    let page = http(
-        server.addr,
-        &format!("GET /alice/r/-/commit/{id} HTTP/1.1"),
-        b"",
-    )
-    .text();
+    let page = highlighted_page(server.addr, &format!("/alice/r/-/commit/{id}"), |page| {
+        section(page, "c.rs").contains("class=\"hl-")
+    });
     let rows: Vec<&str> = section(&page, "c.rs")
         .split("<tr class=\"")
         .skip(1)
@@ -486,4 +504,38 @@ fn each_side_of_a_diff_is_highlighted_as_its_own_file() {
         removed.contains("hl-comment"),
         "the removed comment is not one: {removed}"
     );
+}
+
+#[test]
+fn a_first_view_does_not_wait_for_a_long_diffs_highlighting_and_a_later_one_has_it() {
+    let (server, _dir, work) = forge_with_work();
+    // 300 lines of Rust, within the bounds of a drawn diff (and sparse
+    // enough to stay under the highlighter's output bound): more than a
+    // page's short wait highlights.
+    let code: String = (0..300)
+        .map(|i| format!("// step {i} of the long computation that follows\nlet value_{i} = 1;\n"))
+        .collect();
+    write(&work, "big.rs", &code);
+    commit_at(&work, 10, "much code");
+    git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
+    let id = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    let path = format!("/alice/r/-/commit/{id}");
+    let started = std::time::Instant::now();
+    let first = http(server.addr, &format!("GET {path} HTTP/1.1"), b"");
+    let took = started.elapsed();
+    assert_eq!(first.status, 200, "{}", first.text());
+    let first = first.text();
+    let drawn = section(&first, "big.rs");
+    assert!(
+        drawn.contains("value_299"),
+        "the first view does not draw the diff: {drawn}"
+    );
+    assert!(
+        !drawn.contains("class=\"hl-"),
+        "the first view waited for all 300 lines' highlighting ({took:?})"
+    );
+    let later = highlighted_page(server.addr, &path, |page| {
+        section(page, "big.rs").contains("class=\"hl-")
+    });
+    assert!(section(&later, "big.rs").contains("value_299"));
 }

@@ -5,6 +5,8 @@
 //! filters, the repo tabs' open count; each button absent for whom its
 //! rule refuses, and that button's forged POST a 403 with nothing written.
 
+use serde_json::json;
+
 use crate::support::*;
 
 const PASSWORD: &str = "correct horse battery";
@@ -321,4 +323,51 @@ fn an_issue_is_filed_discussed_labelled_and_closed_with_each_rule_kept() {
     );
     let missing = anonymous.get("/alice/repo/-/issues/99");
     assert_eq!(missing.status, 404);
+}
+
+#[test]
+fn a_page_of_long_comments_is_cut_by_its_bytes_and_the_rest_follows_on_the_next() {
+    let forge = forge();
+    let alice = crate::threads_api::Caller {
+        addr: forge.server().addr,
+        auth: basic(
+            "alice",
+            &user_token(&forge.data, "alice", false, "write", &[]),
+        ),
+    };
+    let (status, issue) = alice.call("POST", "/issues", Some(json!({"title": "long"})));
+    assert_eq!(status, 201, "{issue}");
+    // Three comments of 250,000 bytes and a short one: 200 fit a page by
+    // count, but a page renders at most 512 KiB of comment text.
+    for n in 0..4 {
+        let body = if n < 3 {
+            format!("long{n} {}", "x".repeat(250_000))
+        } else {
+            "short3".to_string()
+        };
+        let (status, made) = alice.call("POST", "/issues/1/comments", Some(json!({"body": body})));
+        assert_eq!(status, 201, "{made}");
+    }
+    let mut bob = signed_in(&forge, "bob", 41);
+    let first = page(&mut bob, "/alice/repo/-/issues/1");
+    let second = page(&mut bob, "/alice/repo/-/issues/1?page=2");
+    let shown = |html: &str| {
+        ["long0", "long1", "long2", "short3"]
+            .into_iter()
+            .filter(|c| html.contains(&format!("<p>{c} ")) || html.contains(&format!("<p>{c}</p>")))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        (shown(&first), shown(&second)),
+        (vec!["long0", "long1"], vec!["long2", "short3"]),
+        "the comment page was not cut by its bytes"
+    );
+    assert!(
+        first.contains("page=2"),
+        "the first page has no link to the second"
+    );
+    assert!(
+        !second.contains("page=3"),
+        "the last page links to a page past it"
+    );
 }

@@ -5,6 +5,8 @@
 //! merge refused, a merge whose target moved after the page was shown
 //! refused, and a conflicting pull request listing its paths.
 
+use std::path::Path;
+
 use crate::support::*;
 use crate::web_issues::{forge, page, send, signed_in};
 
@@ -244,8 +246,19 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
     assert!(!shown.contains("Merge pull request</button>"), "{shown}");
 }
 
+/// Pushes branch `name` of `work`, from `from`, with one commit per file.
+fn push_branch(work: &Path, url: &str, name: &str, from: &str, files: &[(&str, &str)]) -> String {
+    git_ok(work, &["checkout", "-q", "-B", name, from]);
+    let mut head = String::new();
+    for (file, text) in files {
+        head = commit_file(work, file, text.as_bytes());
+    }
+    git_ok(work, &["push", "-q", url, name]);
+    head
+}
+
 #[test]
-fn a_team_files_an_issue_and_merges_a_pull_request_in_chromium() {
+fn a_team_files_an_issue_and_merges_pull_requests_each_way_in_chromium() {
     let forge = forge();
     let token = user_token(&forge.data, "alice", false, "write", &[]);
     let url = format!(
@@ -255,33 +268,96 @@ fn a_team_files_an_issue_and_merges_a_pull_request_in_chromium() {
     let work = worktree(&forge.dir, "work");
     git_ok(&work, &["push", "-q", &url, "main"]);
     let base = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
-    git_ok(&work, &["checkout", "-q", "-b", "feature"]);
-    commit_file(&work, "greeting.txt", b"hello from the branch\n");
-    let head = commit_file(&work, "more.txt", b"more\n");
-    git_ok(&work, &["push", "-q", &url, "feature"]);
+    let branch = |name: &str, files: &[(&str, &str)]| push_branch(&work, &url, name, &base, files);
+    let feature = branch(
+        "feature",
+        &[
+            ("greeting.txt", "hello from the branch\n"),
+            ("more.txt", "more\n"),
+        ],
+    );
+    let quick = branch("quick", &[("quick.txt", "quick\n")]);
+    let late = branch("late", &[("late.txt", "late\n")]);
+    let clash = branch("clash", &[("quick.txt", "clash\n")]);
+    branch("squashme", &[("one.txt", "1\n"), ("two.txt", "2\n")]);
     let shots = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("target/browser-screenshots/threads");
     let printed = browser_journey(
         "threads.mjs",
         forge.url("/").trim_end_matches('/'),
         &shots,
-        &["alice/repo", "correct horse battery"],
+        &["alice/repo", "correct horse battery", &clash],
     );
     assert!(printed.contains("ok"), "{printed}");
-    // `git fetch` shows the merge commit on main with both parents.
+    // `git fetch` shows, first-parent from main: the squash, then the merge
+    // commit of feature onto quick (fast-forwarded), then base.
     git_ok(
         &work,
         &["fetch", "-q", &url, "main:refs/remotes/origin/main"],
     );
-    let parents = git_ok(&work, &["rev-list", "--parents", "-n1", "origin/main"]);
-    let ids: Vec<&str> = parents.split_whitespace().collect();
-    assert_eq!(ids[1..], [base.as_str(), head.as_str()], "{parents}");
+    let history = git_ok(
+        &work,
+        &["rev-list", "--first-parent", "--parents", "origin/main"],
+    );
+    let commits: Vec<Vec<&str>> = history
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        commits.len(),
+        4,
+        "main is not squash, merge, quick, base: {history}"
+    );
+    let (squash, merge_commit) = (&commits[0], &commits[1]);
+    assert_eq!(
+        merge_commit[1..],
+        [quick.as_str(), feature.as_str()],
+        "the merge commit's parents are not quick (fast-forwarded) and feature"
+    );
+    assert_eq!(
+        squash[1..],
+        [merge_commit[0]],
+        "the squash has one parent, the merge"
+    );
+    assert_eq!(commits[2][1..], [base.as_str()]);
+    let tree = |rev: &str| git_ok(&work, &["ls-tree", "-r", "--name-only", rev]);
+    let squash_tree = tree(squash[0]);
+    assert!(
+        squash_tree.contains("one.txt") && squash_tree.contains("two.txt"),
+        "the squash lacks the branch's files: {squash_tree}"
+    );
+    assert!(
+        !squash_tree.contains("late.txt"),
+        "late was merged after its refusals"
+    );
+    let said = git_ok(&work, &["log", "-1", "--format=%an%n%B", squash[0]]);
+    assert!(
+        said.starts_with("alice\n")
+            && said.contains("Squash me (#")
+            && said.contains("change two.txt"),
+        "the squash's author or message: {said}"
+    );
+    for unmerged in [&late, &clash] {
+        let merged = std::process::Command::new("git")
+            .current_dir(&work)
+            .args(["merge-base", "--is-ancestor", unmerged, "origin/main"])
+            .status()
+            .unwrap();
+        assert!(
+            !merged.success(),
+            "{unmerged} is on main after its merge was refused"
+        );
+    }
     for name in [
         "issue",
         "issue-list",
         "pull-files",
         "pull-merge-box",
         "pull-merged",
+        "pull-ff-refused",
+        "pull-conflict",
+        "pull-squashed",
+        "pull-moved-refused",
     ] {
         assert!(
             shots.join(format!("{name}.png")).exists(),

@@ -183,4 +183,48 @@ impl MetaStore {
             Ok(state.index.comments(&thread, page))
         })
     }
+
+    /// Page `page` (from 1) of a thread's comments when each page holds at
+    /// most `per_page` of them and at most `max_bytes` of their bodies (a
+    /// page holds at least one, however long): what one page costs to
+    /// render is bounded by its bytes, not only by its count. Pages are
+    /// cut greedily from the first comment, so a page's number names the
+    /// same comments until one before it changes.
+    pub fn comment_page(
+        &self,
+        repo: &RepoName,
+        (kind, number): (ThreadKind, u64),
+        page: usize,
+        (per_page, max_bytes): (usize, usize),
+    ) -> Result<CommentPage, MetaError> {
+        self.read(repo, |state| {
+            let thread = state.thread_id(kind, number)?;
+            let mut items = Vec::new();
+            let (mut pages, mut count, mut bytes) = (0usize, 0usize, 0usize);
+            for comment in state.index.shown_comments(&thread) {
+                let len = comment.body.len();
+                if pages == 0 || count == per_page || (count > 0 && bytes + len > max_bytes) {
+                    pages += 1;
+                    (count, bytes) = (0, 0);
+                }
+                count += 1;
+                bytes += len;
+                if pages == page {
+                    items.push(comment.clone());
+                }
+            }
+            Ok(CommentPage {
+                items,
+                pages: pages.max(1),
+            })
+        })
+    }
+}
+
+/// One page of a thread's comments ([`MetaStore::comment_page`]).
+#[derive(Debug)]
+pub struct CommentPage {
+    pub items: Vec<Comment>,
+    /// How many pages the thread's comments make (at least 1).
+    pub pages: usize,
 }

@@ -486,6 +486,15 @@ impl Index {
     }
 
     /// Comments of a thread, oldest first, the deleted left out.
+    /// A thread's comments that are not deleted, in order.
+    pub fn shown_comments(&self, thread_id: &str) -> impl Iterator<Item = &Comment> {
+        self.comments
+            .get(thread_id)
+            .into_iter()
+            .flat_map(|thread| thread.values())
+            .filter(|c| !c.deleted)
+    }
+
     pub fn comments(&self, thread_id: &str, page: Pagination) -> Page<Comment> {
         let Some(thread) = self.comments.get(thread_id) else {
             return Page {

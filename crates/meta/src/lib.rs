@@ -69,6 +69,7 @@ use std::time::{Duration, Instant};
 use gix::ObjectId;
 use serde::{Deserialize, Serialize};
 
+pub use comments::CommentPage;
 use entity::{
     Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, Member, SCHEMA_V, Settings,
     SiteSettings, ThreadKind, Token, User, Visibility,

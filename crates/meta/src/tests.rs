@@ -1000,3 +1000,76 @@ fn a_deleted_comment_is_no_longer_listed_and_stays_deleted_after_a_reopen() {
         2
     );
 }
+
+#[test]
+fn a_comment_page_is_cut_by_its_bodies_bytes_as_well_as_by_its_count() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    let issue = store.create_issue(&repo(), new_issue("t"), "ann").unwrap();
+    // Bodies of 10, 10, 30, 10, 10, 10 bytes; one deleted between them.
+    let mut ids = Vec::new();
+    for (i, len) in [10, 10, 30, 10, 10, 10].into_iter().enumerate() {
+        let body = format!("{i}{}", "x".repeat(len - 1));
+        let made = store
+            .comment(
+                &repo(),
+                ThreadKind::Issue,
+                issue.number,
+                NewComment { body },
+                "bob",
+            )
+            .unwrap();
+        ids.push(made.id);
+    }
+    let gone = store
+        .comment(
+            &repo(),
+            ThreadKind::Issue,
+            issue.number,
+            NewComment {
+                body: "deleted".repeat(20),
+            },
+            "bob",
+        )
+        .unwrap();
+    store
+        .delete_comment(&repo(), ThreadKind::Issue, issue.number, &gone.id, 1)
+        .unwrap();
+    let page = |n: usize| {
+        let found = store
+            .comment_page(&repo(), (ThreadKind::Issue, issue.number), n, (3, 25))
+            .unwrap();
+        let firsts: String = found.items.iter().map(|c| &c.body[..1]).collect();
+        (firsts, found.pages)
+    };
+    // At most 3 a page and 25 bytes, a page holding at least one: [0 1]
+    // (the 30-byte one does not fit), [2] (alone, over the bound), [3 4]
+    // (the third would make 30 bytes), [5].
+    assert_eq!(
+        page(1),
+        ("01".to_string(), 4),
+        "page 1 is not cut at 25 bytes"
+    );
+    assert_eq!(
+        page(2),
+        ("2".to_string(), 4),
+        "a body over the bound is not a page of its own"
+    );
+    assert_eq!(page(3), ("34".to_string(), 4));
+    assert_eq!(
+        page(4),
+        ("5".to_string(), 4),
+        "the deleted comment was counted"
+    );
+    assert_eq!(page(5), (String::new(), 4));
+    // Without the byte bound, the count alone cuts.
+    let found = store
+        .comment_page(
+            &repo(),
+            (ThreadKind::Issue, issue.number),
+            2,
+            (3, usize::MAX),
+        )
+        .unwrap();
+    assert_eq!((found.items.len(), found.pages), (3, 2));
+}

@@ -1,5 +1,6 @@
 //! Each changed file of a commit as the commit page draws it: its diff
-//! highlighted side by side within a page budget, collapsed when long,
+//! highlighted side by side as far as a short wait allows (the rest in
+//! the background, for the next view), collapsed when long,
 //! not drawn when large, binary or past the page's bounds.
 
 use std::collections::HashMap;
@@ -25,9 +26,16 @@ const ROW_COST: usize = 96;
 /// Rows of diff one page draws at most, all files together; a file
 /// that would pass it is not drawn (the raw patch has it).
 const MAX_ROWS_DRAWN: usize = 20_000;
-/// Time one commit page spends highlighting its diffs, at most; files
-/// after it are drawn plain (and highlighted on a later view).
-const PAGE_HIGHLIGHT_BUDGET: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a page waits for its diffs' highlighting, all sides
+/// together (they are highlighted in parallel, on the highlighter's job
+/// slots): a side not done by then is drawn plain, and goes on being
+/// highlighted in the background into the cache, for the next view. A
+/// first view after a push costs its git work and this, not the
+/// highlighting of every file.
+const HIGHLIGHT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+/// Sides one page starts highlighting, at most; the rest are drawn plain
+/// (a later view starts them).
+const MAX_SIDES_STARTED: usize = 64;
 
 /// One row of a file's diff.
 pub(crate) struct Row {
@@ -63,14 +71,14 @@ pub(crate) struct FileView {
 
 /// Each changed file with its diff as the page draws it: highlighted
 /// (cached by the repo's incarnation, commit and path: the diff is git's
-/// in that repo), collapsed when long, not drawn when large or binary.
+/// in that repo) as far as [`HIGHLIGHT_WAIT`] allows, collapsed when
+/// long, not drawn when large or binary.
 pub(crate) async fn file_views(
     app: &WebState,
     incarnation: &str,
     commit: gix::ObjectId,
     detail: &CommitDetail,
 ) -> Vec<FileView> {
-    let started = std::time::Instant::now();
     // A file's part of the patch, found by path: a change of type (a file
     // become a link) is one line of the file list and two parts, its
     // deletion and its creation, drawn as one.
@@ -79,84 +87,134 @@ pub(crate) async fn file_views(
         by_path.entry(diff.path.as_str()).or_default().push(diff);
     }
     let mut rows_left = MAX_ROWS_DRAWN;
-    let mut views = Vec::with_capacity(detail.files.len());
+    // Each file, its diff, and whether its lines are drawn.
+    let mut planned = Vec::with_capacity(detail.files.len());
     for (index, file) in detail.files.iter().enumerate() {
         let parts = by_path
             .get(file.path.as_str())
             .filter(|_| index < MAX_FILES_DRAWN);
         let merged = parts.map(|parts| merge(parts));
-        let diff = merged.as_deref();
-        let body = match diff {
-            None => Body::NotShown,
-            Some(diff) if diff.binary => Body::Binary,
-            Some(diff) if diff.lines.is_empty() => Body::NoLines,
-            // Bytes of text and rows both cost: a diff of many short
-            // lines is as large as one of few long ones.
-            Some(diff)
-                if diff.bytes + diff.lines.len() * ROW_COST > LARGE_FILE_DIFF
-                    || diff.lines.len() > rows_left =>
-            {
-                Body::Large {
-                    lines: diff.lines.len(),
-                }
-            }
-            Some(diff) => {
-                let sides =
-                    highlighted_sides(app, incarnation, commit, &file.path, diff, started).await;
-                rows_left -= diff.lines.len();
-                Body::Lines {
-                    rows: rows(diff, &sides),
-                    open: diff.lines.len() <= COLLAPSED_LINES,
-                }
-            }
-        };
-        views.push(FileView {
-            anchor: format!("file-{}", index + 1),
-            file: file.clone(),
-            mode_change: diff.and_then(|d| d.mode_change.clone()),
-            cut: diff.is_some_and(|d| d.cut),
-            body,
+        // Bytes of text and rows both cost: a diff of many short lines is
+        // as large as one of few long ones.
+        let drawn = merged.as_deref().is_some_and(|d| {
+            !d.binary
+                && !d.lines.is_empty()
+                && d.bytes + d.lines.len() * ROW_COST <= LARGE_FILE_DIFF
+                && d.lines.len() <= rows_left
         });
+        if let (true, Some(diff)) = (drawn, merged.as_deref()) {
+            rows_left -= diff.lines.len();
+        }
+        planned.push((index, file, merged, drawn));
     }
-    views
+    let mut sides = Sides::default();
+    for (_, file, merged, drawn) in &planned {
+        if let (true, Some(diff)) = (drawn, merged.as_deref()) {
+            sides
+                .start(app, (incarnation, commit), &file.path, diff)
+                .await;
+        }
+    }
+    let mut ready = sides.wait().await.into_iter();
+    planned
+        .into_iter()
+        .map(|(index, file, merged, drawn)| {
+            let diff = merged.as_deref();
+            let body = match diff {
+                None => Body::NotShown,
+                Some(diff) if diff.binary => Body::Binary,
+                Some(diff) if diff.lines.is_empty() => Body::NoLines,
+                Some(diff) if !drawn => Body::Large {
+                    lines: diff.lines.len(),
+                },
+                Some(diff) => Body::Lines {
+                    rows: rows(diff, &ready.next().unwrap_or_default()),
+                    open: diff.lines.len() <= COLLAPSED_LINES,
+                },
+            };
+            FileView {
+                anchor: format!("file-{}", index + 1),
+                file: file.clone(),
+                mode_change: diff.and_then(|d| d.mode_change.clone()),
+                cut: diff.is_some_and(|d| d.cut),
+                body,
+            }
+        })
+        .collect()
 }
 
-/// The old and the new side of a file's diff, highlighted: each side as
-/// its own text (the old file's context and removed lines, the new
-/// file's context and added lines), so a removed line opening a comment
-/// does not colour the added lines after it. A side is taken from the
-/// highlighter's cache, or highlighted if the page's budget (counted from
-/// `started`) allows and the diff was not cut, or left plain (`None`).
-async fn highlighted_sides(
-    app: &WebState,
-    incarnation: &str,
-    commit: gix::ObjectId,
-    path: &str,
-    diff: &FileDiff,
-    started: std::time::Instant,
-) -> [Option<Arc<Highlighted>>; 2] {
-    let side = |old: bool| {
-        diff.lines
-            .iter()
-            .filter(|l| on_side(l.kind, old))
-            .map(|l| l.text.as_str())
-            .collect::<Vec<&str>>()
-            .join("\n")
-    };
-    let mut sides = [None, None];
-    for (slot, (old, prefix)) in sides.iter_mut().zip([(true, "old:"), (false, "new:")]) {
-        // The prefix keeps the two apart in the cache; the language still
-        // comes from the path's extension.
-        let key = format!("{incarnation}\0{prefix}{path}");
-        *slot = match app.highlighter.cached(commit, &key).await {
-            Some(hit) => Some(hit),
-            None if started.elapsed() < PAGE_HIGHLIGHT_BUDGET && !diff.cut => {
-                Some(app.highlighter.highlight(commit, &key, side(old)).await)
+/// One side of a drawn file: highlighted, being highlighted, or plain.
+enum Side {
+    Ready(Arc<Highlighted>),
+    Going(tokio::task::JoinHandle<Arc<Highlighted>>),
+    Plain,
+}
+
+/// The old and the new side of each drawn file's diff, in the files'
+/// order, each highlighted as its own text (the old file's context and
+/// removed lines, the new file's context and added lines), so a removed
+/// line opening a comment does not colour the added lines after it.
+#[derive(Default)]
+struct Sides {
+    files: Vec<[Side; 2]>,
+    started: usize,
+}
+
+impl Sides {
+    /// Takes `diff`'s sides from the highlighter's cache, or starts them
+    /// (when the diff was not cut and the page may start more).
+    async fn start(
+        &mut self,
+        app: &WebState,
+        (incarnation, commit): (&str, gix::ObjectId),
+        path: &str,
+        diff: &FileDiff,
+    ) {
+        let mut both = [Side::Plain, Side::Plain];
+        for (slot, (old, prefix)) in both.iter_mut().zip([(true, "old:"), (false, "new:")]) {
+            // The prefix keeps the two apart in the cache; the language
+            // still comes from the path's extension.
+            let key = format!("{incarnation}\0{prefix}{path}");
+            if let Some(hit) = app.highlighter.cached(commit, &key).await {
+                *slot = Side::Ready(hit);
+            } else if !diff.cut && self.started < MAX_SIDES_STARTED {
+                let text = diff
+                    .lines
+                    .iter()
+                    .filter(|l| on_side(l.kind, old))
+                    .map(|l| l.text.as_str())
+                    .collect::<Vec<&str>>()
+                    .join("\n");
+                if let Some(going) = app.highlighter.start(commit, key, text) {
+                    self.started += 1;
+                    *slot = Side::Going(going);
+                }
             }
-            None => None,
-        };
+        }
+        self.files.push(both);
     }
-    sides
+
+    /// Each file's sides as far as they are highlighted when
+    /// [`HIGHLIGHT_WAIT`] has passed (the rest go on without the page).
+    async fn wait(self) -> Vec<[Option<Arc<Highlighted>>; 2]> {
+        let deadline = tokio::time::Instant::now() + HIGHLIGHT_WAIT;
+        let mut out = Vec::with_capacity(self.files.len());
+        for both in self.files {
+            let mut done = [None, None];
+            for (slot, side) in done.iter_mut().zip(both) {
+                *slot = match side {
+                    Side::Ready(hit) => Some(hit),
+                    Side::Going(mut going) => tokio::time::timeout_at(deadline, &mut going)
+                        .await
+                        .ok()
+                        .and_then(Result::ok),
+                    Side::Plain => None,
+                };
+            }
+            out.push(done);
+        }
+        out
+    }
 }
 
 /// A file's diff as the page's rows: each line numbered on its sides,

@@ -73,11 +73,19 @@ type Key = (ObjectId, String);
 /// times the input, at most [`TIME_BUDGET`] a file, one job per core at a
 /// time, one computation per blob (concurrent misses wait for the first
 /// and share its rendering), and a cache bounded in bytes.
+#[derive(Clone)]
 pub struct Highlighter {
     cache: moka::future::Cache<Key, Arc<Highlighted>>,
     jobs: Arc<Semaphore>,
     binary: moka::sync::Cache<ObjectId, bool>,
+    /// Highlightings started by [`Highlighter::start`] and not yet done.
+    started: Arc<std::sync::atomic::AtomicUsize>,
 }
+
+/// Highlightings [`Highlighter::start`] keeps going at once, all pages
+/// together; past it, a page's sides are drawn plain and left to a later
+/// view.
+const MAX_STARTED: usize = 256;
 
 impl std::fmt::Debug for Highlighter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,7 +116,30 @@ impl Highlighter {
                 .build(),
             jobs: Arc::new(Semaphore::new(cores)),
             binary: moka::sync::Cache::new(verdicts as u64),
+            started: Arc::default(),
         }
+    }
+
+    /// [`Highlighter::highlight`] as a task of its own, which goes on (and
+    /// fills the cache) when its caller stops waiting for it; `None` when
+    /// [`MAX_STARTED`] are already going.
+    pub fn start(
+        &self,
+        id: ObjectId,
+        file_name: String,
+        text: String,
+    ) -> Option<tokio::task::JoinHandle<Arc<Highlighted>>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let taken = self
+            .started
+            .fetch_update(Relaxed, Relaxed, |n| (n < MAX_STARTED).then_some(n + 1));
+        taken.ok()?;
+        let this = self.clone();
+        Some(tokio::spawn(async move {
+            let done = this.highlight(id, &file_name, text).await;
+            this.started.fetch_sub(1, Relaxed);
+            done
+        }))
     }
 
     /// A cached rendering, without touching the blob.

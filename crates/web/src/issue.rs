@@ -28,6 +28,11 @@ use crate::sign_in::{see_other, to_sign_in, viewer};
 /// Comments a page of a thread shows.
 pub(crate) const COMMENTS_PER_PAGE: u32 = 200;
 
+/// Most bytes of comment text one page renders (past it, the next
+/// comment starts the next page): 200 comments of the largest body the
+/// store takes would be 50 MiB to render on every view.
+const COMMENT_PAGE_BYTES: usize = 512 * 1024;
+
 pub(crate) struct CommentView {
     pub id: String,
     pub author: String,
@@ -60,7 +65,12 @@ pub(crate) fn timeline(
     editing: Option<&str>,
     page: Pagination,
 ) -> Result<Timeline, AppError> {
-    let found = app.api.meta.comments(name, kind, number, page)?;
+    let found = app.api.meta.comment_page(
+        name,
+        (kind, number),
+        page.page(),
+        (page.per_page(), COMMENT_PAGE_BYTES),
+    )?;
     let numbers =
         references(std::iter::once(body).chain(found.items.iter().map(|c| c.body.as_str())));
     let kinds = if numbers.is_empty() {
@@ -105,7 +115,7 @@ pub(crate) fn timeline(
         body_html: crate::markdown::render(body, &links),
         comments,
         prev_page: page.prev(),
-        next_page: page.next().filter(|&next| next <= page.last(found.total)),
+        next_page: page.next().filter(|&next| next <= found.pages),
     })
 }
 

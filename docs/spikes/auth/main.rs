@@ -15,66 +15,14 @@
 
 #![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 #[path = "../common.rs"]
 mod common;
-use common::{arg, free_port, median, release_vole, sh};
-
-/// One keep-alive connection.
-struct Conn {
-    stream: TcpStream,
-    reader: BufReader<TcpStream>,
-}
-
-impl Conn {
-    fn open(port: u16) -> Conn {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream.set_nodelay(true).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        Conn {
-            reader: BufReader::new(stream.try_clone().unwrap()),
-            stream,
-        }
-    }
-
-    /// One GET; returns the status and the body.
-    fn get(&mut self, path: &str, auth: &str) -> (u16, Vec<u8>) {
-        // One write: a request split over segments waits on the peer's
-        // delayed ACK under Nagle.
-        self.stream
-            .write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\n{auth}\r\n").as_bytes())
-            .unwrap();
-        let mut status = String::new();
-        self.reader.read_line(&mut status).unwrap();
-        let code = status
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            self.reader.read_line(&mut line).unwrap();
-            if line == "\r\n" || line.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = line.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().unwrap();
-            }
-        }
-        let mut body = vec![0; length];
-        self.reader.read_exact(&mut body).unwrap();
-        (code, body)
-    }
-}
+use common::{Conn, arg, free_port, median, release_vole, sh};
 
 fn basic(user: &str, secret: &str) -> String {
     use base64::Engine;
