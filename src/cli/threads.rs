@@ -45,7 +45,13 @@ fn documents(prefix: &str) -> anyhow::Result<Vec<Document>> {
     let mut wanted = Vec::new();
     for shard in refs.lines() {
         let paths = git(&["ls-tree", "-r", "--name-only", "-z", shard, "--", prefix])?;
-        for path in paths.split('\0').filter(|p| p.ends_with(".json")) {
+        // A path with a line break would end its `cat-file --batch` line
+        // early (and pair every later answer with the wrong path); the
+        // server never writes one.
+        for path in paths
+            .split('\0')
+            .filter(|p| p.ends_with(".json") && !p.contains('\n'))
+        {
             wanted.push((shard.to_string(), path.to_string()));
         }
     }
@@ -93,12 +99,42 @@ fn documents(prefix: &str) -> anyhow::Result<Vec<Document>> {
     Ok(found)
 }
 
+/// Characters that reorder the text around them on a terminal (bidi
+/// marks, embeddings, overrides and isolates).
+fn reorders(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// `text` with terminal control characters (escape sequences, carriage
-/// returns, ...) taken out; line breaks and tabs kept.
+/// returns, C1 controls, ...) and bidi reordering taken out; line breaks
+/// and tabs kept.
 fn printable(text: &str) -> String {
     text.chars()
-        .filter(|c| !c.is_control() || *c == '\n' || *c == '\t')
+        .filter(|c| (!c.is_control() || *c == '\n' || *c == '\t') && !reorders(*c))
         .collect()
+}
+
+/// [`printable`] on one line: line breaks and tabs as spaces, so a field
+/// cannot forge the next row of a list.
+fn one_line(text: &str) -> String {
+    printable(text).replace(['\n', '\t'], " ")
+}
+
+/// `value` as JSON that is safe on a terminal: the control and bidi
+/// characters serde_json leaves raw in strings (DEL, C1, U+202E, ...)
+/// written as `\u` escapes, which JSON readers take back as they were.
+fn terminal_json(value: &impl serde::Serialize) -> anyhow::Result<String> {
+    let text = serde_json::to_string_pretty(value)?;
+    Ok(text
+        .chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' || reorders(c) {
+                format!("\\u{:04x}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect())
 }
 
 fn field<'a>(value: &'a Value, key: &str) -> &'a str {
@@ -154,7 +190,7 @@ pub fn thread_command(kind: ThreadKind, command: &ThreadCommand) -> anyhow::Resu
                 .filter(|t| author.as_ref().is_none_or(|a| field(t, "author") == a))
                 .collect();
             if *json {
-                println!("{}", serde_json::to_string_pretty(&listed)?);
+                println!("{}", terminal_json(&listed)?);
             } else {
                 for t in listed {
                     let labels: Vec<&str> = t["labels"]
@@ -163,14 +199,14 @@ pub fn thread_command(kind: ThreadKind, command: &ThreadCommand) -> anyhow::Resu
                         .unwrap_or_default();
                     println!(
                         "#{}\t{}\t{}\t{}{}",
-                        t["number"],
-                        field(t, "state"),
-                        printable(field(t, "author")),
-                        printable(field(t, "title")).replace('\n', " "),
+                        t["number"].as_u64().unwrap_or_default(),
+                        one_line(field(t, "state")),
+                        one_line(field(t, "author")),
+                        one_line(field(t, "title")),
                         if labels.is_empty() {
                             String::new()
                         } else {
-                            format!("\t[{}]", printable(&labels.join(", ")))
+                            format!("\t[{}]", one_line(&labels.join(", ")))
                         }
                     );
                 }
@@ -189,21 +225,21 @@ pub fn thread_command(kind: ThreadKind, command: &ThreadCommand) -> anyhow::Resu
             said.sort_by(|a, b| field(a, "id").cmp(field(b, "id")));
             if *json {
                 let shown = serde_json::json!({"thread": thread, "comments": said});
-                println!("{}", serde_json::to_string_pretty(&shown)?);
+                println!("{}", terminal_json(&shown)?);
             } else {
                 println!(
                     "#{} {} [{}] by {}",
                     number,
-                    printable(field(thread, "title")).replace('\n', " "),
-                    field(thread, "state"),
-                    printable(field(thread, "author"))
+                    one_line(field(thread, "title")),
+                    one_line(field(thread, "state")),
+                    one_line(field(thread, "author"))
                 );
                 println!("\n{}", printable(field(thread, "body")));
                 for c in said {
                     println!(
                         "\n--- {} at {}\n{}",
-                        printable(field(c, "author")),
-                        field(c, "created_at"),
+                        one_line(field(c, "author")),
+                        one_line(field(c, "created_at")),
                         printable(field(c, "body"))
                     );
                 }

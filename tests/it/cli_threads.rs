@@ -53,7 +53,7 @@ fn issues_and_pull_requests_are_read_from_a_clone_alone() {
         );
     }
     // Titles take no control characters; bodies may hold escape sequences.
-    let escape = "a comment \u{1b}[31mred\u{1b}[0m\u{7}";
+    let escape = "a comment \u{1b}[31mred\u{1b}[0m\u{7} \u{9b}31m c1 \u{202e}desrever";
     let commented = api("POST", "/issues/1/comments", json!({"body": escape}));
     assert_eq!(commented.0, 201, "{}", commented.1);
     assert_eq!(
@@ -126,6 +126,24 @@ fn issues_and_pull_requests_are_read_from_a_clone_alone() {
     assert!(
         !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
         "a control character reached the terminal: {shown:?}"
+    );
+    assert!(
+        shown.contains("c1 desrever") && !shown.contains('\u{9b}') && !shown.contains('\u{202e}'),
+        "a C1 control or a bidi override reached the terminal: {shown:?}"
+    );
+    // In JSON they are escapes, and a JSON reader gets them back.
+    let (ok, json_out, _) = vole_in(&clone, &["issue", "show", "1", "--json"]);
+    assert!(ok, "{json_out}");
+    assert!(
+        !json_out.contains('\u{9b}')
+            && !json_out.contains('\u{202e}')
+            && !json_out.contains('\u{1b}'),
+        "--json printed a raw control character: {json_out:?}"
+    );
+    let parsed: Value = serde_json::from_str(&json_out).unwrap();
+    assert_eq!(
+        parsed["comments"][0]["body"], escape,
+        "--json changed the text"
     );
     let (ok, pulls, _) = vole_in(&clone, &["pr", "list", "--json"]);
     assert!(ok);

@@ -315,6 +315,15 @@ fn a_kill_between_the_targets_move_and_the_metadata_write_is_settled_at_start() 
                 && r["new"].as_str() == Some(moved.as_str())
         });
         assert!(committed, "{method}: the log does not hold the move");
+        let settled = fx
+            .forge
+            .ref_log_rows()
+            .into_iter()
+            .any(|r| r["phase"] == "merge_settled" && r["push_id"].as_u64() == Some(number));
+        assert!(
+            settled,
+            "{method}: the intent was not settled in the log (every start would look at it again)"
+        );
     }
 }
 

@@ -168,6 +168,8 @@ fn an_issue_is_filed_discussed_labelled_and_closed_with_each_rule_kept() {
     assert_eq!(commented.status, 303, "{}", commented.text());
     for (action, extra) in [
         ("close", ("body", "")),
+        // A comment sent with a refused close is not written either.
+        ("close", ("body", "Closing it myself")),
         ("labels", ("labels", "wontfix")),
         ("edit", ("title", "Hijacked")),
     ] {
@@ -186,7 +188,10 @@ fn an_issue_is_filed_discussed_labelled_and_closed_with_each_rule_kept() {
     }
     let two = page(&mut alice, "/alice/repo/-/issues/2");
     assert!(
-        two.contains("Follow-up") && !two.contains("Hijacked") && !two.contains("wontfix"),
+        two.contains("Follow-up")
+            && !two.contains("Hijacked")
+            && !two.contains("wontfix")
+            && !two.contains("Closing it myself"),
         "{two}"
     );
     assert!(two.contains("class=\"state open\""), "{two}");

@@ -54,7 +54,9 @@ pub fn refusal(refused: MergeRefused) -> AppError {
         | MergeRefused::NotFastForward { .. }
         | MergeRefused::Unrelated
         | MergeRefused::NothingToMerge => StatusCode::METHOD_NOT_ALLOWED,
-        MergeRefused::Moved { .. } | MergeRefused::Conflicts(_) => StatusCode::CONFLICT,
+        MergeRefused::Moved { .. } | MergeRefused::Conflicts(_) | MergeRefused::Busy(_) => {
+            StatusCode::CONFLICT
+        }
         MergeRefused::Protected(_) => StatusCode::FORBIDDEN,
         MergeRefused::Held(_) => StatusCode::SERVICE_UNAVAILABLE,
     };

@@ -97,6 +97,9 @@ pub enum MergeRefused {
     Denied(Denied),
     #[error("{0}; try again shortly")]
     Held(#[from] vole_access::pushes::HeldError),
+    /// Another merge of the same pull request is under way.
+    #[error("{0}")]
+    Busy(String),
     #[error(transparent)]
     Meta(#[from] MetaError),
     #[error("the merge failed: {0}")]
@@ -379,13 +382,15 @@ impl ControlState {
             client: client.to_string(),
         };
         let (state, principal, repo) = (self.clone(), principal.clone(), repo.clone());
-        let merged = tokio::task::spawn_blocking(move || {
+        // The ticket goes with the work: a client that hangs up drops this
+        // future, not the merge, which keeps the repo's pushes counted
+        // (a gc or a deletion waits for it) until it is done.
+        tokio::task::spawn_blocking(move || {
+            let _ticket = ticket;
             state.merge_blocking(&principal, &repo, &ask, &push)
         })
         .await
-        .map_err(|e| MergeRefused::Failed(e.to_string()))?;
-        drop(ticket);
-        merged
+        .map_err(|e| MergeRefused::Failed(e.to_string()))?
     }
 
     fn merge_blocking(
@@ -464,7 +469,23 @@ impl ControlState {
         let record = |e: vole_hooks::recorder::RecorderError| MergeRefused::Failed(e.to_string());
         self.recorder
             .record_merge_intent(push, change.number, update, intent_phase(method))
-            .map_err(record)?;
+            .map_err(|e| match e {
+                vole_hooks::recorder::RecorderError::Busy(why) => MergeRefused::Busy(why),
+                e => record(e),
+            })?;
+        // Open still, now that no other merge of it can start: one that
+        // marked it merged since this one read it has settled its intent
+        // only after that mark, so it is seen here.
+        match self.meta.change(repo, change.number) {
+            Ok(now) if now.state == ChangeState::Open => {}
+            now => {
+                self.settle(&push.repo, change.number);
+                return Err(match now {
+                    Ok(now) => MergeRefused::NotOpen(change.number, state_name(now.state)),
+                    Err(e) => e.into(),
+                });
+            }
+        }
         failpoint("merge-before-move");
         let moves = std::slice::from_ref(update);
         self.recorder.prepared(push, moves).map_err(record)?;
@@ -485,7 +506,7 @@ impl ControlState {
             self.recorder
                 .outcome(push, moves, Outcome::Aborted)
                 .map_err(record)?;
-            self.recorder.settle_merge(&push.repo, change.number);
+            self.settle(&push.repo, change.number);
             return Err(match e {
                 MergeError::Moved { .. } => MergeRefused::Moved {
                     which: "target",
@@ -502,8 +523,16 @@ impl ControlState {
         let merged =
             self.meta
                 .mark_merged(repo, change.number, (&update.new, method), &push.actor)?;
-        self.recorder.settle_merge(&push.repo, change.number);
+        self.settle(&push.repo, change.number);
         Ok(merged)
+    }
+
+    /// Settles a merge's intent; one that cannot be settled now is looked
+    /// at again at the next start.
+    fn settle(&self, repo: &str, number: u64) {
+        if let Err(e) = self.recorder.settle_merge(repo, number) {
+            tracing::warn!(repo, number, error = %e, "a merge's intent stays unsettled until the next start");
+        }
     }
 
     /// Settles the merge intents the ref log holds unsettled (at start,
@@ -514,7 +543,7 @@ impl ControlState {
         let mut report = Vec::new();
         for intent in self.recorder.merge_intents() {
             let line = self.recover_merge(&intent);
-            self.recorder.settle_merge(&intent.repo, intent.push_id);
+            self.settle(&intent.repo, intent.push_id);
             report.push(line);
         }
         report

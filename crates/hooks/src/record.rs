@@ -57,6 +57,10 @@ pub enum Phase {
     FastForwardIntent = 11,
     /// The same for a squash merge.
     SquashIntent = 12,
+    /// The merge intent of pull request `push_id` of the repo is settled:
+    /// its pull request was marked merged, or its merge dropped (`ref` the
+    /// target branch, `old` and `new` none). Replay forgets the intent.
+    MergeSettled = 13,
 }
 
 impl Phase {
@@ -75,6 +79,7 @@ impl Phase {
             10 => Phase::MergeIntent,
             11 => Phase::FastForwardIntent,
             12 => Phase::SquashIntent,
+            13 => Phase::MergeSettled,
             _ => return None,
         })
     }
@@ -93,6 +98,7 @@ impl Phase {
             Phase::MergeIntent => "merge_intent",
             Phase::FastForwardIntent => "fast_forward_intent",
             Phase::SquashIntent => "squash_intent",
+            Phase::MergeSettled => "merge_settled",
         }
     }
 

@@ -91,6 +91,11 @@ impl RefState {
                 for row in rows {
                     match row.phase {
                         Phase::Born | Phase::Adopted => self.checkpoint_incarnation(&row),
+                        // An unsettled merge intent the compaction kept.
+                        phase if phase.is_merge_intent() => {
+                            self.merge_intents
+                                .insert((row.repo.clone(), row.push_id), row);
+                        }
                         _ => self.set_known(&row),
                     }
                 }
@@ -209,6 +214,9 @@ impl RefState {
                     self.merge_intents
                         .insert((row.repo.clone(), row.push_id), row.clone());
                 }
+                Phase::MergeSettled => {
+                    self.merge_intents.remove(&(row.repo.clone(), row.push_id));
+                }
             }
         }
     }
@@ -240,6 +248,10 @@ pub enum RecorderError {
     Log(#[from] LogError),
     #[error("the push names no valid repository: {0}")]
     Repo(#[from] NameError),
+    /// What was asked is under way already (a second merge of one pull
+    /// request).
+    #[error("{0}")]
+    Busy(String),
     #[error("cannot make the repository's new {what} durable: {source}")]
     Sync {
         what: &'static str,
@@ -558,6 +570,12 @@ impl RefRecorder {
                     });
                 }
             }
+            // The merge intents not settled yet: a merge whose last step
+            // failed is settled at the next start, compacted or not.
+            rows.extend(state.merge_intents.values().map(|intent| RefMove {
+                actor: intent.actor.clone(),
+                ..intent.clone()
+            }));
             // A repo's `born` row before its refs.
             rows.sort_by(|a, b| {
                 (&a.repo, a.phase != Phase::Born, &a.ref_name).cmp(&(

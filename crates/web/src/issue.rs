@@ -284,8 +284,14 @@ where
     match form.action.as_str() {
         "comment" => comment(form.body).await.map(drop),
         "close" | "reopen" => {
-            // A comment sent with the button lands first, as in Gitea.
+            // A comment sent with the button lands first, as in Gitea:
+            // once the close itself is known to be allowed, so a refused
+            // close writes nothing.
             if !form.body.trim().is_empty() {
+                let author = T::get(&api.meta, name, number)?.author().to_string();
+                api.access
+                    .check_edit(principal, name, &author)
+                    .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
                 comment(form.body).await?;
             }
             let patch = T::Patch::versioned(current()?).state(form.action == "reopen");

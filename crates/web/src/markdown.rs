@@ -195,4 +195,18 @@ mod tests {
         assert!(out.contains(">x</a>"), "anti-vacuity: a link: {out}");
         assert!(!out.contains("javascript"), "{out}");
     }
+
+    #[test]
+    fn a_page_looks_up_at_most_max_references_numbers() {
+        let text: String = (1..=2 * MAX_REFERENCES as u64)
+            .map(|n| format!("#{n} "))
+            .collect();
+        let found = references([text.as_str(), "#99999"]);
+        assert_eq!(
+            found.len(),
+            MAX_REFERENCES,
+            "a page of many `#N` asks the store for every one of them"
+        );
+        assert_eq!(found.first(), Some(&1), "anti-vacuity: numbers were found");
+    }
 }

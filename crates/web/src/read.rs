@@ -452,11 +452,23 @@ pub struct Changes {
 /// What `diff` (a git diff command, given its output options and byte
 /// bound) changed: the file list (`--name-status`), the counts
 /// (`--numstat`) and the patch, cut while it streams.
+///
+/// The three run at once, each bounded: a first view waits for the
+/// slowest of them, not for their sum (each git run is mostly its start
+/// and the repo's opening).
 pub fn changes(
-    diff: impl Fn(&[&str], usize) -> Result<(String, bool), ReadError>,
+    diff: impl Fn(&[&str], usize) -> Result<(String, bool), ReadError> + Sync,
 ) -> Result<Changes, ReadError> {
-    let (status, status_cut) = diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES)?;
-    let (numstat, _) = diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES)?;
+    let joined = |run: std::thread::Result<_>| run.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let (status, numstat, patch) = std::thread::scope(|scope| {
+        let status = scope.spawn(|| diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES));
+        let numstat = scope.spawn(|| diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES));
+        // Cut while it streams: git is stopped at the bound.
+        let patch = diff(&["--no-color", "-p"], MAX_PATCH_BYTES);
+        (joined(status.join()), joined(numstat.join()), patch)
+    });
+    let (status, status_cut) = status?;
+    let (numstat, _) = numstat?;
     let mut files = parse_name_status(&status);
     let files_truncated = status_cut || files.len() > MAX_FILES_SHOWN;
     files.truncate(MAX_FILES_SHOWN);
@@ -465,8 +477,7 @@ pub fn changes(
         file.added = added;
         file.removed = removed;
     }
-    // Cut while it streams: git is stopped at the bound.
-    let (patch, patch_truncated) = diff(&["--no-color", "-p"], MAX_PATCH_BYTES)?;
+    let (patch, patch_truncated) = patch?;
     let diffs = super::diff::split(&patch, patch_truncated);
     Ok(Changes {
         files,
