@@ -31,6 +31,7 @@ impl Fixture {
                 user.to_string(),
                 user_token(&forge.data, user, false, "admin", &[]),
             ));
+            set_password(&forge.data, user, PASSWORD);
         }
         let env: Vec<(String, String)> = env
             .iter()
@@ -105,6 +106,18 @@ impl Fixture {
     fn main(&self) -> String {
         ref_value(&self.forge.bare("alice/repo"), "refs/heads/main").unwrap()
     }
+}
+
+const PASSWORD: &str = "correct horse battery";
+
+/// Loose objects in `bare` (`git count-objects`).
+fn loose_objects(bare: &Path) -> u64 {
+    let counted = git_ok(bare, &["count-objects", "-v"]);
+    counted
+        .lines()
+        .find_map(|l| l.strip_prefix("count: "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap()
 }
 
 fn parents(bare: &Path, commit: &str) -> Vec<String> {
@@ -383,4 +396,53 @@ fn a_kill_after_the_intent_but_before_the_move_drops_the_merge_at_start() {
         Some(json!({"Do": "merge"})),
     );
     assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn the_merge_box_writes_nothing_to_the_repo_and_offers_no_button_a_protection_refuses() {
+    let fx = Fixture::new(&[]);
+    fx.branch("topic", "main", &[("t.txt", "t\n")]);
+    // main moves on too, so the test merge makes a tree neither side has.
+    commit_file(&fx.work, "m.txt", b"m\n");
+    fx.push("main");
+    let number = fx.open("bob", "topic");
+    let bare = fx.forge.bare("alice/repo");
+    let before = loose_objects(&bare);
+    let path = format!("/alice/repo/-/pulls/{number}");
+    let mut carol = Browser::at(&fx.forge, 7);
+    assert_eq!(carol.sign_in("carol", PASSWORD, "/").status, 303);
+    let shown = carol.get(&path).text();
+    assert!(
+        shown.contains("This pull request can be merged")
+            && shown.contains("Merge pull request</button>"),
+        "anti-vacuity: the test merge ran and carol, a writer, may merge:\n{shown}"
+    );
+    assert_eq!(
+        loose_objects(&bare),
+        before,
+        "a page view wrote its test merge's objects into the repo"
+    );
+    // Protected for admins only: carol sees the box, not the button.
+    let settings = json!({"version": 0, "default_branch": "main", "protected_branches": ["main"], "protected_admins_only": true});
+    assert_eq!(
+        fx.caller("alice")
+            .call("PUT", "/settings", Some(settings))
+            .0,
+        200
+    );
+    let shown = carol.get(&path).text();
+    assert!(
+        shown.contains("This pull request can be merged")
+            && !shown.contains("Merge pull request</button>"),
+        "carol has a merge button the protection refuses:\n{shown}"
+    );
+    let mut alice = Browser::at(&fx.forge, 8);
+    assert_eq!(alice.sign_in("alice", PASSWORD, "/").status, 303);
+    assert!(
+        alice
+            .get(&path)
+            .text()
+            .contains("Merge pull request</button>"),
+        "the admin lost the merge button"
+    );
 }

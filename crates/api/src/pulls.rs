@@ -63,13 +63,15 @@ pub fn refusal(refused: MergeRefused) -> AppError {
     AppError::new(status, refused.to_string())
 }
 
-/// What merging `change` now would give (the web's merge box). Blocking.
+/// What merging `change` now would give (the web's merge box), within
+/// `deadline`. Blocking.
 pub fn preview(
     app: &ApiState,
     repo: &ResolvedRepo,
     change: &Change,
+    deadline: std::time::Duration,
 ) -> Result<Preview, MergeRefused> {
-    app.control.preview(repo, change)
+    app.control.preview(repo, change, deadline)
 }
 
 /// Where `change`'s branches are. Blocking.

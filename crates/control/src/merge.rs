@@ -207,20 +207,36 @@ impl ControlState {
         })
     }
 
-    /// What merging `change` now would give. Blocking (runs git; writes
-    /// the merged trees as objects, unreachable until a merge lands).
-    pub fn preview(&self, repo: &RepoName, change: &Change) -> Result<Preview, MergeRefused> {
+    /// What merging `change` now would give, its git runs within
+    /// `deadline` together (a page's read deadline). Blocking; writes
+    /// nothing to the repo (the test merge's trees go to a scratch
+    /// directory, dropped after).
+    pub fn preview(
+        &self,
+        repo: &RepoName,
+        change: &Change,
+        deadline: Duration,
+    ) -> Result<Preview, MergeRefused> {
+        let started = std::time::Instant::now();
+        let left = || deadline.saturating_sub(started.elapsed());
         let tips = self.tips(repo, change)?;
         let path = self.repos.path(repo);
-        let merged_already =
-            self.git
-                .is_ancestor(&path, tips.source, tips.target, MERGE_DEADLINE)?;
+        let merged_already = self
+            .git
+            .is_ancestor(&path, tips.source, tips.target, left())?;
         let fast_forward = self
             .git
-            .is_ancestor(&path, tips.target, tips.source, MERGE_DEADLINE)?;
-        let merge = self
-            .git
-            .test_merge(&path, tips.target, tips.source, MERGE_DEADLINE)?;
+            .is_ancestor(&path, tips.target, tips.source, left())?;
+        let scratch = self
+            .repos
+            .scratch("preview-")
+            .map_err(|e| MergeRefused::Failed(format!("cannot make a scratch directory: {e}")))?;
+        let merge = self.git.test_merge(
+            &path,
+            (tips.target, tips.source),
+            left(),
+            Some(scratch.path()),
+        )?;
         Ok(Preview {
             tips,
             merge,
@@ -295,14 +311,15 @@ impl ControlState {
                 })
             };
         }
-        let tree = match self
-            .git
-            .test_merge(&path, tips.target, tips.source, MERGE_DEADLINE)?
-        {
-            TestMerge::Clean(tree) => tree,
-            TestMerge::Conflicts(paths) => return Err(MergeRefused::Conflicts(paths)),
-            TestMerge::Unrelated => return Err(MergeRefused::Unrelated),
-        };
+        let tree =
+            match self
+                .git
+                .test_merge(&path, (tips.target, tips.source), MERGE_DEADLINE, None)?
+            {
+                TestMerge::Clean(tree) => tree,
+                TestMerge::Conflicts(paths) => return Err(MergeRefused::Conflicts(paths)),
+                TestMerge::Unrelated => return Err(MergeRefused::Unrelated),
+            };
         let committer = self.signature(merger);
         let extra = ask
             .message

@@ -105,11 +105,28 @@ impl Git {
     pub fn test_merge(
         &self,
         repo: &Path,
-        target: ObjectId,
-        source: ObjectId,
+        (target, source): (ObjectId, ObjectId),
         deadline: std::time::Duration,
+        scratch: Option<&Path>,
     ) -> Result<TestMerge, MergeError> {
         let (target, source) = (target.to_string(), source.to_string());
+        // With `scratch`, the merged trees go there and the repo's objects
+        // are read as its alternates: a look that writes nothing to the
+        // repo.
+        let (objects, alternates) = match scratch {
+            Some(dir) => (
+                dir.to_string_lossy().into_owned(),
+                repo.join("objects").to_string_lossy().into_owned(),
+            ),
+            None => Default::default(),
+        };
+        let env: &[(&str, &str)] = match scratch {
+            Some(_) => &[
+                ("GIT_OBJECT_DIRECTORY", &objects),
+                ("GIT_ALTERNATE_OBJECT_DIRECTORIES", &alternates),
+            ],
+            None => &[],
+        };
         let (out, status, stderr) = self.run_bounded_env(
             repo,
             &[
@@ -121,7 +138,7 @@ impl Git {
                 &target,
                 &source,
             ],
-            &[],
+            env,
             bounds(deadline),
         )?;
         let text = String::from_utf8_lossy(&out.stdout);

@@ -77,6 +77,16 @@ impl Repos {
         self.data.repos_dir()
     }
 
+    /// A directory under the data dir's `tmp/` (emptied at start), gone
+    /// when dropped: where a look that must not write to a repo puts
+    /// what git writes.
+    pub fn scratch(&self, prefix: &str) -> std::io::Result<tempfile::TempDir> {
+        std::fs::create_dir_all(self.data.tmp_dir())?;
+        tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in(self.data.tmp_dir())
+    }
+
     /// Absolute (data-dir relative) path of a repo, whether or not it exists.
     pub fn path(&self, name: &RepoName) -> PathBuf {
         self.data.repos_dir().join(name.relative_path())

@@ -87,6 +87,20 @@ fn state_named(change: &Change) -> &'static str {
     }
 }
 
+impl MergeBox {
+    /// A box that says why it cannot say whether the merge is possible.
+    fn unknown(why: String) -> MergeBox {
+        MergeBox {
+            source: String::new(),
+            target: String::new(),
+            blocked: Some(why),
+            conflicts: Vec::new(),
+            methods: Vec::new(),
+            fast_forward: false,
+        }
+    }
+}
+
 fn merge_box(preview: &Preview, offered: &vole_meta::entity::MergeSettings) -> MergeBox {
     let (blocked, conflicts) = match &preview.merge {
         _ if preview.merged_already => (
@@ -103,7 +117,7 @@ fn merge_box(preview: &Preview, offered: &vole_meta::entity::MergeSettings) -> M
             Vec::new(),
         ),
     };
-    MergeBox {
+    let mut merge_box = MergeBox {
         source: preview.tips.source.to_string(),
         target: preview.tips.target.to_string(),
         blocked,
@@ -115,7 +129,15 @@ fn merge_box(preview: &Preview, offered: &vole_meta::entity::MergeSettings) -> M
             .map(|m| (m.as_str(), m.named(), *m == offered.default))
             .collect(),
         fast_forward: preview.fast_forward,
+    };
+    if merge_box.blocked.is_none() && merge_box.methods.is_empty() {
+        merge_box.blocked = Some(
+            "This repository merges by fast-forward only, and the target has commits this \
+             branch lacks: rebase it onto the target and push."
+                .into(),
+        );
     }
+    merge_box
 }
 
 /// The commits of `source` not on `target` (newest first), bounded.
@@ -136,31 +158,34 @@ fn commits(
     Ok(read::log_entries(&out, MAX_COMMITS_LISTED))
 }
 
-/// The preview and commits of an open pull request, under a read slot
-/// (none for one that is not open, or whose branches are gone), cached by
-/// the repo's incarnation and both tips: a view after the first runs only
-/// the two tips' look-ups.
+/// The preview and commits of an open pull request, under a read slot,
+/// cached by the repo's incarnation and both tips: a view after the first
+/// runs only the two tips' look-ups. `Err` says why there are none (empty
+/// for a pull request that is not open).
 async fn open_parts(
     app: &Arc<WebState>,
     name: &ResolvedRepo,
     change: &Change,
-) -> Result<Option<Arc<PreviewParts>>, AppError> {
+) -> Result<Result<Arc<PreviewParts>, String>, AppError> {
     if change.state != ChangeState::Open {
-        return Ok(None);
+        return Ok(Err(String::new()));
     }
     let slot = app.reads.acquire().await?;
     let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
     let parts = vole_http::spawn_blocking(move || {
         let _slot = slot;
-        let Ok(tips) = vole_api::pulls::tips(&app2.api, &name2, &change2) else {
-            return Ok(None);
+        let tips = match vole_api::pulls::tips(&app2.api, &name2, &change2) {
+            Ok(tips) => tips,
+            Err(refused) => return Ok(Err(refused.to_string())),
         };
         let key = (name2.incarnation_id().to_string(), tips.target, tips.source);
         if let Some(hit) = app2.caches.previews.get(&key) {
-            return Ok(Some(hit));
+            return Ok(Ok(hit));
         }
-        let Ok(preview) = vole_api::pulls::preview(&app2.api, &name2, &change2) else {
-            return Ok(None);
+        let deadline = app2.config.reads.deadline;
+        let preview = match vole_api::pulls::preview(&app2.api, &name2, &change2, deadline) {
+            Ok(preview) => preview,
+            Err(failed) => return Ok(Err(format!("vole could not test this merge: {failed}"))),
         };
         let (commits, more) = commits(&app2, &name2, &preview)?;
         let parts = Arc::new(PreviewParts {
@@ -173,7 +198,7 @@ async fn open_parts(
         let tips = parts.preview.tips;
         let key = (key.0, tips.target, tips.source);
         app2.caches.previews.insert(key, parts.clone());
-        Ok::<_, read::ReadError>(Some(parts))
+        Ok::<_, read::ReadError>(Ok(parts))
     })
     .await
     .map_err(|e| AppError::internal("pull request read task failed", e))?;
@@ -199,12 +224,15 @@ async fn pull_page(
     let offered = app.api.meta.settings(name)?.merge;
     let parts = open_parts(app, name, &change).await?;
     let (merge_box, commits, more_commits) = match parts {
-        Some(parts) => (
+        Ok(parts) => (
             Some(merge_box(&parts.preview, &offered)),
             parts.commits.clone(),
             parts.more,
         ),
-        None => (None, Vec::new(), false),
+        Err(why) if why.is_empty() => (None, Vec::new(), false),
+        // The box says why it cannot tell (a branch gone, a test merge
+        // past the read deadline).
+        Err(why) => (Some(MergeBox::unknown(why)), Vec::new(), false),
     };
     let viewer = viewer();
     let repo = name.to_string();
@@ -216,7 +244,7 @@ async fn pull_page(
         may_edit: viewer.may_edit(&repo, &change.author),
         may_label: viewer.may_label(&repo),
         may_comment: viewer.may_comment(&repo),
-        may_merge: viewer.may_label(&repo),
+        may_merge: viewer.may_merge(&repo, &change.target_branch),
         editing: edit == "pull",
         labels: change.labels.join(", "),
         repo,

@@ -95,6 +95,25 @@ impl Viewer {
         })
     }
 
+    /// Whether the viewer may merge into `target` (a branch): a writer,
+    /// whom the branch's protection does not refuse a fast-forward of it
+    /// (what every merge method gives the target).
+    pub fn may_merge(&self, repo: &str, target: &str) -> bool {
+        self.may_write(repo, |access, principal, name| {
+            access.check_merge(principal, name)?;
+            let update = vole_hooks::RefUpdate {
+                ref_name: format!("refs/heads/{target}"),
+                old: "1".repeat(40),
+                new: "2".repeat(40),
+                fast_forward: Some(true),
+            };
+            match access.check_ref_updates(principal, name, &[update]).first() {
+                None => Ok(()),
+                Some(refused) => Err(vole_access::Denied::Forbidden(refused.reason.clone())),
+            }
+        })
+    }
+
     /// Whether the viewer may edit or delete a comment by `author`.
     pub fn may_edit_comment(&self, repo: &str, author: &str) -> bool {
         self.may_write(repo, |access, principal, name| {
