@@ -141,6 +141,16 @@ fn field<'a>(value: &'a Value, key: &str) -> &'a str {
     value[key].as_str().unwrap_or_default()
 }
 
+/// A thread's state as the pages name it: a change request marked merged
+/// before merges recorded their commit says so.
+fn state_of(thread: &Value) -> String {
+    let state = one_line(field(thread, "state"));
+    if state == "merged" && thread.get("merge_commit").is_none_or(Value::is_null) {
+        return "merged (no merge commit recorded)".into();
+    }
+    state
+}
+
 /// The threads of `kind` (their main documents), newest first.
 fn threads(kind: ThreadKind) -> anyhow::Result<(Vec<Value>, Vec<Document>)> {
     let (prefix, main) = match kind {
@@ -200,7 +210,7 @@ pub fn thread_command(kind: ThreadKind, command: &ThreadCommand) -> anyhow::Resu
                     println!(
                         "#{}\t{}\t{}\t{}{}",
                         t["number"].as_u64().unwrap_or_default(),
-                        one_line(field(t, "state")),
+                        state_of(t),
                         one_line(field(t, "author")),
                         one_line(field(t, "title")),
                         if labels.is_empty() {
@@ -231,7 +241,7 @@ pub fn thread_command(kind: ThreadKind, command: &ThreadCommand) -> anyhow::Resu
                     "#{} {} [{}] by {}",
                     number,
                     one_line(field(thread, "title")),
-                    one_line(field(thread, "state")),
+                    state_of(thread),
                     one_line(field(thread, "author"))
                 );
                 println!("\n{}", printable(field(thread, "body")));

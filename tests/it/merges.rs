@@ -446,3 +446,27 @@ fn the_merge_box_writes_nothing_to_the_repo_and_offers_no_button_a_protection_re
         "the admin lost the merge button"
     );
 }
+
+#[test]
+fn a_merge_message_past_the_kernels_argument_bound_is_written_whole() {
+    let fx = Fixture::new(&[]);
+    fx.branch("topic", "main", &[("t.txt", "t\n")]);
+    let number = fx.open("carol", "topic");
+    // Over 128 KiB, the most one argument to a program may hold.
+    let long = "a long merge message line\n".repeat(6_000);
+    let (status, merged) = fx.caller("carol").call(
+        "POST",
+        &format!("/pulls/{number}/merge"),
+        Some(json!({"Do": "merge", "merge_message_field": long})),
+    );
+    assert_eq!(status, 200, "{merged}");
+    let message = git_ok(
+        &fx.forge.bare("alice/repo"),
+        &["log", "-1", "--format=%B", "main"],
+    );
+    assert!(
+        message.len() > long.len() && message.contains(long.trim()),
+        "the merge commit's message lost the long text ({} bytes)",
+        message.len()
+    );
+}

@@ -35,8 +35,12 @@ use vole_meta::entity::{Change, ChangeState, MergeMethod};
 
 use crate::ControlState;
 
+mod recovery;
+
 /// What one merge's git children may take, each.
 const MERGE_DEADLINE: Duration = Duration::from_secs(60);
+/// Characters of a squashed commit's subject its listing keeps.
+const MAX_SUBJECT_CHARS: usize = 200;
 /// Squashed commits a squash's message lists at most.
 const MAX_SQUASH_LISTED: usize = 200;
 /// How long a merge waits for a hold of the repo's pushes (a gc) to end.
@@ -154,14 +158,6 @@ fn intent_phase(method: MergeMethod) -> Phase {
         MergeMethod::Merge => Phase::MergeIntent,
         MergeMethod::FastForwardOnly => Phase::FastForwardIntent,
         MergeMethod::Squash => Phase::SquashIntent,
-    }
-}
-
-fn intent_method(phase: Phase) -> MergeMethod {
-    match phase {
-        Phase::FastForwardIntent => MergeMethod::FastForwardOnly,
-        Phase::SquashIntent => MergeMethod::Squash,
-        _ => MergeMethod::Merge,
     }
 }
 
@@ -334,7 +330,9 @@ impl ControlState {
                     .unwrap_or_else(|| format!("{} (#{})", change.title.trim(), change.number));
                 let mut message = format!("{}\n\n", title.trim());
                 for subject in self.squashed_subjects(repo, tips)? {
-                    message.push_str(&format!("* {subject}\n"));
+                    // A subject as long as a book is listed by its start.
+                    let shown: String = subject.chars().take(MAX_SUBJECT_CHARS).collect();
+                    message.push_str(&format!("* {shown}\n"));
                 }
                 if let Some(extra) = extra {
                     message.push_str(&format!("\n{extra}\n"));
@@ -549,63 +547,6 @@ impl ControlState {
     fn settle(&self, repo: &str, number: u64) {
         if let Err(e) = self.recorder.settle_merge(repo, number) {
             tracing::warn!(repo, number, error = %e, "a merge's intent stays unsettled until the next start");
-        }
-    }
-
-    /// Settles the merge intents the ref log holds unsettled (at start,
-    /// before the server takes requests): an intent whose new commit is
-    /// on its target marks its pull request merged, one whose target
-    /// never took it is dropped. Returns a line per intent settled.
-    pub fn recover_merges(&self) -> Vec<String> {
-        let mut report = Vec::new();
-        for intent in self.recorder.merge_intents() {
-            let line = self.recover_merge(&intent);
-            self.settle(&intent.repo, intent.push_id);
-            report.push(line);
-        }
-        report
-    }
-
-    fn recover_merge(&self, intent: &vole_hooks::RefMove) -> String {
-        let number = intent.push_id;
-        let what = format!("{} pull request {number}", intent.repo);
-        let Ok(repo) = RepoName::parse(&intent.repo) else {
-            return format!("{what}: no such repository; dropped");
-        };
-        match self.meta.change(&repo, number) {
-            Ok(change) if change.state == ChangeState::Merged => {
-                return format!("{what}: merged already");
-            }
-            Ok(_) => {}
-            Err(e) => return format!("{what}: {e}; dropped"),
-        }
-        let new = intent
-            .new
-            .as_deref()
-            .and_then(|n| ObjectId::from_hex(n.as_bytes()).ok());
-        let branch = intent.ref_name.trim_start_matches("refs/heads/");
-        let landed = match (new, self.branch_tip(&repo, branch)) {
-            (Some(new), Ok(tip)) => {
-                tip == new
-                    || self
-                        .git
-                        .is_ancestor(&self.repos.path(&repo), new, tip, MERGE_DEADLINE)
-                        .unwrap_or(false)
-            }
-            _ => false,
-        };
-        if !landed {
-            return format!("{what}: its target never moved; the merge is dropped");
-        }
-        let method = intent_method(intent.phase);
-        match self.meta.mark_merged(
-            &repo,
-            number,
-            (intent.new.as_deref().unwrap_or_default(), method),
-            &intent.actor,
-        ) {
-            Ok(_) => format!("{what}: its target had moved; marked merged"),
-            Err(e) => format!("{what}: cannot mark it merged: {e}"),
         }
     }
 }

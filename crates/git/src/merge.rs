@@ -83,6 +83,8 @@ pub enum MergeError {
         status: std::process::ExitStatus,
         stderr: String,
     },
+    #[error("cannot write the commit's message for git: {source}")]
+    Message { source: std::io::Error },
 }
 
 fn bounds(deadline: std::time::Duration) -> Bounds {
@@ -235,8 +237,14 @@ impl Git {
             args.push("-p");
             args.push(parent);
         }
-        args.push("-m");
-        args.push(message);
+        // The message from a file: as an argument, one past the kernel's
+        // bound on an argument (128 KiB) could not be passed at all.
+        let file =
+            tempfile::NamedTempFile::new().map_err(|source| MergeError::Message { source })?;
+        std::fs::write(file.path(), message).map_err(|source| MergeError::Message { source })?;
+        let file_name = file.path().to_string_lossy().into_owned();
+        args.push("-F");
+        args.push(&file_name);
         let env = [
             ("GIT_AUTHOR_NAME", author.name.as_str()),
             ("GIT_AUTHOR_EMAIL", author.email.as_str()),

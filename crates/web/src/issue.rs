@@ -57,7 +57,7 @@ pub(crate) struct Timeline {
 
 /// Renders `body` and a page of the thread's comments, each `#N` linked
 /// (one store read for every number the page names).
-pub(crate) fn timeline(
+pub(crate) async fn timeline(
     app: &WebState,
     name: &ResolvedRepo,
     (kind, number): (ThreadKind, u64),
@@ -79,10 +79,26 @@ pub(crate) fn timeline(
         app.api.meta.thread_kinds(name, &numbers)?
     };
     let repo = name.to_string();
-    let links = Links {
-        repo: &repo,
-        kinds: &kinds,
-    };
+    // The Markdown off the async workers: a page renders up to its body
+    // and 512 KiB of comments.
+    let texts: Vec<String> = std::iter::once(body.to_string())
+        .chain(found.items.iter().map(|c| c.body.clone()))
+        .collect();
+    let repo_name = repo.clone();
+    let mut rendered = vole_http::spawn_blocking(move || {
+        let links = Links {
+            repo: &repo_name,
+            kinds: &kinds,
+        };
+        texts
+            .iter()
+            .map(|text| crate::markdown::render(text, &links))
+            .collect::<Vec<String>>()
+    })
+    .await
+    .map_err(|e| AppError::internal("rendering a thread failed", e))?
+    .into_iter();
+    let body_html = rendered.next().unwrap_or_default();
     let viewer = viewer();
     // The comment rule asked once a page, not once a comment: the
     // viewer's own comments, and everyone's when they may moderate (no
@@ -98,8 +114,9 @@ pub(crate) fn timeline(
     let comments = found
         .items
         .into_iter()
-        .map(|c: Comment| CommentView {
-            html: crate::markdown::render(&c.body, &links),
+        .zip(rendered)
+        .map(|(c, html): (Comment, String)| CommentView {
+            html,
             may_edit: c.event.is_none() && may_write && (moderates || own(&c.author)),
             event: c.event.is_some(),
             editing: editing == Some(c.id.as_str()),
@@ -112,7 +129,7 @@ pub(crate) fn timeline(
         })
         .collect();
     Ok(Timeline {
-        body_html: crate::markdown::render(body, &links),
+        body_html,
         comments,
         prev_page: page.prev(),
         next_page: page.next().filter(|&next| next <= found.pages),
@@ -175,7 +192,8 @@ async fn issue_page(
         &issue.body,
         Some(edit),
         page,
-    )?;
+    )
+    .await?;
     let viewer = viewer();
     let repo = name.to_string();
     let status = error.as_ref().map_or(StatusCode::OK, AppError::status);

@@ -25,6 +25,8 @@ pub(crate) struct ThreadRow {
     pub author: String,
     pub labels: Vec<String>,
     pub created_at: String,
+    /// What the row's state does not say (a merge with no commit).
+    pub note: Option<&'static str>,
 }
 
 /// A state tab: its name in the query, as shown, its count, whether shown.
@@ -169,6 +171,7 @@ fn issue_row(issue: Issue) -> ThreadRow {
         author: issue.author,
         labels: issue.labels,
         created_at: issue.created_at,
+        note: None,
     }
 }
 
@@ -177,6 +180,8 @@ fn change_row(change: Change) -> ThreadRow {
         number: change.number,
         title: change.title,
         author: change.author,
+        note: (change.state == ChangeState::Merged && change.merge_commit.is_none())
+            .then_some("merged (no merge commit recorded)"),
         labels: change.labels,
         created_at: change.created_at,
     }
@@ -320,5 +325,31 @@ pub(crate) fn noun_of(kind: ThreadKind) -> &'static str {
     match kind {
         ThreadKind::Issue => "issues",
         ThreadKind::Change => "pulls",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_marked_merged_without_its_commit_says_so_in_the_list() {
+        // A document from before merges recorded their commit.
+        let legacy: Change = serde_json::from_value(serde_json::json!({
+            "v": 1, "id": "c1", "number": 3, "title": "t", "body": "", "author": "bob",
+            "state": "merged", "source_branch": "a", "target_branch": "main",
+            "version": 2, "created_at": "2026-01-01T00:00:00Z",
+            "updated_at": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap();
+        assert_eq!(
+            change_row(legacy.clone()).note,
+            Some("merged (no merge commit recorded)")
+        );
+        let merged = Change {
+            merge_commit: Some("a".repeat(40)),
+            ..legacy
+        };
+        assert_eq!(change_row(merged).note, None, "a real merge has no note");
     }
 }

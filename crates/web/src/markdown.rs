@@ -1,6 +1,6 @@
 //! The text of issues, pull requests and comments as HTML: CommonMark by
 //! the same parser, options and sanitizer as READMEs, and `#12` in the
-//! text (not in code, not inside a link) linked to issue or pull request
+//! text (not in code or a code block, not inside a link) linked to issue or pull request
 //! 12 of the repo when there is one. What a link points to is looked up
 //! once per page for every number its texts name ([`references`]), so a
 //! page of 500 comments asks the store once.
@@ -79,13 +79,16 @@ pub(crate) fn render(text: &str, links: &Links<'_>) -> String {
             | pulldown_cmark::Options::ENABLE_STRIKETHROUGH
             | pulldown_cmark::Options::ENABLE_TASKLISTS,
     );
-    // Inside a link or an image, `#N` is the link's text: left alone.
+    // Inside a link or an image, `#N` is the link's text, and inside a
+    // code block it is code: left alone.
     let mut in_link = 0usize;
     let mut events = Vec::new();
     for event in parser {
         match event {
-            Event::Start(Tag::Link { .. } | Tag::Image { .. }) => in_link += 1,
-            Event::End(TagEnd::Link | TagEnd::Image) => in_link = in_link.saturating_sub(1),
+            Event::Start(Tag::Link { .. } | Tag::Image { .. } | Tag::CodeBlock(_)) => in_link += 1,
+            Event::End(TagEnd::Link | TagEnd::Image | TagEnd::CodeBlock) => {
+                in_link = in_link.saturating_sub(1)
+            }
             // The page has its own h1 and the thread's title: headings
             // move one level down, as in READMEs.
             Event::Start(Tag::Heading {
@@ -175,6 +178,13 @@ mod tests {
         );
         assert_eq!(out.matches("/-/issues/12").count(), 1, "{out}");
         assert!(out.contains("<code>#12</code>"), "{out}");
+        let fenced = html("```\nsee #12\n```\n\n    indented #13\n");
+        assert!(
+            !fenced.contains("href")
+                && fenced.contains("see #12")
+                && fenced.contains("indented #13"),
+            "a number in a code block is linked: {fenced}"
+        );
         assert_eq!(references(["#1 #2 x#3 #0 #2"]), vec![1, 2]);
     }
 

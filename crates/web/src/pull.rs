@@ -220,7 +220,8 @@ async fn pull_page(
         &change.body,
         Some(edit),
         page,
-    )?;
+    )
+    .await?;
     let offered = app.api.meta.settings(name)?.merge;
     let parts = open_parts(app, name, &change).await?;
     let (merge_box, commits, more_commits) = match parts {
