@@ -226,6 +226,17 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
         shown.contains("class=\"state merged\">Merged<") && shown.contains(&tip[..12]),
         "{shown}"
     );
+    // Merged, it still shows its commits and what it brought to main,
+    // though its branch is now on main (its merge base its own head).
+    assert!(
+        shown.contains("change later.txt") && shown.contains("change src/lib.rs"),
+        "a merged pull request lost its commits:\n{shown}"
+    );
+    let files = page(&mut bob, &format!("{path}/files"));
+    assert!(
+        files.contains("src/lib.rs") && files.contains("later.txt") && !files.contains("other.txt"),
+        "a merged pull request's diff is not what it brought:\n{files}"
+    );
 
     // A conflicting one lists its paths and offers no merge.
     git_ok(&work, &["checkout", "-q", "-b", "clash", &base]);

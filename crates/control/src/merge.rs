@@ -535,9 +535,12 @@ impl ControlState {
             .outcome(push, moves, Outcome::Committed)
             .map_err(record)?;
         failpoint("merge-after-move");
-        let merged =
-            self.meta
-                .mark_merged(repo, change.number, (&update.new, method), &push.actor)?;
+        let merged = self.meta.mark_merged(
+            repo,
+            change.number,
+            (&update.new, method, &update.old),
+            &push.actor,
+        )?;
         self.settle(&push.repo, change.number);
         Ok(merged)
     }

@@ -132,6 +132,7 @@ impl MetaStore {
                 merged_by: None,
                 merged_at: None,
                 merge_method: None,
+                merged_onto: None,
             })
         })
     }
@@ -195,7 +196,7 @@ impl MetaStore {
         &self,
         repo: &RepoName,
         number: u64,
-        (commit, method): (&str, crate::entity::MergeMethod),
+        (commit, method, onto): (&str, crate::entity::MergeMethod, &str),
         by: &str,
     ) -> Result<Change, MetaError> {
         let current = self.change(repo, number)?;
@@ -208,6 +209,7 @@ impl MetaStore {
             next.state = ChangeState::Merged;
             next.merge_commit = Some(commit.to_string());
             next.merge_method = Some(method);
+            next.merged_onto = Some(onto.to_string());
             next.merged_by = Some(by.to_string());
             let now = now_text();
             next.merged_at = Some(now.clone());

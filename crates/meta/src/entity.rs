@@ -182,6 +182,10 @@ pub struct Change {
     pub merged_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merge_method: Option<MergeMethod>,
+    /// The target's commit just before the merge: with `merge_commit`,
+    /// what the pull request brought to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_onto: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

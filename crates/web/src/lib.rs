@@ -45,6 +45,7 @@ mod markdown;
 mod new_repo;
 mod paths;
 mod pull;
+mod pull_files;
 pub mod read;
 mod readme;
 mod refs;

@@ -1,8 +1,7 @@
 //! `/{owner}/{repo}/-/pulls/{n}`: a pull request with its description and
 //! comments, its commits, and the merge box (what merging now would give,
 //! the methods the repo offers, the commits the form was shown);
-//! `/-/pulls/{n}/files`: the combined diff against the merge base, per
-//! file, drawn as commit pages draw theirs and with their bounds;
+//! `/-/pulls/{n}/files` is [`crate::pull_files`];
 //! `/-/pulls/new`: the form that opens one from a branch to a branch.
 //!
 //! The forms go through the API's paths (`vole_api::threads`,
@@ -23,11 +22,10 @@ use vole_meta::NewChange;
 use vole_meta::entity::{Change, ChangeState, MergeMethod, ThreadKind};
 
 use super::*;
-use crate::commit_files::{Body, FileView, file_views};
 use crate::forms::{checked_form, client_of, session_user};
 use crate::issue::{COMMENTS_PER_PAGE, PageQuery, ThreadForm, Timeline, act_on, timeline};
 use crate::issues::{split_labels, tabs_rev};
-use crate::read::{CommitDetail, LogEntry};
+use crate::read::LogEntry;
 use crate::sign_in::{see_other, to_sign_in, viewer};
 
 /// Commits a pull request's page lists at most.
@@ -70,7 +68,7 @@ fn pull_path(name: &ResolvedRepo, number: u64) -> String {
     format!("/{name}/-/pulls/{number}")
 }
 
-fn pull_number(text: &str) -> Result<u64, AppError> {
+pub(crate) fn pull_number(text: &str) -> Result<u64, AppError> {
     text.parse::<u64>()
         .ok()
         .filter(|n| *n >= 1)
@@ -144,9 +142,9 @@ fn merge_box(preview: &Preview, offered: &vole_meta::entity::MergeSettings) -> M
 fn commits(
     app: &WebState,
     name: &ResolvedRepo,
-    preview: &Preview,
+    (target, source): (gix::ObjectId, gix::ObjectId),
 ) -> Result<(Vec<LogEntry>, bool), read::ReadError> {
-    let range = format!("{}..{}", preview.tips.target, preview.tips.source);
+    let range = format!("{target}..{source}");
     let count = format!("-n{}", MAX_COMMITS_LISTED + 1);
     let (out, _) = read::run_git(
         &app.git,
@@ -187,7 +185,7 @@ async fn open_parts(
             Ok(preview) => preview,
             Err(failed) => return Ok(Err(format!("vole could not test this merge: {failed}"))),
         };
-        let (commits, more) = commits(&app2, &name2, &preview)?;
+        let (commits, more) = commits(&app2, &name2, (preview.tips.target, preview.tips.source))?;
         let parts = Arc::new(PreviewParts {
             preview,
             commits,
@@ -230,7 +228,22 @@ async fn pull_page(
             parts.commits.clone(),
             parts.more,
         ),
-        Err(why) if why.is_empty() => (None, Vec::new(), false),
+        // A merged one lists what it brought to the target.
+        Err(why) if why.is_empty() => match crate::pull_files::merged_range(&change) {
+            Some(range) => {
+                let slot = app.reads.acquire().await?;
+                let (app2, name2) = (app.clone(), name.clone());
+                let listed = vole_http::spawn_blocking(move || {
+                    let _slot = slot;
+                    commits(&app2, &name2, range)
+                })
+                .await
+                .map_err(|e| AppError::internal("pull request read task failed", e))?;
+                let (commits, more) = listed.unwrap_or_default();
+                (None, commits, more)
+            }
+            None => (None, Vec::new(), false),
+        },
         // The box says why it cannot tell (a branch gone, a test merge
         // past the read deadline).
         Err(why) => (Some(MergeBox::unknown(why)), Vec::new(), false),
@@ -354,116 +367,6 @@ pub async fn merge_pull(
         }
         Err(refused) => Err(refused),
     }
-}
-
-#[derive(Template)]
-#[template(path = "pull_files.html")]
-struct FilesPage {
-    repo: String,
-    rev: String,
-    change: Change,
-    detail: Arc<CommitDetail>,
-    files: Vec<FileView>,
-    patch_link: String,
-}
-
-/// `GET /{owner}/{repo}/-/pulls/{n}/files`: the source's changes against
-/// the merge base; `files.patch` is the same as a raw diff.
-pub async fn pull_files(
-    State(app): State<Arc<WebState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Path((_, _, number, file)): Path<(String, String, String, String)>,
-) -> Result<Response, AppError> {
-    let number = pull_number(&number)?;
-    let raw = match file.as_str() {
-        "files" => false,
-        "files.patch" => true,
-        _ => return Err(AppError::not_found("There is no such page.")),
-    };
-    let change = app.api.meta.change(&name, number)?;
-    let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
-    let slot = app.reads.acquire().await?;
-    let range = vole_http::spawn_blocking(move || {
-        let _slot = slot;
-        let tips = vole_api::pulls::tips(&app2.api, &name2, &change2).ok()?;
-        let base = app2
-            .git
-            .merge_base(
-                &app2.repos.path(&name2),
-                (tips.target, tips.source),
-                app2.config.reads.deadline,
-            )
-            .ok()??;
-        Some((base, tips.source))
-    })
-    .await
-    .map_err(|e| AppError::internal("pull request read task failed", e))?
-    .ok_or_else(|| {
-        AppError::not_found("This pull request's branches are gone or have no common history.")
-    })?;
-    let (base, head) = (range.0.to_string(), range.1.to_string());
-    if raw {
-        return crate::commit::stream_text(
-            &app,
-            &name,
-            &["diff", "-M", "--no-color", "-p", &base, &head],
-        )
-        .await;
-    }
-    let detail = range_detail(&app, &name, range).await?;
-    let scope = format!("{}\0base={base}", name.incarnation_id());
-    let files = file_views(&app, &scope, range.1, &detail).await;
-    render(FilesPage {
-        repo: name.to_string(),
-        rev: tabs_rev(&app, &name),
-        patch_link: format!("/{name}/-/pulls/{number}/files.patch"),
-        change,
-        detail,
-        files,
-    })
-}
-
-/// The changes from `base` to `head`, cached as a commit's detail is (by
-/// the repo's incarnation and both ends).
-async fn range_detail(
-    app: &Arc<WebState>,
-    name: &ResolvedRepo,
-    (base, head): (gix::ObjectId, gix::ObjectId),
-) -> Result<Arc<CommitDetail>, AppError> {
-    let key = (format!("{}\0base={base}", name.incarnation_id()), head);
-    if let Some(hit) = app.caches.commits.get(&key) {
-        return Ok(hit);
-    }
-    let slot = app.reads.acquire().await?;
-    let (git, path, deadline) = (
-        app.git.clone(),
-        app.repos.path(name),
-        app.config.reads.deadline,
-    );
-    let detail = blocking(move || {
-        let _slot = slot;
-        let (base, head) = (base.to_string(), head.to_string());
-        let changes = read::changes(|what: &[&str], max_output| {
-            let mut args = vec!["diff", "-M"];
-            args.extend_from_slice(what);
-            args.extend([base.as_str(), head.as_str()]);
-            read::run_git(&git, &path, &args, max_output, deadline)
-        })?;
-        Ok(Arc::new(CommitDetail {
-            id: head.clone(),
-            parents: vec![base.clone()],
-            author: String::new(),
-            time: String::new(),
-            message: String::new(),
-            files: changes.files,
-            diffs: changes.diffs,
-            patch_truncated: changes.patch_truncated,
-            files_truncated: changes.files_truncated,
-        }))
-    })
-    .await?;
-    app.caches.commits.insert(key, detail.clone());
-    Ok(detail)
 }
 
 #[derive(Template)]

@@ -116,6 +116,6 @@ fn thread_routes() -> Router<Arc<WebState>> {
         )
         .route(
             "/{owner}/{repo}/-/pulls/{number}/{file}",
-            get(crate::pull::pull_files),
+            get(crate::pull_files::pull_files),
         )
 }

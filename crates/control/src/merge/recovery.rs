@@ -68,7 +68,11 @@ impl ControlState {
         match self.meta.mark_merged(
             &repo,
             number,
-            (intent.new.as_deref().unwrap_or_default(), method),
+            (
+                intent.new.as_deref().unwrap_or_default(),
+                method,
+                intent.old.as_deref().unwrap_or_default(),
+            ),
             &intent.actor,
         ) {
             Ok(_) => format!("{what}: its target had moved; marked merged"),

@@ -1,0 +1,139 @@
+//! `/{owner}/{repo}/-/pulls/{n}/files`: a pull request's combined diff,
+//! per file, drawn as commit pages draw theirs and with their bounds: an
+//! open one's against the merge base of its branches, a merged one's what
+//! its merge brought to the target (the target before it to the merge's
+//! commit); `files.patch` the same as a raw diff.
+
+use std::sync::Arc;
+
+use vole_access::ResolvedRepo;
+use vole_meta::entity::{Change, ChangeState};
+
+use super::*;
+use crate::commit_files::{Body, FileView, file_views};
+use crate::issues::tabs_rev;
+use crate::pull::pull_number;
+use crate::read::CommitDetail;
+
+/// A merged pull request's range: the target's commit before the merge
+/// and the merge's commit (none for one merged before merges recorded
+/// both).
+pub(crate) fn merged_range(change: &Change) -> Option<(gix::ObjectId, gix::ObjectId)> {
+    if change.state != ChangeState::Merged {
+        return None;
+    }
+    let id = |hex: &Option<String>| gix::ObjectId::from_hex(hex.as_deref()?.as_bytes()).ok();
+    Some((id(&change.merged_onto)?, id(&change.merge_commit)?))
+}
+
+#[derive(Template)]
+#[template(path = "pull_files.html")]
+struct FilesPage {
+    repo: String,
+    rev: String,
+    change: Change,
+    detail: Arc<CommitDetail>,
+    files: Vec<FileView>,
+    patch_link: String,
+}
+
+/// `GET /{owner}/{repo}/-/pulls/{n}/files`: see the module doc.
+pub async fn pull_files(
+    State(app): State<Arc<WebState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number, file)): Path<(String, String, String, String)>,
+) -> Result<Response, AppError> {
+    let number = pull_number(&number)?;
+    let raw = match file.as_str() {
+        "files" => false,
+        "files.patch" => true,
+        _ => return Err(AppError::not_found("There is no such page.")),
+    };
+    let change = app.api.meta.change(&name, number)?;
+    let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
+    let slot = app.reads.acquire().await?;
+    let range = vole_http::spawn_blocking(move || {
+        let _slot = slot;
+        if let Some(range) = merged_range(&change2) {
+            return Some(range);
+        }
+        let tips = vole_api::pulls::tips(&app2.api, &name2, &change2).ok()?;
+        let base = app2
+            .git
+            .merge_base(
+                &app2.repos.path(&name2),
+                (tips.target, tips.source),
+                app2.config.reads.deadline,
+            )
+            .ok()??;
+        Some((base, tips.source))
+    })
+    .await
+    .map_err(|e| AppError::internal("pull request read task failed", e))?
+    .ok_or_else(|| {
+        AppError::not_found("This pull request's branches are gone or have no common history.")
+    })?;
+    let (base, head) = (range.0.to_string(), range.1.to_string());
+    if raw {
+        return crate::commit::stream_text(
+            &app,
+            &name,
+            &["diff", "-M", "--no-color", "-p", &base, &head],
+        )
+        .await;
+    }
+    let detail = range_detail(&app, &name, range).await?;
+    let scope = format!("{}\0base={base}", name.incarnation_id());
+    let files = file_views(&app, &scope, range.1, &detail).await;
+    render(FilesPage {
+        repo: name.to_string(),
+        rev: tabs_rev(&app, &name),
+        patch_link: format!("/{name}/-/pulls/{number}/files.patch"),
+        change,
+        detail,
+        files,
+    })
+}
+
+/// The changes from `base` to `head`, cached as a commit's detail is (by
+/// the repo's incarnation and both ends).
+async fn range_detail(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    (base, head): (gix::ObjectId, gix::ObjectId),
+) -> Result<Arc<CommitDetail>, AppError> {
+    let key = (format!("{}\0base={base}", name.incarnation_id()), head);
+    if let Some(hit) = app.caches.commits.get(&key) {
+        return Ok(hit);
+    }
+    let slot = app.reads.acquire().await?;
+    let (git, path, deadline) = (
+        app.git.clone(),
+        app.repos.path(name),
+        app.config.reads.deadline,
+    );
+    let detail = blocking(move || {
+        let _slot = slot;
+        let (base, head) = (base.to_string(), head.to_string());
+        let changes = read::changes(|what: &[&str], max_output| {
+            let mut args = vec!["diff", "-M"];
+            args.extend_from_slice(what);
+            args.extend([base.as_str(), head.as_str()]);
+            read::run_git(&git, &path, &args, max_output, deadline)
+        })?;
+        Ok(Arc::new(CommitDetail {
+            id: head.clone(),
+            parents: vec![base.clone()],
+            author: String::new(),
+            time: String::new(),
+            message: String::new(),
+            files: changes.files,
+            diffs: changes.diffs,
+            patch_truncated: changes.patch_truncated,
+            files_truncated: changes.files_truncated,
+        }))
+    })
+    .await?;
+    app.caches.commits.insert(key, detail.clone());
+    Ok(detail)
+}
