@@ -375,4 +375,20 @@ fn a_page_of_long_comments_is_cut_by_its_bytes_and_the_rest_follows_on_the_next(
         !second.contains("page=3"),
         "the last page links to a page past it"
     );
+    // The author's edit link of a comment on page 2 opens it there.
+    let mut alice_web = signed_in(&forge, "alice", 42);
+    let second = page(&mut alice_web, "/alice/repo/-/issues/1?page=2");
+    let link = second
+        .split("href=\"?page=2&amp;edit=")
+        .nth(1)
+        .map(|rest| rest.split('#').next().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no edit link keeps page 2:\n{second}"));
+    let editing = page(
+        &mut alice_web,
+        &format!("/alice/repo/-/issues/1?page=2&edit={link}"),
+    );
+    assert!(
+        editing.contains("aria-label=\"Comment\">long2 "),
+        "the edit form of a comment on page 2 did not open"
+    );
 }

@@ -503,13 +503,20 @@ impl ControlState {
         }
         failpoint("merge-before-move");
         let moves = std::slice::from_ref(update);
-        self.recorder.prepared(push, moves).map_err(record)?;
-        let (new, old) = (
-            ObjectId::from_hex(update.new.as_bytes())
-                .map_err(|e| MergeRefused::Failed(e.to_string()))?,
-            ObjectId::from_hex(update.old.as_bytes())
-                .map_err(|e| MergeRefused::Failed(e.to_string()))?,
-        );
+        // Before the move, a failure drops the intent: nothing moved.
+        let dropped = |refused: MergeRefused| {
+            self.settle(&push.repo, change.number);
+            refused
+        };
+        self.recorder
+            .prepared(push, moves)
+            .map_err(record)
+            .map_err(dropped)?;
+        let id = |hex: &str| {
+            ObjectId::from_hex(hex.as_bytes())
+                .map_err(|e| dropped(MergeRefused::Failed(e.to_string())))
+        };
+        let (new, old) = (id(&update.new)?, id(&update.old)?);
         let moved = self.git.move_ref(
             &self.repos.path(repo),
             &update.ref_name,
@@ -518,10 +525,9 @@ impl ControlState {
             MERGE_DEADLINE,
         );
         if let Err(e) = moved {
-            self.recorder
-                .outcome(push, moves, Outcome::Aborted)
-                .map_err(record)?;
+            let aborted = self.recorder.outcome(push, moves, Outcome::Aborted);
             self.settle(&push.repo, change.number);
+            aborted.map_err(record)?;
             return Err(match e {
                 MergeError::Moved { .. } => MergeRefused::Moved {
                     which: "target",

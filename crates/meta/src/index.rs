@@ -485,7 +485,6 @@ impl Index {
         self.comments.get(thread_id)?.get(id)
     }
 
-    /// Comments of a thread, oldest first, the deleted left out.
     /// A thread's comments that are not deleted, in order.
     pub fn shown_comments(&self, thread_id: &str) -> impl Iterator<Item = &Comment> {
         self.comments
@@ -495,6 +494,7 @@ impl Index {
             .filter(|c| !c.deleted)
     }
 
+    /// Comments of a thread, oldest first, the deleted left out.
     pub fn comments(&self, thread_id: &str, page: Pagination) -> Page<Comment> {
         let Some(thread) = self.comments.get(thread_id) else {
             return Page {

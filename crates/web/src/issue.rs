@@ -51,6 +51,8 @@ pub(crate) struct CommentView {
 pub(crate) struct Timeline {
     pub body_html: String,
     pub comments: Vec<CommentView>,
+    /// The page shown (a comment's edit link keeps it).
+    pub page: usize,
     pub prev_page: Option<usize>,
     pub next_page: Option<usize>,
 }
@@ -131,6 +133,7 @@ pub(crate) async fn timeline(
     Ok(Timeline {
         body_html,
         comments,
+        page: page.page(),
         prev_page: page.prev(),
         next_page: page.next().filter(|&next| next <= found.pages),
     })
@@ -302,18 +305,15 @@ where
     match form.action.as_str() {
         "comment" => comment(form.body).await.map(drop),
         "close" | "reopen" => {
-            // A comment sent with the button lands first, as in Gitea:
-            // once the close itself is known to be allowed, so a refused
-            // close writes nothing.
+            // The state first, then the comment sent with the button: a
+            // refused close (not the viewer's to close, or a merged pull
+            // request) writes nothing.
+            let patch = T::Patch::versioned(current()?).state(form.action == "reopen");
+            edit(patch).await?;
             if !form.body.trim().is_empty() {
-                let author = T::get(&api.meta, name, number)?.author().to_string();
-                api.access
-                    .check_edit(principal, name, &author)
-                    .map_err(|denied| AppError::denied(denied, || "not found".into()))?;
                 comment(form.body).await?;
             }
-            let patch = T::Patch::versioned(current()?).state(form.action == "reopen");
-            edit(patch).await.map(drop)
+            Ok(())
         }
         "edit" => {
             let patch =

@@ -5,6 +5,7 @@
 use gix::ObjectId;
 use vole_git::repos::RepoName;
 use vole_hooks::Phase;
+use vole_meta::MetaError;
 use vole_meta::entity::{ChangeState, MergeMethod};
 
 use super::MERGE_DEADLINE;
@@ -22,47 +23,72 @@ impl ControlState {
     /// Settles the merge intents the ref log holds unsettled (at start,
     /// before the server takes requests): an intent whose new commit is
     /// on its target marks its pull request merged, one whose target
-    /// never took it is dropped. Returns a line per intent settled.
+    /// never took it is dropped. An intent this start cannot decide (the
+    /// store or git failing) stays for the next one. Returns a line per
+    /// intent looked at.
     pub fn recover_merges(&self) -> Vec<String> {
         let mut report = Vec::new();
         for intent in self.recorder.merge_intents() {
-            let line = self.recover_merge(&intent);
-            self.settle(&intent.repo, intent.push_id);
+            let (line, decided) = self.recover_merge(&intent);
+            if decided {
+                self.settle(&intent.repo, intent.push_id);
+            }
             report.push(line);
         }
         report
     }
 
-    fn recover_merge(&self, intent: &vole_hooks::RefMove) -> String {
+    /// What became of `intent`'s merge, and whether that is decided.
+    fn recover_merge(&self, intent: &vole_hooks::RefMove) -> (String, bool) {
         let number = intent.push_id;
         let what = format!("{} pull request {number}", intent.repo);
         let Ok(repo) = RepoName::parse(&intent.repo) else {
-            return format!("{what}: no such repository; dropped");
+            return (format!("{what}: no such repository; dropped"), true);
         };
         match self.meta.change(&repo, number) {
             Ok(change) if change.state == ChangeState::Merged => {
-                return format!("{what}: merged already");
+                return (format!("{what}: merged already"), true);
             }
             Ok(_) => {}
-            Err(e) => return format!("{what}: {e}; dropped"),
+            Err(MetaError::NotFound(e)) => return (format!("{what}: {e}; dropped"), true),
+            Err(e) => {
+                return (
+                    format!("{what}: {e}; looked at again at the next start"),
+                    false,
+                );
+            }
         }
-        let new = intent
+        let again = |why: String| {
+            (
+                format!("{what}: {why}; looked at again at the next start"),
+                false,
+            )
+        };
+        let Some(new) = intent
             .new
             .as_deref()
-            .and_then(|n| ObjectId::from_hex(n.as_bytes()).ok());
-        let branch = intent.ref_name.trim_start_matches("refs/heads/");
-        let landed = match (new, self.branch_tip(&repo, branch)) {
-            (Some(new), Ok(tip)) => {
-                tip == new
-                    || self
-                        .git
-                        .is_ancestor(&self.repos.path(&repo), new, tip, MERGE_DEADLINE)
-                        .unwrap_or(false)
-            }
-            _ => false,
+            .and_then(|n| ObjectId::from_hex(n.as_bytes()).ok())
+        else {
+            return (format!("{what}: its intent names no commit; dropped"), true);
         };
+        let branch = intent.ref_name.trim_start_matches("refs/heads/");
+        let tip = match self.branch_tip(&repo, branch) {
+            Ok(tip) => tip,
+            Err(e) => return again(e.to_string()),
+        };
+        let landed = tip == new
+            || match self
+                .git
+                .is_ancestor(&self.repos.path(&repo), new, tip, MERGE_DEADLINE)
+            {
+                Ok(landed) => landed,
+                Err(e) => return again(e.to_string()),
+            };
         if !landed {
-            return format!("{what}: its target never moved; the merge is dropped");
+            return (
+                format!("{what}: its target never moved; the merge is dropped"),
+                true,
+            );
         }
         let method = intent_method(intent.phase);
         match self.meta.mark_merged(
@@ -75,8 +101,8 @@ impl ControlState {
             ),
             &intent.actor,
         ) {
-            Ok(_) => format!("{what}: its target had moved; marked merged"),
-            Err(e) => format!("{what}: cannot mark it merged: {e}"),
+            Ok(_) => (format!("{what}: its target had moved; marked merged"), true),
+            Err(e) => again(format!("cannot mark it merged: {e}")),
         }
     }
 }
