@@ -60,7 +60,9 @@ pub struct Cancel(Arc<parking_lot::Mutex<CancelState>>);
 
 #[derive(Debug, Default)]
 struct CancelState {
-    running: Option<rustix::process::Pid>,
+    /// The scope's children running now (more than one when a read runs
+    /// its git children at once, each thread in the scope).
+    running: Vec<rustix::process::Pid>,
     cancelled: bool,
 }
 
@@ -82,7 +84,9 @@ impl Cancel {
         CancelOnDrop(Some(self.clone()))
     }
 
-    fn current() -> Option<Cancel> {
+    /// The handle in scope on this thread, if any: a read that runs work
+    /// on other threads enters it there too ([`Cancel::scope`]).
+    pub fn current() -> Option<Cancel> {
         SCOPE.with(|scope| scope.borrow().clone())
     }
 
@@ -90,13 +94,13 @@ impl Cancel {
     /// kills it at once).
     fn register(&self, pid: rustix::process::Pid) -> bool {
         let mut state = self.0.lock();
-        state.running = Some(pid);
+        state.running.push(pid);
         !state.cancelled
     }
 
-    /// The child is about to be reaped: never signal it after this.
-    fn finished(&self) {
-        self.0.lock().running = None;
+    /// The child `pid` is about to be reaped: never signal it after this.
+    fn finished(&self, pid: rustix::process::Pid) {
+        self.0.lock().running.retain(|p| *p != pid);
     }
 }
 
@@ -116,7 +120,7 @@ impl Drop for CancelOnDrop {
         if let Some(cancel) = self.0.take() {
             let mut state = cancel.0.lock();
             state.cancelled = true;
-            if let Some(pid) = state.running.take() {
+            for pid in state.running.drain(..) {
                 let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
             }
         }
@@ -208,7 +212,7 @@ impl Git {
         let _ = done.send(());
         let _ = watchdog.join();
         if let Some(cancel) = &cancel {
-            cancel.finished();
+            cancel.finished(pid);
         }
         let status = child.wait().map_err(|source| BoundedError::Spawn {
             command: command.clone(),
@@ -378,6 +382,47 @@ mod tests {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "the child outlived its request: {:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_cancelled_request_kills_every_child_its_threads_run_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = hanging_git(dir.path());
+        let cancel = Cancel::default();
+        let guard = cancel.guard();
+        let started = Instant::now();
+        let reader = {
+            let (git, cancel, dir) = (git.clone(), cancel.clone(), dir.path().to_path_buf());
+            std::thread::spawn(move || {
+                let bounds = Bounds {
+                    max_output: 1000,
+                    deadline: Duration::from_secs(30),
+                };
+                cancel.scope(|| {
+                    // As a page's reads do: the scope entered on each thread.
+                    let scope = Cancel::current().unwrap();
+                    std::thread::scope(|threads| {
+                        let other = threads
+                            .spawn(|| scope.scope(|| git.run_bounded(&dir, &["log"], bounds)));
+                        let here = git.run_bounded(&dir, &["log"], bounds);
+                        (here, other.join().unwrap())
+                    })
+                })
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        drop(guard);
+        let (here, other) = reader.join().unwrap();
+        assert!(
+            matches!(here, Err(BoundedError::Failed { .. }))
+                && matches!(other, Err(BoundedError::Failed { .. })),
+            "both killed: {here:?} {other:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "a child outlived its request: {:?}",
             started.elapsed()
         );
     }

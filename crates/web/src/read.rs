@@ -460,9 +460,17 @@ pub fn changes(
     diff: impl Fn(&[&str], usize) -> Result<(String, bool), ReadError> + Sync,
 ) -> Result<Changes, ReadError> {
     let joined = |run: std::thread::Result<_>| run.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    // Each thread in the request's cancel scope: a client that leaves
+    // stops all three.
+    let cancel = vole_git::Cancel::current();
+    let in_scope = |f: &(dyn Fn() -> Result<(String, bool), ReadError> + Sync)| match &cancel {
+        Some(cancel) => cancel.scope(f),
+        None => f(),
+    };
     let (status, numstat, patch) = std::thread::scope(|scope| {
-        let status = scope.spawn(|| diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES));
-        let numstat = scope.spawn(|| diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES));
+        let status =
+            scope.spawn(|| in_scope(&|| diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES)));
+        let numstat = scope.spawn(|| in_scope(&|| diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES)));
         // Cut while it streams: git is stopped at the bound.
         let patch = diff(&["--no-color", "-p"], MAX_PATCH_BYTES);
         (joined(status.join()), joined(numstat.join()), patch)
