@@ -145,7 +145,14 @@ impl Git {
         )?;
         let text = String::from_utf8_lossy(&out.stdout);
         let mut fields = text.split('\0');
-        match status.code() {
+        // A clean merge prints its tree id alone: output past the bound is
+        // a list of conflicting paths (cut, and git stopped there).
+        let code = if out.truncated {
+            Some(1)
+        } else {
+            status.code()
+        };
+        match code {
             Some(0) => Ok(TestMerge::Clean(object_id(
                 "merge-tree",
                 fields.next().unwrap_or_default(),
@@ -154,6 +161,7 @@ impl Git {
                 fields.next();
                 let mut paths: Vec<String> = fields
                     .filter(|f| !f.is_empty())
+                    .take(MAX_CONFLICTS_LISTED + 1)
                     .map(str::to_string)
                     .collect();
                 paths.dedup();
