@@ -1431,3 +1431,37 @@ fn a_repo_created_private_is_private_before_its_acl_is_stored_and_a_deleted_one_
         text(&pushed.stderr)
     );
 }
+
+#[test]
+fn a_token_is_taken_in_each_form_gitea_clients_send_it() {
+    let forge = Fixture::start(&[]);
+    let private = "/api/v1/repos/alice/private/issues";
+    let token = forge.read.clone();
+    use base64::Engine;
+    let b64 = |text: String| base64::engine::general_purpose::STANDARD.encode(text);
+    for header in [
+        format!("Authorization: Bearer {token}"),
+        format!("Authorization: bearer {token}"),
+        format!("Authorization: token {token}"),
+        format!("Authorization: TOKEN {token}"),
+        format!("Authorization: Basic {}", b64(format!("alice:{token}"))),
+        format!("Authorization: basic {}", b64(format!("alice:{token}"))),
+        // The token as the user name, no password.
+        format!("Authorization: Basic {}", b64(format!("{token}:"))),
+    ] {
+        let got = forge.get_as(private, Some(&header));
+        assert_eq!(got.status, 200, "{header}: {}", got.text());
+    }
+    for (header, status) in [
+        ("Authorization: token".to_string(), 400),
+        ("Authorization: Digest abc".to_string(), 400),
+        (format!("Authorization: token {token}x"), 401),
+        (
+            format!("Authorization: Basic {}", b64(format!("{token}x:"))),
+            401,
+        ),
+    ] {
+        let got = forge.get_as(private, Some(&header));
+        assert_eq!(got.status, status, "{header}: {}", got.text());
+    }
+}

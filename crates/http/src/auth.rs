@@ -1,7 +1,8 @@
 //! Who a request is: the middleware every request passes before routing.
 //! It reads `Authorization` (HTTP Basic with a user name and a token or,
-//! where the server allows it, a password; or `Bearer <token>`) with the
-//! `headers` crate, checks it through [`Accounts`], and puts the
+//! where the server allows it, a password, or a token as the user name;
+//! `Bearer <token>` or `token <token>`, as Gitea's clients send them; the
+//! scheme in any case), checks it through [`Accounts`], and puts the
 //! [`Principal`] into the request's extensions for the handlers (no
 //! header: [`Principal::Anonymous`]). A refused credential is a 401 with
 //! the challenge, recorded in the audit log.
@@ -33,7 +34,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use headers::authorization::{Basic, Bearer};
+use headers::authorization::Basic;
 use headers::{Authorization, HeaderMapExt};
 use parking_lot::Mutex;
 use tokio::sync::Semaphore;
@@ -196,36 +197,58 @@ struct Credential {
 }
 
 impl Credential {
-    /// The header's credential; `None`: no header (anonymous).
+    /// The header's credential; `None`: no header (anonymous). Schemes
+    /// as Gitea's clients send them, their names in any case: `Basic`
+    /// (a user name and a token or password, or a token as the user name
+    /// with no password), `Bearer <token>` and `token <token>`.
     fn read(headers: &axum::http::HeaderMap) -> Result<Option<Credential>, AppError> {
-        if !headers.contains_key(axum::http::header::AUTHORIZATION) {
+        let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else {
             return Ok(None);
+        };
+        let refused = || {
+            AppError::bad_request(
+                "the Authorization header must be Basic (your user name and a token), Bearer <token> or token <token>",
+            )
+        };
+        let text = value.to_str().map_err(|_| refused())?.trim();
+        let (scheme, rest) = text.split_once(' ').ok_or_else(refused)?;
+        let rest = rest.trim();
+        if scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token") {
+            if rest.is_empty() || rest.contains(' ') {
+                return Err(refused());
+            }
+            return Ok(Some(Credential {
+                user: String::new(),
+                secret: rest.to_string(),
+                bearer: true,
+            }));
         }
-        if let Some(basic) = headers
+        if !scheme.eq_ignore_ascii_case("basic") {
+            return Err(refused());
+        }
+        // The scheme as the headers crate reads it.
+        let mut normal = axum::http::HeaderMap::new();
+        let value =
+            axum::http::HeaderValue::from_str(&format!("Basic {rest}")).map_err(|_| refused())?;
+        normal.insert(axum::http::header::AUTHORIZATION, value);
+        let basic = normal
             .typed_try_get::<Authorization<Basic>>()
             .ok()
             .flatten()
-        {
+            .ok_or_else(refused)?;
+        if basic.password().is_empty() && !basic.username().is_empty() {
+            // The token as the user name, as Gitea takes it.
             return Ok(Some(Credential {
-                user: basic.username().to_string(),
-                secret: basic.password().to_string(),
-                bearer: false,
+                user: String::new(),
+                secret: basic.username().to_string(),
+                bearer: true,
             }));
         }
-        match headers
-            .typed_try_get::<Authorization<Bearer>>()
-            .ok()
-            .flatten()
-        {
-            Some(bearer) => Ok(Some(Credential {
-                user: String::new(),
-                secret: bearer.token().to_string(),
-                bearer: true,
-            })),
-            None => Err(AppError::bad_request(
-                "the Authorization header must be Basic (your user name and a token) or Bearer (a token)",
-            )),
-        }
+        Ok(Some(Credential {
+            user: basic.username().to_string(),
+            secret: basic.password().to_string(),
+            bearer: false,
+        }))
     }
 
     fn presented(&self) -> Presented<'_> {
