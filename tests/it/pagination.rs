@@ -89,3 +89,47 @@ fn hostile_page_numbers_are_a_400_in_the_api_and_page_one_in_the_web_ui() {
         }
     }
 }
+
+#[test]
+fn gitea_clients_page_with_limit_read_the_version_and_may_read_the_paging_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = data_with_repo(dir.path());
+    let server = TestServer::builder()
+        .data(&data)
+        .arg("--anonymous-push")
+        .start();
+    let work = worktree(dir.path(), "work");
+    for n in 0..3 {
+        commit_file(&work, &format!("f{n}.txt"), b"x\n");
+        git_ok(
+            &work,
+            &["push", "-q", &server.url("/alice/repo.git"), "HEAD:main"],
+        );
+    }
+    let version = http_get(server.addr, "/api/v1/version");
+    assert_eq!(version.status, 200, "{}", version.text());
+    let said: serde_json::Value = serde_json::from_slice(&version.body).unwrap();
+    let text = said["version"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("1.22.0+vole-"),
+        "not a Gitea version a client can compare: {said}"
+    );
+    // `limit` is Gitea's page size; past Gitea's 50 it is 50, not a 400.
+    let paged = http_get(server.addr, "/api/v1/repos/alice/repo/activity?limit=2");
+    assert_eq!(paged.status, 200, "{}", paged.text());
+    let items: serde_json::Value = serde_json::from_slice(&paged.body).unwrap();
+    assert_eq!(items.as_array().map(Vec::len), Some(2), "{items}");
+    assert_eq!(paged.header("x-total-count"), Some("3"));
+    let exposed = paged
+        .header("access-control-expose-headers")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(
+        exposed.contains("link") && exposed.contains("x-total-count"),
+        "a browser's script cannot read the paging headers: {exposed:?}"
+    );
+    let big = http_get(server.addr, "/api/v1/repos/alice/repo/activity?limit=1000");
+    assert_eq!(big.status, 200, "{}", big.text());
+    let zero = http_get(server.addr, "/api/v1/repos/alice/repo/activity?limit=0");
+    assert_eq!(zero.status, 400, "{}", zero.text());
+}

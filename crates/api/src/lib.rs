@@ -12,6 +12,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 mod routes;
+
+pub mod gitea;
 pub use routes::routes;
 pub mod meta;
 pub mod pulls;
@@ -136,5 +138,10 @@ pub fn paginated<T: Serialize>(
     response
         .headers_mut()
         .insert("x-total-count", HeaderValue::from(total));
+    // A browser's script may read them, as Gitea lets it.
+    response.headers_mut().insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static("Link, X-Total-Count"),
+    );
     response
 }

@@ -1,4 +1,4 @@
-//! The API's route table: every route under `/api/v1/repos`, each
+//! The API's route table: every route under `/api/v1`, each
 //! handler with the API's state. The router (`vole`'s `server/router.rs`)
 //! merges it with the other services'.
 
@@ -15,6 +15,7 @@ use vole_meta::entity::{Change, Issue};
 /// bytes (`--api-body-limit`).
 pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
     Router::new()
+        .route("/api/v1/version", get(crate::gitea::version))
         .route(
             "/api/v1/repos/{owner}/{repo}/issues",
             get(crate::threads::list::<Issue>).post(crate::threads::create::<Issue>),

@@ -15,7 +15,11 @@ use vole_stdx::page::Pagination;
 /// Items on an API page when the client does not say.
 pub const API_PER_PAGE: u32 = 30;
 
-/// `?page=&per_page=` of an API list.
+/// The most a `?limit=` asks for (Gitea's default `MAX_RESPONSE_ITEMS`);
+/// a larger one is taken as this.
+pub const GITEA_MAX_LIMIT: u32 = 50;
+
+/// `?page=&per_page=` (or Gitea's `?page=&limit=`) of an API list.
 #[derive(Debug, Clone, Copy)]
 pub struct ApiPage(pub Pagination);
 
@@ -36,9 +40,17 @@ impl<S: Send + Sync> FromRequestParts<S> for ApiPage {
         let query = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
             .map_err(|e| AppError::bad_request(format!("malformed query string: {e}")))?
             .0;
+        // `limit` is Gitea's name for it, clamped to its most as Gitea
+        // does; `per_page` is vole's, refused past its bound.
+        let limit = query.get("limit").map(|text| match text.parse::<u64>() {
+            Ok(n) if n > u64::from(GITEA_MAX_LIMIT) => GITEA_MAX_LIMIT.to_string(),
+            _ => text.clone(),
+        });
         Pagination::parse(
             query.get("page").map(String::as_str),
-            query.get("per_page").map(String::as_str),
+            limit
+                .as_deref()
+                .or(query.get("per_page").map(String::as_str)),
             API_PER_PAGE,
         )
         .map(ApiPage)
