@@ -197,8 +197,9 @@ fn forge_with_work() -> (TestServer, tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// The part of a commit page about one file.
-/// A page with diffs, asked until `done` holds of it (at most 100 times,
-/// 20 ms apart): a page waits only briefly for its diffs' highlighting,
+/// A page with diffs, asked until `done` holds of it (at most 200 times,
+/// 25 ms apart: the highlighting may wait for a job slot on a busy
+/// machine): a page waits only briefly for its diffs' highlighting,
 /// draws plain what is not done, and highlights it on for the next view.
 pub(crate) fn highlighted_page(
     addr: std::net::SocketAddr,
@@ -206,20 +207,18 @@ pub(crate) fn highlighted_page(
     done: impl Fn(&str) -> bool,
 ) -> String {
     let mut page = String::new();
-    for _ in 0..100 {
+    for _ in 0..200 {
         let got = http(addr, &format!("GET {path} HTTP/1.1"), b"");
         assert_eq!(got.status, 200, "{path}: {}", got.text());
         page = got.text();
         if done(&page) {
             return page;
         }
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        std::thread::sleep(std::time::Duration::from_millis(25));
     }
-    let at = page.find("big.rs").unwrap_or(0);
-    panic!(
-        "{path} was never highlighted: {}",
-        &page[at..(at + 3000).min(page.len())]
-    )
+    let at = page.find("class=\"file-diff\"").unwrap_or(0);
+    let shown = page.get(at..(at + 3000).min(page.len())).unwrap_or(&page);
+    panic!("{path} was never highlighted: {shown}")
 }
 
 fn section<'a>(page: &'a str, path: &str) -> &'a str {
@@ -477,8 +476,10 @@ fn each_side_of_a_diff_is_highlighted_as_its_own_file() {
     commit_at(&work, 20, "code instead");
     git_ok(&work, &["push", "-q", &server.url("/alice/r.git"), "main"]);
     let id = git_ok(&work, &["rev-parse", "HEAD"]).trim().to_string();
+    // Both sides highlighted (each is its own job, done when it is done).
     let page = highlighted_page(server.addr, &format!("/alice/r/-/commit/{id}"), |page| {
-        section(page, "c.rs").contains("class=\"hl-")
+        let rows = section(page, "c.rs");
+        rows.contains("hl-storage") && rows.contains("hl-comment")
     });
     let rows: Vec<&str> = section(&page, "c.rs")
         .split("<tr class=\"")

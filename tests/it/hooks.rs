@@ -695,10 +695,10 @@ fn the_activity_api_lists_recent_moves_newest_first_with_pagination() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0]["new"], pushed[0].as_str());
     assert!(page3.header("link").unwrap().contains("rel=\"prev\""));
-    // A missing repo is one the anonymous may not see: 401.
+    // A missing repo: a 404, to the anonymous too (as Gitea's API).
     assert_eq!(
         http_get(addr, "/api/v1/repos/alice/nope/activity").status,
-        401
+        404
     );
     assert_eq!(
         http_get(addr, "/api/v1/repos/alice/repo/activity?page=0").status,

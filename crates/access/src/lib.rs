@@ -19,8 +19,9 @@
 //!   write, admin) caps what it may do, and a token limited to some repos
 //!   is, anywhere else, no more than anonymous.
 //! - A repo the principal may not read is answered exactly as one that
-//!   does not exist: [`Denied::Hidden`] to the anonymous (git and the API
-//!   answer 401, so a client asks for credentials), [`Denied::Missing`]
+//!   does not exist: [`Denied::Hidden`] to the anonymous (git answers
+//!   401, so a client asks for credentials; the API and the pages the
+//!   missing repo's 404), [`Denied::Missing`]
 //!   to a signed-in user (404). Existence and the ACL are checked on one
 //!   path, and no git repository is opened before the decision.
 //! - `--anonymous-push` (development only) lets the anonymous push to
@@ -111,8 +112,8 @@ pub enum Denied {
     /// The repo does not exist, its name is not valid, or the signed-in
     /// principal may not know it exists: answered as a missing repo (404).
     Missing,
-    /// The same, for the anonymous: credentials might show it (git and
-    /// the API answer 401 with [`HIDDEN`], the web and sites a 404).
+    /// The same, for the anonymous: credentials might show it (git
+    /// answers 401 with [`HIDDEN`]; the API, the web and sites a 404).
     Hidden,
     /// Credentials are needed (and none were given).
     Unauthenticated(String),

@@ -46,13 +46,15 @@ pub struct ApiState {
 }
 
 /// The API's answer to a refused repo: one the client may not see is
-/// answered as a missing one (401 to the anonymous, 404 to the signed in).
+/// answered as a missing one, a 404 byte for byte the same, to the
+/// anonymous too, as Gitea's API answers (git keeps its 401, which makes
+/// git ask for credentials).
 impl vole_http::RepoSurface for ApiState {
     fn access(&self) -> &Access {
         &self.access
     }
     fn refuse(&self, denied: vole_access::Denied, owner: &str, repo: &str) -> AppError {
-        AppError::denied(denied, || format!("repository {owner}/{repo} not found"))
+        AppError::denied_page(denied, || format!("repository {owner}/{repo} not found"))
     }
 }
 
