@@ -79,24 +79,20 @@ fn comments_are_rewritten_by_their_author_or_an_admin_and_labels_by_writers() {
     let (status, body) = carol.call("PATCH", &path, Some(json!({"version": 1, "body": "carol"})));
     assert_eq!(status, 403, "{body}");
     assert_eq!(carol.call("DELETE", &path, None).0, 403);
-    // Without a version, or with a stale one: refused.
+    // Without a version, the current one; with a stale one: refused.
     let (status, body) = bob.call("PATCH", &path, Some(json!({"body": "x"})));
-    assert_eq!(status, 422, "{body}");
-    assert!(
-        body.to_string().contains("missing field `version`"),
-        "{body}"
-    );
+    assert_eq!((status, body["version"].as_u64()), (200, Some(2)), "{body}");
     let (status, edited) = bob.call(
         "PATCH",
         &path,
-        Some(json!({"version": 1, "body": "second"})),
+        Some(json!({"version": 2, "body": "second"})),
     );
     assert_eq!(
         (status, edited["body"].as_str()),
         (200, Some("second")),
         "{edited}"
     );
-    let (status, body) = bob.call("PATCH", &path, Some(json!({"version": 1, "body": "stale"})));
+    let (status, body) = bob.call("PATCH", &path, Some(json!({"version": 2, "body": "stale"})));
     assert_eq!(status, 409, "{body}");
     // alice (an admin of the repo) deletes it; it is gone from the list.
     let (status, _) = alice.call("DELETE", &path, None);
@@ -182,5 +178,72 @@ fn a_write_whose_body_arrives_after_the_repo_was_made_again_writes_nothing() {
         (status, issues),
         (200, json!([])),
         "the new repo got the old one's issue"
+    );
+}
+
+#[test]
+fn thread_writes_take_gitea_bodies_unknown_fields_nulls_and_no_version() {
+    let forge = Forge::start(&["alice/repo"], &[]);
+    let alice = Caller {
+        addr: forge.server().addr,
+        auth: basic(
+            "alice",
+            &user_token(&forge.data, "alice", false, "write", &[]),
+        ),
+    };
+    // As Gitea's clients send it: fields vole does not know, nulls.
+    let (status, issue) = alice.call(
+        "POST",
+        "/issues",
+        Some(
+            json!({"title": "from a Gitea client", "body": null, "labels": null,
+                    "assignees": ["bob"], "milestone": 0, "closed": false}),
+        ),
+    );
+    assert_eq!(status, 201, "{issue}");
+    assert_eq!(
+        (issue["body"].as_str(), issue["version"].as_u64()),
+        (Some(""), Some(1))
+    );
+    // An edit with no version applies to the current one.
+    let (status, edited) = alice.call(
+        "PATCH",
+        "/issues/1",
+        Some(json!({"title": "renamed", "body": null, "due_date": null})),
+    );
+    assert_eq!(status, 200, "{edited}");
+    assert_eq!(edited["title"], "renamed");
+    assert_eq!(edited["version"], 2);
+    // One that names a version still has to name the current one.
+    let (status, stale) = alice.call(
+        "PATCH",
+        "/issues/1",
+        Some(json!({"version": 1, "title": "x"})),
+    );
+    assert_eq!(status, 409, "a stale version was applied: {stale}");
+    // A field the server alone writes is one a comment does not take:
+    // ignored, not forged.
+    let (status, comment) = alice.call(
+        "POST",
+        "/issues/1/comments",
+        Some(json!({"body": "hi", "extra": 1,
+                    "event": {"pushed": {"before": "a", "after": "b", "commits": 3}},
+                    "author": "mallory"})),
+    );
+    assert_eq!(status, 201, "{comment}");
+    assert!(
+        comment.get("event").is_none() && comment["author"] == "alice",
+        "a comment's body set what only the server sets: {comment}"
+    );
+    let id = comment["id"].as_str().unwrap();
+    let (status, edited) = alice.call(
+        "PATCH",
+        &format!("/issues/1/comments/{id}"),
+        Some(json!({"body": "hello"})),
+    );
+    assert_eq!(status, 200, "{edited}");
+    assert_eq!(
+        (edited["body"].as_str(), edited["version"].as_u64()),
+        (Some("hello"), Some(2))
     );
 }

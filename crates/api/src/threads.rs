@@ -260,10 +260,16 @@ pub async fn rewrite_comment<T: Thread>(
         version
     };
     blocking(app, &name.clone(), move |app| match body {
-        Some(body) => {
-            app.meta
-                .edit_comment(&name, T::KIND, number, &id, CommentPatch { version, body })
-        }
+        Some(body) => app.meta.edit_comment(
+            &name,
+            T::KIND,
+            number,
+            &id,
+            CommentPatch {
+                version: Some(version),
+                body,
+            },
+        ),
         None => app
             .meta
             .delete_comment(&name, T::KIND, number, &id, version),
@@ -389,17 +395,13 @@ pub async fn edit_comment<T: Thread>(
 ) -> Result<Response, AppError> {
     let number = thread_number(&number)?;
     let patch = body(payload)?;
-    if patch.version == 0 {
-        return Err(AppError::bad_request(
-            "give the version of the comment this edit replaces (its \"version\")",
-        ));
-    }
+    // Without a version, the edit applies to the current one.
     let edited = rewrite_comment::<T>(
         &app,
         &principal,
         name,
         (number, id),
-        patch.version,
+        patch.version.unwrap_or(0),
         Some(patch.body),
     )
     .await?;

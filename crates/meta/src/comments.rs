@@ -115,7 +115,7 @@ impl MetaStore {
         id: &str,
         version: u64,
     ) -> Result<Comment, MetaError> {
-        self.rewrite_comment(repo, kind, number, id, version, None)
+        self.rewrite_comment(repo, kind, number, id, Some(version), None)
     }
 
     fn rewrite_comment(
@@ -124,7 +124,7 @@ impl MetaStore {
         kind: ThreadKind,
         number: u64,
         id: &str,
-        version: u64,
+        version: Option<u64>,
         body: Option<String>,
     ) -> Result<Comment, MetaError> {
         self.write(repo, |state| {

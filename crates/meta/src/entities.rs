@@ -302,7 +302,7 @@ impl MetaStore {
         let meta = self.repo(repo)?;
         let build = |stored: Option<&Acl>| -> Result<Acl, MetaError> {
             let current = stored.map_or(0, |a| a.version);
-            check_version("ACL", 0, current, put.version)?;
+            check_version("ACL", 0, current, Some(put.version))?;
             let owner = put
                 .owner
                 .clone()
@@ -469,7 +469,7 @@ impl MetaStore {
         entity::check_merge_settings(&put.merge)?;
         let written = self.write(repo, |state| {
             let current = state.index.settings().map_or(0, |s| s.version);
-            check_version("settings", 0, current, put.version)?;
+            check_version("settings", 0, current, Some(put.version))?;
             Ok(Settings {
                 v: SCHEMA_V,
                 description: put.description,
@@ -527,15 +527,17 @@ impl MetaStore {
     }
 }
 
+/// Whether an edit replacing version `replaces` (none: whatever is
+/// current) may apply to what is at `current`.
 pub(super) fn check_version(
     what: &str,
     number: u64,
     current: u64,
-    replaces: u64,
+    replaces: Option<u64>,
 ) -> Result<(), MetaError> {
-    if current == replaces {
+    let Some(replaces) = replaces.filter(|&r| r != current) else {
         return Ok(());
-    }
+    };
     let name = if number > 0 {
         format!("{what} #{number}")
     } else {

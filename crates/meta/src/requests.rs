@@ -1,26 +1,41 @@
 //! The requests the store takes (what the JSON API deserializes): new and
 //! edited issues, change requests and comments, ACL and settings puts.
+//!
+//! The thread writes take what Gitea's clients send: a field they do not
+//! know is ignored, `null` is an absent field, and an edit without a
+//! `version` applies to the current one. The ACL and settings (vole's
+//! own) stay strict.
 
 use super::*;
+
+/// `null` as the field's default (Gitea's clients send `null` for an
+/// optional field they leave out).
+fn null_is_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
 
 // ---- requests -------------------------------------------------------------
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NewIssue {
     pub title: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub body: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub labels: Vec<String>,
 }
 
-/// An edit: `version` is the version it replaces; absent fields keep
-/// their value.
+/// An edit: `version` is the version it replaces (absent: the current
+/// one); absent fields keep their value.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct IssuePatch {
-    pub version: u64,
+    /// The version it replaces; absent: the current one.
+    #[serde(default)]
+    pub version: Option<u64>,
     pub title: Option<String>,
     pub body: Option<String>,
     pub state: Option<IssueState>,
@@ -28,21 +43,21 @@ pub struct IssuePatch {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NewChange {
     pub title: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub body: String,
     pub source_branch: String,
     pub target_branch: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_default")]
     pub labels: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ChangePatch {
-    pub version: u64,
+    /// The version it replaces; absent: the current one.
+    #[serde(default)]
+    pub version: Option<u64>,
     pub title: Option<String>,
     pub body: Option<String>,
     pub state: Option<ChangeState>,
@@ -51,16 +66,17 @@ pub struct ChangePatch {
 }
 
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NewComment {
     pub body: String,
 }
 
-/// A comment's new body; `version` is the one it replaces.
+/// A comment's new body; `version` is the one it replaces (absent: the
+/// current one).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CommentPatch {
-    pub version: u64,
+    /// The version it replaces; absent: the current one.
+    #[serde(default)]
+    pub version: Option<u64>,
     pub body: String,
 }
 

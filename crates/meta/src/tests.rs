@@ -409,7 +409,7 @@ fn a_stale_edit_is_refused_and_changes_nothing() {
             &repo(),
             issue.number,
             IssuePatch {
-                version: 1,
+                version: Some(1),
                 state: Some(IssueState::Closed),
                 ..IssuePatch::default()
             },
@@ -420,7 +420,7 @@ fn a_stale_edit_is_refused_and_changes_nothing() {
         &repo(),
         issue.number,
         IssuePatch {
-            version: 1,
+            version: Some(1),
             title: Some("overwrite".into()),
             ..IssuePatch::default()
         },
@@ -629,7 +629,7 @@ fn per_entity_the_log_holds_versions_in_the_order_they_were_decided() {
                         &repo(),
                         issue.number,
                         IssuePatch {
-                            version: current.version,
+                            version: Some(current.version),
                             title: Some(format!("t{t}-{landed}")),
                             ..IssuePatch::default()
                         },
@@ -946,7 +946,7 @@ fn a_deleted_comment_is_no_longer_listed_and_stays_deleted_after_a_reopen() {
                 issue.number,
                 &kept.id,
                 CommentPatch {
-                    version: 1,
+                    version: Some(1),
                     body: "first, edited".into(),
                 },
             )
@@ -958,7 +958,7 @@ fn a_deleted_comment_is_no_longer_listed_and_stays_deleted_after_a_reopen() {
             issue.number,
             &kept.id,
             CommentPatch {
-                version: 1,
+                version: Some(1),
                 body: "overwrite".into(),
             },
         );

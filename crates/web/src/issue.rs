@@ -262,7 +262,7 @@ macro_rules! form_patch {
         impl FormPatch for $patch {
             fn versioned(version: u64) -> Self {
                 Self {
-                    version,
+                    version: Some(version),
                     ..Self::default()
                 }
             }
