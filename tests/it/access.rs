@@ -985,8 +985,9 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
         wrong.join("\n")
     );
 
-    // One error type, two renderings: a page for the web UI, plain text
-    // for git and the API, with the same status and message.
+    // One error type, three renderings: a page for the web UI, plain
+    // text for git, Gitea's JSON for the API, with the same status and
+    // message.
     let page = http_get(server.addr, "/alice/missing/-/tree/main");
     assert_eq!(page.status, 404);
     assert!(
@@ -1011,9 +1012,10 @@ fn every_surface_decides_access_the_same_way_and_hides_what_it_may_not_show() {
         b"",
     );
     assert_eq!(api.status, 404);
+    assert_eq!(api.header("content-type"), Some("application/json"));
     assert_eq!(
-        api.header("content-type"),
-        Some("text/plain; charset=utf-8")
+        api.text(),
+        r#"{"message":"repository alice/missing not found","url":""}"#,
+        "not Gitea's error shape"
     );
-    assert_eq!(api.text(), "repository alice/missing not found\n");
 }

@@ -280,7 +280,7 @@ fn the_settings_read_and_move_head_to_a_branch_that_exists() {
     let refused = settings("PUT", r#"{"version":0,"default_branch":"nope"}"#);
     assert_eq!(refused.status, 422, "{}", refused.text());
     assert!(
-        refused.text().contains("no branch \"nope\""),
+        refused.text().contains("no branch \\\"nope\\\""),
         "{}",
         refused.text()
     );

@@ -158,8 +158,9 @@ async fn routes_that_need_no_git_answer_in_process() {
     // Gitea's does (a private repo answers the same).
     let (status, kind, body) = get(&routed, "/api/v1/repos/alice/nope/issues").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(kind, "text/plain; charset=utf-8");
-    assert!(body.contains("repository alice/nope not found"), "{body}");
+    assert_eq!(kind, "application/json");
+    let missing = r#"{"message":"repository alice/nope not found","url":""}"#;
+    assert_eq!(body, missing);
     let (status, kind, body) = get_as(
         &routed,
         "/api/v1/repos/alice/nope/issues",
@@ -167,8 +168,11 @@ async fn routes_that_need_no_git_answer_in_process() {
     )
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_eq!(kind, "text/plain; charset=utf-8");
-    assert_eq!(body, "repository alice/nope not found\n");
+    assert_eq!(kind, "application/json");
+    assert_eq!(
+        body, missing,
+        "a missing repo answers the anonymous and a user alike"
+    );
 
     // The API's lists: empty, paginated, and strict about pages.
     let (status, _, body) = get(&routed, "/api/v1/repos/alice/repo/issues").await;

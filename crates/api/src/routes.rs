@@ -78,5 +78,6 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
             "/api/v1/repos/{owner}/{repo}/activity",
             get(crate::repo_activity),
         )
+        .layer(axum::middleware::map_response(crate::gitea::as_json))
         .with_state(state)
 }
