@@ -1465,3 +1465,37 @@ fn a_token_is_taken_in_each_form_gitea_clients_send_it() {
         assert_eq!(got.status, status, "{header}: {}", got.text());
     }
 }
+
+#[test]
+fn a_token_in_the_query_string_is_taken_only_when_the_server_says_so() {
+    let private = "/api/v1/repos/alice/private/issues";
+    let off = Fixture::start(&[]);
+    for key in ["token", "access_token"] {
+        let got = off.get_as(&format!("{private}?{key}={}", off.read), None);
+        assert_eq!(got.status, 400, "{key}: {}", got.text());
+        assert!(got.text().contains("--api-query-tokens"), "{}", got.text());
+    }
+    drop(off);
+    let on = Fixture::start(&["--api-query-tokens"]);
+    for key in ["token", "access_token"] {
+        let got = on.get_as(&format!("{private}?{key}={}", on.read), None);
+        assert_eq!(got.status, 200, "{key}: {}", got.text());
+    }
+    let wrong = on.get_as(&format!("{private}?token={}x", on.read), None);
+    assert_eq!(wrong.status, 401, "{}", wrong.text());
+    // Not both at once.
+    let both = on.get_as(
+        &format!("{private}?token={}", on.read),
+        Some(&format!("Authorization: token {}", on.read)),
+    );
+    assert_eq!(both.status, 400, "{}", both.text());
+    // git takes none from the query string.
+    let git = on.get_as(
+        &format!(
+            "/alice/private.git/info/refs?service=git-upload-pack&token={}",
+            on.read
+        ),
+        None,
+    );
+    assert_eq!(git.status, 401, "{}", git.text());
+}

@@ -22,6 +22,8 @@ pub struct QuotaSettings {
 pub struct AuthSettings {
     /// HTTP Basic may carry a password, not only a token.
     pub password_auth: bool,
+    /// The API takes a token from `?token=` or `?access_token=` too.
+    pub api_query_tokens: bool,
     /// Failures per address (and per user and address) per `failure_window`.
     pub failures: std::num::NonZeroU32,
     pub failure_window: Duration,
@@ -39,6 +41,7 @@ impl AuthSettings {
     pub(crate) fn resolve(raw: &Settings) -> Result<AuthSettings, ConfigError> {
         Ok(AuthSettings {
             password_auth: raw.password_auth.unwrap_or(false),
+            api_query_tokens: raw.api_query_tokens.unwrap_or(false),
             failures: positive_u32(
                 "auth-failures",
                 raw.auth_failures.unwrap_or(defaults::AUTH_FAILURES),

@@ -44,6 +44,13 @@ pub struct Settings {
     #[arg(long, env = "VOLE_PASSWORD_AUTH", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
     pub password_auth: Option<bool>,
 
+    /// Take an API token from the query string too (`?token=` or
+    /// `?access_token=`, as some Gitea clients send it); off, such a
+    /// request is refused, since a query string ends up in proxies' and
+    /// browsers' logs [default: off].
+    #[arg(long, env = "VOLE_API_QUERY_TOKENS", num_args = 0..=1, default_missing_value = "true", value_name = "BOOL")]
+    pub api_query_tokens: Option<bool>,
+
     /// Failed sign-ins one client address (and, separately, one user name
     /// from one address) may make per --auth-failure-window; past it,
     /// passwords and refused tokens from there get 429 with Retry-After (a
@@ -304,6 +311,7 @@ impl Settings {
             quarantine_max_age: self.quarantine_max_age.or(lower.quarantine_max_age),
             anonymous_push: self.anonymous_push.or(lower.anonymous_push),
             password_auth: self.password_auth.or(lower.password_auth),
+            api_query_tokens: self.api_query_tokens.or(lower.api_query_tokens),
             auth_failures: self.auth_failures.or(lower.auth_failures),
             auth_failure_window: self.auth_failure_window.or(lower.auth_failure_window),
             session_idle: self.session_idle.or(lower.session_idle),

@@ -307,6 +307,8 @@ pub struct Authn {
     hashing: Semaphore,
     failed: AtomicU64,
     throttled: AtomicU64,
+    /// `--api-query-tokens`.
+    query_tokens: bool,
 }
 
 impl std::fmt::Debug for Authn {
@@ -331,7 +333,40 @@ impl Authn {
             hashing: Semaphore::new(vole_config::defaults::cores()),
             failed: AtomicU64::new(0),
             throttled: AtomicU64::new(0),
+            query_tokens: settings.api_query_tokens,
         }
+    }
+
+    /// The API request's headers with its query-string token as its
+    /// `Authorization` (with `--api-query-tokens`); `None`: none to add.
+    /// Refused when the setting is off, or when the request carries a
+    /// header too.
+    fn query_token(&self, request: &Request) -> Result<Option<axum::http::HeaderMap>, AppError> {
+        let query = request.uri().query().unwrap_or_default();
+        let token = url::form_urlencoded::parse(query.as_bytes())
+            .find(|(key, _)| key == "token" || key == "access_token")
+            .map(|(_, value)| value.into_owned());
+        let Some(token) = token else {
+            return Ok(None);
+        };
+        if !self.query_tokens {
+            return Err(AppError::bad_request(
+                "a token in the query string is not taken here (it would reach logs): send it as Authorization: token <token>, or start the server with --api-query-tokens",
+            ));
+        }
+        if request
+            .headers()
+            .contains_key(axum::http::header::AUTHORIZATION)
+        {
+            return Err(AppError::bad_request(
+                "the request carries a token in its query string and an Authorization header: send one",
+            ));
+        }
+        let value = axum::http::HeaderValue::from_str(&format!("token {token}"))
+            .map_err(|_| AppError::bad_request("the query string's token is not a token"))?;
+        let mut headers = request.headers().clone();
+        headers.insert(axum::http::header::AUTHORIZATION, value);
+        Ok(Some(headers))
     }
 
     /// The sign-in counters so far.
@@ -557,7 +592,16 @@ pub async fn authenticate(
     next: Next,
 ) -> Response {
     let client = client_address(request.extensions());
-    let principal = match authn.principal(request.headers(), client).await {
+    let with_token = if request.uri().path().starts_with("/api/") {
+        match authn.query_token(&request) {
+            Ok(headers) => headers,
+            Err(e) => return e.into_response(),
+        }
+    } else {
+        None
+    };
+    let headers = with_token.as_ref().unwrap_or(request.headers());
+    let principal = match authn.principal(headers, client).await {
         Ok(principal) => principal,
         Err(e) => return e.into_response(),
     };
