@@ -533,11 +533,17 @@ fn a_client_that_disconnects_mid_body_leaves_no_process_spool_or_ref() {
 fn a_client_that_goes_away_mid_push_leaves_no_git_process_behind() {
     let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let (mut push, state) = blocked_push(&forge, "aborted");
-    let hook_pid: u32 = std::fs::read_to_string(state.join("hook.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    // The hook writes its pid as it starts: read it once it is whole.
+    let hook_pid: u32 = (0..250)
+        .find_map(|_| {
+            let pid = std::fs::read_to_string(state.join("hook.pid")).ok()?;
+            let pid = pid.trim().parse().ok();
+            if pid.is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            pid
+        })
+        .expect("the hook never wrote its pid");
     let children = descendants(forge.server().pid());
     assert!(
         children.iter().any(|(_, cmd)| cmd.contains("receive-pack")),

@@ -12,6 +12,7 @@ pub mod auth;
 pub mod browser;
 pub mod client;
 pub mod conditional;
+mod credential;
 pub mod error;
 pub mod page;
 pub mod repo_access;
