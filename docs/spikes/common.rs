@@ -413,3 +413,40 @@ impl Conn {
         }
     }
 }
+
+/// `vole user add <user>` on `data` with `password` (given on stdin) and
+/// `<user>@example.org`, then a token of `scope` for them; the token.
+pub fn user_with_token(
+    vole: &Path,
+    data: &Path,
+    user: &str,
+    password: &str,
+    scope: &str,
+) -> String {
+    let mut add = Command::new(vole)
+        .args([
+            "user",
+            "add",
+            user,
+            "--email",
+            &format!("{user}@example.org"),
+        ])
+        .args(["--password-stdin", "--data"])
+        .arg(data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    add.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{password}\n").as_bytes())
+        .unwrap();
+    assert!(add.wait().unwrap().success(), "vole user add {user} failed");
+    let made = sh(Command::new(vole)
+        .args([
+            "token", "create", "bench", "--user", user, "--scope", scope, "--data",
+        ])
+        .arg(data));
+    made.lines().last().unwrap().to_string()
+}

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 #[path = "../common.rs"]
 mod common;
-use common::{Conn, arg, free_port, median, release_vole, sh};
+use common::{Conn, arg, free_port, median, release_vole, sh, user_with_token};
 
 fn basic(user: &str, secret: &str) -> String {
     use base64::Engine;
@@ -40,34 +40,13 @@ fn main() {
     let cli = |args: &[&str]| sh(Command::new(&vole).args(args).arg("--data").arg(&data));
     cli(&["repo", "create", "alice/demo", "--private"]);
     cli(&["repo", "create", "alice/open"]);
-    let mut add = Command::new(&vole)
-        .args([
-            "user",
-            "add",
-            "alice",
-            "--email",
-            "alice@example.org",
-            "--password-stdin",
-            "--data",
-        ])
-        .arg(&data)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    add.stdin
-        .take()
-        .unwrap()
-        .write_all(b"correct horse battery staple\n")
-        .unwrap();
-    assert!(add.wait().unwrap().success());
-    let token = cli(&[
-        "token", "create", "bench", "--user", "alice", "--scope", "write",
-    ])
-    .lines()
-    .last()
-    .unwrap()
-    .to_string();
+    let token = user_with_token(
+        &vole,
+        &data,
+        "alice",
+        "correct horse battery staple",
+        "write",
+    );
     let port = free_port();
     let mut server = Command::new(&vole)
         .args([

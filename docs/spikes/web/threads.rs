@@ -42,7 +42,9 @@ use serde_json::{Value, json};
 
 #[path = "../common.rs"]
 mod common;
-use common::{Conn, arg, free_port, git, median, release_vole, sh, start_vole_with};
+use common::{
+    Conn, arg, free_port, git, median, release_vole, sh, start_vole_with, user_with_token,
+};
 
 mod fixture;
 use fixture::{Children, make_repo, percentile, start_cgit, timed};
@@ -477,28 +479,13 @@ fn make_wide(work: &Path, files: usize) {
     assert!(child.wait().unwrap().success(), "fast-import failed");
 }
 
-/// The user `alice` with a password, and a write token of hers.
+/// The user `alice` with a password, her repo, and a write token of hers.
 fn make_user(vole: &Path, data: &Path) -> String {
-    let mut add = Command::new(vole)
-        .args(["user", "add", "alice", "--email", "alice@example.org"])
-        .args(["--password-stdin", "--data"])
-        .arg(data)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    add.stdin
-        .take()
-        .unwrap()
-        .write_all(b"correct horse battery staple\n")
-        .unwrap();
-    assert!(add.wait().unwrap().success());
-    let cli = |args: &[&str]| sh(Command::new(vole).args(args).arg("--data").arg(data));
-    cli(&["repo", "create", REPO]);
-    let made = cli(&[
-        "token", "create", "bench", "--user", "alice", "--scope", "write",
-    ]);
-    made.lines().last().unwrap().to_string()
+    let token = user_with_token(vole, data, "alice", "correct horse battery staple", "write");
+    sh(Command::new(vole)
+        .args(["repo", "create", REPO, "--data"])
+        .arg(data));
+    token
 }
 
 fn main() {
