@@ -9,24 +9,44 @@ use std::time::Duration;
 
 use crate::common::{git, kill_group, sh, spawn_in_group};
 
+/// File `i` of the benchmark repo: in a 3-level tree, or all in `src/`.
+pub fn file_path(i: usize, flat: bool) -> String {
+    if flat {
+        format!("src/file{i}.rs")
+    } else {
+        format!("src/m{}/n{}/file{i}.rs", i % 10, (i / 10) % 10)
+    }
+}
+
+/// One `git fast-import` (with `args`) in `dir`, fed by `write`; it must
+/// succeed.
+pub fn fast_import(dir: &Path, args: &[&str], write: impl FnOnce(&mut dyn Write)) {
+    let mut child = git(dir)
+        .arg("fast-import")
+        .args(args)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
+    write(&mut input);
+    drop(input);
+    assert!(child.wait().unwrap().success(), "fast-import failed");
+}
+
 /// A repo made by fast-import: `files` files in a 3-level tree (so deep
 /// trees exist) and `commits` commits, each touching a few files.
 pub fn make_repo(dir: &Path, files: usize, commits: usize, flat: bool) -> String {
     std::fs::create_dir_all(dir).unwrap();
     sh(git(dir).args(["init", "-q", "-b", "main"]));
-    let mut child = git(dir)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
-    let path = |i: usize| {
-        if flat {
-            format!("src/file{i}.rs")
-        } else {
-            format!("src/m{}/n{}/file{i}.rs", i % 10, (i / 10) % 10)
-        }
-    };
+    fast_import(dir, &["--quiet"], |input| {
+        write_history(input, files, commits, flat)
+    });
+    sh(git(dir).args(["rev-parse", "main"]))
+}
+
+/// [`make_repo`]'s history as a fast-import stream.
+fn write_history(input: &mut dyn Write, files: usize, commits: usize, flat: bool) {
+    let path = |i: usize| file_path(i, flat);
     let content = |i: usize, version: usize| {
         let mut text = format!("// file {i}, version {version}\n");
         for line in 0..40 {
@@ -98,9 +118,6 @@ pub fn make_repo(dir: &Path, files: usize, commits: usize, flat: bool) -> String
             .unwrap();
         }
     }
-    drop(input);
-    assert!(child.wait().unwrap().success(), "fast-import failed");
-    sh(git(dir).args(["rev-parse", "main"]))
 }
 
 /// Per-request times (ms) of `urls`, fetched in order over one connection

@@ -33,9 +33,8 @@
 
 #![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Instant;
 
 use serde_json::{Value, json};
@@ -47,7 +46,7 @@ use common::{
 };
 
 mod fixture;
-use fixture::{Children, make_repo, percentile, start_cgit, timed};
+use fixture::{Children, fast_import, file_path, make_repo, percentile, start_cgit, timed};
 
 /// The repo's name on vole.
 const REPO: &str = "alice/big";
@@ -327,34 +326,28 @@ fn measure_pulls(api: &Api, cgit_port: u16, pulls: &[(u64, String, String)]) {
 /// Appends `commits` commits (each adding one file under `topic/`) on
 /// top of `from` as branch `branch` of the work repo.
 fn make_branch(work: &Path, branch: &str, from: &str, commits: usize) {
-    let mut child = git(work)
-        .args(["fast-import", "--quiet", "--force"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
-    for c in 0..commits {
-        let message = format!("{branch}: step {c}\n");
-        write!(
+    fast_import(work, &["--quiet", "--force"], |input| {
+        for c in 0..commits {
+            let message = format!("{branch}: step {c}\n");
+            write!(
             input,
             "commit refs/heads/{branch}\ncommitter b <b@example.org> {} +0000\ndata {}\n{message}",
             1_800_000_000 + c,
             message.len()
         )
         .unwrap();
-        if c == 0 {
-            writeln!(input, "from {from}").unwrap();
+            if c == 0 {
+                writeln!(input, "from {from}").unwrap();
+            }
+            let body = format!("{branch} {c}\n");
+            write!(
+                input,
+                "M 100644 inline topic/{branch}/{c}.txt\ndata {}\n{body}\n",
+                body.len()
+            )
+            .unwrap();
         }
-        let body = format!("{branch} {c}\n");
-        write!(
-            input,
-            "M 100644 inline topic/{branch}/{c}.txt\ndata {}\n{body}\n",
-            body.len()
-        )
-        .unwrap();
-    }
-    drop(input);
-    assert!(child.wait().unwrap().success(), "fast-import failed");
+    });
 }
 
 /// The server's tip of `branch`.
@@ -446,37 +439,31 @@ fn measure_merges(api: &Api, work: &Path, rounds: usize, commits: usize, worst: 
 /// A commit on top of `main` that rewrites every one of `files` files
 /// (the worst pull request: its diff is the whole tree), as branch `wide`.
 fn make_wide(work: &Path, files: usize) {
-    let mut child = git(work)
-        .args(["fast-import", "--quiet"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = std::io::BufWriter::new(child.stdin.take().unwrap());
-    let message = "rewrite every file\n";
-    write!(
+    fast_import(work, &["--quiet"], |input| {
+        let message = "rewrite every file\n";
+        write!(
         input,
         "commit refs/heads/wide\ncommitter b <b@example.org> 1750000000 +0000\ndata {}\n{message}\
          from refs/heads/main^0\n",
         message.len()
     )
     .unwrap();
-    for i in 0..files {
-        let mut body = format!("// file {i}, rewritten\n");
-        for line in 0..40 {
-            body.push_str(&format!(
-                "pub fn g{line}() -> u64 {{ {i} }} // wrapping_mul\n"
-            ));
+        for i in 0..files {
+            let mut body = format!("// file {i}, rewritten\n");
+            for line in 0..40 {
+                body.push_str(&format!(
+                    "pub fn g{line}() -> u64 {{ {i} }} // wrapping_mul\n"
+                ));
+            }
+            let path = file_path(i, false);
+            write!(
+                input,
+                "M 100644 inline {path}\ndata {}\n{body}\n",
+                body.len()
+            )
+            .unwrap();
         }
-        let path = format!("src/m{}/n{}/file{i}.rs", i % 10, (i / 10) % 10);
-        write!(
-            input,
-            "M 100644 inline {path}\ndata {}\n{body}\n",
-            body.len()
-        )
-        .unwrap();
-    }
-    drop(input);
-    assert!(child.wait().unwrap().success(), "fast-import failed");
+    });
 }
 
 /// The user `alice` with a password, her repo, and a write token of hers.
