@@ -158,6 +158,10 @@ impl Stores {
         meta.move_acls_to_system().map_err(|e| {
             anyhow::anyhow!(e).context("cannot move the repos' ACLs to the system repo")
         })?;
+        // The upgrade: numeric ids for what was made before them.
+        meta.give_serials().map_err(|e| {
+            anyhow::anyhow!(e).context("cannot give users, repos and issues their numeric ids")
+        })?;
         // A repo that shared its incarnation keeps the ACL it had.
         for given in &given {
             if let Some(had) = &given.had {
@@ -249,6 +253,7 @@ impl App {
             repos: repos.clone(),
             control: control.clone(),
             quotas: vole_api::quota::Quotas::new(&config.quotas),
+            public_url: config.public_url.clone(),
         });
         Ok(App {
             http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),

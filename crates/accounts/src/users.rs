@@ -31,6 +31,7 @@ impl Accounts {
         let password = new.password.as_deref().map(hash_password).transpose()?;
         let user = self.meta.create_user(User {
             v: SCHEMA_V,
+            serial: 0,
             name: new.name,
             full_name: new.full_name.trim().to_string(),
             email: new.email,

@@ -2,6 +2,12 @@
 //! (its published OpenAPI document): `GET /api/v1/version`; and the API's
 //! errors in Gitea's shape ([`as_json`]).
 
+pub mod branches;
+pub mod issues;
+pub mod objects;
+pub mod shape;
+pub mod users;
+
 use axum::Json;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};

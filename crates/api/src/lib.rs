@@ -43,6 +43,9 @@ pub struct ApiState {
     pub control: Arc<ControlState>,
     /// What one user may make: repos, metadata writes a minute.
     pub quotas: quota::Quotas,
+    /// `--public-url`: where clients reach the server (links in objects);
+    /// `None`: the request's `Host`.
+    pub public_url: Option<String>,
 }
 
 /// The API's answer to a refused repo: one the client may not see is

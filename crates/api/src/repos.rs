@@ -17,9 +17,7 @@ use vole_access::Principal;
 use vole_control::{Actor, LifecycleError, NewRepo};
 use vole_git::repos::{RepoError, RepoName};
 use vole_http::AppError;
-use vole_http::RepoAccess;
 use vole_http::page::ApiPage;
-use vole_http::repo_access::{Administer, Read};
 use vole_meta::entity::Visibility;
 
 /// `POST /api/v1/repos`.
@@ -186,29 +184,6 @@ pub async fn create_repo(
     .await
     .map_err(|e| AppError::internal("repo creation task failed", e))??;
     Ok(name)
-}
-
-/// `GET /api/v1/repos/{owner}/{repo}`.
-pub async fn get(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-) -> Result<Response, AppError> {
-    Ok(Json(view(&app, &name)).into_response())
-}
-
-/// `DELETE /api/v1/repos/{owner}/{repo}`: an admin of the repo moves it
-/// to the trash; 204.
-pub async fn delete(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<Administer>,
-    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
-) -> Result<Response, AppError> {
-    delete_repo(&app, &principal, name, &peer.ip().to_string()).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Moves a repo to the trash as `principal` (an admin of it, which the

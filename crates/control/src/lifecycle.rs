@@ -108,6 +108,9 @@ impl ControlState {
             // git repository.
             let _ = self.meta.acl(&name);
         }
+        // Its numeric id (a crash before this leaves it to the upgrade at
+        // the next start).
+        self.meta.give_repo_serial(&name)?;
         let detail = format!(
             "{}{} incarnation={incarnation}",
             if new.private { "private" } else { "public" },

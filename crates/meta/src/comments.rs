@@ -22,11 +22,13 @@ impl MetaStore {
             if *commits == 1 { "" } else { "s" }
         );
         let id = self.new_id();
+        let serial = self.next_serial(entity::SerialKind::Comment)?;
         self.write(repo, |state| {
             let thread = state.thread_id(ThreadKind::Change, number)?;
             let now = now_text();
             Ok(Comment {
                 v: SCHEMA_V,
+                serial,
                 id,
                 thread,
                 thread_kind: ThreadKind::Change,
@@ -57,11 +59,13 @@ impl MetaStore {
         }
         entity::check_body(&new.body)?;
         let id = self.new_id();
+        let serial = self.next_serial(entity::SerialKind::Comment)?;
         self.write(repo, |state| {
             let thread = state.thread_id(kind, number)?;
             let now = now_text();
             Ok(Comment {
                 v: SCHEMA_V,
+                serial,
                 id,
                 thread,
                 thread_kind: kind,

@@ -18,12 +18,15 @@ impl MetaStore {
         entity::check_title(&new.title)?;
         entity::check_body(&new.body)?;
         entity::check_labels(&new.labels)?;
+        self.ensure_labels(repo, &new.labels)?;
         let id = self.new_id();
+        let serial = self.next_serial(entity::SerialKind::Issue)?;
         self.write(repo, |state| {
             let now = now_text();
             let number = state.take_number();
             Ok(Issue {
                 v: SCHEMA_V,
+                serial,
                 id,
                 number,
                 title: new.title,
@@ -53,6 +56,7 @@ impl MetaStore {
         }
         if let Some(labels) = &patch.labels {
             entity::check_labels(labels)?;
+            self.ensure_labels(repo, labels)?;
         }
         self.write(repo, |state| {
             let current = state.issue(number)?;
@@ -109,12 +113,15 @@ impl MetaStore {
                 "source and target branch are the same branch".into(),
             ));
         }
+        self.ensure_labels(repo, &new.labels)?;
         let id = self.new_id();
+        let serial = self.next_serial(entity::SerialKind::Issue)?;
         self.write(repo, |state| {
             let now = now_text();
             let number = state.take_number();
             Ok(Change {
                 v: SCHEMA_V,
+                serial,
                 id,
                 number,
                 title: new.title,
@@ -154,6 +161,7 @@ impl MetaStore {
         }
         if let Some(labels) = &patch.labels {
             entity::check_labels(labels)?;
+            self.ensure_labels(repo, labels)?;
         }
         if patch.state == Some(ChangeState::Merged) {
             return Err(MetaError::Invalid(
@@ -549,7 +557,7 @@ pub(super) fn check_version(
     )))
 }
 
-pub(super) fn dedup(labels: Vec<String>) -> Vec<String> {
+pub(crate) fn dedup(labels: Vec<String>) -> Vec<String> {
     let mut seen = BTreeSet::new();
     labels
         .into_iter()

@@ -37,7 +37,15 @@ pub enum Entity {
     /// A document taken out of its shard's tree (the ACL a repo from
     /// before kept in its own shards, once it is in the system repo).
     Removed(Removed),
+    /// A repo's label.
+    Label(Label),
+    /// How far a kind's numeric ids are reserved (system repo only).
+    Sequence(Sequence),
+    /// A repo's numeric id, by incarnation (system repo only).
+    RepoId(RepoId),
 }
+
+pub use crate::numbered::{Label, RepoId, Sequence, SerialKind};
 
 /// Each document kind as an [`Entity`]: a write builds the kind it writes
 /// and gets it back, so no caller takes a kind back out of an `Entity`.
@@ -52,7 +60,8 @@ macro_rules! entity_kinds {
 }
 
 entity_kinds!(
-    Issue, Comment, Change, Acl, Settings, User, Token, RepoAcl, Removed
+    Issue, Comment, Change, Acl, Settings, User, Token, RepoAcl, Removed, Label, Sequence,
+    RepoId
 );
 
 /// A repo's ACL as the system repo keeps it: the repo it was written for
@@ -100,6 +109,10 @@ pub enum ThreadKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Issue {
     pub v: u32,
+    /// Its numeric id ([`SerialKind`]'s sequence; 0: from before numeric
+    /// ids, until the upgrade at start gives it one).
+    #[serde(default, skip_serializing_if = "crate::numbered::is_unset")]
+    pub serial: u64,
     pub id: String,
     pub number: u64,
     pub title: String,
@@ -117,6 +130,10 @@ pub struct Issue {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comment {
     pub v: u32,
+    /// Its numeric id ([`SerialKind`]'s sequence; 0: from before numeric
+    /// ids, until the upgrade at start gives it one).
+    #[serde(default, skip_serializing_if = "crate::numbered::is_unset")]
+    pub serial: u64,
     pub id: String,
     /// Id of the issue or change request this comment is on.
     pub thread: String,
@@ -155,6 +172,10 @@ pub enum ThreadEvent {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Change {
     pub v: u32,
+    /// Its numeric id ([`SerialKind`]'s sequence; 0: from before numeric
+    /// ids, until the upgrade at start gives it one).
+    #[serde(default, skip_serializing_if = "crate::numbered::is_unset")]
+    pub serial: u64,
     pub id: String,
     pub number: u64,
     pub title: String,
@@ -301,6 +322,10 @@ pub enum Scope {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct User {
     pub v: u32,
+    /// Its numeric id ([`SerialKind`]'s sequence; 0: from before numeric
+    /// ids, until the upgrade at start gives it one).
+    #[serde(default, skip_serializing_if = "crate::numbered::is_unset")]
+    pub serial: u64,
     pub name: String,
     /// The name shown on pages and written as a merge's committer; the
     /// login (`name`) stays fixed. Empty: none given (pages show `name`).
@@ -383,8 +408,8 @@ pub struct Token {
 
 impl Entity {
     /// The entity's own id (`acl`/`settings` for the singletons).
-    pub fn id(&self) -> &str {
-        match self {
+    pub fn id(&self) -> std::borrow::Cow<'_, str> {
+        std::borrow::Cow::Borrowed(match self {
             Entity::Issue(e) => &e.id,
             Entity::Comment(e) => &e.id,
             Entity::Change(e) => &e.id,
@@ -394,7 +419,10 @@ impl Entity {
             Entity::Token(e) => &e.id,
             Entity::RepoAcl(e) => &e.incarnation,
             Entity::Removed(e) => &e.path,
-        }
+            Entity::Label(e) => return std::borrow::Cow::Owned(e.serial.to_string()),
+            Entity::Sequence(e) => e.of.as_str(),
+            Entity::RepoId(e) => &e.incarnation,
+        })
     }
 
     /// The id whose shard this entity is stored in: a comment lives with
@@ -410,6 +438,9 @@ impl Entity {
             Entity::RepoAcl(e) => &e.incarnation,
             // The ACL's shard (the one removal there is).
             Entity::Removed(_) => REPO_ROOT_ID,
+            Entity::Label(_) => crate::numbered::LABELS_ROOT,
+            Entity::Sequence(_) => crate::numbered::SEQUENCES_ROOT,
+            Entity::RepoId(e) => &e.incarnation,
         }
     }
 
@@ -424,6 +455,9 @@ impl Entity {
             Entity::Token(_) => "token",
             Entity::RepoAcl(_) => "repo_acl",
             Entity::Removed(_) => "removed",
+            Entity::Label(_) => "label",
+            Entity::Sequence(_) => "sequence",
+            Entity::RepoId(_) => "repo_id",
         }
     }
 
@@ -438,6 +472,9 @@ impl Entity {
             Entity::Token(e) => e.version,
             Entity::RepoAcl(e) => e.acl.version,
             Entity::Removed(_) => 0,
+            Entity::Label(e) => e.version,
+            Entity::Sequence(e) => e.version,
+            Entity::RepoId(e) => e.version,
         }
     }
 
@@ -457,6 +494,9 @@ impl Entity {
             Entity::Token(e) => format!("tokens/{}.json", e.id),
             Entity::RepoAcl(e) => format!("acls/{}.json", e.incarnation),
             Entity::Removed(e) => e.path.clone(),
+            Entity::Label(e) => format!("labels/{}.json", e.serial),
+            Entity::Sequence(e) => format!("sequences/{}.json", e.of.as_str()),
+            Entity::RepoId(e) => format!("repo_ids/{}.json", e.incarnation),
         }
     }
 }
@@ -500,6 +540,7 @@ mod tests {
             replaces: None,
             deleted: false,
             event: None,
+            serial: 1,
         });
         assert_eq!(comment.root_id(), issue_id);
         assert_eq!(

@@ -9,8 +9,8 @@ use std::hash::Hash;
 use vole_stdx::page::Pagination;
 
 use super::entity::{
-    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, REPO_ACL_PATH, RepoAcl, Settings,
-    ThreadKind, Token, User,
+    Acl, Change, ChangeState, Comment, Entity, Issue, IssueState, Label, REPO_ACL_PATH, RepoAcl,
+    RepoId, Sequence, SerialKind, Settings, ThreadKind, Token, User,
 };
 
 /// Secondary sets of one numbered kind (issue or change request).
@@ -191,6 +191,14 @@ pub struct Index {
     /// them (owner or member).
     acl_names: HashMap<String, usize>,
     max_number: u64,
+    /// Serial -> label, deleted ones kept ([`Label`]).
+    labels: BTreeMap<u64, Label>,
+    /// Each kind's numeric id reservation (the system repo's).
+    sequences: BTreeMap<SerialKind, Sequence>,
+    /// Incarnation -> the repo's numeric id (the system repo's).
+    repo_ids: HashMap<String, RepoId>,
+    /// Comment serial -> (thread id, comment id).
+    comment_serials: HashMap<u64, (String, String)>,
     entities: usize,
     /// Author -> bytes of the documents they authored, as they stand
     /// ([`authored`]).
@@ -220,6 +228,10 @@ fn change_bytes(change: &Change) -> u64 {
         + change.source_branch.len()
         + change.target_branch.len()) as u64
 }
+
+mod serials;
+mod threads;
+pub use threads::{AnyThread, MAX_QUERY_BYTES, ThreadKinds, ThreadQuery, ThreadState};
 
 impl Index {
     /// Folds a document in if it is newer than what the index holds;
@@ -274,6 +286,10 @@ impl Index {
                 self.changes.insert(change.number, change);
             }
             Entity::Comment(comment) => {
+                if comment.serial != 0 {
+                    self.comment_serials
+                        .insert(comment.serial, (comment.thread.clone(), comment.id.clone()));
+                }
                 self.comments
                     .entry(comment.thread.clone())
                     .or_default()
@@ -287,6 +303,15 @@ impl Index {
                 }
             }
             Entity::Settings(settings) => self.settings = Some(settings),
+            Entity::Label(label) => {
+                self.labels.insert(label.serial, label);
+            }
+            Entity::Sequence(sequence) => {
+                self.sequences.insert(sequence.of, sequence);
+            }
+            Entity::RepoId(repo_id) => {
+                self.repo_ids.insert(repo_id.incarnation.clone(), repo_id);
+            }
             Entity::User(user) => {
                 let id = User::id_of(&user.name);
                 if let Some(old) = self.users.get(&id) {
@@ -353,6 +378,9 @@ impl Index {
             Entity::User(e) => self.users.get(&User::id_of(&e.name)).map(|u| u.version),
             Entity::Token(e) => self.tokens.get(&e.id).map(|t| t.version),
             Entity::RepoAcl(e) => self.repo_acls.get(&e.incarnation).map(|r| r.acl.version),
+            Entity::Label(e) => self.labels.get(&e.serial).map(|l| l.version),
+            Entity::Sequence(e) => self.sequences.get(&e.of).map(|q| q.version),
+            Entity::RepoId(e) => self.repo_ids.get(&e.incarnation).map(|r| r.version),
             // A removal always applies.
             Entity::Removed(_) => None,
         }
@@ -597,6 +625,7 @@ mod tests {
     fn issue(number: u64, version: u64, state: IssueState, labels: &[&str]) -> Entity {
         Entity::Issue(Issue {
             v: 1,
+            serial: number,
             id: format!("id{number}"),
             number,
             title: "t".into(),

@@ -47,13 +47,16 @@ mod error;
 pub mod fold;
 mod fold_build;
 mod fold_thread;
+pub mod labels;
 pub mod index;
 mod merge_settings;
+pub mod numbered;
 mod pack;
 pub mod record;
 mod recovery;
 mod repack;
 mod requests;
+mod serials;
 pub mod shard;
 mod stats;
 mod system;
@@ -282,6 +285,11 @@ struct Inner {
     /// Backups under way: while any is, nothing rewrites what they copy
     /// (no repack of shard packs, no log compaction).
     maintenance_holds: Arc<AtomicUsize>,
+    /// Each kind's numeric ids in hand (`serials.rs`).
+    serials: Mutex<HashMap<entity::SerialKind, serials::Held>>,
+    /// Held while labels are made, renamed or deleted, so two writers
+    /// cannot make two labels of one name.
+    label_gate: Mutex<()>,
 }
 
 /// Holds off repacks and log compaction while it lives

@@ -72,6 +72,8 @@ impl MetaStore {
             settings_generation: AtomicU64::new(0),
             fold_gate: Mutex::new(()),
             maintenance_holds: Arc::new(AtomicUsize::new(0)),
+            serials: Mutex::new(HashMap::new()),
+            label_gate: Mutex::new(()),
         });
         let folder_inner = inner.clone();
         let folder = std::thread::Builder::new()

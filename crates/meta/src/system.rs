@@ -11,6 +11,7 @@ impl MetaStore {
     /// Stores a new user; its name must be free (case-insensitively).
     pub fn create_user(&self, user: User) -> Result<User, MetaError> {
         entity::check_user_name(&user.name)?;
+        let serial = self.next_serial(entity::SerialKind::User)?;
         self.write_system(|state| {
             if let Some(taken) = state.index.user(&user.name) {
                 return Err(MetaError::Taken(format!(
@@ -22,6 +23,7 @@ impl MetaStore {
             let now = now_text();
             Ok(User {
                 v: SCHEMA_V,
+                serial,
                 created_at: now.clone(),
                 updated_at: now,
                 version: 1,

@@ -45,8 +45,54 @@ pub fn now_millis() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
+/// A time as a client writes it (RFC 3339: `2024-01-02T15:04:05Z`,
+/// `...05.123+02:00`), in UTC to the millisecond as vole stores times, so
+/// the two compare as text; `None` when it is not such a time.
+pub fn parse_rfc3339_utc(text: &str) -> Option<String> {
+    let text = text.trim();
+    if text.len() < 20 || !text.is_char_boundary(19) {
+        return None;
+    }
+    let (clock, zone) = text.split_at(19);
+    // Fractions of a second, then the zone.
+    let zone = match zone.strip_prefix('.') {
+        Some(rest) => rest.trim_start_matches(|c: char| c.is_ascii_digit()),
+        None => zone,
+    };
+    let offset: i64 = match zone {
+        "Z" | "z" => 0,
+        _ => {
+            let (sign, hhmm) = match zone.as_bytes().first()? {
+                b'+' => (1, &zone[1..]),
+                b'-' => (-1, &zone[1..]),
+                _ => return None,
+            };
+            let (h, m) = hhmm.split_once(':')?;
+            let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+            if h > 23 || m > 59 {
+                return None;
+            }
+            sign * (h * 3600 + m * 60)
+        }
+    };
+    let naive = humantime::parse_rfc3339(&format!("{clock}Z")).ok()?;
+    let unix = naive.duration_since(UNIX_EPOCH).ok()?.as_secs() as i64 - offset;
+    Some(humantime::format_rfc3339_millis(clamped(unix, 0)).to_string())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn client_times_are_read_in_utc() {
+        let utc = super::parse_rfc3339_utc;
+        assert_eq!(utc("2024-01-02T15:04:05Z").unwrap(), "2024-01-02T15:04:05.000Z");
+        assert_eq!(utc("2024-01-02T17:04:05+02:00").unwrap(), "2024-01-02T15:04:05.000Z");
+        assert_eq!(utc("2024-01-02T15:04:05.5-01:30").unwrap(), "2024-01-02T16:34:05.000Z");
+        for bad in ["", "yesterday", "2024-01-02", "2024-01-02T15:04:05", "2024-01-02T15:04:05+25:00"] {
+            assert!(utc(bad).is_none(), "{bad}");
+        }
+    }
+
     #[test]
     fn times_print_in_utc() {
         assert_eq!(super::seconds(0), "1970-01-01T00:00:00Z");

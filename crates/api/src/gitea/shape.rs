@@ -1,0 +1,367 @@
+//! Builds Gitea's objects ([`super::objects`]) for one request: who is
+//! asking (what they may see and do), where the server is, and one
+//! look-up per user and per repo however many objects name them.
+//! Blocking (reads the store and the repo's refs).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use axum::extract::FromRequestParts;
+use axum::http::header;
+use axum::http::request::Parts;
+
+use super::objects::{
+    Base, GiteaComment, GiteaIssue, GiteaLabel, GiteaPull, GiteaRepo, GiteaUser, InternalTracker,
+    Permission, PullContext, RepoMeta, TIME_ZERO, ThreadContext, time,
+};
+use crate::ApiState;
+use vole_access::Principal;
+use vole_git::repos::RepoName;
+use vole_http::AppError;
+use vole_meta::entity::{
+    Change, ChangeState, Comment, Issue, Label, MergeMethod, Role, ThreadKind, User, Visibility,
+};
+use vole_meta::index::AnyThread;
+
+impl<S: Send + Sync> FromRequestParts<S> for Base
+where
+    std::sync::Arc<ApiState>: axum::extract::FromRef<S>,
+{
+    type Rejection = AppError;
+
+    /// The configured public URL, or the request's `Host` over http.
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Base, AppError> {
+        let app: std::sync::Arc<ApiState> = axum::extract::FromRef::from_ref(state);
+        if let Some(public) = &app.public_url {
+            return Ok(Base(public.clone()));
+        }
+        let host = parts
+            .headers
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .filter(|h| {
+                !h.is_empty()
+                    && h.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]".contains(&b))
+            })
+            .unwrap_or("localhost");
+        Ok(Base(format!("http://{host}")))
+    }
+}
+
+/// One request's object builder.
+pub struct Shaper<'a> {
+    pub app: &'a ApiState,
+    pub base: Base,
+    pub viewer: &'a Principal,
+    users: RefCell<HashMap<String, GiteaUser>>,
+    repos: RefCell<HashMap<String, GiteaRepo>>,
+    labels: RefCell<HashMap<String, Vec<Label>>>,
+}
+
+impl<'a> Shaper<'a> {
+    pub fn new(app: &'a ApiState, base: Base, viewer: &'a Principal) -> Shaper<'a> {
+        Shaper {
+            app,
+            base,
+            viewer,
+            users: RefCell::default(),
+            repos: RefCell::default(),
+            labels: RefCell::default(),
+        }
+    }
+
+    /// Whether the viewer sees `user`'s email: their own, or a server
+    /// admin's view.
+    fn sees_email(&self, user: &str) -> bool {
+        self.viewer.identity().is_some_and(|id| {
+            id.user.eq_ignore_ascii_case(user) || (id.admin && self.viewer.is_server_admin())
+        })
+    }
+
+    pub fn user_of(&self, user: &User) -> GiteaUser {
+        GiteaUser::of(&self.base, user, self.sees_email(&user.name))
+    }
+
+    /// The user named `name`, or the ghost shape with the name.
+    pub fn user(&self, name: &str) -> GiteaUser {
+        let key = name.to_ascii_lowercase();
+        if let Some(user) = self.users.borrow().get(&key) {
+            return user.clone();
+        }
+        let user = match self.app.meta.user(name) {
+            Ok(Some(user)) => self.user_of(&user),
+            _ => GiteaUser::unknown(&self.base, name),
+        };
+        self.users.borrow_mut().insert(key, user.clone());
+        user
+    }
+
+    /// The repo's labels (cached for the request).
+    fn repo_labels(&self, repo: &RepoName) -> Vec<Label> {
+        let key = repo.to_string();
+        if let Some(labels) = self.labels.borrow().get(&key) {
+            return labels.clone();
+        }
+        let labels = self.app.meta.labels(repo).unwrap_or_default();
+        self.labels.borrow_mut().insert(key, labels.clone());
+        labels
+    }
+
+    /// The labels of the repo that `names` name, in the names' order.
+    pub fn labels(&self, repo: &RepoName, names: &[String]) -> Vec<GiteaLabel> {
+        let all = self.repo_labels(repo);
+        names
+            .iter()
+            .filter_map(|name| all.iter().find(|l| l.name.eq_ignore_ascii_case(name)))
+            .map(|l| GiteaLabel::of(&self.base, &repo.to_string(), l))
+            .collect()
+    }
+
+    pub fn label(&self, repo: &RepoName, label: &Label) -> GiteaLabel {
+        GiteaLabel::of(&self.base, &repo.to_string(), label)
+    }
+
+    /// What the viewer may do in `repo`.
+    pub fn permission(&self, repo: &RepoName) -> Permission {
+        let role = self.app.access.role(self.viewer, repo);
+        Permission {
+            admin: role >= Some(Role::Admin),
+            push: role >= Some(Role::Write),
+            pull: true,
+        }
+    }
+
+    pub fn repo_meta(&self, repo: &RepoName) -> RepoMeta {
+        RepoMeta {
+            id: self.app.meta.repo_serial(repo).ok().flatten().unwrap_or(0),
+            name: repo.name().to_string(),
+            owner: repo.owner().to_string(),
+            full_name: repo.to_string(),
+        }
+    }
+
+    /// Gitea's `Repository` for `repo` (which the viewer may read).
+    pub fn repo(&self, repo: &RepoName) -> Result<GiteaRepo, AppError> {
+        let key = repo.to_string();
+        if let Some(shaped) = self.repos.borrow().get(&key) {
+            return Ok(shaped.clone());
+        }
+        let app = self.app;
+        let id = app.meta.repo_id(repo)?;
+        let settings = app.meta.settings(repo)?;
+        let acl = app.meta.acl(repo)?;
+        let private = app.access.visibility_of(repo, &acl) == Visibility::Private;
+        let counts = app.meta.open_counts(repo)?;
+        let path = app.repos.path(repo);
+        let head = vole_git::repos::head_branch(&path);
+        let empty = !has_branches(&path);
+        let created = id
+            .as_ref()
+            .map(|r| time(&r.created_at))
+            .unwrap_or_else(|| TIME_ZERO.to_string());
+        let methods = &settings.merge.methods;
+        let html_url = self.base.html(&key);
+        let shaped = GiteaRepo {
+            id: id.as_ref().map_or(0, |r| r.serial),
+            owner: self.user(repo.owner()),
+            name: repo.name().to_string(),
+            full_name: key.clone(),
+            // The description a repo was made with is git's file until the
+            // settings first store one.
+            description: if settings.version == 0 {
+                app.repos.description(repo)
+            } else {
+                settings.description.clone()
+            },
+            empty,
+            private,
+            fork: false,
+            template: false,
+            parent: None,
+            mirror: false,
+            size: 0,
+            language: String::new(),
+            languages_url: self.base.api(&format!("repos/{key}/languages")),
+            html_url: html_url.clone(),
+            url: self.base.api(&format!("repos/{key}")),
+            link: String::new(),
+            ssh_url: String::new(),
+            clone_url: format!("{html_url}.git"),
+            original_url: String::new(),
+            website: String::new(),
+            stars_count: 0,
+            forks_count: 0,
+            watchers_count: 0,
+            open_issues_count: counts.issues as u64,
+            open_pr_counter: counts.changes as u64,
+            release_counter: 0,
+            default_branch: head.unwrap_or(settings.default_branch.clone()),
+            archived: false,
+            created_at: created.clone(),
+            updated_at: created,
+            archived_at: "1970-01-01T00:00:00+00:00".into(),
+            permissions: self.permission(repo),
+            has_issues: true,
+            internal_tracker: InternalTracker {
+                enable_time_tracker: false,
+                allow_only_contributors_to_track_time: false,
+                enable_issue_dependencies: false,
+            },
+            external_tracker: None,
+            has_wiki: false,
+            external_wiki: None,
+            has_pull_requests: true,
+            has_projects: false,
+            projects_mode: "all".into(),
+            has_releases: false,
+            has_packages: false,
+            has_actions: false,
+            ignore_whitespace_conflicts: false,
+            allow_merge_commits: methods.contains(&MergeMethod::Merge),
+            allow_rebase: false,
+            allow_rebase_explicit: false,
+            allow_squash_merge: methods.contains(&MergeMethod::Squash),
+            allow_fast_forward_only_merge: methods.contains(&MergeMethod::FastForwardOnly),
+            allow_rebase_update: false,
+            default_delete_branch_after_merge: false,
+            default_merge_style: gitea_merge_style(settings.merge.default).into(),
+            default_allow_maintainer_edit: false,
+            avatar_url: String::new(),
+            internal: false,
+            mirror_interval: String::new(),
+            object_format_name: "sha1".into(),
+            mirror_updated: TIME_ZERO.into(),
+            repo_transfer: None,
+        };
+        self.repos.borrow_mut().insert(key, shaped.clone());
+        Ok(shaped)
+    }
+
+    pub fn issue(&self, repo: &RepoName, repo_meta: &RepoMeta, issue: &Issue) -> GiteaIssue {
+        let cx = ThreadContext {
+            base: &self.base,
+            repo: repo_meta,
+            user: self.user(&issue.author),
+            labels: self.labels(repo, &issue.labels),
+            comments: self.app.meta.comment_count(repo, &issue.id).unwrap_or(0) as u64,
+        };
+        GiteaIssue::of_issue(cx, issue)
+    }
+
+    /// A pull request as an issue (Gitea's issue endpoints show both).
+    pub fn change_issue(
+        &self,
+        repo: &RepoName,
+        repo_meta: &RepoMeta,
+        change: &Change,
+    ) -> GiteaIssue {
+        let cx = ThreadContext {
+            base: &self.base,
+            repo: repo_meta,
+            user: self.user(&change.author),
+            labels: self.labels(repo, &change.labels),
+            comments: self.app.meta.comment_count(repo, &change.id).unwrap_or(0) as u64,
+        };
+        GiteaIssue::of_change(cx, change)
+    }
+
+    pub fn any_issue(&self, repo: &RepoName, repo_meta: &RepoMeta, thread: &AnyThread) -> GiteaIssue {
+        match thread {
+            AnyThread::Issue(issue) => self.issue(repo, repo_meta, issue),
+            AnyThread::Change(change) => self.change_issue(repo, repo_meta, change),
+        }
+    }
+
+    /// Gitea's `PullRequest`; `detailed` (one pull request's answer)
+    /// also runs the test merge and counts the diff, within the read
+    /// deadline.
+    pub fn pull(
+        &self,
+        repo: &vole_access::ResolvedRepo,
+        repo_meta: &RepoMeta,
+        change: &Change,
+        detailed: bool,
+    ) -> Result<GiteaPull, AppError> {
+        let shaped_repo = self.repo(repo)?;
+        let tips = self.app.control.tips(repo, change).ok();
+        let open = change.state == ChangeState::Open;
+        let (mergeable, merge_base, stat) = match (&tips, detailed && open) {
+            (Some(_), true) => match crate::pulls::preview(self.app, repo, change, DETAIL_DEADLINE)
+            {
+                Ok(preview) => (
+                    matches!(preview.merge, vole_git::merge::TestMerge::Clean(_))
+                        && !preview.merged_already,
+                    None,
+                    None,
+                ),
+                Err(_) => (false, None, None),
+            },
+            // In a list (or once closed): open with both branches there;
+            // whether it merges cleanly is one pull request's answer.
+            (Some(_), false) => (open, None, None),
+            (None, _) => (false, None, None),
+        };
+        let cx = PullContext {
+            thread: ThreadContext {
+                base: &self.base,
+                repo: repo_meta,
+                user: self.user(&change.author),
+                labels: self.labels(repo, &change.labels),
+                comments: self.app.meta.comment_count(repo, &change.id).unwrap_or(0) as u64,
+            },
+            repo: shaped_repo,
+            base_sha: tips.as_ref().map(|t| t.target.to_string()),
+            head_sha: tips.as_ref().map(|t| t.source.to_string()),
+            merge_base,
+            mergeable,
+            merged_by: change.merged_by.as_deref().map(|n| self.user(n)),
+            stat,
+        };
+        Ok(GiteaPull::of(cx, change))
+    }
+
+    pub fn comment(
+        &self,
+        repo: &RepoName,
+        (kind, number): (ThreadKind, u64),
+        comment: &Comment,
+    ) -> GiteaComment {
+        GiteaComment::of(
+            &self.base,
+            &repo.to_string(),
+            (number, kind == ThreadKind::Change),
+            self.user(&comment.author),
+            comment,
+        )
+    }
+}
+
+/// How long one pull request's answer may spend on its test merge.
+const DETAIL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Gitea's name of a merge method.
+pub fn gitea_merge_style(method: MergeMethod) -> &'static str {
+    match method {
+        MergeMethod::Merge => "merge",
+        MergeMethod::FastForwardOnly => "fast-forward-only",
+        MergeMethod::Squash => "squash",
+    }
+}
+
+/// Whether the repo at `path` has a branch: a loose one, or one in its
+/// packed refs.
+fn has_branches(path: &std::path::Path) -> bool {
+    let loose = std::fs::read_dir(path.join("refs/heads"))
+        .map(|mut dir| dir.next().is_some())
+        .unwrap_or(false);
+    loose || {
+        use std::io::BufRead;
+        std::fs::File::open(path.join("packed-refs")).is_ok_and(|f| {
+            std::io::BufReader::new(f)
+                .lines()
+                .map_while(Result::ok)
+                .any(|l| l.contains(" refs/heads/"))
+        })
+    }
+}

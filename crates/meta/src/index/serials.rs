@@ -1,0 +1,86 @@
+//! The index's lookups by numeric id and of labels: a repo's labels, a
+//! comment by its serial, a kind's reservation.
+
+use super::*;
+
+impl Index {
+    /// The repo's labels that are not deleted, by serial.
+    pub fn labels(&self) -> impl Iterator<Item = &Label> {
+        self.labels.values().filter(|l| !l.deleted)
+    }
+
+    /// A label by serial, not deleted.
+    pub fn label(&self, serial: u64) -> Option<&Label> {
+        self.labels.get(&serial).filter(|l| !l.deleted)
+    }
+
+    /// A label by name, ASCII case aside (names are unique so), not
+    /// deleted.
+    pub fn label_named(&self, name: &str) -> Option<&Label> {
+        self.labels().find(|l| l.name.eq_ignore_ascii_case(name))
+    }
+
+    /// How far `kind`'s ids are reserved (0: none yet).
+    pub fn reserved(&self, kind: SerialKind) -> u64 {
+        self.sequences.get(&kind).map_or(0, |s| s.reserved)
+    }
+
+    pub fn sequence(&self, kind: SerialKind) -> Option<&Sequence> {
+        self.sequences.get(&kind)
+    }
+
+    /// A comment by its serial, deleted or not.
+    pub fn comment_by_serial(&self, serial: u64) -> Option<&Comment> {
+        let (thread, id) = self.comment_serials.get(&serial)?;
+        self.comment(thread, id)
+    }
+
+    /// Every issue and change request, for the upgrade that gives them
+    /// serials.
+    pub fn all_threads(&self) -> (impl Iterator<Item = &Issue>, impl Iterator<Item = &Change>) {
+        (self.issues.values(), self.changes.values())
+    }
+
+    /// Every comment of every thread, deleted or not.
+    pub fn all_comments(&self) -> impl Iterator<Item = &Comment> {
+        self.comments.values().flat_map(BTreeMap::values)
+    }
+
+    /// The kind and number of the thread of id `thread_id`.
+    pub fn thread_of(&self, thread_id: &str) -> Option<(ThreadKind, u64)> {
+        self.threads.get(thread_id).copied()
+    }
+}
+
+impl Index {
+    /// The numeric id of the repo of `incarnation` (the system repo's).
+    pub fn repo_id(&self, incarnation: &str) -> Option<&RepoId> {
+        self.repo_ids.get(incarnation)
+    }
+
+    /// Every repo id the system repo holds.
+    pub fn repo_ids(&self) -> impl Iterator<Item = &RepoId> {
+        self.repo_ids.values()
+    }
+
+    /// Every label, deleted ones too (the upgrade's view).
+    pub fn all_labels(&self) -> impl Iterator<Item = &Label> {
+        self.labels.values()
+    }
+}
+
+impl Index {
+    /// The numbers of the issues and of the change requests that carry
+    /// label `name` (exactly so named).
+    pub fn labelled(&self, name: &str) -> (Vec<u64>, Vec<u64>) {
+        let of = |sets: &HashMap<String, BTreeSet<u64>>| {
+            sets.get(name)
+                .map(|set| set.iter().copied().collect())
+                .unwrap_or_default()
+        };
+        (
+            of(&self.issue_facets.by_label),
+            of(&self.change_facets.by_label),
+        )
+    }
+}

@@ -1,0 +1,135 @@
+//! Issues and change requests listed together, as Gitea's issue list
+//! answers (`type` absent): one number space, newest first, filtered by
+//! state, any of some labels, author, update time and a text.
+
+use super::*;
+
+/// An issue or a change request.
+#[derive(Debug, Clone)]
+pub enum AnyThread {
+    Issue(Issue),
+    Change(Change),
+}
+
+impl AnyThread {
+    pub fn number(&self) -> u64 {
+        match self {
+            AnyThread::Issue(i) => i.number,
+            AnyThread::Change(c) => c.number,
+        }
+    }
+}
+
+/// Which kinds a list holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThreadKinds {
+    #[default]
+    Both,
+    Issues,
+    Changes,
+}
+
+/// A state as Gitea's lists take it: a merged change request is closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ThreadState {
+    #[default]
+    Open,
+    Closed,
+    All,
+}
+
+/// The most bytes of a list's text filter (it is matched against every
+/// title and body the filters leave).
+pub const MAX_QUERY_BYTES: usize = 256;
+
+/// A list's filters; empty ones match everything.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadQuery {
+    pub kinds: ThreadKinds,
+    pub state: ThreadState,
+    /// Any of these labels (names, exactly).
+    pub labels: Vec<String>,
+    pub author: Option<String>,
+    /// Updated at or after / at or before (RFC 3339, compared as text:
+    /// the store writes UTC to the millisecond).
+    pub since: Option<String>,
+    pub before: Option<String>,
+    /// In the title or body, ASCII case aside.
+    pub text: Option<String>,
+}
+
+impl ThreadQuery {
+    fn keeps(&self, author: &str, labels: &[String], updated: &str, title: &str, body: &str) -> bool {
+        if self.author.as_deref().is_some_and(|a| a != author) {
+            return false;
+        }
+        if !self.labels.is_empty() && !labels.iter().any(|l| self.labels.contains(l)) {
+            return false;
+        }
+        if self.since.as_deref().is_some_and(|s| updated < s) {
+            return false;
+        }
+        if self.before.as_deref().is_some_and(|b| updated > b) {
+            return false;
+        }
+        if let Some(text) = &self.text {
+            let text = text.to_ascii_lowercase();
+            return title.to_ascii_lowercase().contains(&text)
+                || body.to_ascii_lowercase().contains(&text);
+        }
+        true
+    }
+}
+
+impl Index {
+    /// A page of the issues and change requests `query` keeps, newest
+    /// first.
+    pub fn threads(&self, query: &ThreadQuery, page: Pagination) -> Page<AnyThread> {
+        let issues: Vec<u64> = if query.kinds == ThreadKinds::Changes {
+            Vec::new()
+        } else {
+            self.issues
+                .values()
+                .rev()
+                .filter(|i| match query.state {
+                    ThreadState::Open => i.state == IssueState::Open,
+                    ThreadState::Closed => i.state == IssueState::Closed,
+                    ThreadState::All => true,
+                })
+                .filter(|i| query.keeps(&i.author, &i.labels, &i.updated_at, &i.title, &i.body))
+                .map(|i| i.number)
+                .collect()
+        };
+        let changes: Vec<u64> = if query.kinds == ThreadKinds::Issues {
+            Vec::new()
+        } else {
+            self.changes
+                .values()
+                .rev()
+                .filter(|c| match query.state {
+                    ThreadState::Open => c.state == ChangeState::Open,
+                    ThreadState::Closed => c.state != ChangeState::Open,
+                    ThreadState::All => true,
+                })
+                .filter(|c| query.keeps(&c.author, &c.labels, &c.updated_at, &c.title, &c.body))
+                .map(|c| c.number)
+                .collect()
+        };
+        // One number space: newest first across both.
+        let mut numbers = issues;
+        numbers.extend(changes);
+        numbers.sort_unstable_by(|a, b| b.cmp(a));
+        paginate(&numbers, page, |n| {
+            self.issues
+                .get(n)
+                .cloned()
+                .map(AnyThread::Issue)
+                .or_else(|| self.changes.get(n).cloned().map(AnyThread::Change))
+        })
+    }
+
+    /// How many comments a thread shows (the deleted left out).
+    pub fn comment_count(&self, thread_id: &str) -> usize {
+        self.shown_comments(thread_id).count()
+    }
+}

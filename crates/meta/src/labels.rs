@@ -1,0 +1,291 @@
+//! A repo's labels as entities (Gitea's: an id, a name, a colour, a
+//! description): create, edit, delete, list. Issues and pull requests
+//! carry their labels' names; a name one is given that is no label of the
+//! repo yet becomes one (default colour), and a rename carries the new
+//! name onto every thread that had the old one.
+
+use super::*;
+use crate::numbered::{DEFAULT_LABEL_COLOR, Label, SerialKind, label_color};
+use crate::serials::new_label;
+
+/// The most threads a label's rename rewrites; past it the rename is
+/// refused (make a new label and move threads to it in steps).
+pub const MAX_RENAMED_THREADS: usize = 10_000;
+
+/// The most labels a repo holds (deleted ones not counted).
+pub const MAX_LABELS_PER_REPO: usize = 1_000;
+
+/// What a label write sets (absent: as it is, or the default).
+#[derive(Debug, Clone, Default)]
+pub struct LabelPut {
+    pub name: Option<String>,
+    pub color: Option<String>,
+    pub description: Option<String>,
+}
+
+fn check_label_fields(put: &LabelPut) -> Result<(Option<String>, Option<String>), MetaError> {
+    if let Some(name) = &put.name {
+        entity::check_labels(std::slice::from_ref(name))?;
+    }
+    if let Some(description) = &put.description {
+        entity::check_description(description)?;
+    }
+    let color = put.color.as_deref().map(label_color).transpose()?;
+    Ok((put.name.as_ref().map(|n| n.trim().to_string()), color))
+}
+
+impl MetaStore {
+    /// The repo's labels, by id.
+    pub fn labels(&self, repo: &RepoName) -> Result<Vec<Label>, MetaError> {
+        self.read(repo, |state| Ok(state.index.labels().cloned().collect()))
+    }
+
+    /// The repo's label `serial`.
+    pub fn label(&self, repo: &RepoName, serial: u64) -> Result<Label, MetaError> {
+        self.read(repo, |state| {
+            state
+                .index
+                .label(serial)
+                .cloned()
+                .ok_or_else(|| MetaError::NotFound(format!("label {serial} not found")))
+        })
+    }
+
+    /// Makes every name in `names` that is no label of `repo` one.
+    pub(crate) fn ensure_labels(&self, repo: &RepoName, names: &[String]) -> Result<(), MetaError> {
+        let missing = |names: &[String]| -> Result<Vec<String>, MetaError> {
+            self.read(repo, |state| {
+                Ok(names
+                    .iter()
+                    .map(|n| n.trim())
+                    .filter(|n| state.index.label_named(n).is_none())
+                    .map(str::to_string)
+                    .collect())
+            })
+        };
+        if missing(names)?.is_empty() {
+            return Ok(());
+        }
+        let _gate = self.inner.label_gate.lock();
+        for name in missing(names)? {
+            if self.read(repo, |state| Ok(state.index.label_named(&name).is_some()))? {
+                continue;
+            }
+            self.create_label_locked(
+                repo,
+                LabelPut {
+                    name: Some(name),
+                    ..LabelPut::default()
+                },
+            )?;
+        }
+        Ok(())
+    }
+
+    /// A new label; its name must be free in the repo (ASCII case aside).
+    pub fn create_label(&self, repo: &RepoName, put: LabelPut) -> Result<Label, MetaError> {
+        let _gate = self.inner.label_gate.lock();
+        self.create_label_locked(repo, put)
+    }
+
+    fn create_label_locked(&self, repo: &RepoName, put: LabelPut) -> Result<Label, MetaError> {
+        let (name, color) = check_label_fields(&put)?;
+        let name = name.ok_or_else(|| MetaError::Invalid("a label needs a name".into()))?;
+        self.read(repo, |state| {
+            if let Some(taken) = state.index.label_named(&name) {
+                return Err(MetaError::Taken(format!(
+                    "label {:?} exists (id {})",
+                    taken.name, taken.serial
+                )));
+            }
+            if state.index.labels().count() >= MAX_LABELS_PER_REPO {
+                return Err(MetaError::Invalid(format!(
+                    "a repo holds at most {MAX_LABELS_PER_REPO} labels"
+                )));
+            }
+            Ok(())
+        })?;
+        let serial = self.next_serial(SerialKind::Label)?;
+        let label = new_label(
+            serial,
+            name,
+            color.as_deref().unwrap_or(DEFAULT_LABEL_COLOR),
+            put.description.as_deref().unwrap_or(""),
+        );
+        self.write(repo, |_| Ok(label))
+    }
+
+    /// Label `serial` edited; a new name is carried onto every issue and
+    /// pull request that had the old one.
+    pub fn edit_label(
+        &self,
+        repo: &RepoName,
+        serial: u64,
+        put: LabelPut,
+    ) -> Result<Label, MetaError> {
+        let (name, color) = check_label_fields(&put)?;
+        let _gate = self.inner.label_gate.lock();
+        let current = self.label(repo, serial)?;
+        let renamed = name.clone().filter(|n| *n != current.name);
+        let (issues, changes) = match &renamed {
+            Some(new) => self.read(repo, |state| {
+                if state
+                    .index
+                    .label_named(new)
+                    .is_some_and(|l| l.serial != serial)
+                {
+                    return Err(MetaError::Taken(format!("label {new:?} exists")));
+                }
+                let (issues, changes) = state.index.labelled(&current.name);
+                if issues.len() + changes.len() > MAX_RENAMED_THREADS {
+                    return Err(MetaError::Invalid(format!(
+                        "label {:?} is on more than {MAX_RENAMED_THREADS} issues and pull \
+                         requests, too many to rename at once; make a new label instead",
+                        current.name
+                    )));
+                }
+                Ok((issues, changes))
+            })?,
+            None => (Vec::new(), Vec::new()),
+        };
+        let edited = self.write(repo, |state| {
+            let mut next = state
+                .index
+                .label(serial)
+                .cloned()
+                .ok_or_else(|| MetaError::NotFound(format!("label {serial} not found")))?;
+            next.name = name.unwrap_or(next.name);
+            next.color = color.unwrap_or(next.color);
+            next.description = put.description.unwrap_or(next.description);
+            next.replaces = Some(next.version);
+            next.version += 1;
+            next.updated_at = now_text();
+            Ok(next)
+        })?;
+        if renamed.is_some() {
+            let rename = |labels: &[String]| -> Vec<String> {
+                labels
+                    .iter()
+                    .map(|l| {
+                        if *l == current.name {
+                            edited.name.clone()
+                        } else {
+                            l.clone()
+                        }
+                    })
+                    .collect()
+            };
+            for number in issues {
+                self.write(repo, |state| {
+                    let mut next = state.issue(number)?.clone();
+                    next.labels = entities::dedup(rename(&next.labels));
+                    next.replaces = Some(next.version);
+                    next.version += 1;
+                    next.updated_at = now_text();
+                    Ok(next)
+                })?;
+            }
+            for number in changes {
+                self.write(repo, |state| {
+                    let mut next = state.change(number)?.clone();
+                    next.labels = entities::dedup(rename(&next.labels));
+                    next.replaces = Some(next.version);
+                    next.version += 1;
+                    next.updated_at = now_text();
+                    Ok(next)
+                })?;
+            }
+        }
+        Ok(edited)
+    }
+
+    /// Label `serial` deleted: no longer listed, its name free. Threads
+    /// keep the name in their documents; it is no label of theirs any
+    /// more (shown by [`MetaStore::labels`] only while a label has it).
+    pub fn delete_label(&self, repo: &RepoName, serial: u64) -> Result<(), MetaError> {
+        let _gate = self.inner.label_gate.lock();
+        self.write(repo, |state| {
+            let mut next = state
+                .index
+                .label(serial)
+                .cloned()
+                .ok_or_else(|| MetaError::NotFound(format!("label {serial} not found")))?;
+            next.deleted = true;
+            next.replaces = Some(next.version);
+            next.version += 1;
+            next.updated_at = now_text();
+            Ok(next)
+        })
+        .map(drop)
+    }
+}
+
+impl MetaStore {
+    /// A page of issues and change requests together (Gitea's issue list).
+    pub fn list_threads(
+        &self,
+        repo: &RepoName,
+        query: &index::ThreadQuery,
+        page: Pagination,
+    ) -> Result<Page<index::AnyThread>, MetaError> {
+        self.read(repo, |state| Ok(state.index.threads(query, page)))
+    }
+
+    /// How many comments thread `id` shows.
+    pub fn comment_count(&self, repo: &RepoName, thread_id: &str) -> Result<usize, MetaError> {
+        self.read(repo, |state| Ok(state.index.comment_count(thread_id)))
+    }
+
+    /// A comment by its numeric id, with the kind and number of its thread
+    /// (deleted ones are not found).
+    pub fn comment_by_serial(
+        &self,
+        repo: &RepoName,
+        serial: u64,
+    ) -> Result<(Comment, ThreadKind, u64), MetaError> {
+        self.read(repo, |state| {
+            let comment = state
+                .index
+                .comment_by_serial(serial)
+                .filter(|c| !c.deleted)
+                .ok_or_else(|| MetaError::NotFound(format!("comment {serial} not found")))?;
+            let (kind, number) = state
+                .index
+                .thread_of(&comment.thread)
+                .ok_or_else(|| MetaError::NotFound(format!("comment {serial} not found")))?;
+            Ok((comment.clone(), kind, number))
+        })
+    }
+
+    /// The repo's comments on every thread, oldest first (Gitea's
+    /// repo-wide comment list), with the kind and number of each one's
+    /// thread; `since`/`before` bound their update time.
+    pub fn repo_comments(
+        &self,
+        repo: &RepoName,
+        since: Option<&str>,
+        before: Option<&str>,
+        page: Pagination,
+    ) -> Result<Page<(Comment, ThreadKind, u64)>, MetaError> {
+        self.read(repo, |state| {
+            let mut all: Vec<&Comment> = state
+                .index
+                .all_comments()
+                .filter(|c| !c.deleted)
+                .filter(|c| since.is_none_or(|s| c.updated_at.as_str() >= s))
+                .filter(|c| before.is_none_or(|b| c.updated_at.as_str() <= b))
+                .collect();
+            // Ids are time-ordered (ULIDs).
+            all.sort_by(|a, b| a.id.cmp(&b.id));
+            let total = all.len();
+            let items = page
+                .slice(all)
+                .filter_map(|c| {
+                    let (kind, number) = state.index.thread_of(&c.thread)?;
+                    Some((c.clone(), kind, number))
+                })
+                .collect();
+            Ok(Page { items, total })
+        })
+    }
+}

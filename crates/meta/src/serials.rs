@@ -1,0 +1,294 @@
+//! Handing out numeric ids ([`crate::numbered`]): each kind's next id
+//! comes from a block reserved durably in the system repo, so an id is
+//! never handed out twice, across restarts and crashes (the rest of a
+//! block a restart cut is skipped). Also the upgrade that gives the
+//! documents, users, repos and labels from before numeric ids theirs.
+
+use super::*;
+use crate::numbered::{
+    DEFAULT_LABEL_COLOR, Label, MAX_SERIAL, RESERVE_BLOCK, RepoId, Sequence, SerialKind,
+};
+
+/// A kind's ids in hand: the next to hand out, and how far the system
+/// repo has them reserved.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Held {
+    next: u64,
+    reserved: u64,
+}
+
+/// How many writes the upgrade keeps in flight at once: the log commits
+/// concurrent writes together, so a large upgrade pays a sync per batch,
+/// not per document.
+const UPGRADE_WRITERS: usize = 16;
+
+impl MetaStore {
+    /// The next numeric id of `kind`, once a reservation covering it is
+    /// durable. A store without a system repo (tools, tests of one repo)
+    /// hands out none: 0.
+    pub fn next_serial(&self, kind: SerialKind) -> Result<u64, MetaError> {
+        self.check_failed()?;
+        let Ok(system) = self.system() else {
+            return Ok(0);
+        };
+        let mut serials = self.inner.serials.lock();
+        let held = serials.entry(kind).or_insert_with(|| {
+            let reserved = system.state.lock().index.reserved(kind);
+            Held {
+                next: reserved + 1,
+                reserved,
+            }
+        });
+        if held.next > held.reserved {
+            let upto = (held.next - 1 + RESERVE_BLOCK).min(MAX_SERIAL);
+            if held.next > upto {
+                return Err(MetaError::Invalid(format!(
+                    "every numeric id of a {} has been handed out",
+                    kind.as_str()
+                )));
+            }
+            self.write_in(&system, |state| {
+                let current = state.index.sequence(kind).map_or(0, |s| s.version);
+                Ok(Sequence {
+                    v: SCHEMA_V,
+                    of: kind,
+                    reserved: upto,
+                    updated_at: now_text(),
+                    version: current + 1,
+                    replaces: (current > 0).then_some(current),
+                })
+            })?;
+            held.reserved = upto;
+        }
+        let serial = held.next;
+        held.next += 1;
+        Ok(serial)
+    }
+
+    /// The numeric id of `repo` as it is now (its incarnation's); `None`
+    /// for a repo from before incarnations or a store without accounts.
+    pub fn repo_serial(&self, repo: &RepoName) -> Result<Option<u64>, MetaError> {
+        Ok(self.repo_id(repo)?.map(|r| r.serial))
+    }
+
+    /// The id record of `repo` as it is now (its incarnation's).
+    pub fn repo_id(&self, repo: &RepoName) -> Result<Option<RepoId>, MetaError> {
+        let Some(incarnation) = self.incarnation(repo)? else {
+            return Ok(None);
+        };
+        let Ok(system) = self.system() else {
+            return Ok(None);
+        };
+        let state = system.state.lock();
+        Ok(state.index.repo_id(incarnation.id()).cloned())
+    }
+
+    /// Gives `repo` (as it is now, its incarnation) a numeric id if it has
+    /// none; returns it. Called as a repo is made, and by the upgrade.
+    pub fn give_repo_serial(&self, repo: &RepoName) -> Result<Option<u64>, MetaError> {
+        if let Some(serial) = self.repo_serial(repo)? {
+            return Ok(Some(serial));
+        }
+        let Some(incarnation) = self.incarnation(repo)? else {
+            return Ok(None);
+        };
+        let serial = self.next_serial(SerialKind::Repo)?;
+        if serial == 0 {
+            return Ok(None);
+        }
+        let name = repo.to_string();
+        let given = self.write_system(|state| {
+            // Given by another caller meanwhile: theirs stands.
+            if let Some(given) = state.index.repo_id(incarnation.id()) {
+                return Ok(given.clone());
+            }
+            Ok(RepoId {
+                v: SCHEMA_V,
+                incarnation: incarnation.id().to_string(),
+                repo: name,
+                serial,
+                created_at: now_text(),
+                version: 1,
+            })
+        })?;
+        Ok(Some(given.serial))
+    }
+
+    /// The upgrade, at start: every user, repo, issue, pull request and
+    /// comment without a numeric id gets one (a new version of its
+    /// document), and every label name an issue or pull request carries
+    /// that is no label of its repo becomes one (default colour). Returns
+    /// how many documents it wrote. Run before the server serves.
+    pub fn give_serials(&self) -> Result<usize, MetaError> {
+        if self.system().is_err() {
+            return Ok(0);
+        }
+        let mut written = 0;
+        let users: Vec<String> = self.read_system(|state| {
+            Ok(state
+                .index
+                .users()
+                .filter(|u| u.serial == 0)
+                .map(|u| u.name.clone())
+                .collect())
+        })?;
+        for name in users {
+            let serial = self.next_serial(SerialKind::User)?;
+            self.write_system(|state| {
+                let mut user = state
+                    .index
+                    .user(&name)
+                    .cloned()
+                    .ok_or_else(|| MetaError::NotFound(format!("no user named {name:?}")))?;
+                user.serial = serial;
+                user.replaces = Some(user.version);
+                user.version += 1;
+                Ok(user)
+            })?;
+            written += 1;
+        }
+        let repos: Vec<Arc<RepoMeta>> = self
+            .inner
+            .repos
+            .read()
+            .values()
+            .filter(|m| m.name != SYSTEM)
+            .cloned()
+            .collect();
+        for meta in repos {
+            let Ok(name) = RepoName::parse(&meta.name) else {
+                continue;
+            };
+            if meta.incarnation.is_some() && self.repo_serial(&name)?.is_none() {
+                self.give_repo_serial(&name)?;
+                written += 1;
+            }
+            written += self.give_repo_document_serials(&meta)?;
+        }
+        if written > 0 {
+            tracing::warn!(
+                documents = written,
+                "upgrade: users, repos, issues, pull requests, comments and labels got numeric ids"
+            );
+        }
+        Ok(written)
+    }
+
+    /// The upgrade of one repo's documents (see [`MetaStore::give_serials`]).
+    fn give_repo_document_serials(&self, meta: &Arc<RepoMeta>) -> Result<usize, MetaError> {
+        let (todo, label_names) = {
+            let state = meta.state.lock();
+            let index = &state.index;
+            let (issues, changes) = index.all_threads();
+            let mut todo: Vec<Unnumbered> = Vec::new();
+            let mut names = BTreeSet::new();
+            for issue in issues {
+                if issue.serial == 0 {
+                    todo.push(Unnumbered::Issue(issue.number));
+                }
+                names.extend(issue.labels.iter().cloned());
+            }
+            for change in changes {
+                if change.serial == 0 {
+                    todo.push(Unnumbered::Change(change.number));
+                }
+                names.extend(change.labels.iter().cloned());
+            }
+            for comment in index.all_comments() {
+                if comment.serial == 0 {
+                    todo.push(Unnumbered::Comment(
+                        comment.thread.clone(),
+                        comment.id.clone(),
+                    ));
+                }
+            }
+            let missing: Vec<String> = names
+                .into_iter()
+                .filter(|n| index.label_named(n).is_none())
+                .collect();
+            (todo, missing)
+        };
+        let count = todo.len() + label_names.len();
+        for name in label_names {
+            let serial = self.next_serial(SerialKind::Label)?;
+            self.write_in(meta, |_| Ok(new_label(serial, name, DEFAULT_LABEL_COLOR, "")))?;
+        }
+        // In parallel, so the log commits the writes in groups.
+        let chunk = todo.len().div_ceil(UPGRADE_WRITERS).max(1);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = todo
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || self.number_each(meta, part)))
+                .collect();
+            workers
+                .into_iter()
+                .try_for_each(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        })?;
+        Ok(count)
+    }
+
+    fn number_each(&self, meta: &Arc<RepoMeta>, todo: &[Unnumbered]) -> Result<(), MetaError> {
+        for item in todo {
+            match item {
+                Unnumbered::Issue(number) => {
+                    let serial = self.next_serial(SerialKind::Issue)?;
+                    self.write_in(meta, |state| {
+                        let mut next = state.issue(*number)?.clone();
+                        next.serial = serial;
+                        next.replaces = Some(next.version);
+                        next.version += 1;
+                        Ok(next)
+                    })?;
+                }
+                Unnumbered::Change(number) => {
+                    let serial = self.next_serial(SerialKind::Issue)?;
+                    self.write_in(meta, |state| {
+                        let mut next = state.change(*number)?.clone();
+                        next.serial = serial;
+                        next.replaces = Some(next.version);
+                        next.version += 1;
+                        Ok(next)
+                    })?;
+                }
+                Unnumbered::Comment(thread, id) => {
+                    let serial = self.next_serial(SerialKind::Comment)?;
+                    self.write_in(meta, |state| {
+                        let mut next = state.index.comment(thread, id).cloned().ok_or_else(|| {
+                            MetaError::NotFound(format!("comment {id} not found"))
+                        })?;
+                        next.serial = serial;
+                        next.replaces = Some(next.version);
+                        next.version += 1;
+                        Ok(next)
+                    })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A document the upgrade numbers.
+enum Unnumbered {
+    Issue(u64),
+    Change(u64),
+    /// Thread id, comment id.
+    Comment(String, String),
+}
+
+/// A new label document.
+pub(crate) fn new_label(serial: u64, name: String, color: &str, description: &str) -> Label {
+    let now = now_text();
+    Label {
+        v: SCHEMA_V,
+        serial,
+        name,
+        color: color.to_string(),
+        description: description.to_string(),
+        created_at: now.clone(),
+        updated_at: now,
+        version: 1,
+        replaces: None,
+        deleted: false,
+    }
+}
