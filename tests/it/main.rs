@@ -15,6 +15,7 @@ mod default_branch;
 mod docker;
 mod durability;
 mod gc;
+mod gitea_api;
 mod hooks;
 mod incarnation;
 mod layering;

@@ -12,6 +12,7 @@ use axum::routing::{delete, get, post};
 
 use crate::ApiState;
 use crate::gitea::{branches, issues, users};
+use vole_meta::entity::{Change, Issue};
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
 /// bytes (`--api-body-limit`).
@@ -20,10 +21,32 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
     let at = |tail: &str| format!("{REPO}{tail}");
     Router::new()
         .route("/api/v1/version", get(crate::gitea::version))
-        .route(&at("/issues"), get(issues::list).post(issues::create))
+        // vole's shapes still (they move to Gitea's with their tests).
+        .route(
+            &at("/issues"),
+            get(crate::threads::list::<Issue>).post(crate::threads::create::<Issue>),
+        )
         .route(
             &at("/issues/{number}"),
-            get(issues::get).patch(issues::edit),
+            get(crate::threads::get::<Issue>).patch(crate::threads::edit::<Issue>),
+        )
+        .route(
+            &at("/changes"),
+            get(crate::threads::list::<Change>).post(crate::threads::create::<Change>),
+        )
+        .route(
+            &at("/changes/{number}"),
+            get(crate::threads::get::<Change>).patch(crate::threads::edit::<Change>),
+        )
+        .route(
+            &at("/changes/{number}/comments/{id}"),
+            axum::routing::patch(crate::threads::edit_comment::<Change>)
+                .delete(crate::threads::delete_comment::<Change>),
+        )
+        .route(
+            &at("/changes/{number}/comments"),
+            get(crate::threads::list_comments::<Change>)
+                .post(crate::threads::add_comment::<Change>),
         )
         .route(&at("/issues/comments"), get(issues::repo_comments))
         .route(
@@ -34,12 +57,12 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
         )
         .route(
             &at("/issues/{number}/comments"),
-            get(issues::list_comments).post(issues::add_comment),
+            get(crate::threads::list_comments::<Issue>).post(crate::threads::add_comment::<Issue>),
         )
-        // Gitea's older path of a comment's edit and deletion.
         .route(
             &at("/issues/{number}/comments/{id}"),
-            axum::routing::patch(issues::edit_comment).delete(issues::delete_comment),
+            axum::routing::patch(crate::threads::edit_comment::<Issue>)
+                .delete(crate::threads::delete_comment::<Issue>),
         )
         .route(
             &at("/issues/{number}/labels"),

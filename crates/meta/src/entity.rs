@@ -60,8 +60,7 @@ macro_rules! entity_kinds {
 }
 
 entity_kinds!(
-    Issue, Comment, Change, Acl, Settings, User, Token, RepoAcl, Removed, Label, Sequence,
-    RepoId
+    Issue, Comment, Change, Acl, Settings, User, Token, RepoAcl, Removed, Label, Sequence, RepoId
 );
 
 /// A repo's ACL as the system repo keeps it: the repo it was written for

@@ -211,7 +211,9 @@ impl MetaStore {
         let count = todo.len() + label_names.len();
         for name in label_names {
             let serial = self.next_serial(SerialKind::Label)?;
-            self.write_in(meta, |_| Ok(new_label(serial, name, DEFAULT_LABEL_COLOR, "")))?;
+            self.write_in(meta, |_| {
+                Ok(new_label(serial, name, DEFAULT_LABEL_COLOR, ""))
+            })?;
         }
         // In parallel, so the log commits the writes in groups.
         let chunk = todo.len().div_ceil(UPGRADE_WRITERS).max(1);
@@ -253,9 +255,10 @@ impl MetaStore {
                 Unnumbered::Comment(thread, id) => {
                     let serial = self.next_serial(SerialKind::Comment)?;
                     self.write_in(meta, |state| {
-                        let mut next = state.index.comment(thread, id).cloned().ok_or_else(|| {
-                            MetaError::NotFound(format!("comment {id} not found"))
-                        })?;
+                        let mut next =
+                            state.index.comment(thread, id).cloned().ok_or_else(|| {
+                                MetaError::NotFound(format!("comment {id} not found"))
+                            })?;
                         next.serial = serial;
                         next.replaces = Some(next.version);
                         next.version += 1;

@@ -130,7 +130,7 @@ fn new_issue(title: &str) -> NewIssue {
     NewIssue {
         title: title.to_string(),
         body: "body".into(),
-        labels: vec!["bug".into()],
+        labels: Vec::new(),
     }
 }
 

@@ -119,7 +119,8 @@ fn branch(
     let settings = s.app.meta.settings(name_of_repo)?;
     let protected = settings.protected_branches.iter().any(|p| p == name);
     let permission = s.permission(name_of_repo);
-    let may_push = permission.push && (!protected || !settings.protected_admins_only || permission.admin);
+    let may_push =
+        permission.push && (!protected || !settings.protected_admins_only || permission.admin);
     let full = name_of_repo.to_string();
     Ok(Some(GiteaBranch {
         name: name.to_string(),

@@ -162,7 +162,15 @@ pub async fn list(
     let url = base.api(&format!("repos/{repo}/issues"));
     let filters = repeat(
         &query,
-        &["state", "labels", "type", "q", "created_by", "since", "before"],
+        &[
+            "state",
+            "labels",
+            "type",
+            "q",
+            "created_by",
+            "since",
+            "before",
+        ],
     );
     let (items, total) = shaped(&app, base, principal, move |shaper| {
         let found = shaper.app.meta.list_threads(&repo, &filter, page)?;
@@ -188,11 +196,9 @@ fn any_issue(
     let meta = shaper.repo_meta(repo);
     match kind_of(shaper.app, repo, number)? {
         ThreadKind::Issue => Ok(shaper.issue(repo, &meta, &shaper.app.meta.issue(repo, number)?)),
-        ThreadKind::Change => Ok(shaper.change_issue(
-            repo,
-            &meta,
-            &shaper.app.meta.change(repo, number)?,
-        )),
+        ThreadKind::Change => {
+            Ok(shaper.change_issue(repo, &meta, &shaper.app.meta.change(repo, number)?))
+        }
     }
 }
 
@@ -238,12 +244,18 @@ pub struct CreateIssueOption {
 
 /// Label ids (or names, as later Gitea versions take) as the names the
 /// documents carry; an id or name that is no label of the repo is a 422.
-fn label_refs(app: &ApiState, repo: &ResolvedRepo, refs: &[Value]) -> Result<Vec<String>, AppError> {
+fn label_refs(
+    app: &ApiState,
+    repo: &ResolvedRepo,
+    refs: &[Value],
+) -> Result<Vec<String>, AppError> {
     let labels = app.meta.labels(repo)?;
     refs.iter()
         .map(|r| {
             let found = match r {
-                Value::Number(n) => n.as_u64().and_then(|id| labels.iter().find(|l| l.serial == id)),
+                Value::Number(n) => n
+                    .as_u64()
+                    .and_then(|id| labels.iter().find(|l| l.serial == id)),
                 Value::String(s) => s
                     .parse::<u64>()
                     .ok()
@@ -348,7 +360,13 @@ async fn apply_edit(
                 version: option.version,
                 title: option.title,
                 body: option.body,
-                state: open.map(|o| if o { IssueState::Open } else { IssueState::Closed }),
+                state: open.map(|o| {
+                    if o {
+                        IssueState::Open
+                    } else {
+                        IssueState::Closed
+                    }
+                }),
                 labels,
             };
             edit_thread::<Issue>(app, principal, repo.clone(), number, patch).await?;
@@ -440,7 +458,9 @@ pub async fn add_comment(
     let new = body(payload)?;
     let kind = kind_of(&app, &repo, number)?;
     let comment = match kind {
-        ThreadKind::Issue => comment_on::<Issue>(&app, &principal, repo.clone(), number, new).await?,
+        ThreadKind::Issue => {
+            comment_on::<Issue>(&app, &principal, repo.clone(), number, new).await?
+        }
         ThreadKind::Change => {
             comment_on::<Change>(&app, &principal, repo.clone(), number, new).await?
         }
@@ -468,10 +488,10 @@ pub async fn repo_comments(
     let url = base.api(&format!("repos/{repo}/issues/comments"));
     let filters = repeat(&query, &["since", "before"]);
     let (items, total) = shaped(&app, base, principal, move |s| {
-        let found =
-            s.app
-                .meta
-                .repo_comments(&repo, since.as_deref(), before.as_deref(), page)?;
+        let found = s
+            .app
+            .meta
+            .repo_comments(&repo, since.as_deref(), before.as_deref(), page)?;
         let items: Vec<_> = found
             .items
             .iter()
@@ -602,7 +622,10 @@ pub async fn list_labels(
     let (items, total) = shaped(&app, base, principal, move |s| {
         let labels = s.app.meta.labels(&repo)?;
         let total = labels.len();
-        let items: Vec<_> = page.slice(labels.iter()).map(|l| s.label(&repo, l)).collect();
+        let items: Vec<_> = page
+            .slice(labels.iter())
+            .map(|l| s.label(&repo, l))
+            .collect();
         Ok((items, total))
     })
     .await?;
@@ -721,7 +744,10 @@ pub async fn delete_label(
     let id = label_id(&id)?;
     may_label(&app, &principal, &repo)?;
     app.quotas.meta_write(&principal)?;
-    blocking(&app, &repo.clone(), move |app| app.meta.delete_label(&repo, id)).await?;
+    blocking(&app, &repo.clone(), move |app| {
+        app.meta.delete_label(&repo, id)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -780,7 +806,9 @@ async fn set_labels(
         labels: Some(names.into_iter().map(Value::String).collect()),
         ..EditIssueOption::default()
     };
-    apply_edit(app, principal, repo, number, option).await.map(drop)
+    apply_edit(app, principal, repo, number, option)
+        .await
+        .map(drop)
 }
 
 /// `POST /repos/{o}/{r}/issues/{n}/labels` adds (`replace`: false) and
@@ -952,7 +980,10 @@ pub async fn create_pull(
         Some(_) => {
             return Err(AppError::new(
                 StatusCode::UNPROCESSABLE_ENTITY,
-                format!("head {:?} names another repository's branch; vole has no forks: name a branch of {repo}", option.head),
+                format!(
+                    "head {:?} names another repository's branch; vole has no forks: name a branch of {repo}",
+                    option.head
+                ),
             ));
         }
         None => option.head.clone(),
@@ -1019,7 +1050,9 @@ pub async fn edit_pull(
     let number = thread_number(&number)?;
     let option = body(payload)?;
     if kind_of(&app, &repo, number)? != ThreadKind::Change {
-        return Err(AppError::not_found(format!("pull request #{number} not found")));
+        return Err(AppError::not_found(format!(
+            "pull request #{number} not found"
+        )));
     }
     apply_edit(&app, &principal, &repo, number, option).await?;
     let pull = shaped(&app, base, principal, move |s| {

@@ -607,7 +607,10 @@ mod tests {
 
     #[test]
     fn times_are_whole_seconds_with_an_offset() {
-        assert_eq!(time("2026-12-04T16:37:45.123Z"), "2026-12-04T16:37:45+00:00");
+        assert_eq!(
+            time("2026-12-04T16:37:45.123Z"),
+            "2026-12-04T16:37:45+00:00"
+        );
         assert_eq!(time(""), "");
         assert_eq!(time_or_null(None), Value::Null);
     }

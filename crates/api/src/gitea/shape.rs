@@ -266,7 +266,12 @@ impl<'a> Shaper<'a> {
         GiteaIssue::of_change(cx, change)
     }
 
-    pub fn any_issue(&self, repo: &RepoName, repo_meta: &RepoMeta, thread: &AnyThread) -> GiteaIssue {
+    pub fn any_issue(
+        &self,
+        repo: &RepoName,
+        repo_meta: &RepoMeta,
+        thread: &AnyThread,
+    ) -> GiteaIssue {
         match thread {
             AnyThread::Issue(issue) => self.issue(repo, repo_meta, issue),
             AnyThread::Change(change) => self.change_issue(repo, repo_meta, change),
@@ -293,7 +298,7 @@ impl<'a> Shaper<'a> {
                     matches!(preview.merge, vole_git::merge::TestMerge::Clean(_))
                         && !preview.merged_already,
                     None,
-                    None,
+                    self.diff_stat(repo, &preview.tips),
                 ),
                 Err(_) => (false, None, None),
             },
@@ -319,6 +324,19 @@ impl<'a> Shaper<'a> {
             stat,
         };
         Ok(GiteaPull::of(cx, change))
+    }
+
+    /// Lines added and removed and files changed from the merge base of
+    /// `tips` to the source's head (`git diff --shortstat A...B`).
+    fn diff_stat(&self, repo: &RepoName, tips: &crate::pulls::Tips) -> Option<(u64, u64, u64)> {
+        let range = format!("{}...{}", tips.target, tips.source);
+        let out = self
+            .app
+            .control
+            .git
+            .run_in(&self.app.repos.path(repo), &["diff", "--shortstat", &range])
+            .ok()?;
+        Some(shortstat(&String::from_utf8_lossy(&out)))
     }
 
     pub fn comment(
@@ -363,5 +381,42 @@ fn has_branches(path: &std::path::Path) -> bool {
                 .map_while(Result::ok)
                 .any(|l| l.contains(" refs/heads/"))
         })
+    }
+}
+
+/// `git diff --shortstat`'s line (` 2 files changed, 3 insertions(+),
+/// 1 deletion(-)`) as (added, removed, files); an empty diff is zeros.
+fn shortstat(line: &str) -> (u64, u64, u64) {
+    let (mut added, mut removed, mut files) = (0, 0, 0);
+    for part in line.split(',') {
+        let mut words = part.split_whitespace();
+        let (Some(n), Some(what)) = (words.next(), words.next()) else {
+            continue;
+        };
+        let n = n.parse().unwrap_or(0);
+        if what.starts_with("file") {
+            files = n;
+        } else if what.starts_with("insertion") {
+            added = n;
+        } else if what.starts_with("deletion") {
+            removed = n;
+        }
+    }
+    (added, removed, files)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shortstat_lines_are_read() {
+        assert_eq!(
+            super::shortstat(" 2 files changed, 3 insertions(+), 1 deletion(-)\n"),
+            (3, 1, 2)
+        );
+        assert_eq!(
+            super::shortstat(" 1 file changed, 1 deletion(-)"),
+            (0, 1, 1)
+        );
+        assert_eq!(super::shortstat(""), (0, 0, 0));
     }
 }

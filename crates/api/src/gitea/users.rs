@@ -150,7 +150,11 @@ pub async fn search(
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let q = query.get("q").cloned().unwrap_or_default().to_ascii_lowercase();
+    let q = query
+        .get("q")
+        .cloned()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     if q.len() > 256 {
         return Err(AppError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -184,7 +188,9 @@ pub async fn search(
         }
     }
     if let Some(value) = headers.get("x-total-count") {
-        response.headers_mut().insert("x-total-count", value.clone());
+        response
+            .headers_mut()
+            .insert("x-total-count", value.clone());
     }
     Ok(response)
 }

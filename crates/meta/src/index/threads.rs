@@ -59,7 +59,14 @@ pub struct ThreadQuery {
 }
 
 impl ThreadQuery {
-    fn keeps(&self, author: &str, labels: &[String], updated: &str, title: &str, body: &str) -> bool {
+    fn keeps(
+        &self,
+        author: &str,
+        labels: &[String],
+        updated: &str,
+        title: &str,
+        body: &str,
+    ) -> bool {
         if self.author.as_deref().is_some_and(|a| a != author) {
             return false;
         }

@@ -1,0 +1,311 @@
+//! The API as Gitea's clients see it: gitea-js, a client generated from
+//! Gitea's OpenAPI document (npm, pinned in tests/clients), drives vole
+//! through a repo's life (`tests/clients/gitea_client.mjs`); and each
+//! Gitea object vole answers holds every property the document lists for
+//! it, with the document's type. The property lists are read from the
+//! type definitions of the installed gitea-js (`dist/index.d.ts`, made
+//! from the document), not written here.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn clients() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients")
+}
+
+/// Runs `node tests/clients/SCRIPT ARGS`; its stdout, once it passed.
+fn node(script: &str, args: &[&str]) -> String {
+    let child = Command::new("node")
+        .arg(clients().join(script))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let out = wait_output(child, Duration::from_secs(120));
+    assert!(
+        out.status.success(),
+        "{script} failed:\n{}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
+
+#[test]
+fn gitea_js_makes_a_repo_labels_an_issue_and_merges_a_pull_request() {
+    let forge = Forge::start(&[], &[]);
+    let token = user_token(&forge.data, "alice", false, "write", &[]);
+    let base = forge.url("/");
+    let base = base.trim_end_matches('/');
+    let made = node("gitea_client.mjs", &[base, &token, "alice", "create"]);
+    assert!(made.trim_end().ends_with("ok"), "{made}");
+    let clone_url = made.lines().next().unwrap().to_string();
+    assert_eq!(clone_url, format!("{base}/alice/tools.git"));
+    // Two branches, pushed with git.
+    let work = worktree(&forge.dir, "work");
+    let url = format!(
+        "http://alice:{token}@{}/alice/tools.git",
+        forge.server().addr
+    );
+    git_ok(&work, &["push", "-q", &url, "main"]);
+    git_ok(&work, &["checkout", "-q", "-b", "feature"]);
+    commit_file(&work, "fast.txt", b"faster\n");
+    git_ok(&work, &["push", "-q", &url, "feature"]);
+    let printed = node("gitea_client.mjs", &[base, &token, "alice", "work"]);
+    assert!(printed.trim_end().ends_with("ok"), "{printed}");
+    // The merge is on main, as git sees it.
+    git_ok(
+        &work,
+        &["fetch", "-q", &url, "main:refs/remotes/origin/main"],
+    );
+    let parents = git_ok(&work, &["rev-list", "--parents", "-n1", "origin/main"]);
+    assert_eq!(
+        parents.split_whitespace().count(),
+        3,
+        "main is not a merge commit of two parents: {parents}"
+    );
+}
+
+/// One property of a gitea-js interface: its TypeScript type, and whether
+/// the document gives it as a date-time (which Gitea answers as null
+/// when there is none).
+#[derive(Debug)]
+struct Property {
+    ty: String,
+    date_time: bool,
+}
+
+/// The interfaces of gitea-js's type definitions, by name.
+fn interfaces() -> BTreeMap<String, BTreeMap<String, Property>> {
+    let path = clients().join("node_modules/gitea-js/dist/index.d.ts");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run `npm ci --prefix tests/clients` (scripts/test does)",
+            path.display()
+        )
+    });
+    let mut all = BTreeMap::new();
+    let mut current: Option<(String, BTreeMap<String, Property>)> = None;
+    let mut date_time = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("interface ") {
+            if let Some(name) = rest.strip_suffix(" {") {
+                current = Some((name.to_string(), BTreeMap::new()));
+            }
+            continue;
+        }
+        let Some((name, props)) = current.as_mut() else {
+            continue;
+        };
+        if line == "}" {
+            all.insert(name.clone(), std::mem::take(props));
+            current = None;
+            continue;
+        }
+        if line.contains("@format date-time") {
+            date_time = true;
+        }
+        if let Some((prop, ty)) = line.split_once("?: ").or_else(|| line.split_once(": "))
+            && let Some(ty) = ty.strip_suffix(';')
+            && !prop.contains(' ')
+        {
+            props.insert(
+                prop.to_string(),
+                Property {
+                    ty: ty.to_string(),
+                    date_time,
+                },
+            );
+            date_time = false;
+        }
+    }
+    all
+}
+
+/// Strings Gitea answers as null when there is none.
+const NULL_WHEN_NONE: &[&str] = &["merge_commit_sha"];
+
+/// Every property `kind` lists is in `object`, with its type (or null
+/// where that is how Gitea answers none: an object, a time); returns how
+/// many were checked.
+fn check_shape(
+    kind: &str,
+    object: &Value,
+    all: &BTreeMap<String, BTreeMap<String, Property>>,
+) -> usize {
+    let props = all
+        .get(kind)
+        .unwrap_or_else(|| panic!("gitea-js has no interface {kind}"));
+    assert!(
+        !props.is_empty(),
+        "gitea-js lists no property of {kind}: the type definitions were not read"
+    );
+    for (name, prop) in props {
+        let value = object
+            .get(name)
+            .unwrap_or_else(|| panic!("{kind}.{name} ({}) is missing from {object:#}", prop.ty));
+        let ty = prop.ty.as_str();
+        let object_type = ty.starts_with(|c: char| c.is_ascii_uppercase())
+            && !ty.ends_with("[]")
+            && ty != "StateType"
+            && !ty.starts_with("Record<");
+        let ok = match value {
+            // Gitea answers null there too (a pointer in its Go struct).
+            Value::Null => object_type || prop.date_time || NULL_WHEN_NONE.contains(&name.as_str()),
+            Value::String(_) => ty == "string" || ty == "StateType" || ty.starts_with('\''),
+            Value::Number(_) => ty == "number",
+            Value::Bool(_) => ty == "boolean",
+            Value::Array(_) => ty.ends_with("[]"),
+            Value::Object(_) => object_type || ty.starts_with("Record<"),
+        };
+        assert!(ok, "{kind}.{name} is {value} where the document has {ty}");
+    }
+    props.len()
+}
+
+#[test]
+fn each_gitea_object_holds_every_property_the_document_lists_with_its_type() {
+    let forge = Forge::start(&[], &[]);
+    let token = user_token(&forge.data, "alice", false, "write", &[]);
+    let auth = format!("token {token}");
+    let call = |method: &str, path: &str, body: Option<&str>| -> Value {
+        let (status, body) = http_request(
+            forge.server().addr,
+            method,
+            &format!("/api/v1{path}"),
+            &[
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            body.map(str::as_bytes),
+        );
+        assert!(
+            (200..300).contains(&status),
+            "{method} {path}: {status} {}",
+            text(&body)
+        );
+        serde_json::from_slice(&body).unwrap()
+    };
+    call("POST", "/user/repos", Some(r#"{"name":"shapes"}"#));
+    let work = worktree(&forge.dir, "work");
+    let url = format!(
+        "http://alice:{token}@{}/alice/shapes.git",
+        forge.server().addr
+    );
+    git_ok(&work, &["push", "-q", &url, "main"]);
+    git_ok(&work, &["checkout", "-q", "-b", "topic"]);
+    commit_file(&work, "topic.txt", b"topic\n");
+    git_ok(&work, &["push", "-q", &url, "topic"]);
+    let all = interfaces();
+    let mut checked = 0;
+    checked += check_shape("User", &call("GET", "/user", None), &all);
+    checked += check_shape(
+        "Repository",
+        &call("GET", "/repos/alice/shapes", None),
+        &all,
+    );
+    let label = call(
+        "POST",
+        "/repos/alice/shapes/labels",
+        Some(r##"{"name":"bug","color":"#ff0000"}"##),
+    );
+    checked += check_shape("Label", &label, &all);
+    let pull = call(
+        "POST",
+        "/repos/alice/shapes/pulls",
+        Some(r#"{"head":"topic","base":"main","title":"Topic"}"#),
+    );
+    // A list's (or a creation's) pull request leaves the diff's counts
+    // null (docs/api.md); one pull request's answer has them all.
+    checked += check_shape("PRBranchInfo", &pull["head"], &all);
+    checked += check_shape("Repository", &pull["base"]["repo"], &all);
+    let shown = call("GET", "/repos/alice/shapes/pulls/1", None);
+    checked += check_shape("PullRequest", &shown, &all);
+    let branch = call("GET", "/repos/alice/shapes/branches/topic", None);
+    checked += check_shape("Branch", &branch, &all);
+    checked += check_shape("PayloadCommit", &branch["commit"], &all);
+    let search = call("GET", "/repos/search?q=shap", None);
+    assert_eq!(search["ok"], true);
+    checked += check_shape("Repository", &search["data"][0], &all);
+    // Anti-vacuity: the lists were read and each kind checked.
+    assert!(checked > 150, "only {checked} properties were checked");
+}
+
+#[test]
+fn ids_are_numbers_below_2_to_the_53_never_reused_across_a_restart() {
+    let mut forge = Forge::start(&[], &[]);
+    let token = user_token(&forge.data, "alice", false, "admin", &[]);
+    let auth = format!("token {token}");
+    let post = |forge: &Forge, path: &str, body: &str| -> Value {
+        let (status, answer) = http_request(
+            forge.server().addr,
+            "POST",
+            &format!("/api/v1{path}"),
+            &[
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            Some(body.as_bytes()),
+        );
+        assert_eq!(status, 201, "{path}: {}", text(&answer));
+        serde_json::from_slice(&answer).unwrap()
+    };
+    let first = post(&forge, "/user/repos", r#"{"name":"one"}"#)["id"]
+        .as_u64()
+        .unwrap();
+    let label = post(
+        &forge,
+        "/repos/alice/one/labels",
+        r##"{"name":"a","color":"#000000"}"##,
+    )["id"]
+        .as_u64()
+        .unwrap();
+    forge.restart();
+    // A repo deleted and made again under its name is another repo.
+    let (status, _) = http_request(
+        forge.server().addr,
+        "DELETE",
+        "/api/v1/repos/alice/one",
+        &[("Authorization", auth.as_str())],
+        None,
+    );
+    assert_eq!(status, 204);
+    let again = post(&forge, "/user/repos", r#"{"name":"one"}"#)["id"]
+        .as_u64()
+        .unwrap();
+    let label_again = post(
+        &forge,
+        "/repos/alice/one/labels",
+        r##"{"name":"a","color":"#000000"}"##,
+    )["id"]
+        .as_u64()
+        .unwrap();
+    assert!(first >= 1 && again > first, "repo ids {first} then {again}");
+    assert!(label_again > label, "label ids {label} then {label_again}");
+    assert!(again < (1 << 53) && label_again < (1 << 53));
+}
+
+/// `METHOD path` with `headers` and `body`: the status and the body.
+fn http_request(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> (u16, Vec<u8>) {
+    let body = body.unwrap_or_default();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nContent-Length: {}", body.len());
+    for (name, value) in headers {
+        head.push_str(&format!("\r\n{name}: {value}"));
+    }
+    let answer = http(addr, &head, body);
+    (answer.status, answer.body)
+}
