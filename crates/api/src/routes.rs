@@ -17,92 +17,93 @@ use vole_meta::entity::{Change, Issue};
 /// The API's routes; metadata writes take bodies of at most `body_limit`
 /// bytes (`--api-body-limit`).
 pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
-    const REPO: &str = "/api/v1/repos/{owner}/{repo}";
-    let at = |tail: &str| format!("{REPO}{tail}");
     Router::new()
         .route("/api/v1/version", get(crate::gitea::version))
         // vole's shapes still (they move to Gitea's with their tests).
         .route(
-            &at("/issues"),
+            "/api/v1/repos/{owner}/{repo}/issues",
             get(crate::threads::list::<Issue>).post(crate::threads::create::<Issue>),
         )
         .route(
-            &at("/issues/{number}"),
+            "/api/v1/repos/{owner}/{repo}/issues/{number}",
             get(crate::threads::get::<Issue>).patch(crate::threads::edit::<Issue>),
         )
         .route(
-            &at("/changes"),
+            "/api/v1/repos/{owner}/{repo}/changes",
             get(crate::threads::list::<Change>).post(crate::threads::create::<Change>),
         )
         .route(
-            &at("/changes/{number}"),
+            "/api/v1/repos/{owner}/{repo}/changes/{number}",
             get(crate::threads::get::<Change>).patch(crate::threads::edit::<Change>),
         )
         .route(
-            &at("/changes/{number}/comments/{id}"),
+            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments/{id}",
             axum::routing::patch(crate::threads::edit_comment::<Change>)
                 .delete(crate::threads::delete_comment::<Change>),
         )
         .route(
-            &at("/changes/{number}/comments"),
+            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments",
             get(crate::threads::list_comments::<Change>)
                 .post(crate::threads::add_comment::<Change>),
         )
-        .route(&at("/issues/comments"), get(issues::repo_comments))
         .route(
-            &at("/issues/comments/{id}"),
+            "/api/v1/repos/{owner}/{repo}/issues/comments",
+            get(issues::repo_comments),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/issues/comments/{id}",
             get(issues::get_comment)
                 .patch(issues::edit_comment)
                 .delete(issues::delete_comment),
         )
         .route(
-            &at("/issues/{number}/comments"),
+            "/api/v1/repos/{owner}/{repo}/issues/{number}/comments",
             get(crate::threads::list_comments::<Issue>).post(crate::threads::add_comment::<Issue>),
         )
         .route(
-            &at("/issues/{number}/comments/{id}"),
+            "/api/v1/repos/{owner}/{repo}/issues/{number}/comments/{id}",
             axum::routing::patch(crate::threads::edit_comment::<Issue>)
                 .delete(crate::threads::delete_comment::<Issue>),
         )
         .route(
-            &at("/issues/{number}/labels"),
+            "/api/v1/repos/{owner}/{repo}/issues/{number}/labels",
             get(issues::issue_labels)
                 .post(issues::add_issue_labels)
                 .put(issues::replace_issue_labels)
                 .delete(issues::clear_issue_labels),
         )
         .route(
-            &at("/issues/{number}/labels/{id}"),
+            "/api/v1/repos/{owner}/{repo}/issues/{number}/labels/{id}",
             delete(issues::remove_issue_label),
         )
         .route(
-            &at("/labels"),
+            "/api/v1/repos/{owner}/{repo}/labels",
             get(issues::list_labels).post(issues::create_label),
         )
         .route(
-            &at("/labels/{id}"),
+            "/api/v1/repos/{owner}/{repo}/labels/{id}",
             get(issues::get_label)
                 .patch(issues::edit_label)
                 .delete(issues::delete_label),
         )
         .route(
-            &at("/pulls"),
+            "/api/v1/repos/{owner}/{repo}/pulls",
             get(issues::list_pulls).post(issues::create_pull),
         )
         .route(
-            &at("/pulls/{number}"),
+            "/api/v1/repos/{owner}/{repo}/pulls/{number}",
             get(issues::get_pull).patch(issues::edit_pull),
         )
         .route(
-            &at("/pulls/{number}/merge"),
+            "/api/v1/repos/{owner}/{repo}/pulls/{number}/merge",
             get(crate::pulls::is_merged).post(crate::pulls::merge),
         )
         .route(
-            &at("/acl"),
+            "/api/v1/repos/{owner}/{repo}/acl",
             get(crate::meta::get_acl).put(crate::meta::put_acl),
         )
         .route(
-            &at("/settings"),
+            "/api/v1/repos/{owner}/{repo}/settings",
             get(crate::meta::get_settings).put(crate::meta::put_settings),
         )
         .layer(DefaultBodyLimit::max(
@@ -122,12 +123,18 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
             get(crate::repos::list).post(crate::repos::create),
         )
         .route(
-            REPO,
+            "/api/v1/repos/{owner}/{repo}",
             get(users::get).patch(users::edit).delete(users::delete),
         )
-        .route(&at("/branches"), get(branches::list))
-        .route(&at("/branches/{*branch}"), get(branches::get))
-        .route(&at("/activity"), get(crate::repo_activity))
+        .route("/api/v1/repos/{owner}/{repo}/branches", get(branches::list))
+        .route(
+            "/api/v1/repos/{owner}/{repo}/branches/{*branch}",
+            get(branches::get),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/activity",
+            get(crate::repo_activity),
+        )
         .layer(axum::middleware::map_response(crate::gitea::as_json))
         .with_state(state)
 }
