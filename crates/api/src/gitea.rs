@@ -3,8 +3,12 @@
 //! errors in Gitea's shape ([`as_json`]).
 
 pub mod branches;
+pub mod comments;
 pub mod issues;
+pub mod labels;
 pub mod objects;
+pub mod pull_object;
+pub mod pulls;
 pub mod shape;
 pub mod users;
 

@@ -5,7 +5,6 @@
 //! writes run on the blocking pool (they wait for the log's fsync), each
 //! counted against its user's `--meta-write-rate` ([`super::quota`]).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Json;
@@ -13,7 +12,6 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde::Serialize;
 
 use super::ApiState;
 use vole_access::{Principal, ResolvedRepo};
@@ -79,45 +77,6 @@ pub(crate) async fn blocking<T: Send + 'static>(
     })
     .await
     .map_err(|e| AppError::internal("metadata write task failed", e))?
-}
-
-pub(crate) fn created<T: Serialize>(value: T) -> Response {
-    (StatusCode::CREATED, Json(value)).into_response()
-}
-
-pub(crate) fn parse_state<S: serde::de::DeserializeOwned>(
-    query: &HashMap<String, String>,
-    allowed: &str,
-) -> Result<Option<S>, AppError> {
-    match query.get("state").map(String::as_str) {
-        None | Some("all") => Ok(None),
-        Some(text) => serde_json::from_value(serde_json::Value::String(text.to_string()))
-            .map(Some)
-            .map_err(|_| {
-                AppError::bad_request(format!(
-                    "state must be one of {allowed} or all, got {text:?}"
-                ))
-            }),
-    }
-}
-
-/// The filter part of a list query, repeated in its `Link` header.
-pub(crate) fn filter_query(query: &HashMap<String, String>) -> String {
-    ["state", "label", "author"]
-        .iter()
-        .filter_map(|key| {
-            query.get(*key).map(|value| {
-                format!(
-                    "{key}={}",
-                    percent_encoding::utf8_percent_encode(
-                        value,
-                        percent_encoding::NON_ALPHANUMERIC
-                    )
-                )
-            })
-        })
-        .collect::<Vec<_>>()
-        .join("&")
 }
 
 // ---- ACL and settings ----

@@ -8,91 +8,82 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post};
 
 use crate::ApiState;
-use crate::gitea::{branches, issues, users};
-use vole_meta::entity::{Change, Issue};
+use crate::gitea::{branches, comments, issues, labels, pulls, users};
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
 /// bytes (`--api-body-limit`).
 pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
+    metadata_routes()
+        .layer(DefaultBodyLimit::max(
+            usize::try_from(body_limit).unwrap_or(usize::MAX),
+        ))
+        .merge(server_routes())
+        .layer(axum::middleware::map_response(crate::gitea::as_json))
+        .with_state(state)
+}
+
+/// Issues, pull requests, comments, labels, the ACL and the settings:
+/// the writes whose bodies `--api-body-limit` bounds.
+fn metadata_routes() -> Router<Arc<ApiState>> {
     Router::new()
-        .route("/api/v1/version", get(crate::gitea::version))
-        // vole's shapes still (they move to Gitea's with their tests).
         .route(
             "/api/v1/repos/{owner}/{repo}/issues",
-            get(crate::threads::list::<Issue>).post(crate::threads::create::<Issue>),
+            get(issues::list).post(issues::create),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}",
-            get(crate::threads::get::<Issue>).patch(crate::threads::edit::<Issue>),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/changes",
-            get(crate::threads::list::<Change>).post(crate::threads::create::<Change>),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/changes/{number}",
-            get(crate::threads::get::<Change>).patch(crate::threads::edit::<Change>),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments/{id}",
-            axum::routing::patch(crate::threads::edit_comment::<Change>)
-                .delete(crate::threads::delete_comment::<Change>),
-        )
-        .route(
-            "/api/v1/repos/{owner}/{repo}/changes/{number}/comments",
-            get(crate::threads::list_comments::<Change>)
-                .post(crate::threads::add_comment::<Change>),
+            get(issues::get).patch(issues::edit),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/comments",
-            get(issues::repo_comments),
+            get(comments::repo_comments),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/comments/{id}",
-            get(issues::get_comment)
-                .patch(issues::edit_comment)
-                .delete(issues::delete_comment),
+            get(comments::get_comment)
+                .patch(comments::edit_comment)
+                .delete(comments::delete_comment),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}/comments",
-            get(crate::threads::list_comments::<Issue>).post(crate::threads::add_comment::<Issue>),
+            get(comments::list_comments).post(comments::add_comment),
         )
+        // Gitea's older path of a comment's edit and deletion.
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}/comments/{id}",
-            axum::routing::patch(crate::threads::edit_comment::<Issue>)
-                .delete(crate::threads::delete_comment::<Issue>),
+            patch(comments::edit_comment).delete(comments::delete_comment),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}/labels",
-            get(issues::issue_labels)
-                .post(issues::add_issue_labels)
-                .put(issues::replace_issue_labels)
-                .delete(issues::clear_issue_labels),
+            get(labels::issue_labels)
+                .post(labels::add_issue_labels)
+                .put(labels::replace_issue_labels)
+                .delete(labels::clear_issue_labels),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/issues/{number}/labels/{id}",
-            delete(issues::remove_issue_label),
+            delete(labels::remove_issue_label),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/labels",
-            get(issues::list_labels).post(issues::create_label),
+            get(labels::list_labels).post(labels::create_label),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/labels/{id}",
-            get(issues::get_label)
-                .patch(issues::edit_label)
-                .delete(issues::delete_label),
+            get(labels::get_label)
+                .patch(labels::edit_label)
+                .delete(labels::delete_label),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/pulls",
-            get(issues::list_pulls).post(issues::create_pull),
+            get(pulls::list_pulls).post(pulls::create_pull),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/pulls/{number}",
-            get(issues::get_pull).patch(issues::edit_pull),
+            get(pulls::get_pull).patch(pulls::edit_pull),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/pulls/{number}/merge",
@@ -106,9 +97,12 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
             "/api/v1/repos/{owner}/{repo}/settings",
             get(crate::meta::get_settings).put(crate::meta::put_settings),
         )
-        .layer(DefaultBodyLimit::max(
-            usize::try_from(body_limit).unwrap_or(usize::MAX),
-        ))
+}
+
+/// Users, repos, branches and the rest.
+fn server_routes() -> Router<Arc<ApiState>> {
+    Router::new()
+        .route("/api/v1/version", get(crate::gitea::version))
         .route("/api/v1/user", get(users::me))
         .route(
             "/api/v1/user/repos",
@@ -118,10 +112,6 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
         .route("/api/v1/users/{name}/repos", get(users::user_repos))
         .route("/api/v1/orgs/{org}/repos", post(users::create_in_org))
         .route("/api/v1/repos/search", get(users::search))
-        .route(
-            "/api/v1/repos",
-            get(crate::repos::list).post(crate::repos::create),
-        )
         .route(
             "/api/v1/repos/{owner}/{repo}",
             get(users::get).patch(users::edit).delete(users::delete),
@@ -135,6 +125,4 @@ pub fn routes(state: Arc<ApiState>, body_limit: u64) -> Router {
             "/api/v1/repos/{owner}/{repo}/activity",
             get(crate::repo_activity),
         )
-        .layer(axum::middleware::map_response(crate::gitea::as_json))
-        .with_state(state)
 }

@@ -3,23 +3,16 @@
 //! URLs, whether it has labels), and the handlers here list, create, read,
 //! edit and comment on either through it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, Query, State};
-use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::ApiState;
-use crate::meta::{blocking, body, created, filter_query, parse_state, thread_number};
+use crate::meta::blocking;
 use vole_access::{Principal, ResolvedRepo};
 use vole_git::repos::RepoName;
-use vole_http::page::ApiPage;
-use vole_http::repo_access::{Read, WriteMeta};
-use vole_http::{AppError, RepoAccess};
+use vole_http::AppError;
 use vole_meta::entity::{Change, ChangeState, Comment, Issue, IssueState, ThreadKind};
 use vole_meta::{
     ChangePatch, CommentPatch, Filter, IssuePatch, MetaError, MetaStore, NewChange, NewComment,
@@ -275,150 +268,4 @@ pub async fn rewrite_comment<T: Thread>(
             .delete_comment(&name, T::KIND, number, &id, version),
     })
     .await
-}
-
-// ---- the API's handlers ----
-
-/// `GET .../{issues,changes}?state=&label=&author=`.
-pub async fn list<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Query(query): Query<HashMap<String, String>>,
-    ApiPage(page): ApiPage,
-) -> Result<Response, AppError> {
-    let filter = Filter {
-        state: parse_state::<T::State>(&query, T::STATES)?,
-        label: query.get("label").cloned(),
-        author: query.get("author").cloned(),
-    };
-    let found = T::list(&app.meta, &name, &filter, page)?;
-    Ok(crate::paginated(
-        found.items,
-        &format!("/api/v1/repos/{name}/{}", T::NOUN),
-        &filter_query(&query),
-        page,
-        found.total,
-    ))
-}
-
-/// `POST .../{issues,changes}`.
-pub async fn create<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    payload: Result<Json<T::New>, JsonRejection>,
-) -> Result<Response, AppError> {
-    let new = body(payload)?;
-    Ok(created(
-        create_thread::<T>(&app, &principal, name, new).await?,
-    ))
-}
-
-/// `GET .../{issues,changes}/{number}`.
-pub async fn get<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Path((_, _, number)): Path<(String, String, String)>,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    Ok(Json(T::get(&app.meta, &name, number)?).into_response())
-}
-
-/// `PATCH .../{issues,changes}/{number}`: by its author or those who may
-/// push; labels by those who may push.
-pub async fn edit<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    payload: Result<Json<T::Patch>, JsonRejection>,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    let patch = body(payload)?;
-    let edited = edit_thread::<T>(&app, &principal, name, number, patch).await?;
-    Ok(Json(edited).into_response())
-}
-
-/// `GET .../{issues,changes}/{number}/comments`.
-pub async fn list_comments<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    ApiPage(page): ApiPage,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    let found = app.meta.comments(&name, T::KIND, number, page)?;
-    Ok(crate::paginated(
-        found.items,
-        &format!("/api/v1/repos/{name}/{}/{number}/comments", T::NOUN),
-        "",
-        page,
-        found.total,
-    ))
-}
-
-/// `POST .../{issues,changes}/{number}/comments`.
-pub async fn add_comment<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    Path((_, _, number)): Path<(String, String, String)>,
-    payload: Result<Json<NewComment>, JsonRejection>,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    let new = body(payload)?;
-    Ok(created(
-        comment_on::<T>(&app, &principal, name, number, new).await?,
-    ))
-}
-
-/// `PATCH .../{issues,changes}/{number}/comments/{id}` with
-/// `{"version", "body"}`: by its author or an admin of the repo.
-pub async fn edit_comment<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    Path((_, _, number, id)): Path<(String, String, String, String)>,
-    payload: Result<Json<CommentPatch>, JsonRejection>,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    let patch = body(payload)?;
-    // Without a version, the edit applies to the current one.
-    let edited = rewrite_comment::<T>(
-        &app,
-        &principal,
-        name,
-        (number, id),
-        patch.version.unwrap_or(0),
-        Some(patch.body),
-    )
-    .await?;
-    Ok(Json(edited).into_response())
-}
-
-/// `DELETE .../{issues,changes}/{number}/comments/{id}`: 204.
-pub async fn delete_comment<T: Thread>(
-    State(app): State<Arc<ApiState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<WriteMeta>,
-    Path((_, _, number, id)): Path<(String, String, String, String)>,
-) -> Result<Response, AppError> {
-    let number = thread_number(&number)?;
-    rewrite_comment::<T>(&app, &principal, name, (number, id), 0, None).await?;
-    Ok(axum::http::StatusCode::NO_CONTENT.into_response())
 }

@@ -11,9 +11,10 @@ use axum::http::header;
 use axum::http::request::Parts;
 
 use super::objects::{
-    Base, GiteaComment, GiteaIssue, GiteaLabel, GiteaPull, GiteaRepo, GiteaUser, InternalTracker,
-    Permission, PullContext, RepoMeta, TIME_ZERO, ThreadContext, time,
+    Base, GiteaComment, GiteaIssue, GiteaLabel, GiteaRepo, GiteaUser, InternalTracker, Permission,
+    RepoMeta, TIME_ZERO, ThreadContext, time,
 };
+use super::pull_object::{GiteaPull, PullContext};
 use crate::ApiState;
 use vole_access::Principal;
 use vole_git::repos::RepoName;
