@@ -39,7 +39,7 @@ fn node(script: &str, args: &[&str]) -> String {
 }
 
 #[test]
-fn gitea_js_makes_a_repo_labels_an_issue_and_merges_a_pull_request() {
+fn gitea_js_files_comments_labels_pages_and_closes_issues_and_merges_a_pull_request() {
     let forge = Forge::start(&[], &[]);
     let token = user_token(&forge.data, "alice", false, "write", &[]);
     let base = forge.url("/");
@@ -232,11 +232,27 @@ fn each_gitea_object_holds_every_property_the_document_lists_with_its_type() {
     let branch = call("GET", "/repos/alice/shapes/branches/topic", None);
     checked += check_shape("Branch", &branch, &all);
     checked += check_shape("PayloadCommit", &branch["commit"], &all);
+    let issue = call(
+        "POST",
+        "/repos/alice/shapes/issues",
+        Some(&format!(r#"{{"title":"Shapes","labels":[{}]}}"#, label["id"])),
+    );
+    checked += check_shape("Issue", &issue, &all);
+    checked += check_shape("RepositoryMeta", &issue["repository"], &all);
+    let comment = call(
+        "POST",
+        "/repos/alice/shapes/issues/2/comments",
+        Some(r#"{"body":"a comment"}"#),
+    );
+    checked += check_shape("Comment", &comment, &all);
+    let as_issue = call("GET", "/repos/alice/shapes/issues/1", None);
+    checked += check_shape("Issue", &as_issue, &all);
+    checked += check_shape("PullRequestMeta", &as_issue["pull_request"], &all);
     let search = call("GET", "/repos/search?q=shap", None);
     assert_eq!(search["ok"], true);
     checked += check_shape("Repository", &search["data"][0], &all);
     // Anti-vacuity: the lists were read and each kind checked.
-    assert!(checked > 150, "only {checked} properties were checked");
+    assert!(checked > 200, "only {checked} properties were checked");
 }
 
 #[test]
