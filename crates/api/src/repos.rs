@@ -1,24 +1,18 @@
-//! Repos through the API: list the ones the caller may read, create one
-//! owned by the caller, read one, and delete one (an admin of it; the repo
-//! goes to the trash, where an operator can restore it). Creation and
+//! A repo's creation and deletion, the one path of each for the API
+//! (`crate::gitea::users`) and the web's forms (the repo goes to the
+//! trash, where an operator can restore it). Creation and
 //! deletion are `vole_control`'s, shared with the CLI.
 
 use std::sync::Arc;
 
-use axum::Json;
-use axum::extract::rejection::JsonRejection;
-use axum::extract::{ConnectInfo, Extension, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::{ApiState, paginated};
+use super::ApiState;
 use vole_access::Principal;
 use vole_control::{Actor, LifecycleError, NewRepo};
 use vole_git::repos::{RepoError, RepoName};
 use vole_http::AppError;
-use vole_http::page::ApiPage;
-use vole_meta::entity::Visibility;
 
 /// `POST /api/v1/repos`.
 #[derive(Debug, Deserialize)]
@@ -34,31 +28,6 @@ pub struct CreateRepo {
     pub description: Option<String>,
     #[serde(default)]
     pub private: bool,
-}
-
-/// A repo as the API shows it.
-#[derive(Debug, Serialize)]
-pub struct RepoView {
-    pub name: String,
-    pub owner: String,
-    pub full_name: String,
-    pub description: String,
-    pub private: bool,
-}
-
-fn view(app: &ApiState, name: &RepoName) -> RepoView {
-    let private = app
-        .meta
-        .acl(name)
-        .map(|acl| app.access.visibility_of(name, &acl) == Visibility::Private)
-        .unwrap_or(true);
-    RepoView {
-        name: name.name().to_string(),
-        owner: name.owner().to_string(),
-        full_name: name.to_string(),
-        description: app.repos.description(name),
-        private,
-    }
 }
 
 /// What a refused creation, deletion or default-branch move tells the
@@ -85,42 +54,6 @@ pub(crate) fn lifecycle_error(e: LifecycleError) -> AppError {
             _ => AppError::internal("a repo could not be created or deleted", &e),
         }
     }
-}
-
-/// `GET /api/v1/repos`: the repos the caller may read, by name.
-pub async fn list(
-    State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    ApiPage(page): ApiPage,
-) -> Result<Response, AppError> {
-    let app2 = app.clone();
-    let visible = vole_http::spawn_blocking(move || {
-        app2.repos
-            .list()
-            .into_iter()
-            .filter(|info| app2.access.may_list(&principal, &info.name))
-            .map(|info| info.name)
-            .collect::<Vec<_>>()
-    })
-    .await
-    .map_err(|e| AppError::internal("listing repos failed", e))?;
-    let total = visible.len();
-    let items: Vec<RepoView> = page.slice(visible.iter()).map(|n| view(&app, n)).collect();
-    Ok(paginated(items, "/api/v1/repos", "", page, total))
-}
-
-/// `POST /api/v1/repos`: a new repo owned by the caller; 201 with it,
-/// 409 when the name is taken (case-insensitively), 422 when it breaks
-/// the name rules.
-pub async fn create(
-    State(app): State<Arc<ApiState>>,
-    Extension(principal): Extension<Principal>,
-    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
-    payload: Result<Json<CreateRepo>, JsonRejection>,
-) -> Result<Response, AppError> {
-    let create = super::meta::body(payload)?;
-    let name = create_repo(&app, &principal, create, &peer.ip().to_string()).await?;
-    Ok((StatusCode::CREATED, Json(view(&app, &name))).into_response())
 }
 
 /// Creates a repo as `principal` asks from `client`: the name checked,

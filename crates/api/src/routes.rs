@@ -111,6 +111,10 @@ fn server_routes() -> Router<Arc<ApiState>> {
         .route("/api/v1/users/{name}", get(users::user))
         .route("/api/v1/users/{name}/repos", get(users::user_repos))
         .route("/api/v1/orgs/{org}/repos", post(users::create_in_org))
+        .route(
+            "/api/v1/admin/users/{username}/repos",
+            post(users::create_for_user),
+        )
         .route("/api/v1/repos/search", get(users::search))
         .route(
             "/api/v1/repos/{owner}/{repo}",

@@ -154,8 +154,13 @@ async fn rewrite(
     repo: &ResolvedRepo,
     id: u64,
     (version, body): (Option<u64>, Option<String>),
+    on: Option<u64>,
 ) -> Result<(vole_meta::entity::Comment, ThreadKind, u64), AppError> {
     let (comment, kind, number) = app.meta.comment_by_serial(repo, id)?;
+    // Under an issue's number (Gitea's older path): that issue's only.
+    if on.is_some_and(|on| on != number) {
+        return Err(AppError::not_found(format!("comment {id} not found")));
+    }
     let key = (number, comment.id);
     let version = version.unwrap_or(0);
     let rewritten = match kind {
@@ -188,6 +193,7 @@ pub async fn edit_comment(
         &repo,
         id,
         (option.version, Some(option.body)),
+        on_thread(&params)?,
     )
     .await?;
     let shown = shaped(&app, base, principal, move |s| {
@@ -206,8 +212,17 @@ pub async fn delete_comment(
     Path(params): Path<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
     let id = comment_id(&path_param(&params, "id"))?;
-    rewrite(&app, &principal, &repo, id, (None, None)).await?;
+    rewrite(&app, &principal, &repo, id, (None, None), on_thread(&params)?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The issue number a comment's path names, if it names one.
+fn on_thread(params: &[(String, String)]) -> Result<Option<u64>, AppError> {
+    params
+        .iter()
+        .find(|(k, _)| k == "number")
+        .map(|(_, n)| thread_number(n))
+        .transpose()
 }
 
 pub(crate) fn path_param(params: &[(String, String)], key: &str) -> String {

@@ -245,32 +245,43 @@ pub struct CreateIssueOption {
 }
 
 /// Label ids (or names, as later Gitea versions take) as the names the
-/// documents carry; an id or name that is no label of the repo is a 422.
+/// Labels as a request names them, as the names the documents carry: a
+/// number (or a string of digits) is a label's id and must be one of the
+/// repo's (422 otherwise); another string is a name, the label's own
+/// spelling when the repo has it, else a new label of that name (made
+/// with the write, by those who may set labels).
 pub(crate) fn label_refs(
     app: &ApiState,
     repo: &ResolvedRepo,
     refs: &[Value],
 ) -> Result<Vec<String>, AppError> {
     let labels = app.meta.labels(repo)?;
+    let no_such = |r: &Value| {
+        AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("label {r} is no label of {repo}"),
+        )
+    };
     refs.iter()
         .map(|r| {
-            let found = match r {
-                Value::Number(n) => n
-                    .as_u64()
-                    .and_then(|id| labels.iter().find(|l| l.serial == id)),
-                Value::String(s) => s
-                    .parse::<u64>()
-                    .ok()
-                    .and_then(|id| labels.iter().find(|l| l.serial == id))
-                    .or_else(|| labels.iter().find(|l| l.name.eq_ignore_ascii_case(s))),
-                _ => None,
+            let by_id = |id: u64| {
+                labels
+                    .iter()
+                    .find(|l| l.serial == id)
+                    .map(|l| l.name.clone())
+                    .ok_or_else(|| no_such(r))
             };
-            found.map(|l| l.name.clone()).ok_or_else(|| {
-                AppError::new(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    format!("label {r} is no label of {repo}"),
-                )
-            })
+            match r {
+                Value::Number(n) => n.as_u64().map_or_else(|| Err(no_such(r)), by_id),
+                Value::String(s) => match s.parse::<u64>() {
+                    Ok(id) => by_id(id),
+                    Err(_) => Ok(labels
+                        .iter()
+                        .find(|l| l.name.eq_ignore_ascii_case(s.trim()))
+                        .map_or_else(|| s.trim().to_string(), |l| l.name.clone())),
+                },
+                _ => Err(no_such(r)),
+            }
         })
         .collect()
 }

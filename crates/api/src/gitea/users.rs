@@ -258,6 +258,23 @@ pub async fn create_in_org(
     create_under(app, principal, base, peer, Some(org), option).await
 }
 
+/// `POST /admin/users/{username}/repos`: a repo under another user's
+/// name, made by a server admin (Gitea's admin endpoint).
+pub async fn create_for_user(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    ConnectInfo(peer): ConnectInfo<std::net::SocketAddr>,
+    base: Base,
+    Path(owner): Path<String>,
+    payload: Result<Json<CreateRepoOption>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let option = body(payload)?;
+    if app.meta.user(&owner)?.is_none() {
+        return Err(AppError::not_found(format!("user {owner:?} not found")));
+    }
+    create_under(app, principal, base, peer, Some(owner), option).await
+}
+
 /// `GET /repos/{o}/{r}`.
 pub async fn get(
     State(app): State<Arc<ApiState>>,
