@@ -362,20 +362,20 @@ fn surfaces() -> Vec<Surface> {
             ask: |c, r| {
                 post_json(
                     c,
-                    &format!("/api/v1/repos/{r}/changes"),
-                    r#"{"title":"c","source_branch":"pages","target_branch":"main"}"#,
+                    &format!("/api/v1/repos/{r}/pulls"),
+                    r#"{"title":"c","head":"pages","base":"main"}"#,
                 )
             },
         },
         Surface {
             name: "api: change edit (write)",
             ask: |c, r| {
-                let change = current(c, &format!("/api/v1/repos/{r}/changes/2"));
+                let change = current(c, &format!("/api/v1/repos/{r}/pulls/2"));
                 let body = serde_json::json!({"version": change["version"].as_u64().unwrap_or(1), "title": "c2"});
                 send_json(
                     c,
                     "PATCH",
-                    &format!("/api/v1/repos/{r}/changes/2"),
+                    &format!("/api/v1/repos/{r}/pulls/2"),
                     &body.to_string(),
                 )
             },
@@ -385,22 +385,22 @@ fn surfaces() -> Vec<Surface> {
             ask: |c, r| {
                 post_json(
                     c,
-                    &format!("/api/v1/repos/{r}/changes/2/comments"),
+                    &format!("/api/v1/repos/{r}/issues/2/comments"),
                     r#"{"body":"c"}"#,
                 )
             },
         },
         Surface {
             name: "api: changes (read)",
-            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/changes")),
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/pulls")),
         },
         Surface {
             name: "api: change (read)",
-            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/changes/2")),
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/pulls/2")),
         },
         Surface {
             name: "api: change comments (read)",
-            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/changes/2/comments")),
+            ask: |c, r| get(c, &format!("/api/v1/repos/{r}/issues/2/comments")),
         },
         Surface {
             name: "web: settings",

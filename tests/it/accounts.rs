@@ -834,9 +834,9 @@ fn the_system_repo_is_out_of_every_routes_reach() {
         }
     }
     // Not listed, not cloneable by git even by a server admin.
-    let (status, repos) = forge.api("GET", "/api/v1/repos", &forge.root, None);
+    let (status, repos) = forge.api("GET", "/api/v1/repos/search", &forge.root, None);
     assert_eq!(status, 200);
-    let names: Vec<&str> = repos
+    let names: Vec<&str> = repos["data"]
         .as_array()
         .unwrap()
         .iter()
@@ -865,7 +865,7 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
     // Created under the caller's name; listed for them, hidden from others.
     let (status, made) = forge.api(
         "POST",
-        "/api/v1/repos",
+        "/api/v1/user/repos",
         &forge.bob,
         Some(&json!({"name": "notes", "private": true, "description": "bob's notes"})),
     );
@@ -880,20 +880,24 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
     for (body, want) in [
         (json!({"name": "notes"}), 409),
         (json!({"name": "NOTES"}), 409),
-        (json!({"name": "x", "owner": "alice"}), 403),
-        (json!({"name": "x", "owner": "admin"}), 422),
         (json!({"name": "api"}), 422),
         (json!({"name": "a b"}), 422),
         (json!({"name": "x.git"}), 422),
         (json!({"name": ""}), 422),
         (json!({"nom": "x"}), 422),
     ] {
-        let (status, answer) = forge.api("POST", "/api/v1/repos", &forge.bob, Some(&body));
+        let (status, answer) = forge.api("POST", "/api/v1/user/repos", &forge.bob, Some(&body));
         assert_eq!(status, want, "{body}: {answer}");
     }
+    // Under another user's name, or a reserved one: not bob's to make.
+    let x = json!({"name": "x"});
+    let (status, answer) = forge.api("POST", "/api/v1/admin/users/alice/repos", &forge.bob, Some(&x));
+    assert_eq!(status, 403, "{answer}");
+    let (status, answer) = forge.api("POST", "/api/v1/orgs/admin/repos", &forge.bob, Some(&x));
+    assert_eq!(status, 422, "{answer}");
     let (status, _) = forge.api(
         "POST",
-        "/api/v1/repos",
+        "/api/v1/user/repos",
         &forge.read,
         Some(&json!({"name": "y"})),
     );
@@ -901,9 +905,9 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
     // A server admin may create under any name.
     let (status, made) = forge.api(
         "POST",
-        "/api/v1/repos",
+        "/api/v1/admin/users/alice/repos",
         &forge.root,
-        Some(&json!({"name": "tools", "owner": "alice"})),
+        Some(&json!({"name": "tools"})),
     );
     assert_eq!(status, 201, "{made}");
     // Deleting needs the repo's admin; the repo goes to the trash.
@@ -926,7 +930,7 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
     // The name is free again.
     let (status, _) = forge.api(
         "POST",
-        "/api/v1/repos",
+        "/api/v1/user/repos",
         &bob_admin,
         Some(&json!({"name": "notes"})),
     );
@@ -1187,7 +1191,7 @@ fn limited_tokens_member_admins_and_hostile_credentials_stay_in_their_lane() {
     let limited = user_token(data, "alice", false, "write", &["--repo", "alice/public"]);
     let (status, body) = forge.api(
         "POST",
-        "/api/v1/repos",
+        "/api/v1/user/repos",
         &limited,
         Some(&json!({"name": "z"})),
     );
@@ -1400,7 +1404,7 @@ fn a_repo_created_private_is_private_before_its_acl_is_stored_and_a_deleted_one_
     );
     let (status, _) = forge.api(
         "POST",
-        "/api/v1/repos",
+        "/api/v1/user/repos",
         &forge.admin,
         Some(&json!({"name": "public"})),
     );

@@ -53,7 +53,7 @@ fn json_lines_carry_the_request_id_on_every_line_of_a_request() {
     let made = http(
         server.addr,
         &format!(
-            "POST /api/v1/repos HTTP/1.1\r\nX-Request-Id: make-9\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}",
+            "POST /api/v1/user/repos HTTP/1.1\r\nX-Request-Id: make-9\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}",
             body.len()
         ),
         body,

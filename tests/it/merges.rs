@@ -91,8 +91,8 @@ impl Fixture {
 
     /// A pull request from `source` into main, opened by `user`.
     fn open(&self, user: &str, source: &str) -> u64 {
-        let new = json!({"title": format!("Land {source}"), "source_branch": source, "target_branch": "main"});
-        let (status, change) = self.caller(user).call("POST", "/changes", Some(new));
+        let new = json!({"title": format!("Land {source}"), "head": source, "base": "main"});
+        let (status, change) = self.caller(user).call("POST", "/pulls", Some(new));
         assert_eq!(status, 201, "{change}");
         change["number"].as_u64().unwrap()
     }
@@ -157,8 +157,8 @@ fn each_method_merges_on_the_server_and_each_refusal_moves_nothing() {
     let (status, merged) = merge(&carol, json!({"do": "merge", "head_commit_id": feature}));
     assert_eq!(status, 200, "{merged}");
     let tip = fx.main();
-    assert_eq!(merged["state"], "merged");
-    assert_eq!(merged["merge_commit"].as_str(), Some(tip.as_str()));
+    assert_eq!((merged["state"].as_str(), merged["merged"].as_bool()), (Some("closed"), Some(true)));
+    assert_eq!(merged["merge_commit_sha"].as_str(), Some(tip.as_str()));
     assert_eq!(parents(&bare, &tip), vec![before.clone(), feature.clone()]);
     let committer = git_ok(&bare, &["log", "-1", "--format=%cn <%ce>|%s", &tip]);
     assert!(
@@ -315,13 +315,13 @@ fn a_kill_between_the_targets_move_and_the_metadata_write_is_settled_at_start() 
         fx.forge.restart_built(|b| b);
         let (status, change) = fx
             .caller("alice")
-            .call("GET", &format!("/changes/{number}"), None);
+            .call("GET", &format!("/pulls/{number}"), None);
         assert_eq!(status, 200, "{change}");
         assert_eq!(
-            change["state"], "merged",
+            change["merged"], true,
             "{method}: not settled at start: {change}"
         );
-        assert_eq!(change["merge_commit"].as_str(), Some(moved.as_str()));
+        assert_eq!(change["merge_commit_sha"].as_str(), Some(moved.as_str()));
         let committed = fx.forge.ref_log_rows().into_iter().any(|r| {
             r["phase"] == "committed"
                 && r["ref"] == "refs/heads/main"
@@ -377,9 +377,10 @@ fn a_kill_after_the_intent_but_before_the_move_drops_the_merge_at_start() {
     fx.forge.restart_built(|b| b);
     let (_, change) = fx
         .caller("alice")
-        .call("GET", &format!("/changes/{number}"), None);
+        .call("GET", &format!("/pulls/{number}"), None);
     assert_eq!(
-        change["state"], "open",
+        (change["state"].as_str(), change["merged"].as_bool()),
+        (Some("open"), Some(false)),
         "a merge that never moved its target was recorded: {change}"
     );
     assert_eq!(fx.main(), before);

@@ -89,7 +89,7 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
         (bug["number"].as_u64(), bug["version"].as_u64()),
         (Some(1), Some(1))
     );
-    assert_eq!(bug["v"], 1);
+    assert_eq!(bug["labels"][0]["name"], "bug", "a new label's name: {bug}");
     let (status, _, _) = api(
         addr,
         "POST",
@@ -100,8 +100,8 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
     let (status, change, _) = api(
         addr,
         "POST",
-        &p("/changes"),
-        Some(&json!({"title": "Fix crash", "source_branch": "fix", "target_branch": "main"})),
+        &p("/pulls"),
+        Some(&json!({"title": "Fix crash", "head": "fix", "base": "main"})),
     );
     assert_eq!(status, 201, "{change}");
     assert_eq!(
@@ -115,24 +115,31 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
         Some(&json!({"body": "me too"})),
     );
     assert_eq!(status, 201, "{comment}");
-    assert_eq!(comment["thread"], bug["id"]);
+    assert!(
+        comment["issue_url"].as_str().unwrap().ends_with("/ann/demo/-/issues/1"),
+        "{comment}"
+    );
     let (status, _, _) = api(
         addr,
         "POST",
-        &p("/changes/3/comments"),
+        &p("/issues/3/comments"),
         Some(&json!({"body": "lgtm"})),
     );
     assert_eq!(status, 201);
 
     // Reads see the writes at once (before any fold could have landed).
-    let (status, list, response) = api(addr, "GET", &p("/issues?state=open&label=bug"), None);
+    let (status, list, response) = api(addr, "GET", &p("/issues?state=open&labels=bug"), None);
     assert_eq!(status, 200);
     assert_eq!(list.as_array().map(Vec::len), Some(1), "{list}");
     assert_eq!(response.header("x-total-count"), Some("1"));
-    let (_, page, response) = api(addr, "GET", &p("/issues?per_page=1&page=1"), None);
+    let (_, page, response) = api(addr, "GET", &p("/issues?type=issues&limit=1&page=1"), None);
     assert_eq!(page[0]["number"], 2, "newest first");
     let link = response.header("link").unwrap_or_default().to_string();
-    assert!(link.contains("page=2&per_page=1>; rel=\"next\""), "{link}");
+    assert!(link.contains("page=2&limit=1&type=issues>; rel=\"next\""), "{link}");
+    // Without a type, pull requests are listed too (Gitea's default).
+    let (_, both, _) = api(addr, "GET", &p("/issues"), None);
+    assert_eq!(both[0]["number"], 3, "{both}");
+    assert!(both[0]["pull_request"].is_object(), "{both}");
     assert!(link.contains("rel=\"last\""), "{link}");
 
     // Edits carry the version they replace; a stale one gets 409.
@@ -142,10 +149,10 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
         &p("/issues/1"),
         Some(&json!({"version": 1, "state": "closed"})),
     );
-    assert_eq!(status, 200, "{closed}");
+    assert_eq!(status, 201, "{closed}");
     assert_eq!(
-        (closed["version"].as_u64(), closed["replaces"].as_u64()),
-        (Some(2), Some(1))
+        (closed["version"].as_u64(), closed["state"].as_str()),
+        (Some(2), Some("closed"))
     );
     let (status, _, response) = api(
         addr,
@@ -159,18 +166,19 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
     let (status, _, response) = api(
         addr,
         "PATCH",
-        &p("/changes/3"),
+        &p("/pulls/3"),
         Some(&json!({"version": 1, "state": "merged"})),
     );
     assert_eq!(status, 422, "{}", response.text());
-    assert!(response.text().contains("/merge"), "{}", response.text());
+    assert!(response.text().contains("open or closed"), "{}", response.text());
     let (status, closed, _) = api(
         addr,
         "PATCH",
-        &p("/changes/3"),
+        &p("/pulls/3"),
         Some(&json!({"version": 1, "state": "closed"})),
     );
-    assert_eq!((status, closed["state"].as_str()), (200, Some("closed")));
+    assert_eq!((status, closed["state"].as_str()), (201, Some("closed")));
+    assert_eq!(closed["merged"], false);
 
     // ACL and settings: defaults at version 0, then a replacing PUT.
     let (status, acl, _) = api(addr, "GET", &p("/acl"), None);
@@ -231,7 +239,7 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
             404,
             "issue #9 not found",
         ),
-        ("GET", p("/issues/3"), None, 404, "#3 is a change request"),
+        ("GET", p("/pulls/1"), None, 404, "#1 is an issue"),
         (
             "GET",
             p("/issues/zero"),
@@ -259,21 +267,35 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
             p("/issues/2"),
             Some(json!({"version": 1, "state": "resolved"})),
             422,
-            "unknown variant",
+            "state must be open or closed",
         ),
         (
             "GET",
             p("/issues?state=resolved"),
             None,
-            400,
-            "state must be one of",
+            422,
+            "state must be open, closed or all",
+        ),
+        (
+            "GET",
+            p("/issues?since=yesterday"),
+            None,
+            422,
+            "RFC 3339",
         ),
         (
             "POST",
-            p("/changes"),
-            Some(json!({"title": "x", "source_branch": "a..b", "target_branch": "main"})),
+            p("/pulls"),
+            Some(json!({"title": "x", "head": "a..b", "base": "main"})),
             422,
             "not a valid branch name",
+        ),
+        (
+            "POST",
+            p("/issues"),
+            Some(json!({"title": "x", "labels": [999]})),
+            422,
+            "no label of",
         ),
         (
             "PUT",
@@ -382,15 +404,14 @@ fn a_fresh_clone_with_refs_meta_holds_what_the_api_returns() {
     api(
         addr,
         "POST",
-        &format!("{BASE}/changes"),
-        Some(&json!({"title": "cr", "source_branch": "x", "target_branch": "main"})),
+        &format!("{BASE}/pulls"),
+        Some(&json!({"title": "cr", "head": "x", "base": "main"})),
     );
     for n in [1, 5, 13] {
-        let kind = if n == 13 { "changes" } else { "issues" };
         let (status, _, _) = api(
             addr,
             "POST",
-            &format!("{BASE}/{kind}/{n}/comments"),
+            &format!("{BASE}/issues/{n}/comments"),
             Some(&json!({"body": format!("on {n}")})),
         );
         assert_eq!(status, 201);
@@ -432,40 +453,71 @@ fn a_fresh_clone_with_refs_meta_holds_what_the_api_returns() {
     );
     let docs = documents_in_clone(&clone);
 
-    let (_, issues, _) = api(addr, "GET", &format!("{BASE}/issues?per_page=100"), None);
-    let (_, changes, _) = api(addr, "GET", &format!("{BASE}/changes"), None);
-    let mut from_api: Vec<Value> = issues.as_array().unwrap().clone();
-    from_api.extend(changes.as_array().unwrap().iter().cloned());
-    for (kind, n) in [("issues", 1), ("issues", 5), ("changes", 13)] {
-        let (_, comments, _) = api(addr, "GET", &format!("{BASE}/{kind}/{n}/comments"), None);
-        from_api.extend(comments.as_array().unwrap().iter().cloned());
+    // The API's objects are Gitea's; each document of the clone is one
+    // of them, with the same id, number, text, state, labels and version.
+    let (_, threads, _) = api(
+        addr,
+        "GET",
+        &format!("{BASE}/issues?state=all&limit=50"),
+        None,
+    );
+    let mut from_api: Vec<Value> = Vec::new();
+    for thread in threads.as_array().unwrap() {
+        let labels: Vec<Value> = thread["labels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].clone())
+            .collect();
+        from_api.push(json!({
+            "kind": if thread["pull_request"].is_object() { "change" } else { "issue" },
+            "serial": thread["id"], "number": thread["number"], "title": thread["title"],
+            "body": thread["body"], "state": thread["state"], "labels": labels,
+            "version": thread["version"],
+        }));
     }
-    from_api.push(api(addr, "GET", &format!("{BASE}/settings"), None).1);
-
-    let mut from_clone: Vec<Value> = docs.values().cloned().collect();
-    let key = |v: &Value| format!("{}|{}|{}", v["kind"], v["id"], v["version"]);
-    // The API's documents have no "kind" tag; add it from where they came.
-    for doc in &mut from_api {
-        if doc.get("kind").is_none() {
-            let kind = if doc.get("thread").is_some() {
-                "comment"
-            } else if doc.get("source_branch").is_some() {
-                "change"
-            } else if doc.get("default_branch").is_some() {
-                "settings"
-            } else {
-                "issue"
-            };
-            doc.as_object_mut()
-                .unwrap()
-                .insert("kind".into(), kind.into());
+    for n in [1, 5, 13] {
+        let (_, comments, _) = api(addr, "GET", &format!("{BASE}/issues/{n}/comments"), None);
+        for c in comments.as_array().unwrap() {
+            from_api.push(json!({"kind": "comment", "serial": c["id"], "body": c["body"],
+                "version": c["version"]}));
         }
     }
+    let (_, labels, _) = api(addr, "GET", &format!("{BASE}/labels"), None);
+    for l in labels.as_array().unwrap() {
+        from_api.push(json!({"kind": "label", "serial": l["id"], "name": l["name"],
+            "color": l["color"]}));
+    }
+    let mut settings = api(addr, "GET", &format!("{BASE}/settings"), None).1;
+    settings
+        .as_object_mut()
+        .unwrap()
+        .insert("kind".into(), "settings".into());
+    from_api.push(settings);
+    // The same fields of each document (a merged change is closed to
+    // Gitea's clients).
+    let mut from_clone: Vec<Value> = docs
+        .values()
+        .map(|d| match d["kind"].as_str().unwrap() {
+            "issue" | "change" => json!({
+                "kind": d["kind"], "serial": d["serial"], "number": d["number"],
+                "title": d["title"], "body": d["body"],
+                "state": if d["state"] == "open" { "open" } else { "closed" },
+                "labels": d["labels"], "version": d["version"],
+            }),
+            "comment" => json!({"kind": "comment", "serial": d["serial"], "body": d["body"],
+                "version": d["version"]}),
+            "label" => json!({"kind": "label", "serial": d["serial"], "name": d["name"],
+                "color": d["color"]}),
+            _ => d.clone(),
+        })
+        .collect();
+    let key = |v: &Value| format!("{}|{}|{}", v["kind"], v["serial"], v["version"]);
     from_api.sort_by_key(key);
     from_clone.sort_by_key(key);
     assert_eq!(
         from_clone.len(),
-        // The label an issue named is a label document too.
+        // The label the issues named is a label document too.
         12 + 1 + 3 + 1 + 1,
         "documents in the clone: {:?}",
         docs.keys()
@@ -487,20 +539,40 @@ fn a_fresh_clone_with_refs_meta_holds_what_the_api_returns() {
     }
 }
 
-/// Issue ids in every shard ref of `bare`, with how often each occurs.
-fn issue_ids_in_git(bare: &Path) -> HashMap<String, usize> {
-    let mut ids: HashMap<String, usize> = HashMap::new();
+/// Issue numbers in every shard ref of `bare`, with how often each
+/// occurs (the documents read in one `git cat-file --batch`).
+fn issue_numbers_in_git(bare: &Path) -> HashMap<u64, usize> {
+    let mut blobs = String::new();
     for name in git_ok(bare, &["for-each-ref", "--format=%(refname)", "refs/meta/"]).lines() {
-        for path in git_ok(bare, &["ls-tree", "-r", "--name-only", name]).lines() {
-            if let Some(id) = path
-                .strip_suffix("/issue.json")
-                .and_then(|p| p.rsplit('/').next())
-            {
-                *ids.entry(id.to_string()).or_default() += 1;
+        for line in git_ok(bare, &["ls-tree", "-r", name]).lines() {
+            let (meta, path) = line.split_once('\t').unwrap();
+            if path.ends_with("/issue.json") {
+                blobs.push_str(meta.split_whitespace().nth(2).unwrap());
+                blobs.push('\n');
             }
         }
     }
-    ids
+    let mut child = std::process::Command::new("git")
+        .args(["-C", bare.to_str().unwrap(), "cat-file", "--batch"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let feeder = std::thread::spawn(move || stdin.write_all(blobs.as_bytes()));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    let mut numbers: HashMap<u64, usize> = HashMap::new();
+    let mut rest = out.stdout.as_slice();
+    while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+        let header = String::from_utf8_lossy(&rest[..end]).to_string();
+        let size: usize = header.split_whitespace().nth(2).unwrap().parse().unwrap();
+        let body = &rest[end + 1..end + 1 + size];
+        let doc: Value = serde_json::from_slice(body).unwrap();
+        *numbers.entry(doc["number"].as_u64().unwrap()).or_default() += 1;
+        rest = &rest[end + 1 + size + 1..];
+    }
+    numbers
 }
 
 /// POST without panicking when the server is gone: `None` if the request
@@ -594,7 +666,7 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
     // Anti-vacuity: at the kill git held some acknowledged writes (which a
     // refold could duplicate) and not all (the rest lived only in the log).
     let bare = data.join("repos/ann/demo.git");
-    let in_git_at_kill = issue_ids_in_git(&bare).len();
+    let in_git_at_kill = issue_numbers_in_git(&bare).len();
     assert!(
         in_git_at_kill >= 40 && in_git_at_kill < acked.len(),
         "{in_git_at_kill} of {} acknowledged writes were in git at the kill: recovery was not exercised",
@@ -607,21 +679,24 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
         .start();
     let addr = server.addr;
     TOKENS.lock().unwrap().push((addr, token));
-    let mut by_id: HashMap<String, Value> = HashMap::new();
-    for page in 1..=20 {
+    // What identifies an acknowledged issue and what it said (its links
+    // name the server's address, which the restart changed).
+    let essence = |v: &Value| (v["number"].clone(), v["title"].clone(), v["version"].clone());
+    let mut by_id: HashMap<u64, Value> = HashMap::new();
+    for page in 1..=50 {
         let (_, items, _) = api(
             addr,
             "GET",
-            &format!("{BASE}/issues?per_page=100&page={page}"),
+            &format!("{BASE}/issues?limit=50&page={page}"),
             None,
         );
         for item in items.as_array().unwrap() {
-            by_id.insert(item["id"].as_str().unwrap().to_string(), item.clone());
+            by_id.insert(item["id"].as_u64().unwrap(), item.clone());
         }
     }
     let lost: Vec<&Value> = acked
         .iter()
-        .filter(|a| by_id.get(a["id"].as_str().unwrap()) != Some(a))
+        .filter(|a| by_id.get(&a["id"].as_u64().unwrap()).map(essence) != Some(essence(a)))
         .collect();
     assert!(
         lost.is_empty(),
@@ -644,7 +719,7 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
         }),
         "the requeued writes were never folded"
     );
-    let ids_in_git = issue_ids_in_git(&bare);
+    let numbers_in_git = issue_numbers_in_git(&bare);
     let mut seq_counts: HashMap<u64, usize> = HashMap::new();
     for name in git_ok(
         &bare,
@@ -664,11 +739,11 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
         }
     }
     for issue in &acked {
-        let id = issue["id"].as_str().unwrap();
+        let number = issue["number"].as_u64().unwrap();
         assert_eq!(
-            ids_in_git.get(id),
+            numbers_in_git.get(&number),
             Some(&1),
-            "acknowledged issue {id} is not in the shard refs exactly once"
+            "acknowledged issue #{number} is not in the shard refs exactly once"
         );
     }
     let twice: Vec<_> = seq_counts.iter().filter(|(_, n)| **n > 1).collect();

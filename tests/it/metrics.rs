@@ -197,8 +197,8 @@ fn each_family_moves_by_what_was_done_and_no_label_names_a_repo() {
     expect("vole_log_group_frames_sum{log=\"meta\"}", 4.0);
     assert!(d("vole_log_frames_total{log=\"refs\"}") >= 2.0);
     // The fold: three writes, in at least one commit.
-    expect("vole_meta_folded_writes_total", 3.0);
-    expect("vole_meta_fold_batch_writes_sum", 3.0);
+    expect("vole_meta_folded_writes_total", 4.0);
+    expect("vole_meta_fold_batch_writes_sum", 4.0);
     assert!(d("vole_meta_fold_commits_total") >= 1.0);
     // The caches.
     expect("vole_site_cache_misses_total", 1.0);

@@ -20,7 +20,7 @@ fn hostile_page_numbers_are_a_400_in_the_api_and_page_one_in_the_web_ui() {
 
     let api_lists = [
         "/api/v1/repos/alice/repo/issues",
-        "/api/v1/repos/alice/repo/changes",
+        "/api/v1/repos/alice/repo/pulls",
         "/api/v1/repos/alice/repo/activity",
         "/api/v1/repos/alice/repo/issues/1/comments",
     ];

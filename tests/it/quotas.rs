@@ -56,7 +56,7 @@ fn creating_past_max_repos_per_user_is_a_403_naming_it_and_the_cli_is_not_held_t
             server.addr,
             token,
             "POST",
-            "/api/v1/repos",
+            "/api/v1/user/repos",
             &json!({ "name": name }),
         )
     };
@@ -175,7 +175,7 @@ fn a_write_past_max_meta_bytes_per_user_is_a_403_naming_it_and_counted_again_at_
         &server,
         json!({ "version": issue["version"], "state": "closed" }),
     );
-    assert_eq!(closed.status, 200, "{}", closed.text());
+    assert_eq!(closed.status, 201, "{}", closed.text());
     let grown = edit(
         &server,
         json!({ "version": json_of(&closed)["version"], "body": "x".repeat(1100) }),

@@ -162,7 +162,7 @@ fn a_write_whose_body_arrives_after_the_repo_was_made_again_writes_nothing() {
     let created = http(
         forge.server().addr,
         &format!(
-            "POST /api/v1/repos HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
+            "POST /api/v1/user/repos HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
             alice.auth,
             made.len()
         ),

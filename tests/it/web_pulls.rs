@@ -162,19 +162,19 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
     let retarget = |branch: &str| {
         let current = http(
             forge.server().addr,
-            &format!("GET /api/v1/repos/alice/repo/changes/{number} HTTP/1.1"),
+            &format!("GET /api/v1/repos/alice/repo/pulls/{number} HTTP/1.1"),
             b"",
         );
         let version =
             serde_json::from_slice::<serde_json::Value>(&current.body).unwrap()["version"].clone();
-        let body = serde_json::json!({"version": version, "target_branch": branch}).to_string();
+        let body = serde_json::json!({"version": version, "base": branch}).to_string();
         let head = format!(
-            "PATCH /api/v1/repos/alice/repo/changes/{number} HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
+            "PATCH /api/v1/repos/alice/repo/pulls/{number} HTTP/1.1\r\n{}\r\nContent-Type: application/json\r\nContent-Length: {}",
             basic("bob", &bob_token),
             body.len()
         );
         let answer = http(forge.server().addr, &head, body.as_bytes());
-        assert_eq!(answer.status, 200, "{}", answer.text());
+        assert_eq!(answer.status, 201, "{}", answer.text());
     };
     retarget("release");
     let retargeted = send(

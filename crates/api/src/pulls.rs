@@ -5,7 +5,8 @@
 //! merged (not open, a method the repo does not offer, nothing to merge,
 //! no fast-forward), 409 on a conflict or a moved branch, 403 when the
 //! user may not merge or the target is protected against them; and
-//! `GET .../pulls/{n}/merge`: 204 when merged, 404 when not.
+//! `GET .../pulls/{n}/merge`: 204 when merged, 404 when not. A merge is
+//! answered with the merged pull request in Gitea's shape.
 //!
 //! The merge itself is `vole_control::merge`'s, which the web's merge
 //! form calls too: one path for both.
@@ -103,6 +104,7 @@ pub async fn merge(
         principal,
         ..
     }: RepoAccess<WriteMeta>,
+    base: crate::gitea::objects::Base,
     Path((_, _, number)): Path<(String, String, String)>,
     request: axum::extract::Request,
 ) -> Result<Response, AppError> {
@@ -130,7 +132,13 @@ pub async fn merge(
         message: option.message,
     };
     let merged = merge_as(&app, &principal, &name, ask, &client).await?;
-    Ok(Json(merged).into_response())
+    // Gitea answers an empty 200; vole the merged pull request, which
+    // Gitea's clients ignore.
+    let shown = crate::gitea::issues::shaped(&app, base, principal, move |s| {
+        s.pull(&name, &s.repo_meta(&name), &merged, false)
+    })
+    .await?;
+    Ok(Json(shown).into_response())
 }
 
 /// `GET /api/v1/repos/{o}/{r}/pulls/{n}/merge`: 204 when merged, 404 when

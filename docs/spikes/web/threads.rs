@@ -176,7 +176,8 @@ fn make_issues(api: &Api, issues: usize, comments: usize, worst: usize) -> (u64,
                 json!({"version": issue["version"], "state": "closed"}),
             )
         },
-        200,
+        // An edit is answered 201, as Gitea answers it.
+        201,
     );
     let mut conn = Conn::open(api.port);
     let mut thread = |title: &str, count: usize, body: &(dyn Fn(usize) -> String + Sync)| {
@@ -371,9 +372,8 @@ fn one_merge(api: &Api, work: &Path, url: &str, branch: &str, method: &str, comm
     let pull = api.call(
         &mut conn,
         "POST",
-        "/changes",
-        &json!({"title": format!("land {branch}"), "source_branch": branch,
-                "target_branch": "main"}),
+        "/pulls",
+        &json!({"title": format!("land {branch}"), "head": branch, "base": "main"}),
         201,
     );
     let path = format!("/pulls/{}/merge", pull["number"]);
@@ -515,9 +515,9 @@ fn main() {
     let mut conn = Conn::open(port);
     let mut pulls = Vec::new();
     for k in 1..=prs {
-        let body = json!({"title": format!("pull {k}"), "source_branch": format!("pr-{k}"),
-                          "target_branch": format!("base-{k}")});
-        let made = api.call(&mut conn, "POST", "/changes", &body, 201);
+        let body = json!({"title": format!("pull {k}"), "head": format!("pr-{k}"),
+                          "base": format!("base-{k}")});
+        let made = api.call(&mut conn, "POST", "/pulls", &body, 201);
         let commit = sh(git(&work).args(["rev-parse", &format!("pr-{k}")]));
         pulls.push((
             made["number"].as_u64().unwrap(),
@@ -525,8 +525,8 @@ fn main() {
             "wrapping_mul".to_string(),
         ));
     }
-    let body = json!({"title": "rewrite", "source_branch": "wide", "target_branch": "main"});
-    let made = api.call(&mut conn, "POST", "/changes", &body, 201);
+    let body = json!({"title": "rewrite", "head": "wide", "base": "main"});
+    let made = api.call(&mut conn, "POST", "/pulls", &body, 201);
     let commit = sh(git(&work).args(["rev-parse", "wide"]));
     pulls.push((
         made["number"].as_u64().unwrap(),

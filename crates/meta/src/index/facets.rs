@@ -1,0 +1,106 @@
+//! The index's secondary sets of issues and change requests: by state,
+//! by label, by author, and their intersections.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::hash::Hash;
+
+/// Secondary sets of one numbered kind (issue or change request).
+#[derive(Debug)]
+pub(super) struct Facets<S> {
+    pub(super) by_state: HashMap<S, BTreeSet<u64>>,
+    pub(super) by_label: HashMap<String, BTreeSet<u64>>,
+    pub(super) by_author: HashMap<String, BTreeSet<u64>>,
+}
+
+impl<S> Default for Facets<S> {
+    fn default() -> Self {
+        Facets {
+            by_state: HashMap::new(),
+            by_label: HashMap::new(),
+            by_author: HashMap::new(),
+        }
+    }
+}
+
+impl<S: Eq + Hash + Copy> Facets<S> {
+    pub(super) fn add(&mut self, number: u64, state: S, labels: &[String], author: &str) {
+        self.by_state.entry(state).or_default().insert(number);
+        for label in labels {
+            self.by_label
+                .entry(label.clone())
+                .or_default()
+                .insert(number);
+        }
+        self.by_author
+            .entry(author.to_string())
+            .or_default()
+            .insert(number);
+    }
+
+    pub(super) fn remove(&mut self, number: u64, state: S, labels: &[String], author: &str) {
+        fn drop_from<K: Eq + Hash>(map: &mut HashMap<K, BTreeSet<u64>>, key: &K, number: u64) {
+            if let Some(set) = map.get_mut(key) {
+                set.remove(&number);
+                if set.is_empty() {
+                    map.remove(key);
+                }
+            }
+        }
+        drop_from(&mut self.by_state, &state, number);
+        for label in labels {
+            drop_from(&mut self.by_label, label, number);
+        }
+        drop_from(&mut self.by_author, &author.to_string(), number);
+    }
+
+    /// How many numbers match the facets with `state` (no set is copied:
+    /// the count of the state's set when nothing else filters).
+    pub(super) fn count(
+        &self,
+        all: &BTreeMap<u64, impl Sized>,
+        state: S,
+        label: Option<&str>,
+        author: Option<&str>,
+    ) -> usize {
+        if label.is_none() && author.is_none() {
+            return self.in_state(state);
+        }
+        self.select(all, Some(state), label, author).len()
+    }
+
+    pub(super) fn in_state(&self, state: S) -> usize {
+        self.by_state.get(&state).map_or(0, BTreeSet::len)
+    }
+
+    /// Numbers matching every given facet, newest (highest) first.
+    pub(super) fn select(
+        &self,
+        all: &BTreeMap<u64, impl Sized>,
+        state: Option<S>,
+        label: Option<&str>,
+        author: Option<&str>,
+    ) -> Vec<u64> {
+        let mut sets: Vec<&BTreeSet<u64>> = Vec::new();
+        let empty = BTreeSet::new();
+        if let Some(state) = state {
+            sets.push(self.by_state.get(&state).unwrap_or(&empty));
+        }
+        if let Some(label) = label {
+            sets.push(self.by_label.get(label).unwrap_or(&empty));
+        }
+        if let Some(author) = author {
+            sets.push(self.by_author.get(author).unwrap_or(&empty));
+        }
+        sets.sort_by_key(|s| s.len());
+        match sets.split_first() {
+            None => all.keys().rev().copied().collect(),
+            Some((smallest, rest)) => smallest
+                .iter()
+                .rev()
+                .filter(|n| rest.iter().all(|s| s.contains(n)))
+                .copied()
+                .collect(),
+        }
+    }
+}
+
