@@ -206,20 +206,7 @@ impl App {
             meta,
             recorder,
         } = stores;
-        let access = Arc::new(
-            Access::new(
-                repos.clone(),
-                meta.clone(),
-                config.anonymous_push,
-                config.protected_branches.clone(),
-            )
-            .map_err(|e| {
-                anyhow::anyhow!(e).context(format!(
-                    "cannot resolve the repos dir {}",
-                    repos.root().display()
-                ))
-            })?,
-        );
+        let access = open_access(&config, &repos, &meta)?;
         let accounts = Arc::new(Accounts::new(
             meta.clone(),
             logs.audit.clone(),
@@ -299,6 +286,27 @@ impl App {
             config,
         })
     }
+}
+
+/// The access decisions over `repos` and `meta`.
+fn open_access(
+    config: &Config,
+    repos: &Repos,
+    meta: &Arc<MetaStore>,
+) -> anyhow::Result<Arc<Access>> {
+    let access = Access::new(
+        repos.clone(),
+        meta.clone(),
+        config.anonymous_push,
+        config.protected_branches.clone(),
+    )
+    .map_err(|e| {
+        anyhow::anyhow!(e).context(format!(
+            "cannot resolve the repos dir {}",
+            repos.root().display()
+        ))
+    })?;
+    Ok(Arc::new(access))
 }
 
 /// Who a browser's session cookie stands for, for the web pages and sites.

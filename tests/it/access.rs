@@ -111,6 +111,9 @@ fn comparable_headers(response: &HttpResponse) -> Vec<(String, String)> {
     headers
 }
 
+/// Bases of the pull requests the table opens, one each.
+static NEXT_BASE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(1);
+
 impl Answer {
     fn expect(&self) -> Expect {
         match self.status {
@@ -363,7 +366,12 @@ fn surfaces() -> Vec<Surface> {
                 post_json(
                     c,
                     &format!("/api/v1/repos/{r}/pulls"),
-                    r#"{"title":"c","head":"pages","base":"main"}"#,
+                    // Another base each time: a second open pull request
+                    // of the same branches is a 409.
+                    &format!(
+                        r#"{{"title":"c","head":"pages","base":"b{}"}}"#,
+                        NEXT_BASE.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                    ),
                 )
             },
         },

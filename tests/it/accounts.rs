@@ -891,7 +891,12 @@ fn repos_are_created_and_deleted_through_the_api_and_every_change_is_audited() {
     }
     // Under another user's name, or a reserved one: not bob's to make.
     let x = json!({"name": "x"});
-    let (status, answer) = forge.api("POST", "/api/v1/admin/users/alice/repos", &forge.bob, Some(&x));
+    let (status, answer) = forge.api(
+        "POST",
+        "/api/v1/admin/users/alice/repos",
+        &forge.bob,
+        Some(&x),
+    );
     assert_eq!(status, 403, "{answer}");
     let (status, answer) = forge.api("POST", "/api/v1/orgs/admin/repos", &forge.bob, Some(&x));
     assert_eq!(status, 422, "{answer}");

@@ -71,7 +71,9 @@ fn issues_and_pull_requests_are_read_from_a_clone_alone() {
     let clone = forge.dir.join("clone");
     // The API's objects are Gitea's, the CLI's the documents: the same
     // issues, with the same numbers, titles, states and labels.
-    let summary = |list: &Value, labels_of: &dyn Fn(&Value) -> Vec<String>| -> Vec<(u64, String, String, Vec<String>)> {
+    let summary = |list: &Value,
+                   labels_of: &dyn Fn(&Value) -> Vec<String>|
+     -> Vec<(u64, String, String, Vec<String>)> {
         list.as_array()
             .map(|items| {
                 items
@@ -117,7 +119,11 @@ fn issues_and_pull_requests_are_read_from_a_clone_alone() {
         let names = |i: &Value| {
             i["labels"]
                 .as_array()
-                .map(|ls| ls.iter().map(|l| l.as_str().unwrap_or_default().to_string()).collect())
+                .map(|ls| {
+                    ls.iter()
+                        .map(|l| l.as_str().unwrap_or_default().to_string())
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         if ok && summary(&listed, &names) == expected {
@@ -126,8 +132,8 @@ fn issues_and_pull_requests_are_read_from_a_clone_alone() {
         std::thread::sleep(Duration::from_millis(100));
         None
     });
-    let listed =
-        matched.unwrap_or_else(|| panic!("the clone's list never equalled the API's: {expected:?}"));
+    let listed = matched
+        .unwrap_or_else(|| panic!("the clone's list never equalled the API's: {expected:?}"));
     assert_eq!(
         listed.as_array().unwrap().len(),
         2,

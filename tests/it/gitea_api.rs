@@ -235,7 +235,10 @@ fn each_gitea_object_holds_every_property_the_document_lists_with_its_type() {
     let issue = call(
         "POST",
         "/repos/alice/shapes/issues",
-        Some(&format!(r#"{{"title":"Shapes","labels":[{}]}}"#, label["id"])),
+        Some(&format!(
+            r#"{{"title":"Shapes","labels":[{}]}}"#,
+            label["id"]
+        )),
     );
     checked += check_shape("Issue", &issue, &all);
     checked += check_shape("RepositoryMeta", &issue["repository"], &all);

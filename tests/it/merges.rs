@@ -157,7 +157,10 @@ fn each_method_merges_on_the_server_and_each_refusal_moves_nothing() {
     let (status, merged) = merge(&carol, json!({"do": "merge", "head_commit_id": feature}));
     assert_eq!(status, 200, "{merged}");
     let tip = fx.main();
-    assert_eq!((merged["state"].as_str(), merged["merged"].as_bool()), (Some("closed"), Some(true)));
+    assert_eq!(
+        (merged["state"].as_str(), merged["merged"].as_bool()),
+        (Some("closed"), Some(true))
+    );
     assert_eq!(merged["merge_commit_sha"].as_str(), Some(tip.as_str()));
     assert_eq!(parents(&bare, &tip), vec![before.clone(), feature.clone()]);
     let committer = git_ok(&bare, &["log", "-1", "--format=%cn <%ce>|%s", &tip]);

@@ -116,7 +116,10 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
     );
     assert_eq!(status, 201, "{comment}");
     assert!(
-        comment["issue_url"].as_str().unwrap().ends_with("/ann/demo/-/issues/1"),
+        comment["issue_url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/ann/demo/-/issues/1"),
         "{comment}"
     );
     let (status, _, _) = api(
@@ -135,7 +138,10 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
     let (_, page, response) = api(addr, "GET", &p("/issues?type=issues&limit=1&page=1"), None);
     assert_eq!(page[0]["number"], 2, "newest first");
     let link = response.header("link").unwrap_or_default().to_string();
-    assert!(link.contains("page=2&limit=1&type=issues>; rel=\"next\""), "{link}");
+    assert!(
+        link.contains("page=2&limit=1&type=issues>; rel=\"next\""),
+        "{link}"
+    );
     // Without a type, pull requests are listed too (Gitea's default).
     let (_, both, _) = api(addr, "GET", &p("/issues"), None);
     assert_eq!(both[0]["number"], 3, "{both}");
@@ -170,7 +176,11 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
         Some(&json!({"version": 1, "state": "merged"})),
     );
     assert_eq!(status, 422, "{}", response.text());
-    assert!(response.text().contains("open or closed"), "{}", response.text());
+    assert!(
+        response.text().contains("open or closed"),
+        "{}",
+        response.text()
+    );
     let (status, closed, _) = api(
         addr,
         "PATCH",
@@ -276,13 +286,7 @@ fn every_endpoint_works_and_every_bad_request_gets_a_4xx_that_writes_nothing() {
             422,
             "state must be open, closed or all",
         ),
-        (
-            "GET",
-            p("/issues?since=yesterday"),
-            None,
-            422,
-            "RFC 3339",
-        ),
+        ("GET", p("/issues?since=yesterday"), None, 422, "RFC 3339"),
         (
             "POST",
             p("/pulls"),
@@ -479,14 +483,18 @@ fn a_fresh_clone_with_refs_meta_holds_what_the_api_returns() {
     for n in [1, 5, 13] {
         let (_, comments, _) = api(addr, "GET", &format!("{BASE}/issues/{n}/comments"), None);
         for c in comments.as_array().unwrap() {
-            from_api.push(json!({"kind": "comment", "serial": c["id"], "body": c["body"],
-                "version": c["version"]}));
+            from_api.push(
+                json!({"kind": "comment", "serial": c["id"], "body": c["body"],
+                "version": c["version"]}),
+            );
         }
     }
     let (_, labels, _) = api(addr, "GET", &format!("{BASE}/labels"), None);
     for l in labels.as_array().unwrap() {
-        from_api.push(json!({"kind": "label", "serial": l["id"], "name": l["name"],
-            "color": l["color"]}));
+        from_api.push(
+            json!({"kind": "label", "serial": l["id"], "name": l["name"],
+            "color": l["color"]}),
+        );
     }
     let mut settings = api(addr, "GET", &format!("{BASE}/settings"), None).1;
     settings
@@ -681,7 +689,13 @@ fn kill_9_mid_burst_loses_no_acknowledged_write_and_folds_none_twice() {
     TOKENS.lock().unwrap().push((addr, token));
     // What identifies an acknowledged issue and what it said (its links
     // name the server's address, which the restart changed).
-    let essence = |v: &Value| (v["number"].clone(), v["title"].clone(), v["version"].clone());
+    let essence = |v: &Value| {
+        (
+            v["number"].clone(),
+            v["title"].clone(),
+            v["version"].clone(),
+        )
+    };
     let mut by_id: HashMap<u64, Value> = HashMap::new();
     for page in 1..=50 {
         let (_, items, _) = api(

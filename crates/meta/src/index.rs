@@ -214,25 +214,7 @@ impl Index {
             Entity::RepoId(repo_id) => {
                 self.repo_ids.insert(repo_id.incarnation.clone(), repo_id);
             }
-            Entity::User(user) => {
-                let id = User::id_of(&user.name);
-                if let Some(old) = self.users.get(&id) {
-                    let key = old.email.to_ascii_lowercase();
-                    if let Some(names) = self.emails.get_mut(&key) {
-                        names.remove(&id);
-                        if names.is_empty() {
-                            self.emails.remove(&key);
-                        }
-                    }
-                }
-                if !user.email.is_empty() {
-                    self.emails
-                        .entry(user.email.to_ascii_lowercase())
-                        .or_default()
-                        .insert(id.clone());
-                }
-                self.users.insert(id, user);
-            }
+            Entity::User(user) => self.apply_user(user),
             Entity::Token(token) => {
                 self.token_names
                     .insert(token.name.clone(), token.id.clone());
@@ -244,6 +226,27 @@ impl Index {
             }
         }
         true
+    }
+
+    /// Stores a user (the system repo's), keeping users by email.
+    fn apply_user(&mut self, user: User) {
+        let id = User::id_of(&user.name);
+        if let Some(old) = self.users.get(&id) {
+            let key = old.email.to_ascii_lowercase();
+            if let Some(names) = self.emails.get_mut(&key) {
+                names.remove(&id);
+                if names.is_empty() {
+                    self.emails.remove(&key);
+                }
+            }
+        }
+        if !user.email.is_empty() {
+            self.emails
+                .entry(user.email.to_ascii_lowercase())
+                .or_default()
+                .insert(id.clone());
+        }
+        self.users.insert(id, user);
     }
 
     /// Stores a repo's ACL (the system repo's), keeping the count of the

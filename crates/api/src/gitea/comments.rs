@@ -212,7 +212,15 @@ pub async fn delete_comment(
     Path(params): Path<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
     let id = comment_id(&path_param(&params, "id"))?;
-    rewrite(&app, &principal, &repo, id, (None, None), on_thread(&params)?).await?;
+    rewrite(
+        &app,
+        &principal,
+        &repo,
+        id,
+        (None, None),
+        on_thread(&params)?,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

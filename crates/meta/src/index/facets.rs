@@ -103,4 +103,3 @@ impl<S: Eq + Hash + Copy> Facets<S> {
         }
     }
 }
-

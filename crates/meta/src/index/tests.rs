@@ -61,8 +61,7 @@ fn facets_follow_edits_and_older_versions_are_ignored() {
 fn an_authors_bytes_follow_their_documents_as_they_stand() {
     let mut index = Index::default();
     let sized = |number, version, body: &str| {
-        let Entity::Issue(mut issue) = issue(number, version, IssueState::Open, &["bug"])
-        else {
+        let Entity::Issue(mut issue) = issue(number, version, IssueState::Open, &["bug"]) else {
             unreachable!()
         };
         issue.body = body.into();
@@ -90,4 +89,3 @@ fn an_authors_bytes_follow_their_documents_as_they_stand() {
         Some(("ann".to_string(), 16))
     );
 }
-
