@@ -14,7 +14,8 @@ use vole_control::{Actor, LifecycleError, NewRepo};
 use vole_git::repos::{RepoError, RepoName};
 use vole_http::AppError;
 
-/// `POST /api/v1/repos`.
+/// A repo to create (what the web's form and Gitea's creation bodies
+/// become).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CreateRepo {

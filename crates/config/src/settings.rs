@@ -84,8 +84,9 @@ pub struct Settings {
     pub api_rate: Option<u32>,
 
     /// Repositories one user may have under their name: creating one more
-    /// through the API (`POST /api/v1/repos`) gets 403 naming this
-    /// setting (the CLI is not held to it); 0: no limit [default: 1000].
+    /// through the API (`POST /api/v1/user/repos` and the admin and
+    /// organization paths) gets 403 naming this setting (the CLI is not
+    /// held to it); 0: no limit [default: 1000].
     #[arg(long, env = "VOLE_MAX_REPOS_PER_USER", value_name = "N")]
     pub max_repos_per_user: Option<u64>,
 

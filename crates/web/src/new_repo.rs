@@ -1,7 +1,7 @@
 //! `/-/new`: the "New repository" form. A signed-in person makes a repo
 //! under their own name (a server admin under any owner), described and
 //! public or private, through the same creation the API's
-//! `POST /api/v1/repos` takes (`vole_api::repos::create_repo`: the name
+//! `POST /api/v1/user/repos` takes (`vole_api::repos::create_repo`: the name
 //! rules, `access`, the per-user quota, `vole_control`).
 
 use axum::extract::{Extension, Request};
