@@ -1073,3 +1073,88 @@ fn a_comment_page_is_cut_by_its_bodies_bytes_as_well_as_by_its_count() {
         .unwrap();
     assert_eq!((found.items.len(), found.pages), (3, 2));
 }
+
+/// The system repo beside `fx`'s repo, made on first use.
+fn system_dir(fx: &Fixture) -> PathBuf {
+    let dir = fx.repos_dir.parent().unwrap().join("system.git");
+    if !dir.exists() {
+        std::fs::create_dir_all(&dir).unwrap();
+        git(&dir, &["init", "--bare", "-q"]);
+    }
+    dir
+}
+
+#[test]
+fn older_documents_get_ids_at_start_and_no_id_is_handed_out_twice_across_restarts() {
+    let fx = Fixture::new();
+    // Made before numeric ids: a store without sequences hands out none.
+    {
+        let (_log, store) = fx.open(quick());
+        for title in ["one", "two"] {
+            let mut new = new_issue(title);
+            new.labels = vec!["bug".into()];
+            store.create_issue(&repo(), new, "ann").unwrap();
+        }
+        store
+            .comment(
+                &repo(),
+                ThreadKind::Issue,
+                1,
+                NewComment { body: "hi".into() },
+                "ann",
+            )
+            .unwrap();
+        assert_eq!(store.issue(&repo(), 1).unwrap().serial, 0);
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    let store = open_with_system(&fx, &system_dir(&fx));
+    // Two issues, a comment, and the label their names made.
+    assert_eq!(store.give_serials().unwrap(), 4, "the upgrade's writes");
+    let serials: BTreeSet<u64> = [1, 2]
+        .iter()
+        .map(|n| store.issue(&repo(), *n).unwrap().serial)
+        .collect();
+    assert_eq!(serials.len(), 2, "two issues, two ids: {serials:?}");
+    assert!(!serials.contains(&0));
+    let labels = store.labels(&repo()).unwrap();
+    assert_eq!(
+        labels.iter().map(|l| l.name.as_str()).collect::<Vec<_>>(),
+        ["bug"]
+    );
+    let comments = store
+        .comments(
+            &repo(),
+            ThreadKind::Issue,
+            1,
+            Pagination::new(1, 10).unwrap(),
+        )
+        .unwrap();
+    assert_ne!(comments.items[0].serial, 0, "the comment got no id");
+    // Once is enough: a second start writes nothing.
+    assert_eq!(store.give_serials().unwrap(), 0);
+    let before_restart = store
+        .create_issue(&repo(), new_issue("three"), "ann")
+        .unwrap()
+        .serial;
+    assert!(serials.iter().all(|s| *s < before_restart));
+    let reserved = store
+        .read_system(|s| Ok(s.index.reserved(entity::SerialKind::Issue)))
+        .unwrap();
+    assert!(
+        reserved >= before_restart,
+        "handed out past its reservation"
+    );
+    assert!(store.flush(Duration::from_secs(10)));
+    drop(store);
+    // A restart skips the rest of the block: nothing is handed out twice.
+    let store = open_with_system(&fx, &system_dir(&fx));
+    let after_restart = store
+        .create_issue(&repo(), new_issue("four"), "ann")
+        .unwrap()
+        .serial;
+    assert!(
+        after_restart > reserved,
+        "{after_restart} handed out again after a restart (reserved up to {reserved})"
+    );
+    assert!(after_restart < (1 << 53));
+}
