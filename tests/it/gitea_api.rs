@@ -328,3 +328,113 @@ fn http_request(
     let answer = http(addr, &head, body);
     (answer.status, answer.body)
 }
+
+#[test]
+fn tokens_are_made_with_the_password_whatever_password_auth_says_and_never_with_a_token() {
+    // --password-auth is off by default: only the token endpoints take it.
+    let forge = Forge::start(&["alice/repo"], &["--auth-failures", "3"]);
+    let token = user_token(&forge.data, "alice", false, "write", &[]);
+    set_password(&forge.data, "alice", "correct horse battery");
+    let addr = forge.server().addr;
+    let basic_auth = |secret: &str| {
+        basic("alice", secret)
+            .trim_start_matches("Authorization: ")
+            .to_string()
+    };
+    let password = basic_auth("correct horse battery");
+    let call = |method: &str, path: &str, auth: &str, body: Option<&str>| {
+        let (status, answer) = http_request(
+            addr,
+            method,
+            &format!("/api/v1{path}"),
+            &[
+                ("Authorization", auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.map(str::as_bytes),
+        );
+        (
+            status,
+            serde_json::from_slice::<Value>(&answer).unwrap_or(Value::Null),
+        )
+    };
+    // The password is no credential elsewhere.
+    assert_eq!(call("GET", "/user", &password, None).0, 401);
+    let (status, made) = call(
+        "POST",
+        "/users/alice/tokens",
+        &password,
+        Some(r#"{"name":"ci","scopes":["write:repository","read:user"]}"#),
+    );
+    assert_eq!(status, 201, "{made}");
+    let text = made["sha1"].as_str().unwrap().to_string();
+    assert!(made["id"].as_u64().is_some() && made["token_last_eight"] == text[text.len() - 8..]);
+    // The new token works, as write.
+    let bearer = format!("token {text}");
+    let (status, me) = call("GET", "/user", &bearer, None);
+    assert_eq!((status, me["login"].as_str()), (200, Some("alice")));
+    let (status, _) = call(
+        "POST",
+        "/repos/alice/repo/issues",
+        &bearer,
+        Some(r#"{"title":"t"}"#),
+    );
+    assert_eq!(status, 201);
+    // Listed without its text; a token may not list, make or revoke.
+    let (status, listed) = call("GET", "/users/alice/tokens", &password, None);
+    assert_eq!(status, 200);
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"ci"), "{listed}");
+    assert!(listed.as_array().unwrap().iter().all(|t| t["sha1"] == ""));
+    let with_token = format!("token {token}");
+    assert_eq!(call("GET", "/users/alice/tokens", &with_token, None).0, 403);
+    assert_eq!(
+        call(
+            "POST",
+            "/users/alice/tokens",
+            &with_token,
+            Some(r#"{"name":"x"}"#)
+        )
+        .0,
+        403
+    );
+    // Another user's tokens are not alice's to see.
+    user_token(&forge.data, "bob", false, "read", &[]);
+    assert_eq!(call("GET", "/users/bob/tokens", &password, None).0, 403);
+    // Revoked by its id: refused from then on.
+    let id = made["id"].as_u64().unwrap();
+    assert_eq!(
+        call(
+            "DELETE",
+            &format!("/users/alice/tokens/{id}"),
+            &password,
+            None
+        )
+        .0,
+        204
+    );
+    assert_eq!(call("GET", "/user", &bearer, None).0, 401);
+    // Wrong passwords are throttled as sign-ins are (the password sent
+    // to /user above counted as one failure).
+    let statuses: Vec<u16> = (0..6)
+        .map(|i| {
+            call(
+                "GET",
+                "/users/alice/tokens",
+                &basic_auth(&format!("wrong {i}")),
+                None,
+            )
+            .0
+        })
+        .collect();
+    assert_eq!(statuses[0], 401, "{statuses:?}");
+    assert!(
+        statuses[3..].iter().all(|s| *s == 429),
+        "not throttled: {statuses:?}"
+    );
+}

@@ -291,6 +291,7 @@ impl Accounts {
         };
         let stored = self.meta.create_token(
             Token {
+                serial: 0,
                 v: SCHEMA_V,
                 id: made.id.to_string(),
                 name: request.name,

@@ -36,6 +36,8 @@ impl From<&User> for UserView {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TokenView {
     pub id: String,
+    /// Its numeric id (Gitea's `AccessToken.id`).
+    pub serial: u64,
     pub name: String,
     pub user: String,
     pub scope: Scope,
@@ -54,6 +56,7 @@ impl From<&Token> for TokenView {
     fn from(token: &Token) -> Self {
         TokenView {
             id: token.id.clone(),
+            serial: token.serial,
             name: token.name.clone(),
             user: token.user.clone(),
             scope: token.scope,

@@ -10,6 +10,7 @@ pub mod objects;
 pub mod pull_object;
 pub mod pulls;
 pub mod shape;
+pub mod tokens;
 pub mod users;
 
 use axum::Json;

@@ -11,7 +11,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, patch, post};
 
 use crate::ApiState;
-use crate::gitea::{branches, comments, issues, labels, pulls, users};
+use crate::gitea::{branches, comments, issues, labels, pulls, tokens, users};
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
 /// bytes (`--api-body-limit`).
@@ -110,6 +110,14 @@ fn server_routes() -> Router<Arc<ApiState>> {
         )
         .route("/api/v1/users/{name}", get(users::user))
         .route("/api/v1/users/{name}/repos", get(users::user_repos))
+        .route(
+            "/api/v1/users/{name}/tokens",
+            get(tokens::list).post(tokens::create),
+        )
+        .route(
+            "/api/v1/users/{name}/tokens/{token}",
+            delete(tokens::delete),
+        )
         .route("/api/v1/orgs/{org}/repos", post(users::create_in_org))
         .route(
             "/api/v1/admin/users/{username}/repos",

@@ -306,6 +306,7 @@ impl Authn {
         &self,
         headers: &axum::http::HeaderMap,
         client: IpAddr,
+        password_always: bool,
     ) -> Result<Principal, AppError> {
         let Some(credential) = Credential::read(headers)? else {
             return Ok(Principal::Anonymous);
@@ -317,10 +318,14 @@ impl Authn {
             let (user, secret) = (credential.user.clone(), credential.secret.clone());
             let identity = self
                 .password_check(&keys, move || {
-                    accounts.authenticate(Presented::Basic {
-                        user: &user,
-                        secret: &secret,
-                    })
+                    if password_always {
+                        accounts.check_password(&user, &secret)
+                    } else {
+                        accounts.authenticate(Presented::Basic {
+                            user: &user,
+                            secret: &secret,
+                        })
+                    }
                 })
                 .await?;
             return Ok(Principal::User(Arc::new(identity)));
@@ -525,7 +530,8 @@ pub async fn authenticate(
         None
     };
     let headers = with_token.as_ref().unwrap_or(request.headers());
-    let principal = match authn.principal(headers, client).await {
+    let password_always = takes_password_always(request.uri().path());
+    let principal = match authn.principal(headers, client, password_always).await {
         Ok(principal) => principal,
         Err(e) => return e.into_response(),
     };
@@ -538,9 +544,43 @@ pub async fn authenticate(
     next.run(request).await
 }
 
+/// Whether `path` is one of the API's token endpoints
+/// (`/api/v1/users/{name}/tokens[/{token}]`), which take the user's
+/// password with HTTP Basic whatever `--password-auth` says, as Gitea's
+/// do: a token is made with the password (throttled as a sign-in is).
+fn takes_password_always(path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/api/v1/users/") else {
+        return false;
+    };
+    let mut parts = rest.split('/');
+    let (Some(user), Some("tokens")) = (parts.next(), parts.next()) else {
+        return false;
+    };
+    let token = parts.next();
+    !user.is_empty() && parts.next().is_none() && token.is_none_or(|t| !t.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_token_endpoints_take_a_password_always() {
+        for yes in ["/api/v1/users/ann/tokens", "/api/v1/users/ann/tokens/7"] {
+            assert!(takes_password_always(yes), "{yes}");
+        }
+        for no in [
+            "/api/v1/users/ann",
+            "/api/v1/users/ann/repos",
+            "/api/v1/users//tokens",
+            "/api/v1/users/ann/tokens/7/x",
+            "/api/v1/users/ann/tokens/",
+            "/api/v1/repos/ann/x/issues",
+            "/ann/tokens",
+        ] {
+            assert!(!takes_password_always(no), "{no}");
+        }
+    }
 
     #[test]
     fn an_ipv6_client_counts_by_its_64_and_a_mapped_v4_as_itself() {

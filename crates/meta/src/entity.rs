@@ -377,6 +377,10 @@ pub const NO_SUCH_REPO: &str = "none";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Token {
     pub v: u32,
+    /// Its numeric id ([`SerialKind`]'s sequence; 0: from before numeric
+    /// ids, until the upgrade at start gives it one).
+    #[serde(default, skip_serializing_if = "crate::numbered::is_unset")]
+    pub serial: u64,
     /// 16 hex digits, the `<id>` of `vole_<id>_<secret>`.
     pub id: String,
     /// Unique on the server; what `vole token revoke` takes.

@@ -1,5 +1,5 @@
 //! Numeric ids: every user, repo, issue (pull requests among them),
-//! comment and label has one, as Gitea's API names each object, handed out
+//! comment, label and token has one, as Gitea's API names each object, handed out
 //! by its kind's sequence and never reused. A sequence is a document of
 //! the system repo that records how far ids have been reserved: an id is
 //! handed out only once a reservation covering it is durable, so ids stay
@@ -23,15 +23,17 @@ pub enum SerialKind {
     Label,
     User,
     Repo,
+    Token,
 }
 
 impl SerialKind {
-    pub const ALL: [SerialKind; 5] = [
+    pub const ALL: [SerialKind; 6] = [
         SerialKind::Issue,
         SerialKind::Comment,
         SerialKind::Label,
         SerialKind::User,
         SerialKind::Repo,
+        SerialKind::Token,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +43,7 @@ impl SerialKind {
             SerialKind::Label => "label",
             SerialKind::User => "user",
             SerialKind::Repo => "repo",
+            SerialKind::Token => "token",
         }
     }
 }

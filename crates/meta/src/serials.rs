@@ -147,6 +147,29 @@ impl MetaStore {
             })?;
             written += 1;
         }
+        let tokens: Vec<String> = self.read_system(|state| {
+            Ok(state
+                .index
+                .all_tokens()
+                .filter(|t| t.serial == 0)
+                .map(|t| t.id.clone())
+                .collect())
+        })?;
+        for id in tokens {
+            let serial = self.next_serial(SerialKind::Token)?;
+            self.write_system(|state| {
+                let mut token = state
+                    .index
+                    .token(&id)
+                    .cloned()
+                    .ok_or_else(|| MetaError::NotFound(format!("no token {id}")))?;
+                token.serial = serial;
+                token.replaces = Some(token.version);
+                token.version += 1;
+                Ok(token)
+            })?;
+            written += 1;
+        }
         let repos: Vec<Arc<RepoMeta>> = self
             .inner
             .repos

@@ -92,6 +92,7 @@ impl MetaStore {
                 token.name
             )));
         }
+        let serial = self.next_serial(entity::SerialKind::Token)?;
         self.write_system(|state| {
             let user = state
                 .index
@@ -136,6 +137,7 @@ impl MetaStore {
             let now = now_text();
             Ok(Token {
                 v: SCHEMA_V,
+                serial,
                 user: user.name.clone(),
                 created_at: now.clone(),
                 updated_at: now,

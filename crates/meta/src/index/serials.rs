@@ -84,3 +84,10 @@ impl Index {
         )
     }
 }
+
+impl Index {
+    /// Every token, revoked ones too (the upgrade's view).
+    pub fn all_tokens(&self) -> impl Iterator<Item = &Token> {
+        self.tokens.values()
+    }
+}
