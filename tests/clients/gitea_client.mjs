@@ -57,6 +57,13 @@ try {
   expect(JSON.stringify(names) === '["feature","main"]', `branches ${names}`);
   expect(branches.every((b) => /^[0-9a-f]{40}$/.test(b.commit.id)), "branch commits");
 
+  step = "history and files";
+  const commits = await api.repos.repoGetAllCommits(owner, name, { sha: "feature", limit: 1 });
+  expect(commits.data.length === 1 && commits.data[0].commit.message.trim().length > 0, JSON.stringify(commits.data));
+  expect(Number(commits.headers.get("x-total-count")) >= 2, `commits X-Total-Count ${commits.headers.get("x-total-count")}`);
+  const { data: file } = await api.repos.repoGetContents(owner, name, "fast.txt", { ref: "feature" });
+  expect(file.type === "file" && Buffer.from(file.content, "base64").toString() === "faster\n", JSON.stringify(file));
+
   step = "create an issue";
   const { data: issue, status: created } = await api.repos.issueCreateIssue(owner, name, {
     title: "The build is slow",

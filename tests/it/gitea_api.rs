@@ -130,8 +130,17 @@ fn interfaces() -> BTreeMap<String, BTreeMap<String, Property>> {
     all
 }
 
-/// Strings Gitea answers as null when there is none.
-const NULL_WHEN_NONE: &[&str] = &["merge_commit_sha"];
+/// Strings Gitea answers as null when there is none (pointers in its Go
+/// structs): a pull request's merge commit, and a content's target,
+/// encoding, content, download and submodule URLs.
+const NULL_WHEN_NONE: &[&str] = &[
+    "merge_commit_sha",
+    "submodule_git_url",
+    "target",
+    "encoding",
+    "content",
+    "download_url",
+];
 
 /// Every property `kind` lists is in `object`, with its type (or null
 /// where that is how Gitea answers none: an object, a time); returns how
@@ -437,4 +446,106 @@ fn tokens_are_made_with_the_password_whatever_password_auth_says_and_never_with_
         statuses[3..].iter().all(|s| *s == 429),
         "not throttled: {statuses:?}"
     );
+}
+
+#[test]
+fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
+    use base64::Engine;
+    let forge = Forge::start(&["alice/repo"], &[]);
+    let token = user_token(&forge.data, "alice", false, "write", &[]);
+    let addr = forge.server().addr;
+    let auth = format!("token {token}");
+    let get = |path: &str| {
+        let answer = http(
+            addr,
+            &format!("GET /api/v1/repos/alice/repo{path} HTTP/1.1\r\nAuthorization: {auth}"),
+            b"",
+        );
+        let json = serde_json::from_slice::<Value>(&answer.body).unwrap_or(Value::Null);
+        (answer, json)
+    };
+    let work = worktree(&forge.dir, "work");
+    let url = format!("http://alice:{token}@{addr}/alice/repo.git");
+    commit_file(&work, "docs/guide.md", b"# Guide\n");
+    commit_file(&work, "src/main.rs", b"fn main() {}\n");
+    let big: Vec<u8> = (0..(1024 * 1024 + 10)).map(|i| (i % 251) as u8).collect();
+    commit_file(&work, "big.bin", &big);
+    std::fs::remove_file(work.join("docs/guide.md")).unwrap();
+    git_ok(&work, &["commit", "-qam", "drop the guide"]);
+    git_ok(&work, &["push", "-q", &url, "main"]);
+    let all = interfaces();
+    // A file: its bytes in base64.
+    let (answer, file) = get("/contents/src/main.rs?ref=main");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    check_shape("ContentsResponse", &file, &all);
+    check_shape("FileLinksResponse", &file["_links"], &all);
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(file["content"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        (file["type"].as_str(), bytes.as_slice()),
+        (Some("file"), &b"fn main() {}\n"[..])
+    );
+    // The root, without a ref: the default branch's.
+    let (_, root) = get("/contents");
+    let names: Vec<&str> = root
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["README.md", "big.bin", "src"], "{root}");
+    // A file past the inline bound: no content, and raw redirects to the
+    // web's raw view.
+    let (_, large) = get("/contents/big.bin");
+    assert_eq!(
+        (large["content"].clone(), large["size"].as_u64()),
+        (Value::Null, Some(big.len() as u64))
+    );
+    let (redirect, _) = get("/raw/big.bin");
+    assert_eq!(redirect.status, 307);
+    assert!(
+        redirect
+            .header("location")
+            .unwrap()
+            .ends_with("/alice/repo/-/raw/main/big.bin"),
+        "{:?}",
+        redirect.header("location")
+    );
+    let (raw, _) = get("/raw/src/main.rs?ref=main");
+    assert_eq!(
+        (raw.status, raw.body.as_slice()),
+        (200, &b"fn main() {}\n"[..])
+    );
+    assert_eq!(raw.header("content-type"), Some("application/octet-stream"));
+    // Paths that name nothing, or try to leave the tree.
+    assert_eq!(get("/contents/src/nope.rs").0.status, 404);
+    assert_eq!(get("/contents/src/../big.bin").0.status, 422);
+    assert_eq!(
+        get("/contents/src/main.rs?ref=no-such-branch").0.status,
+        404
+    );
+    // The history, newest first, paged, with files and counts.
+    let (answer, commits) = get("/commits?limit=2");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    let total: usize = answer.header("x-total-count").unwrap().parse().unwrap();
+    assert!(total >= 4, "{total}");
+    let newest = &commits[0];
+    check_shape("Commit", newest, &all);
+    check_shape("RepoCommit", &newest["commit"], &all);
+    check_shape("CommitUser", &newest["commit"]["author"], &all);
+    check_shape("CommitMeta", &newest["parents"][0], &all);
+    check_shape("CommitStats", &newest["stats"], &all);
+    check_shape("CommitAffectedFiles", &newest["files"][0], &all);
+    assert_eq!(
+        newest["commit"]["message"].as_str().unwrap().trim(),
+        "drop the guide"
+    );
+    assert_eq!(newest["files"][0]["status"], "removed", "{newest}");
+    assert_eq!(newest["stats"]["deletions"], 1, "{newest}");
+    assert!(answer.header("link").unwrap().contains("limit=2"));
+    // Only the commits that touch a path.
+    let (answer, touching) = get("/commits?path=docs/guide.md&stat=false&files=false");
+    assert_eq!(answer.header("x-total-count"), Some("2"), "{touching}");
+    assert!(touching[0]["stats"].is_null() && touching[0]["files"].is_null());
 }

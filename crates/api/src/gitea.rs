@@ -4,6 +4,8 @@
 
 pub mod branches;
 pub mod comments;
+pub mod commits;
+pub mod contents;
 pub mod issues;
 pub mod labels;
 pub mod objects;

@@ -11,7 +11,7 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, patch, post};
 
 use crate::ApiState;
-use crate::gitea::{branches, comments, issues, labels, pulls, tokens, users};
+use crate::gitea::{branches, comments, commits, contents, issues, labels, pulls, tokens, users};
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
 /// bytes (`--api-body-limit`).
@@ -132,6 +132,19 @@ fn server_routes() -> Router<Arc<ApiState>> {
         .route(
             "/api/v1/repos/{owner}/{repo}/branches/{*branch}",
             get(branches::get),
+        )
+        .route("/api/v1/repos/{owner}/{repo}/commits", get(commits::list))
+        .route(
+            "/api/v1/repos/{owner}/{repo}/contents",
+            get(contents::contents),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/contents/{*path}",
+            get(contents::contents),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/raw/{*path}",
+            get(contents::raw),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/activity",

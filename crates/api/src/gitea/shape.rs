@@ -335,8 +335,16 @@ impl<'a> Shaper<'a> {
             .app
             .control
             .git
-            .run_in(&self.app.repos.path(repo), &["diff", "--shortstat", &range])
-            .ok()?;
+            .run_bounded(
+                &self.app.repos.path(repo),
+                &["diff", "--shortstat", &range],
+                vole_git::Bounds {
+                    max_output: 4096,
+                    deadline: DETAIL_DEADLINE,
+                },
+            )
+            .ok()?
+            .stdout;
         Some(shortstat(&String::from_utf8_lossy(&out)))
     }
 
