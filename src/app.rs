@@ -241,6 +241,8 @@ impl App {
             control: control.clone(),
             quotas: vole_api::quota::Quotas::new(&config.quotas),
             public_url: config.public_url.clone(),
+            reads: reads.clone(),
+            pull_details: vole_api::pull_details(),
         });
         Ok(App {
             http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),

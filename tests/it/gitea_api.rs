@@ -549,3 +549,88 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     assert_eq!(answer.header("x-total-count"), Some("2"), "{touching}");
     assert!(touching[0]["stats"].is_null() && touching[0]["files"].is_null());
 }
+
+#[test]
+fn an_old_data_dir_gets_numeric_ids_and_label_entities_once_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/old-datadir.tar.gz");
+    let untar = Command::new("tar")
+        .arg("-xzf")
+        .arg(&fixture)
+        .arg("-C")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(untar.status.success(), "{}", text(&untar.stderr));
+    let data = dir.path().join("data");
+    let token = std::fs::read_to_string(dir.path().join("token.txt")).unwrap();
+    let auth = format!("token {}", token.trim());
+    let ids = |server: &TestServer| {
+        let get = |path: &str| -> Value {
+            let answer = http(
+                server.addr,
+                &format!("GET /api/v1{path} HTTP/1.1\r\nAuthorization: {auth}"),
+                b"",
+            );
+            assert_eq!(answer.status, 200, "{path}: {}", answer.text());
+            serde_json::from_slice(&answer.body).unwrap()
+        };
+        let threads = get("/repos/alice/old/issues?state=all");
+        let labels = get("/repos/alice/old/labels");
+        let comments = get("/repos/alice/old/issues/comments");
+        let mut all = vec![
+            ("user alice".to_string(), get("/user")["id"].clone()),
+            ("user bob".to_string(), get("/users/bob")["id"].clone()),
+            ("repo".to_string(), get("/repos/alice/old")["id"].clone()),
+        ];
+        for t in threads.as_array().unwrap() {
+            all.push((format!("thread #{}", t["number"]), t["id"].clone()));
+        }
+        for l in labels.as_array().unwrap() {
+            all.push((format!("label {}", l["name"]), l["id"].clone()));
+        }
+        for c in comments.as_array().unwrap() {
+            all.push((format!("comment {}", c["body"]), c["id"].clone()));
+        }
+        let second = &threads
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["number"] == 2)
+            .unwrap()["labels"];
+        let names: Vec<&str> = second
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["ui", "bug"], "issue #2's labels, as entities");
+        all
+    };
+    let server = TestServer::builder().data(&data).start();
+    assert!(
+        server
+            .log
+            .wait_for(&["got numeric ids"], Duration::from_secs(5))
+            .is_some(),
+        "the upgrade was not logged: {}",
+        server.log.all()
+    );
+    let before = ids(&server);
+    // Two users, the repo, two issues and a pull request, two labels, a comment.
+    assert_eq!(before.len(), 9, "{before:?}");
+    for (what, id) in &before {
+        let id = id.as_u64().unwrap_or(0);
+        assert!(id >= 1 && id < (1 << 53), "{what} has id {id}");
+    }
+    server.stop();
+    // A second start numbers nothing again, and the ids stay.
+    let server = TestServer::builder().data(&data).start();
+    assert_eq!(ids(&server), before, "the ids changed at a restart");
+    assert!(
+        !server.log.all().contains("got numeric ids"),
+        "a second start upgraded again: {}",
+        server.log.all()
+    );
+}

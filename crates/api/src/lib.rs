@@ -46,6 +46,24 @@ pub struct ApiState {
     /// `--public-url`: where clients reach the server (links in objects);
     /// `None`: the request's `Host`.
     pub public_url: Option<String>,
+    /// The read-side git children's slots, shared with the web UI and
+    /// sites: every API read that runs git or walks a tree holds one.
+    pub reads: Arc<vole_http::slots::ReadSlots>,
+    /// One pull request's test merge and diff counts, by the repo's
+    /// incarnation and both tips ([`PULL_DETAILS`] at most).
+    pub pull_details: PullDetails,
+}
+
+/// Whether a pull request merges cleanly, and its diff's counts (added,
+/// removed, files), by (incarnation, target tip, source tip).
+pub type PullDetails = moka::sync::Cache<(String, String, String), (bool, Option<(u64, u64, u64)>)>;
+
+/// The most pull requests' details kept.
+pub const PULL_DETAILS: u64 = 4096;
+
+/// An empty cache of pull request details.
+pub fn pull_details() -> PullDetails {
+    moka::sync::Cache::new(PULL_DETAILS)
 }
 
 /// The API's answer to a refused repo: one the client may not see is

@@ -54,9 +54,11 @@ impl MetaStore {
         if let Some(body) = &patch.body {
             entity::check_body(body)?;
         }
-        if let Some(labels) = &patch.labels {
-            entity::check_labels(labels)?;
-            self.ensure_labels(repo, labels)?;
+        let mut patch = patch;
+        if let Some(labels) = patch.labels.take() {
+            entity::check_labels(&labels)?;
+            let current = self.issue(repo, number)?.labels;
+            patch.labels = Some(self.settle_labels(repo, &current, labels)?);
         }
         self.write(repo, |state| {
             let current = state.issue(number)?;
@@ -117,6 +119,16 @@ impl MetaStore {
         let id = self.new_id();
         let serial = self.next_serial(entity::SerialKind::Issue)?;
         self.write(repo, |state| {
+            // Decided under the repo's lock: two at once cannot both open.
+            if let Some(open) = state
+                .index
+                .open_change_between(&new.source_branch, &new.target_branch)
+            {
+                return Err(MetaError::Taken(format!(
+                    "pull request #{open} from {} into {} is open already",
+                    new.source_branch, new.target_branch
+                )));
+            }
             let now = now_text();
             let number = state.take_number();
             Ok(Change {
@@ -159,9 +171,11 @@ impl MetaStore {
         if let Some(target) = &patch.target_branch {
             entity::check_branch("target branch", target)?;
         }
-        if let Some(labels) = &patch.labels {
-            entity::check_labels(labels)?;
-            self.ensure_labels(repo, labels)?;
+        let mut patch = patch;
+        if let Some(labels) = patch.labels.take() {
+            entity::check_labels(&labels)?;
+            let current = self.change(repo, number)?.labels;
+            patch.labels = Some(self.settle_labels(repo, &current, labels)?);
         }
         if patch.state == Some(ChangeState::Merged) {
             return Err(MetaError::Invalid(

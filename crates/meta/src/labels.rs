@@ -10,7 +10,7 @@ use crate::serials::new_label;
 
 /// The most threads a label's rename rewrites; past it the rename is
 /// refused (make a new label and move threads to it in steps).
-pub const MAX_RENAMED_THREADS: usize = 10_000;
+pub const MAX_RENAMED_THREADS: usize = 1_000;
 
 /// The most labels a repo holds (deleted ones not counted).
 pub const MAX_LABELS_PER_REPO: usize = 1_000;
@@ -88,6 +88,32 @@ impl MetaStore {
         Ok(())
     }
 
+    /// The labels an edit leaves a thread that carries `current` with,
+    /// asked for `wanted`: a name the thread has whose label was deleted
+    /// is dropped (it is no label any more, and is not made again); a new
+    /// name becomes a label ([`MetaStore::ensure_labels`]).
+    pub(crate) fn settle_labels(
+        &self,
+        repo: &RepoName,
+        current: &[String],
+        wanted: Vec<String>,
+    ) -> Result<Vec<String>, MetaError> {
+        if self.system().is_err() {
+            return Ok(wanted);
+        }
+        let kept: Vec<String> = self.read(repo, |state| {
+            Ok(wanted
+                .into_iter()
+                .filter(|name| {
+                    state.index.label_named(name.trim()).is_some()
+                        || !current.iter().any(|c| c.trim() == name.trim())
+                })
+                .collect())
+        })?;
+        self.ensure_labels(repo, &kept)?;
+        Ok(kept)
+    }
+
     /// A new label; its name must be free in the repo (ASCII case aside).
     pub fn create_label(&self, repo: &RepoName, put: LabelPut) -> Result<Label, MetaError> {
         let _gate = self.inner.label_gate.lock();
@@ -135,7 +161,7 @@ impl MetaStore {
         put: LabelPut,
     ) -> Result<Label, MetaError> {
         let (name, color) = check_label_fields(&put)?;
-        let _gate = self.inner.label_gate.lock();
+        let gate = self.inner.label_gate.lock();
         let current = self.label(repo, serial)?;
         let renamed = name.clone().filter(|n| *n != current.name);
         let (issues, changes) = match &renamed {
@@ -173,6 +199,9 @@ impl MetaStore {
             next.updated_at = now_text();
             Ok(next)
         })?;
+        // The threads are rewritten without the gate: other repos' labels
+        // do not wait for them.
+        drop(gate);
         if renamed.is_some() {
             let rename = |labels: &[String]| -> Vec<String> {
                 labels
@@ -245,6 +274,18 @@ impl MetaStore {
     /// How many comments thread `id` shows.
     pub fn comment_count(&self, repo: &RepoName, thread_id: &str) -> Result<usize, MetaError> {
         self.read(repo, |state| Ok(state.index.comment_count(thread_id)))
+    }
+
+    /// How many issues and change requests carry label `serial` (what its
+    /// rename would rewrite).
+    pub fn label_use(&self, repo: &RepoName, serial: u64) -> Result<usize, MetaError> {
+        self.read(repo, |state| {
+            let Some(label) = state.index.label(serial) else {
+                return Ok(0);
+            };
+            let (issues, changes) = state.index.labelled(&label.name);
+            Ok(issues.len() + changes.len())
+        })
     }
 
     /// A comment by its numeric id, with the kind and number of its thread

@@ -10,7 +10,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::issues::{gitea_page, shaped};
+use super::issues::{gitea_page, shaped_reading};
 use super::objects::Base;
 use super::shape::Shaper;
 use crate::ApiState;
@@ -164,7 +164,7 @@ pub async fn list(
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
     let url = base.api(&format!("repos/{repo}/branches"));
-    let (items, total) = shaped(&app, base, principal, move |s| {
+    let (items, total) = shaped_reading(&app, base, principal, move |s| {
         let git = open(s, &repo)?;
         let names = branch_names(&git)?;
         let total = names.len();
@@ -189,7 +189,7 @@ pub async fn get(
     base: Base,
     Path((_, _, name)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let shown = shaped(&app, base, principal, move |s| {
+    let shown = shaped_reading(&app, base, principal, move |s| {
         let git = open(s, &repo)?;
         branch(s, &repo, &git, &name)?
             .ok_or_else(|| AppError::not_found(format!("branch {name:?} not found")))

@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Serialize;
 
-use super::issues::{gitea_page, shaped};
+use super::issues::{gitea_page, shaped_reading};
 use super::objects::{Base, GiteaUser, time};
 use super::shape::Shaper;
 use crate::ApiState;
@@ -251,6 +251,9 @@ fn commit(
             .users_with_email(email)
             .ok()
             .and_then(|users| users.into_iter().next())
+            // Which account holds an email is the account's and the
+            // admins' to know: a pushed commit may claim any.
+            .filter(|u| s.sees_email(&u.name))
             .map(|u| s.user_of(&u))
     };
     let url = s.base.api(&format!("repos/{full}/git/commits/{id}"));
@@ -317,7 +320,7 @@ pub async fn list(
             ));
         }
     }
-    let (items, total) = shaped(&app, base, principal, move |s| {
+    let (items, total) = shaped_reading(&app, base, principal, move |s| {
         let git = vole_git::open_gix(&s.app.repos.path(&repo)).map_err(git_error)?;
         let rev = if start.is_empty() {
             git.head_name()

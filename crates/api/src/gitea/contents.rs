@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use serde::Serialize;
 
-use super::issues::shaped;
+use super::issues::shaped_reading;
 use super::objects::Base;
 use super::shape::Shaper;
 use crate::ApiState;
@@ -189,9 +189,12 @@ fn describe(
         None
     };
     let query = format!("?ref={}", percent(rev));
-    let url = s.base.api(&format!("repos/{full}/contents/{path}{query}"));
+    let (rev_part, path_part) = (percent(rev), percent_path(path));
+    let url = s
+        .base
+        .api(&format!("repos/{full}/contents/{path_part}{query}"));
     let html_url = s.base.html(&format!(
-        "{full}/-/{}/{rev}/{path}",
+        "{full}/-/{}/{rev_part}/{path_part}",
         if kind == "dir" { "tree" } else { "blob" }
     ));
     let git_url = s.base.api(&format!(
@@ -208,7 +211,8 @@ fn describe(
         encoding: content.as_ref().map(|_| "base64"),
         content,
         target,
-        download_url: (kind == "file").then(|| s.base.html(&format!("{full}/-/raw/{rev}/{path}"))),
+        download_url: (kind == "file")
+            .then(|| s.base.html(&format!("{full}/-/raw/{rev_part}/{path_part}"))),
         submodule_git_url: None,
         links: FileLinks {
             this: url.clone(),
@@ -221,8 +225,21 @@ fn describe(
     })
 }
 
+/// What a URL's path segment keeps as it is.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// `text` as one segment of a URL's path (or a query's value).
 fn percent(text: &str) -> String {
-    percent_encoding::utf8_percent_encode(text, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(text, SEGMENT).to_string()
+}
+
+/// A path in a repo as a URL's path: each segment encoded, `/` kept.
+fn percent_path(path: &str) -> String {
+    path.split('/').map(percent).collect::<Vec<_>>().join("/")
 }
 
 /// The path's segments: no empty one, no `.` or `..`.
@@ -318,7 +335,7 @@ pub async fn contents(
         .and_then(|Path(p)| p.get("path").cloned())
         .unwrap_or_default();
     let rev = query.get("ref").cloned().unwrap_or_default();
-    let answer = shaped(&app, base, principal, move |s| {
+    let answer = shaped_reading(&app, base, principal, move |s| {
         contents_of(s, &repo, &rev, &path)
     })
     .await?;
@@ -339,7 +356,8 @@ pub async fn raw(
 ) -> Result<Response, AppError> {
     let path = params.get("path").cloned().unwrap_or_default();
     let rev = query.get("ref").cloned().unwrap_or_default();
-    let found = shaped(&app, base, principal, move |s| {
+    let origin = base.0.clone();
+    let found = shaped_reading(&app, base, principal, move |s| {
         let file = contents_of(s, &repo, &rev, &path)?;
         if file["type"] != "file" {
             return Err(AppError::not_found(format!("{path:?} is not a file")));
@@ -374,10 +392,14 @@ pub async fn raw(
             response
         }
         Err(location) => {
+            // Relative: the client stays on the scheme and host it asked
+            // (an absolute http:// one would carry its credentials out of
+            // a TLS proxy).
+            let relative = location.strip_prefix(&origin).unwrap_or(&location);
             let mut response = StatusCode::TEMPORARY_REDIRECT.into_response();
-            if let Ok(value) = HeaderValue::from_str(&location) {
-                response.headers_mut().insert(header::LOCATION, value);
-            }
+            let value = HeaderValue::from_str(relative)
+                .map_err(|_| AppError::internal("a raw file's location", relative))?;
+            response.headers_mut().insert(header::LOCATION, value);
             response
         }
     })

@@ -41,6 +41,18 @@ pub(crate) async fn shaped<T: Send + 'static>(
         .map_err(|e| AppError::internal("an API read failed", e))?
 }
 
+/// [`shaped`] under one of the read slots (an answer that runs git or
+/// walks a tree): waits for one as the web's pages do, then a 503.
+pub(crate) async fn shaped_reading<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    base: Base,
+    viewer: Principal,
+    f: impl FnOnce(&Shaper<'_>) -> Result<T, AppError> + Send + 'static,
+) -> Result<T, AppError> {
+    let _slot = app.reads.acquire().await?;
+    shaped(app, base, viewer, f).await
+}
+
 /// A list page in Gitea's shape: `X-Total-Count` and a `Link` header of
 /// absolute URLs with `page` and `limit` (and the filters).
 pub(crate) fn gitea_page<T: serde::Serialize>(
@@ -339,6 +351,10 @@ pub struct EditIssueOption {
     /// vole's optimistic concurrency: the version this edit replaces.
     #[serde(default)]
     pub version: Option<u64>,
+    /// The labels' names, resolved already (the label endpoints'), in
+    /// place of `labels`.
+    #[serde(skip)]
+    pub label_names: Option<Vec<String>>,
 }
 
 pub(crate) fn open_or_closed(state: Option<&str>) -> Result<Option<bool>, AppError> {
@@ -362,9 +378,10 @@ pub(crate) async fn apply_edit(
     option: EditIssueOption,
 ) -> Result<ThreadKind, AppError> {
     let open = open_or_closed(option.state.as_deref())?;
-    let labels = match &option.labels {
-        Some(refs) => Some(label_refs(app, repo, refs)?),
-        None => None,
+    let labels = match (option.label_names, &option.labels) {
+        (Some(names), _) => Some(names),
+        (None, Some(refs)) => Some(label_refs(app, repo, refs)?),
+        (None, None) => None,
     };
     let kind = kind_of(app, repo, number)?;
     match kind {

@@ -134,6 +134,13 @@ pub async fn edit_label(
     let option = body(payload)?;
     may_label(&app, &principal, &repo)?;
     app.quotas.meta_write(&principal)?;
+    // A rename rewrites every thread that has the label: one more write
+    // of the caller's rate per 50 of them.
+    if option.name.is_some() {
+        for _ in 0..app.meta.label_use(&repo, id)?.div_ceil(50) {
+            app.quotas.meta_write(&principal)?;
+        }
+    }
     let put = LabelPut {
         name: option.name,
         color: option.color,
@@ -217,7 +224,7 @@ async fn set_labels(
     names: Vec<String>,
 ) -> Result<(), AppError> {
     let option = EditIssueOption {
-        labels: Some(names.into_iter().map(Value::String).collect()),
+        label_names: Some(names),
         ..EditIssueOption::default()
     };
     apply_edit(app, principal, repo, number, option)

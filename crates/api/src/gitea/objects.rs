@@ -79,9 +79,11 @@ pub struct GiteaUser {
 pub const GHOST_ID: i64 = -1;
 
 impl GiteaUser {
-    /// `user` as `viewer` sees it (`None`: anonymous): the email only to
-    /// the user themself and to server admins.
-    pub fn of(base: &Base, user: &User, sees_email: bool) -> GiteaUser {
+    /// `user` as a viewer sees it: the email, whether they are an admin
+    /// and whether they may sign in only when `private` (the user
+    /// themself, a server admin), as Gitea shows them.
+    pub fn of(base: &Base, user: &User, private: bool) -> GiteaUser {
+        let sees_email = private;
         GiteaUser {
             id: user.serial as i64,
             login: user.name.clone(),
@@ -96,12 +98,12 @@ impl GiteaUser {
             avatar_url: String::new(),
             html_url: base.html(&user.name),
             language: String::new(),
-            is_admin: user.admin,
+            is_admin: private && user.admin,
             last_login: TIME_ZERO.into(),
             created: time(&user.created_at),
             restricted: false,
             active: !user.disabled,
-            prohibit_login: user.disabled,
+            prohibit_login: private && user.disabled,
             location: String::new(),
             website: String::new(),
             description: String::new(),

@@ -23,8 +23,7 @@ use vole_http::repo_access::{Read, WriteMeta};
 use vole_http::{AppError, RepoAccess};
 use vole_meta::NewChange;
 use vole_meta::entity::{Change, ThreadKind};
-use vole_meta::index::{ThreadKinds, ThreadQuery, ThreadState};
-use vole_stdx::page::Pagination;
+use vole_meta::index::{ThreadKinds, ThreadQuery};
 
 /// `GET /repos/{o}/{r}/pulls?state=&labels=`: newest first.
 pub async fn list_pulls(
@@ -72,7 +71,7 @@ pub async fn get_pull(
     Path((_, _, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let number = thread_number(&number)?;
-    let pull = shaped(&app, base, principal, move |s| {
+    let pull = shaped_reading(&app, base, principal, move |s| {
         let change = s.app.meta.change(&repo, number)?;
         s.pull(&repo, &s.repo_meta(&repo), &change, true)
     })
@@ -123,36 +122,6 @@ pub async fn create_pull(
         Some(refs) if !refs.is_empty() => label_refs(&app, &repo, refs)?,
         _ => Vec::new(),
     };
-    let duplicate = app
-        .meta
-        .list_threads(
-            &repo,
-            &ThreadQuery {
-                kinds: ThreadKinds::Changes,
-                state: ThreadState::Open,
-                ..ThreadQuery::default()
-            },
-            Pagination::new(1, 100).ok_or_else(|| AppError::internal("a page", "1 of 100"))?,
-        )?
-        .items
-        .into_iter()
-        .find_map(|t| match t {
-            vole_meta::index::AnyThread::Change(c)
-                if c.source_branch == head && c.target_branch == option.base =>
-            {
-                Some(c.number)
-            }
-            _ => None,
-        });
-    if let Some(number) = duplicate {
-        return Err(AppError::new(
-            StatusCode::CONFLICT,
-            format!(
-                "pull request #{number} from {head} into {} is open already",
-                option.base
-            ),
-        ));
-    }
     let new = NewChange {
         title: option.title.unwrap_or_else(|| head.clone()),
         body: option.body.unwrap_or_default(),

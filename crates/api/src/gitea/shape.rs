@@ -74,7 +74,7 @@ impl<'a> Shaper<'a> {
 
     /// Whether the viewer sees `user`'s email: their own, or a server
     /// admin's view.
-    fn sees_email(&self, user: &str) -> bool {
+    pub(crate) fn sees_email(&self, user: &str) -> bool {
         self.viewer.identity().is_some_and(|id| {
             id.user.eq_ignore_ascii_case(user) || (id.admin && self.viewer.is_server_admin())
         })
@@ -293,16 +293,31 @@ impl<'a> Shaper<'a> {
         let tips = self.app.control.tips(repo, change).ok();
         let open = change.state == ChangeState::Open;
         let (mergeable, merge_base, stat) = match (&tips, detailed && open) {
-            (Some(_), true) => match crate::pulls::preview(self.app, repo, change, DETAIL_DEADLINE)
-            {
-                Ok(preview) => (
-                    matches!(preview.merge, vole_git::merge::TestMerge::Clean(_))
-                        && !preview.merged_already,
-                    None,
-                    self.diff_stat(repo, &preview.tips),
-                ),
-                Err(_) => (false, None, None),
-            },
+            (Some(tips), true) => {
+                // Cached by the repo's incarnation and both tips: what
+                // they decide cannot change while they stay.
+                let key = (
+                    repo.incarnation_id().to_string(),
+                    tips.target.to_string(),
+                    tips.source.to_string(),
+                );
+                match self.app.pull_details.get(&key) {
+                    Some((mergeable, stat)) => (mergeable, None, stat),
+                    None => match crate::pulls::preview(self.app, repo, change, DETAIL_DEADLINE) {
+                        Ok(preview) => {
+                            let mergeable =
+                                matches!(preview.merge, vole_git::merge::TestMerge::Clean(_))
+                                    && !preview.merged_already;
+                            let stat = self.diff_stat(repo, &preview.tips);
+                            if stat.is_some() {
+                                self.app.pull_details.insert(key, (mergeable, stat));
+                            }
+                            (mergeable, None, stat)
+                        }
+                        Err(_) => (false, None, None),
+                    },
+                }
+            }
             // In a list (or once closed): open with both branches there;
             // whether it merges cleanly is one pull request's answer.
             (Some(_), false) => (open, None, None),

@@ -3,9 +3,11 @@
 //! they take the user's password with HTTP Basic whatever
 //! `--password-auth` says (the authentication middleware checks it,
 //! throttled as a sign-in is); a token cannot list, make or revoke
-//! tokens. Gitea's scopes map onto vole's three: any of `all`, `sudo` or
-//! `write:admin` is admin, any other `write:` is write, the rest (none
-//! given included) read.
+//! tokens. Gitea's scopes map onto vole's three, never granting more
+//! than asked: any of `all`, `sudo` or `write:admin` is admin,
+//! `write:repository` write (vole's write covers pushes, issues and pull
+//! requests alike), the rest (none given, `write:issue` alone included)
+//! read.
 
 use std::sync::Arc;
 
@@ -64,7 +66,7 @@ pub fn scope_of(scopes: &[String]) -> Scope {
         .any(|s| s == "all" || s == "sudo" || s == "write:admin")
     {
         Scope::Admin
-    } else if lower.iter().any(|s| s.starts_with("write:")) {
+    } else if lower.iter().any(|s| s == "write:repository") {
         Scope::Write
     } else {
         Scope::Read
@@ -173,7 +175,14 @@ pub async fn delete(
         let views = accounts.tokens(Some(&user)).map_err(account_error)?;
         let found = views
             .iter()
-            .find(|v| !v.revoked && (v.serial.to_string() == token || v.name == token))
+            // A number is an id, as Gitea takes it; anything else a name.
+            .find(|v| {
+                !v.revoked
+                    && match token.parse::<u64>() {
+                        Ok(id) => v.serial == id,
+                        Err(_) => v.name == token,
+                    }
+            })
             .ok_or_else(|| AppError::not_found(format!("{user} has no live token {token:?}")))?;
         accounts
             .revoke_token(&found.name, &user)
@@ -194,7 +203,8 @@ mod tests {
         let of = |s: &[&str]| scope_of(&s.iter().map(|s| s.to_string()).collect::<Vec<_>>());
         assert_eq!(of(&[]), Scope::Read);
         assert_eq!(of(&["read:repository", "read:user"]), Scope::Read);
-        assert_eq!(of(&["write:issue"]), Scope::Write);
+        assert_eq!(of(&["write:issue"]), Scope::Read);
+        assert_eq!(of(&["write:user", "write:notification"]), Scope::Read);
         assert_eq!(of(&["read:user", "write:repository"]), Scope::Write);
         assert_eq!(of(&["all"]), Scope::Admin);
         assert_eq!(of(&["Write:Admin"]), Scope::Admin);

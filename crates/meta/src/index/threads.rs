@@ -80,12 +80,20 @@ impl ThreadQuery {
             return false;
         }
         if let Some(text) = &self.text {
-            let text = text.to_ascii_lowercase();
-            return title.to_ascii_lowercase().contains(&text)
-                || body.to_ascii_lowercase().contains(&text);
+            return contains_ignoring_case(title, text) || contains_ignoring_case(body, text);
         }
         true
     }
+}
+
+/// Whether `haystack` holds `needle`, ASCII case aside, without copying
+/// either.
+fn contains_ignoring_case(haystack: &str, needle: &str) -> bool {
+    let (hay, needle) = (haystack.as_bytes(), needle.as_bytes());
+    needle.is_empty()
+        || hay
+            .windows(needle.len())
+            .any(|window| window.eq_ignore_ascii_case(needle))
 }
 
 impl Index {
@@ -133,6 +141,20 @@ impl Index {
                 .map(AnyThread::Issue)
                 .or_else(|| self.changes.get(n).cloned().map(AnyThread::Change))
         })
+    }
+
+    /// The open change request from `source` into `target`, if one is.
+    pub fn open_change_between(&self, source: &str, target: &str) -> Option<u64> {
+        self.change_facets
+            .by_state
+            .get(&ChangeState::Open)?
+            .iter()
+            .find(|n| {
+                self.changes
+                    .get(n)
+                    .is_some_and(|c| c.source_branch == source && c.target_branch == target)
+            })
+            .copied()
     }
 
     /// How many comments a thread shows (the deleted left out).
