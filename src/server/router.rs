@@ -59,6 +59,7 @@ pub fn router(app: Arc<App>) -> Router {
             app.authn.clone(),
             vole_http::auth::authenticate,
         ))
+        .layer(axum::middleware::from_fn(api_errors_as_json))
         .layer(super::request_log::RequestLogLayer {
             metrics: app.http_metrics.clone(),
         })
@@ -105,6 +106,50 @@ async fn stats(
             "highlight_cache_bytes": highlight_cache_bytes,
         },
     })))
+}
+
+/// Every refusal of an `/api/` path in Gitea's JSON (`{"message",
+/// "url"}`): the API's own, and those made before a request reaches it
+/// (credentials, rate limits), a path no route has, a method a route
+/// does not take.
+async fn api_errors_as_json(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if !request.uri().path().starts_with("/api/") {
+        return next.run(request).await;
+    }
+    let response = next.run(request).await;
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let response = if response
+        .extensions()
+        .get::<vole_http::error::ErrorMessage>()
+        .is_some()
+    {
+        response
+    } else {
+        let message = match status {
+            StatusCode::NOT_FOUND => "not found".to_string(),
+            StatusCode::METHOD_NOT_ALLOWED => "this path does not take this method".to_string(),
+            other => other
+                .canonical_reason()
+                .unwrap_or("refused")
+                .to_ascii_lowercase(),
+        };
+        let (mut parts, _) = response.into_parts();
+        parts
+            .extensions
+            .insert(vole_http::error::ErrorMessage(message));
+        axum::response::Response::from_parts(parts, axum::body::Body::empty())
+    };
+    vole_api::gitea::as_json(response).await
 }
 
 async fn healthz() -> &'static str {

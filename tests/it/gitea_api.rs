@@ -634,3 +634,122 @@ fn an_old_data_dir_gets_numeric_ids_and_label_entities_once_at_start() {
         server.log.all()
     );
 }
+
+#[test]
+fn labels_are_kept_by_id_through_renames_and_deletions_and_every_api_refusal_is_json() {
+    let forge = Forge::start(&["alice/repo"], &[]);
+    let token = user_token(&forge.data, "alice", false, "write", &[]);
+    let addr = forge.server().addr;
+    let auth = format!("token {token}");
+    let call = |method: &str, path: &str, body: Option<&str>| {
+        let (status, answer) = http_request(
+            addr,
+            method,
+            &format!("/api/v1/repos/alice/repo{path}"),
+            &[
+                ("Authorization", auth.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            body.map(str::as_bytes),
+        );
+        (
+            status,
+            serde_json::from_slice::<Value>(&answer).unwrap_or(Value::Null),
+        )
+    };
+    let names = |labels: &Value| -> Vec<String> {
+        labels
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // A label whose name is digits is still a name.
+    let (_, year) = call(
+        "POST",
+        "/labels",
+        Some(r##"{"name":"2024","color":"#00ff00"}"##),
+    );
+    let (_, bug) = call(
+        "POST",
+        "/labels",
+        Some(r##"{"name":"bug","color":"#ff0000"}"##),
+    );
+    let (status, issue) = call(
+        "POST",
+        "/issues",
+        Some(&format!(r#"{{"title":"t","labels":[{}]}}"#, year["id"])),
+    );
+    assert_eq!(status, 201, "{issue}");
+    let (status, labels) = call("POST", "/issues/1/labels", Some(r#"{"labels":["bug"]}"#));
+    assert_eq!(
+        (status, names(&labels)),
+        (200, vec!["2024".to_string(), "bug".to_string()])
+    );
+    // A rename reaches the issue; a deletion leaves it and stays deleted.
+    let (status, _) = call(
+        "PATCH",
+        &format!("/labels/{}", bug["id"]),
+        Some(r#"{"name":"defect"}"#),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(
+        call("DELETE", &format!("/labels/{}", year["id"]), None).0,
+        204
+    );
+    let (_, labels) = call("GET", "/issues/1/labels", None);
+    assert_eq!(names(&labels), ["defect"]);
+    let (status, labels) = call(
+        "POST",
+        "/issues/1/labels",
+        Some(&format!(r#"{{"labels":[{}]}}"#, bug["id"])),
+    );
+    assert_eq!((status, names(&labels)), (200, vec!["defect".to_string()]));
+    let (_, all) = call("GET", "/labels", None);
+    assert_eq!(names(&all), ["defect"], "a deleted label came back");
+    assert_eq!(
+        call("DELETE", &format!("/issues/1/labels/{}", bug["id"]), None).0,
+        204
+    );
+    assert_eq!(
+        names(&call("GET", "/issues/1/labels", None).1),
+        Vec::<String>::new()
+    );
+    // Every refusal under /api/ is Gitea's JSON, from wherever it comes.
+    for (method, path, headers, status) in [
+        ("GET", "/api/v1/no/such/path", vec![], 404),
+        ("PUT", "/api/v1/version", vec![], 405),
+        (
+            "GET",
+            "/api/v1/user",
+            vec![("Authorization", "token vole_0000000000000000_nope")],
+            401,
+        ),
+        (
+            "GET",
+            "/api/v1/user",
+            vec![("Authorization", "Digest x")],
+            400,
+        ),
+    ] {
+        let answer = http(
+            addr,
+            &format!(
+                "{method} {path} HTTP/1.1{}",
+                headers
+                    .iter()
+                    .map(|(k, v)| format!("\r\n{k}: {v}"))
+                    .collect::<String>()
+            ),
+            b"",
+        );
+        assert_eq!(answer.status, status, "{method} {path}: {}", answer.text());
+        let body: Value = serde_json::from_slice(&answer.body)
+            .unwrap_or_else(|_| panic!("{method} {path}: not JSON: {}", answer.text()));
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()) && body["url"] == "",
+            "{method} {path}: {body}"
+        );
+    }
+}

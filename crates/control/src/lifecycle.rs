@@ -108,9 +108,12 @@ impl ControlState {
             // git repository.
             let _ = self.meta.acl(&name);
         }
-        // Its numeric id (a crash before this leaves it to the upgrade at
-        // the next start).
-        self.meta.give_repo_serial(&name)?;
+        // Its numeric id; the repo is made whatever becomes of it (a
+        // failure or a crash before it leaves it to the upgrade at the
+        // next start).
+        if let Err(e) = self.meta.give_repo_serial(&name) {
+            tracing::warn!(repo = %name, error = %e, "the repository's numeric id was not stored; the next start gives it one");
+        }
         let detail = format!(
             "{}{} incarnation={incarnation}",
             if new.private { "private" } else { "public" },

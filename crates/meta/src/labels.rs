@@ -271,6 +271,25 @@ impl MetaStore {
         self.read(repo, |state| Ok(state.index.threads(query, page)))
     }
 
+    /// The comments thread `number` shows, oldest first, at most `cap`.
+    pub fn shown_comments(
+        &self,
+        repo: &RepoName,
+        kind: ThreadKind,
+        number: u64,
+        cap: usize,
+    ) -> Result<Vec<Comment>, MetaError> {
+        self.read(repo, |state| {
+            let thread = state.thread_id(kind, number)?;
+            Ok(state
+                .index
+                .shown_comments(&thread)
+                .take(cap)
+                .cloned()
+                .collect())
+        })
+    }
+
     /// How many comments thread `id` shows.
     pub fn comment_count(&self, repo: &RepoName, thread_id: &str) -> Result<usize, MetaError> {
         self.read(repo, |state| Ok(state.index.comment_count(thread_id)))

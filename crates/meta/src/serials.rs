@@ -34,8 +34,11 @@ impl MetaStore {
         let mut serials = self.inner.serials.lock();
         let held = serials.entry(kind).or_insert_with(|| {
             let reserved = system.state.lock().index.reserved(kind);
+            // Past every id stored too: a system repo restored from an
+            // older backup than the repos must not hand one out again.
+            let stored = self.max_stored_serial(kind);
             Held {
-                next: reserved + 1,
+                next: reserved.max(stored) + 1,
                 reserved,
             }
         });
@@ -63,6 +66,16 @@ impl MetaStore {
         let serial = held.next;
         held.next += 1;
         Ok(serial)
+    }
+
+    /// The largest id of `kind` any loaded repo's documents hold.
+    fn max_stored_serial(&self, kind: SerialKind) -> u64 {
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        repos
+            .iter()
+            .map(|meta| meta.state.lock().index.max_serial(kind))
+            .max()
+            .unwrap_or(0)
     }
 
     /// The numeric id of `repo` as it is now (its incarnation's); `None`
@@ -225,8 +238,11 @@ impl MetaStore {
                     ));
                 }
             }
+            // One label a name, ASCII case aside (the first spelling).
+            let mut seen = BTreeSet::new();
             let missing: Vec<String> = names
                 .into_iter()
+                .filter(|n| seen.insert(n.trim().to_ascii_lowercase()))
                 .filter(|n| index.label_named(n).is_none())
                 .collect();
             (todo, missing)

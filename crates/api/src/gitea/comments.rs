@@ -24,7 +24,8 @@ use vole_http::{AppError, RepoAccess};
 use vole_meta::NewComment;
 use vole_meta::entity::{Change, Issue, ThreadKind};
 
-/// `GET /repos/{o}/{r}/issues/{n}/comments?since=&before=`: oldest first.
+/// `GET /repos/{o}/{r}/issues/{n}/comments?since=&before=`: oldest first,
+/// every one (at most [`MAX_LISTED_COMMENTS`]) unless a page is asked for.
 pub async fn list_comments(
     State(app): State<Arc<ApiState>>,
     RepoAccess {
@@ -38,22 +39,48 @@ pub async fn list_comments(
     let number = thread_number(&number)?;
     let since = rfc3339(&query, "since")?;
     let before = rfc3339(&query, "before")?;
+    // Gitea's list is every comment (only `since` and `before` narrow
+    // it); a client that asks for a page gets one.
+    let paged = ["page", "limit", "per_page"]
+        .iter()
+        .any(|k| query.contains_key(*k));
     let url = base.api(&format!("repos/{repo}/issues/{number}/comments"));
     let (items, total) = shaped(&app, base, principal, move |s| {
         let kind = kind_of(s.app, &repo, number)?;
-        let found = s.app.meta.comments(&repo, kind, number, page)?;
-        let items: Vec<_> = found
-            .items
-            .iter()
+        let kept: Vec<_> = s
+            .app
+            .meta
+            .shown_comments(&repo, kind, number, MAX_LISTED_COMMENTS)?
+            .into_iter()
             .filter(|c| since.as_deref().is_none_or(|t| c.updated_at.as_str() >= t))
             .filter(|c| before.as_deref().is_none_or(|t| c.updated_at.as_str() <= t))
-            .map(|c| s.comment(&repo, (kind, number), c))
             .collect();
-        Ok((items, found.total))
+        let total = kept.len();
+        let shown: Vec<_> = if paged {
+            page.slice(kept.iter())
+                .map(|c| s.comment(&repo, (kind, number), c))
+                .collect()
+        } else {
+            kept.iter()
+                .map(|c| s.comment(&repo, (kind, number), c))
+                .collect()
+        };
+        Ok((shown, total))
     })
     .await?;
-    Ok(gitea_page(items, &url, "", page, total))
+    if paged {
+        Ok(gitea_page(items, &url, "", page, total))
+    } else {
+        let mut response = Json(items).into_response();
+        response
+            .headers_mut()
+            .insert("x-total-count", axum::http::HeaderValue::from(total));
+        Ok(response)
+    }
 }
+
+/// The most comments of one thread an unpaged list answers with.
+pub const MAX_LISTED_COMMENTS: usize = 1000;
 
 /// `POST /repos/{o}/{r}/issues/{n}/comments`: 201 with the comment.
 pub async fn add_comment(

@@ -63,6 +63,10 @@ pub(crate) fn gitea_page<T: serde::Serialize>(
     total: usize,
 ) -> Response {
     let mut response = crate::paginated(items, url, filters, page, total);
+    // Gitea's `limit` takes at most 50: a larger `per_page` stays so.
+    if page.per_page() > vole_http::page::GITEA_MAX_LIMIT as usize {
+        return response;
+    }
     if let Some(link) = response.headers().get(axum::http::header::LINK).cloned()
         && let Ok(text) = link.to_str()
         && let Ok(value) = axum::http::HeaderValue::from_str(&text.replace("&per_page=", "&limit="))

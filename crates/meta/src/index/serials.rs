@@ -91,3 +91,22 @@ impl Index {
         self.tokens.values()
     }
 }
+
+impl Index {
+    /// The largest id of `kind` this index holds (0: none).
+    pub fn max_serial(&self, kind: SerialKind) -> u64 {
+        let max = |ids: &mut dyn Iterator<Item = u64>| ids.max().unwrap_or(0);
+        match kind {
+            SerialKind::Issue => max(&mut self
+                .issues
+                .values()
+                .map(|i| i.serial)
+                .chain(self.changes.values().map(|c| c.serial))),
+            SerialKind::Comment => max(&mut self.comment_serials.keys().copied()),
+            SerialKind::Label => max(&mut self.labels.keys().copied()),
+            SerialKind::User => max(&mut self.users.values().map(|u| u.serial)),
+            SerialKind::Repo => max(&mut self.repo_ids.values().map(|r| r.serial)),
+            SerialKind::Token => max(&mut self.tokens.values().map(|t| t.serial)),
+        }
+    }
+}
