@@ -622,7 +622,7 @@ fn an_old_data_dir_gets_numeric_ids_and_label_entities_once_at_start() {
     assert_eq!(before.len(), 9, "{before:?}");
     for (what, id) in &before {
         let id = id.as_u64().unwrap_or(0);
-        assert!(id >= 1 && id < (1 << 53), "{what} has id {id}");
+        assert!((1..(1 << 53)).contains(&id), "{what} has id {id}");
     }
     server.stop();
     // A second start numbers nothing again, and the ids stay.

@@ -8,7 +8,6 @@
 #![allow(clippy::unwrap_used)] // test and benchmark code: a failed unwrap is a failed run
 
 #[path = "../common.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::path::{Path, PathBuf};
