@@ -134,7 +134,7 @@ pub async fn merge(
     let merged = merge_as(&app, &principal, &name, ask, &client).await?;
     // Gitea answers an empty 200; vole the merged pull request, which
     // Gitea's clients ignore.
-    let shown = crate::gitea::issues::shaped(&app, base, principal, move |s| {
+    let shown = crate::gitea::issues::shaped_blocking(&app, base, principal, move |s| {
         s.pull(&name, &s.repo_meta(&name), &merged, false)
     })
     .await?;

@@ -15,11 +15,22 @@ use std::process::Command;
 use std::time::Instant;
 
 use common::{
-    Conn, arg, arg_text, free_port, median, release_vole, sh, start_vole, user_with_token,
+    Conn, arg, arg_text, free_port, median, release_vole, sh, start_vole_with, user_with_token,
 };
 use serde_json::{Value, json};
 
-const REPO: &str = "bench/api";
+const REPO: &str = "bench/list";
+
+/// The server's flags: no quota stands in the way of making the fixture
+/// or of the measured reads.
+const FLAGS: &[&str] = &[
+    "--api-rate",
+    "100000000",
+    "--meta-write-rate",
+    "0",
+    "--max-meta-bytes-per-user",
+    "0",
+];
 
 /// One build under test: its server and how its list is asked.
 struct Build {
@@ -55,7 +66,7 @@ fn build(
         .arg(&data));
     let token = user_with_token(vole, &data, "bench", "correct horse battery", "write");
     let port = free_port();
-    let child = ChildGuard(start_vole(vole, &data, port));
+    let child = ChildGuard(start_vole_with(vole, &data, port, FLAGS));
     let started = Instant::now();
     std::thread::scope(|scope| {
         for w in 0..8 {

@@ -28,8 +28,21 @@ use vole_meta::index::{MAX_QUERY_BYTES, ThreadKinds, ThreadQuery, ThreadState};
 use vole_meta::{ChangePatch, IssuePatch, NewIssue};
 use vole_stdx::page::Pagination;
 
-/// Runs `f` with a [`Shaper`] on the blocking pool.
+/// Runs `f` with a [`Shaper`] on the async worker: for answers read
+/// from the store's memory alone (issues, comments, labels), which a hop
+/// to the blocking pool would only make slower.
 pub(crate) async fn shaped<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    base: Base,
+    viewer: Principal,
+    f: impl FnOnce(&Shaper<'_>) -> Result<T, AppError> + Send + 'static,
+) -> Result<T, AppError> {
+    f(&Shaper::new(app, base, &viewer))
+}
+
+/// Runs `f` with a [`Shaper`] on the blocking pool: for answers that read
+/// files (a repo's refs and description, a branch's tip).
+pub(crate) async fn shaped_blocking<T: Send + 'static>(
     app: &Arc<ApiState>,
     base: Base,
     viewer: Principal,
@@ -50,7 +63,7 @@ pub(crate) async fn shaped_reading<T: Send + 'static>(
     f: impl FnOnce(&Shaper<'_>) -> Result<T, AppError> + Send + 'static,
 ) -> Result<T, AppError> {
     let _slot = app.reads.acquire().await?;
-    shaped(app, base, viewer, f).await
+    shaped_blocking(app, base, viewer, f).await
 }
 
 /// A list page in Gitea's shape: `X-Total-Count` and a `Link` header of

@@ -44,7 +44,7 @@ pub async fn list_pulls(
     };
     let url = base.api(&format!("repos/{repo}/pulls"));
     let filters = repeat(&query, &["state", "labels", "poster"]);
-    let (items, total) = shaped(&app, base, principal, move |s| {
+    let (items, total) = shaped_blocking(&app, base, principal, move |s| {
         let found = s.app.meta.list_threads(&repo, &filter, page)?;
         let meta = s.repo_meta(&repo);
         let items = found
@@ -130,7 +130,7 @@ pub async fn create_pull(
         labels,
     };
     let change: Change = create_thread(&app, &principal, repo.clone(), new).await?;
-    let pull = shaped(&app, base, principal, move |s| {
+    let pull = shaped_blocking(&app, base, principal, move |s| {
         s.pull(&repo, &s.repo_meta(&repo), &change, false)
     })
     .await?;
@@ -155,7 +155,7 @@ pub async fn edit_pull(
         )));
     }
     apply_edit(&app, &principal, &repo, number, option).await?;
-    let pull = shaped(&app, base, principal, move |s| {
+    let pull = shaped_blocking(&app, base, principal, move |s| {
         let change = s.app.meta.change(&repo, number)?;
         s.pull(&repo, &s.repo_meta(&repo), &change, false)
     })

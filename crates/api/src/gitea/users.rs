@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::issues::{gitea_page, shaped};
+use super::issues::{gitea_page, shaped_blocking};
 use super::objects::Base;
 use crate::ApiState;
 use crate::meta::body;
@@ -38,7 +38,7 @@ pub async fn me(
         ));
     };
     let name = identity.user.clone();
-    let user = shaped(&app, base, principal, move |s| {
+    let user = shaped_blocking(&app, base, principal, move |s| {
         let user = s
             .app
             .meta
@@ -57,7 +57,7 @@ pub async fn user(
     base: Base,
     Path(name): Path<String>,
 ) -> Result<Response, AppError> {
-    let user = shaped(&app, base, principal, move |s| {
+    let user = shaped_blocking(&app, base, principal, move |s| {
         let user = s
             .app
             .meta
@@ -91,7 +91,7 @@ async fn repo_page(
     page: vole_stdx::page::Pagination,
     keep: impl Fn(&ApiState, &Principal, &RepoName) -> bool + Send + 'static,
 ) -> Result<(Vec<super::objects::GiteaRepo>, usize), AppError> {
-    shaped(app, base, principal.clone(), move |s| {
+    shaped_blocking(app, base, principal.clone(), move |s| {
         let names = visible_repos(s.app, &principal, |n| keep(s.app, &principal, n));
         let total = names.len();
         let items = page
@@ -221,7 +221,7 @@ async fn create_under(
         private: option.private.unwrap_or(false),
     };
     let name = create_repo(&app, &principal, create, &peer.ip().to_string()).await?;
-    let repo = shaped(&app, base, principal, move |s| s.repo(&name)).await?;
+    let repo = shaped_blocking(&app, base, principal, move |s| s.repo(&name)).await?;
     Ok((StatusCode::CREATED, Json(repo)).into_response())
 }
 
@@ -283,7 +283,7 @@ pub async fn get(
     }: RepoAccess<Read>,
     base: Base,
 ) -> Result<Response, AppError> {
-    let shown = shaped(&app, base, principal, move |s| s.repo(&repo)).await?;
+    let shown = shaped_blocking(&app, base, principal, move |s| s.repo(&repo)).await?;
     Ok(Json(shown).into_response())
 }
 
@@ -354,7 +354,7 @@ pub async fn edit(
         .await
         .map_err(|e| AppError::internal("visibility change failed", e))??;
     }
-    let shown = shaped(&app, base, principal, move |s| s.repo(&repo)).await?;
+    let shown = shaped_blocking(&app, base, principal, move |s| s.repo(&repo)).await?;
     Ok(Json(shown).into_response())
 }
 

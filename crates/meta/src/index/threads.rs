@@ -58,7 +58,44 @@ pub struct ThreadQuery {
     pub text: Option<String>,
 }
 
+/// Two runs of numbers, each newest first, as one, newest first.
+struct Newest<A: Iterator<Item = u64>, B: Iterator<Item = u64>> {
+    a: std::iter::Peekable<A>,
+    b: std::iter::Peekable<B>,
+}
+
+impl<A: Iterator<Item = u64>, B: Iterator<Item = u64>> Newest<A, B> {
+    fn of(a: A, b: B) -> Self {
+        Newest {
+            a: a.peekable(),
+            b: b.peekable(),
+        }
+    }
+}
+
+impl<A: Iterator<Item = u64>, B: Iterator<Item = u64>> Iterator for Newest<A, B> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        match (self.a.peek(), self.b.peek()) {
+            (Some(x), Some(y)) if x >= y => self.a.next(),
+            (_, Some(_)) => self.b.next(),
+            (Some(_), None) => self.a.next(),
+            (None, None) => None,
+        }
+    }
+}
+
 impl ThreadQuery {
+    /// Whether nothing but the kinds and the state filters.
+    pub(super) fn by_state_only(&self) -> bool {
+        self.labels.is_empty()
+            && self.author.is_none()
+            && self.since.is_none()
+            && self.before.is_none()
+            && self.text.is_none()
+    }
+
     fn keeps(
         &self,
         author: &str,
@@ -100,6 +137,9 @@ impl Index {
     /// A page of the issues and change requests `query` keeps, newest
     /// first.
     pub fn threads(&self, query: &ThreadQuery, page: Pagination) -> Page<AnyThread> {
+        if query.by_state_only() {
+            return self.threads_by_state(query, page);
+        }
         let issues: Vec<u64> = if query.kinds == ThreadKinds::Changes {
             Vec::new()
         } else {
@@ -141,6 +181,71 @@ impl Index {
                 .map(AnyThread::Issue)
                 .or_else(|| self.changes.get(n).cloned().map(AnyThread::Change))
         })
+    }
+
+    /// [`Index::threads`] when only the kinds and the state filter: the
+    /// index's sets by state give the numbers in order and their count,
+    /// so a page costs its offset and its length, not every thread.
+    fn threads_by_state(&self, query: &ThreadQuery, page: Pagination) -> Page<AnyThread> {
+        let empty = BTreeSet::new();
+        let issue_set = |state| self.issue_facets.by_state.get(&state).unwrap_or(&empty);
+        let change_set = |state| self.change_facets.by_state.get(&state).unwrap_or(&empty);
+        type Numbers<'a> = Box<dyn Iterator<Item = u64> + 'a>;
+        let none = || -> (Numbers<'_>, usize) { (Box::new(std::iter::empty()), 0) };
+        let (issues, issue_count): (Numbers<'_>, usize) = match (query.kinds, query.state) {
+            (ThreadKinds::Changes, _) => none(),
+            (_, ThreadState::All) => (
+                Box::new(self.issues.keys().rev().copied()),
+                self.issues.len(),
+            ),
+            (_, ThreadState::Open) => {
+                let set = issue_set(IssueState::Open);
+                (Box::new(set.iter().rev().copied()), set.len())
+            }
+            (_, ThreadState::Closed) => {
+                let set = issue_set(IssueState::Closed);
+                (Box::new(set.iter().rev().copied()), set.len())
+            }
+        };
+        let (changes, change_count): (Numbers<'_>, usize) = match (query.kinds, query.state) {
+            (ThreadKinds::Issues, _) => none(),
+            (_, ThreadState::All) => (
+                Box::new(self.changes.keys().rev().copied()),
+                self.changes.len(),
+            ),
+            (_, ThreadState::Open) => {
+                let set = change_set(ChangeState::Open);
+                (Box::new(set.iter().rev().copied()), set.len())
+            }
+            (_, ThreadState::Closed) => {
+                let (merged, closed) = (
+                    change_set(ChangeState::Merged),
+                    change_set(ChangeState::Closed),
+                );
+                (
+                    Box::new(Newest::of(
+                        merged.iter().rev().copied(),
+                        closed.iter().rev().copied(),
+                    )),
+                    merged.len() + closed.len(),
+                )
+            }
+        };
+        let items = Newest::of(issues, changes)
+            .skip(page.offset())
+            .take(page.per_page())
+            .filter_map(|n| {
+                self.issues
+                    .get(&n)
+                    .cloned()
+                    .map(AnyThread::Issue)
+                    .or_else(|| self.changes.get(&n).cloned().map(AnyThread::Change))
+            })
+            .collect();
+        Page {
+            items,
+            total: issue_count + change_count,
+        }
     }
 
     /// The open change request from `source` into `target`, if one is.
