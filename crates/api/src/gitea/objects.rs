@@ -75,6 +75,10 @@ pub struct GiteaUser {
     pub username: String,
 }
 
+/// A [`GiteaUser`] written once: a page of issues by one author carries
+/// the same object on each, copied, not written again.
+pub type UserJson = Box<serde_json::value::RawValue>;
+
 /// The id Gitea gives a user it no longer knows (its "Ghost").
 pub const GHOST_ID: i64 = -1;
 
@@ -281,7 +285,7 @@ pub struct GiteaIssue {
     pub url: String,
     pub html_url: String,
     pub number: u64,
-    pub user: GiteaUser,
+    pub user: UserJson,
     pub original_author: String,
     pub original_author_id: u64,
     pub title: String,
@@ -314,7 +318,7 @@ pub struct GiteaIssue {
 pub struct ThreadContext<'a> {
     pub base: &'a Base,
     pub repo: &'a RepoMeta,
-    pub user: GiteaUser,
+    pub user: UserJson,
     pub labels: Vec<GiteaLabel>,
     pub comments: u64,
 }

@@ -27,7 +27,7 @@ pub struct GiteaPull {
     pub id: u64,
     pub url: String,
     pub number: u64,
-    pub user: GiteaUser,
+    pub user: super::objects::UserJson,
     pub title: String,
     pub body: String,
     pub labels: Vec<GiteaLabel>,

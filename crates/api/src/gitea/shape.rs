@@ -10,6 +10,7 @@ use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
 
+use super::objects::UserJson;
 use super::objects::{
     Base, GiteaComment, GiteaIssue, GiteaLabel, GiteaRepo, GiteaUser, InternalTracker, Permission,
     RepoMeta, TIME_ZERO, ThreadContext, time,
@@ -56,6 +57,7 @@ pub struct Shaper<'a> {
     pub base: Base,
     pub viewer: &'a Principal,
     users: RefCell<HashMap<String, GiteaUser>>,
+    user_jsons: RefCell<HashMap<String, UserJson>>,
     repos: RefCell<HashMap<String, GiteaRepo>>,
     labels: RefCell<HashMap<String, Vec<Label>>>,
 }
@@ -67,6 +69,7 @@ impl<'a> Shaper<'a> {
             base,
             viewer,
             users: RefCell::default(),
+            user_jsons: RefCell::default(),
             repos: RefCell::default(),
             labels: RefCell::default(),
         }
@@ -96,6 +99,18 @@ impl<'a> Shaper<'a> {
         };
         self.users.borrow_mut().insert(key, user.clone());
         user
+    }
+
+    /// The user named `name` as written JSON (cached for the request).
+    pub fn user_json(&self, name: &str) -> UserJson {
+        let key = name.to_ascii_lowercase();
+        if let Some(json) = self.user_jsons.borrow().get(&key) {
+            return json.clone();
+        }
+        let json = serde_json::value::to_raw_value(&self.user(name))
+            .unwrap_or_else(|_| serde_json::value::to_raw_value(&()).unwrap_or_default());
+        self.user_jsons.borrow_mut().insert(key, json.clone());
+        json
     }
 
     /// The repo's labels (cached for the request).
@@ -243,7 +258,7 @@ impl<'a> Shaper<'a> {
         let cx = ThreadContext {
             base: &self.base,
             repo: repo_meta,
-            user: self.user(&issue.author),
+            user: self.user_json(&issue.author),
             labels: self.labels(repo, &issue.labels),
             comments: self.app.meta.comment_count(repo, &issue.id).unwrap_or(0) as u64,
         };
@@ -260,7 +275,7 @@ impl<'a> Shaper<'a> {
         let cx = ThreadContext {
             base: &self.base,
             repo: repo_meta,
-            user: self.user(&change.author),
+            user: self.user_json(&change.author),
             labels: self.labels(repo, &change.labels),
             comments: self.app.meta.comment_count(repo, &change.id).unwrap_or(0) as u64,
         };
@@ -327,7 +342,7 @@ impl<'a> Shaper<'a> {
             thread: ThreadContext {
                 base: &self.base,
                 repo: repo_meta,
-                user: self.user(&change.author),
+                user: self.user_json(&change.author),
                 labels: self.labels(repo, &change.labels),
                 comments: self.app.meta.comment_count(repo, &change.id).unwrap_or(0) as u64,
             },
