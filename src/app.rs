@@ -243,6 +243,7 @@ impl App {
             public_url: config.public_url.clone(),
             reads: reads.clone(),
             pull_details: vole_api::pull_details(),
+            issue_json: vole_api::issue_json(),
         });
         Ok(App {
             http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),

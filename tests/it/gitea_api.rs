@@ -687,6 +687,33 @@ fn labels_are_kept_by_id_through_renames_and_deletions_and_every_api_refusal_is_
         (status, names(&labels)),
         (200, vec!["2024".to_string(), "bug".to_string()])
     );
+    // The list shows a label, a comment count and an author as they are
+    // now, however often it was asked before.
+    let listed = |field: &str| call("GET", "/issues?type=issues", None).1[0][field].clone();
+    assert_eq!(listed("labels")[1]["color"], "ff0000");
+    assert_eq!(listed("comments"), 0);
+    call(
+        "PATCH",
+        &format!("/labels/{}", bug["id"]),
+        Some(r##"{"color":"#0000ff"}"##),
+    );
+    assert_eq!(
+        listed("labels")[1]["color"],
+        "0000ff",
+        "a stale label in the list"
+    );
+    call("POST", "/issues/1/comments", Some(r#"{"body":"c"}"#));
+    assert_eq!(listed("comments"), 1, "a stale comment count in the list");
+    let edited = run_vole(
+        &forge.data,
+        &["user", "edit", "alice", "--full-name", "Alice A."],
+    );
+    assert!(edited.status.success(), "{}", text(&edited.stderr));
+    assert_eq!(
+        listed("user")["full_name"],
+        "Alice A.",
+        "a stale author in the list"
+    );
     // A rename reaches the issue; a deletion leaves it and stays deleted.
     let (status, _) = call(
         "PATCH",

@@ -51,6 +51,44 @@ pub struct ApiState {
     /// One pull request's test merge and diff counts, by the repo's
     /// incarnation and both tips ([`PULL_DETAILS`] at most).
     pub pull_details: PullDetails,
+    /// Issues as a list writes them ([`IssueKey`]), [`ISSUE_JSON_BYTES`]
+    /// at most.
+    pub issue_json: IssueJson,
+}
+
+/// Everything an issue's written object in a list depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IssueKey {
+    /// Where the server is (links are absolute).
+    pub base: String,
+    pub incarnation: String,
+    pub repo_id: u64,
+    pub number: u64,
+    pub version: u64,
+    pub comments: u64,
+    /// The repo's labels' ids and versions, hashed.
+    pub labels: u64,
+    /// The author's account's version.
+    pub author: u64,
+    /// Whether the viewer sees the author's private fields.
+    pub private: bool,
+}
+
+/// Written issues by what each depends on.
+pub type IssueJson = moka::sync::Cache<IssueKey, Box<serde_json::value::RawValue>>;
+
+/// The most bytes of written issues kept.
+pub const ISSUE_JSON_BYTES: u64 = 32 * 1024 * 1024;
+
+/// An empty cache of written issues.
+pub fn issue_json() -> IssueJson {
+    moka::sync::Cache::builder()
+        .weigher(|key: &IssueKey, json: &Box<serde_json::value::RawValue>| {
+            u32::try_from(json.get().len() + key.base.len() + key.incarnation.len() + 64)
+                .unwrap_or(u32::MAX)
+        })
+        .max_capacity(ISSUE_JSON_BYTES)
+        .build()
 }
 
 /// Whether a pull request merges cleanly, and its diff's counts (added,

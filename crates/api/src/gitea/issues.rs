@@ -209,7 +209,7 @@ pub async fn list(
         let items: Vec<_> = found
             .items
             .iter()
-            .map(|t| shaper.any_issue(&repo, &meta, t))
+            .map(|t| shaper.listed_issue(&repo, &meta, t))
             .collect();
         Ok((items, found.total))
     })

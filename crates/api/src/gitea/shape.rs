@@ -58,6 +58,8 @@ pub struct Shaper<'a> {
     pub viewer: &'a Principal,
     users: RefCell<HashMap<String, GiteaUser>>,
     user_jsons: RefCell<HashMap<String, UserJson>>,
+    user_versions: RefCell<HashMap<String, u64>>,
+    labels_fingerprint: RefCell<Option<u64>>,
     repos: RefCell<HashMap<String, GiteaRepo>>,
     labels: RefCell<HashMap<String, Vec<Label>>>,
 }
@@ -70,6 +72,8 @@ impl<'a> Shaper<'a> {
             viewer,
             users: RefCell::default(),
             user_jsons: RefCell::default(),
+            user_versions: RefCell::default(),
+            labels_fingerprint: RefCell::default(),
             repos: RefCell::default(),
             labels: RefCell::default(),
         }
@@ -280,6 +284,79 @@ impl<'a> Shaper<'a> {
             comments: self.app.meta.comment_count(repo, &change.id).unwrap_or(0) as u64,
         };
         GiteaIssue::of_change(cx, change)
+    }
+
+    /// [`Shaper::any_issue`] as written JSON, from the cache of written
+    /// issues when it holds this one as it is now: the key holds all the
+    /// object depends on (where the server is, the repo's incarnation, the
+    /// document's version, its comment count, the repo's labels, its
+    /// author's account and whether the viewer sees its private fields).
+    pub fn listed_issue(
+        &self,
+        repo: &vole_access::ResolvedRepo,
+        repo_meta: &RepoMeta,
+        thread: &AnyThread,
+    ) -> UserJson {
+        let (number, version, author, id) = match thread {
+            AnyThread::Issue(i) => (i.number, i.version, &i.author, &i.id),
+            AnyThread::Change(c) => (c.number, c.version, &c.author, &c.id),
+        };
+        let comments = self.app.meta.comment_count(repo, id).unwrap_or(0) as u64;
+        let key = crate::IssueKey {
+            base: self.base.0.clone(),
+            incarnation: repo.incarnation_id().to_string(),
+            repo_id: repo_meta.id,
+            number,
+            version,
+            comments,
+            labels: self.labels_fingerprint(repo),
+            author: self.user_version(author),
+            private: self.sees_email(author),
+        };
+        if let Some(json) = self.app.issue_json.get(&key) {
+            return json;
+        }
+        let shaped = self.any_issue(repo, repo_meta, thread);
+        match serde_json::value::to_raw_value(&shaped) {
+            Ok(json) => {
+                self.app.issue_json.insert(key, json.clone());
+                json
+            }
+            Err(_) => serde_json::value::to_raw_value(&()).unwrap_or_default(),
+        }
+    }
+
+    /// The repo's labels as they are now, in one number (each label's id
+    /// and version).
+    fn labels_fingerprint(&self, repo: &RepoName) -> u64 {
+        use std::hash::{Hash, Hasher};
+        if let Some(fingerprint) = *self.labels_fingerprint.borrow() {
+            return fingerprint;
+        }
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for label in self.repo_labels(repo) {
+            (label.serial, label.version).hash(&mut hasher);
+        }
+        let fingerprint = hasher.finish();
+        *self.labels_fingerprint.borrow_mut() = Some(fingerprint);
+        fingerprint
+    }
+
+    /// The version of `name`'s account (0: no such user).
+    fn user_version(&self, name: &str) -> u64 {
+        let key = name.to_ascii_lowercase();
+        if let Some(version) = self.user_versions.borrow().get(&key) {
+            return *version;
+        }
+        let version = self
+            .app
+            .meta
+            .user(name)
+            .ok()
+            .flatten()
+            .map_or(0, |u| u.version);
+        self.user_versions.borrow_mut().insert(key, version);
+        version
     }
 
     pub fn any_issue(
