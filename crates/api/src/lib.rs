@@ -80,13 +80,17 @@ pub type IssueJson = moka::sync::Cache<IssueKey, Box<serde_json::value::RawValue
 /// The most bytes of written issues kept.
 pub const ISSUE_JSON_BYTES: u64 = 32 * 1024 * 1024;
 
+/// A written issue's weight in the cache: its bytes and its key's.
+#[allow(clippy::borrowed_box)] // moka's weigher takes the value as stored
+fn issue_json_weight(key: &IssueKey, json: &Box<serde_json::value::RawValue>) -> u32 {
+    u32::try_from(json.get().len() + key.base.len() + key.incarnation.len() + 64)
+        .unwrap_or(u32::MAX)
+}
+
 /// An empty cache of written issues.
 pub fn issue_json() -> IssueJson {
     moka::sync::Cache::builder()
-        .weigher(|key: &IssueKey, json: &Box<serde_json::value::RawValue>| {
-            u32::try_from(json.get().len() + key.base.len() + key.incarnation.len() + 64)
-                .unwrap_or(u32::MAX)
-        })
+        .weigher(issue_json_weight)
         .max_capacity(ISSUE_JSON_BYTES)
         .build()
 }
