@@ -321,6 +321,11 @@ fn ids_are_numbers_below_2_to_the_53_never_reused_across_a_restart() {
     assert!(again < (1 << 53) && label_again < (1 << 53));
 }
 
+/// `GET path` with `auth`: the status and the body.
+fn call_status(addr: std::net::SocketAddr, auth: &str, path: &str) -> (u16, Vec<u8>) {
+    http_request(addr, "GET", path, &[("Authorization", auth)], None)
+}
+
 /// `METHOD path` with `headers` and `body`: the status and the body.
 fn http_request(
     addr: std::net::SocketAddr,
@@ -451,7 +456,7 @@ fn tokens_are_made_with_the_password_whatever_password_auth_says_and_never_with_
 #[test]
 fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     use base64::Engine;
-    let forge = Forge::start(&["alice/repo"], &[]);
+    let forge = Forge::start(&["alice/repo", "alice/empty"], &[]);
     let token = user_token(&forge.data, "alice", false, "write", &[]);
     let addr = forge.server().addr;
     let auth = format!("token {token}");
@@ -474,6 +479,11 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     git_ok(&work, &["commit", "-qam", "drop the guide"]);
     git_ok(&work, &["push", "-q", &url, "main"]);
     let all = interfaces();
+    // An empty repo's history is a 409, a user that is not one a 404.
+    let (status, _) = call_status(addr, &auth, "/api/v1/repos/alice/empty/commits");
+    assert_eq!(status, 409);
+    let (status, _) = call_status(addr, &auth, "/api/v1/users/nobody/repos");
+    assert_eq!(status, 404);
     // A file: its bytes in base64.
     let (answer, file) = get("/contents/src/main.rs?ref=main");
     assert_eq!(answer.status, 200, "{}", answer.text());
@@ -714,6 +724,13 @@ fn labels_are_kept_by_id_through_renames_and_deletions_and_every_api_refusal_is_
         "Alice A.",
         "a stale author in the list"
     );
+    // Filters by name match ASCII case aside, as Gitea's.
+    let (_, by_author) = call(
+        "GET",
+        "/issues?type=issues&created_by=ALICE&labels=BUG",
+        None,
+    );
+    assert_eq!(by_author.as_array().map(Vec::len), Some(1), "{by_author}");
     // A rename reaches the issue; a deletion leaves it and stays deleted.
     let (status, _) = call(
         "PATCH",

@@ -331,6 +331,13 @@ pub async fn list(
             start.clone()
         };
         let Some(tip) = super::contents::resolve(&git, &rev)? else {
+            // An empty repo is a 409, as Gitea answers it.
+            if start.is_empty() {
+                return Err(AppError::new(
+                    StatusCode::CONFLICT,
+                    format!("{repo} is empty: push a branch first"),
+                ));
+            }
             return Err(AppError::new(
                 StatusCode::NOT_FOUND,
                 format!("{rev:?} names no branch, tag or commit of {repo}"),

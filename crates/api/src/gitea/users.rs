@@ -112,6 +112,17 @@ pub async fn user_repos(
     Path(owner): Path<String>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
+    // A name that is no user is a 404, as Gitea answers (an owner
+    // namespace that is no user still lists its repos).
+    if app.meta.user(&owner)?.is_none()
+        && !app
+            .repos
+            .list()
+            .iter()
+            .any(|r| r.name.owner().eq_ignore_ascii_case(&owner))
+    {
+        return Err(AppError::not_found(format!("user {owner:?} not found")));
+    }
     let url = base.api(&format!("users/{owner}/repos"));
     let (items, total) = repo_page(&app, base, principal, page, move |_, _, n| {
         n.owner().eq_ignore_ascii_case(&owner)

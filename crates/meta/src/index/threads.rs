@@ -104,10 +104,19 @@ impl ThreadQuery {
         title: &str,
         body: &str,
     ) -> bool {
-        if self.author.as_deref().is_some_and(|a| a != author) {
+        // Names as Gitea matches them: ASCII case aside.
+        if self
+            .author
+            .as_deref()
+            .is_some_and(|a| !a.eq_ignore_ascii_case(author))
+        {
             return false;
         }
-        if !self.labels.is_empty() && !labels.iter().any(|l| self.labels.contains(l)) {
+        if !self.labels.is_empty()
+            && !labels
+                .iter()
+                .any(|l| self.labels.iter().any(|w| w.eq_ignore_ascii_case(l)))
+        {
             return false;
         }
         if self.since.as_deref().is_some_and(|s| updated < s) {
