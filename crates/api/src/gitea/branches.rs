@@ -55,9 +55,6 @@ pub struct GiteaBranch {
     pub effective_branch_protection_name: String,
 }
 
-/// The most bytes of a commit message a branch's commit carries.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-
 fn read_error(e: impl std::fmt::Display) -> AppError {
     AppError::internal("the repository could not be read", e.to_string())
 }
@@ -105,14 +102,7 @@ fn branch(
         .detach();
     let commit = repo.find_commit(id).map_err(read_error)?;
     let decoded = commit.decode().map_err(read_error)?;
-    let mut message = decoded.message.to_string();
-    if message.len() > MAX_MESSAGE_BYTES {
-        let mut cut = MAX_MESSAGE_BYTES;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-    }
+    let message = super::issues::cut_message(decoded.message.to_string());
     let author = decoded.author().map_err(read_error)?;
     let committer = decoded.committer().map_err(read_error)?;
     let timestamp = vole_stdx::time::seconds(committer.time().map_or(0, |t| t.seconds));

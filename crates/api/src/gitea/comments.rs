@@ -141,13 +141,6 @@ pub async fn repo_comments(
     Ok(gitea_page(items, &url, &filters, page, total))
 }
 
-fn comment_id(text: &str) -> Result<u64, AppError> {
-    text.parse::<u64>()
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| AppError::bad_request(format!("{text:?} is not a comment id")))
-}
-
 /// `GET /repos/{o}/{r}/issues/comments/{id}`.
 pub async fn get_comment(
     State(app): State<Arc<ApiState>>,
@@ -157,7 +150,7 @@ pub async fn get_comment(
     base: Base,
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let id = comment_id(&id)?;
+    let id = path_id(&id, "comment")?;
     let shown = shaped(&app, base, principal, move |s| {
         let (comment, kind, number) = s.app.meta.comment_by_serial(&repo, id)?;
         Ok(s.comment(&repo, (kind, number), &comment))
@@ -212,7 +205,7 @@ pub async fn edit_comment(
     Path(params): Path<Vec<(String, String)>>,
     payload: Result<Json<EditCommentOption>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let id = comment_id(&path_param(&params, "id"))?;
+    let id = path_id(&path_param(&params, "id"), "comment")?;
     let option = body(payload)?;
     let (comment, kind, number) = rewrite(
         &app,
@@ -238,7 +231,7 @@ pub async fn delete_comment(
     }: RepoAccess<WriteMeta>,
     Path(params): Path<Vec<(String, String)>>,
 ) -> Result<Response, AppError> {
-    let id = comment_id(&path_param(&params, "id"))?;
+    let id = path_id(&path_param(&params, "id"), "comment")?;
     rewrite(
         &app,
         &principal,

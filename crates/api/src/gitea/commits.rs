@@ -34,9 +34,6 @@ const BOUNDS: Bounds = Bounds {
     deadline: Duration::from_secs(10),
 };
 
-/// The most bytes of a commit message shown.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-
 /// Gitea's `CommitUser`.
 #[derive(Debug, Serialize)]
 pub struct CommitUser {
@@ -234,14 +231,7 @@ fn commit(
     let oid = gix::ObjectId::from_hex(id.as_bytes()).map_err(git_error)?;
     let found = git.find_commit(oid).map_err(git_error)?;
     let decoded = found.decode().map_err(git_error)?;
-    let mut message = decoded.message.to_string();
-    if message.len() > MAX_MESSAGE_BYTES {
-        let mut cut = MAX_MESSAGE_BYTES;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-    }
+    let message = super::issues::cut_message(decoded.message.to_string());
     let author = decoded.author().map_err(git_error)?;
     let committer = decoded.committer().map_err(git_error)?;
     let (author, committer) = (person(author), person(committer));

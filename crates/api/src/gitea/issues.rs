@@ -28,6 +28,29 @@ use vole_meta::index::{MAX_QUERY_BYTES, ThreadKinds, ThreadQuery, ThreadState};
 use vole_meta::{ChangePatch, IssuePatch, NewIssue};
 use vole_stdx::page::Pagination;
 
+/// A numeric id in a path (a comment's, a label's): a whole number from
+/// 1, or a 400 naming `what`.
+pub(crate) fn path_id(text: &str, what: &str) -> Result<u64, AppError> {
+    text.parse::<u64>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| AppError::bad_request(format!("{text:?} is not a {what} id")))
+}
+
+/// A commit message as an answer carries it: at most 64 KiB, cut on a
+/// character boundary.
+pub(crate) fn cut_message(mut message: String) -> String {
+    const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+    if message.len() > MAX_MESSAGE_BYTES {
+        let mut cut = MAX_MESSAGE_BYTES;
+        while !message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        message.truncate(cut);
+    }
+    message
+}
+
 /// Runs `f` with a [`Shaper`] on the async worker: for answers read
 /// from the store's memory alone (issues, comments, labels), which a hop
 /// to the blocking pool would only make slower.

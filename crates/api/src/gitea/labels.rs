@@ -46,13 +46,6 @@ pub async fn list_labels(
     Ok(gitea_page(items, &url, "", page, total))
 }
 
-fn label_id(text: &str) -> Result<u64, AppError> {
-    text.parse::<u64>()
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| AppError::bad_request(format!("{text:?} is not a label id")))
-}
-
 /// `GET /repos/{o}/{r}/labels/{id}`.
 pub async fn get_label(
     State(app): State<Arc<ApiState>>,
@@ -62,7 +55,7 @@ pub async fn get_label(
     base: Base,
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let id = label_id(&id)?;
+    let id = path_id(&id, "label")?;
     let shown = shaped(&app, base, principal, move |s| {
         Ok(s.label(&repo, &s.app.meta.label(&repo, id)?))
     })
@@ -130,7 +123,7 @@ pub async fn edit_label(
     Path((_, _, id)): Path<(String, String, String)>,
     payload: Result<Json<LabelOption>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let id = label_id(&id)?;
+    let id = path_id(&id, "label")?;
     let option = body(payload)?;
     may_label(&app, &principal, &repo)?;
     app.quotas.meta_write(&principal)?;
@@ -162,7 +155,7 @@ pub async fn delete_label(
     }: RepoAccess<WriteMeta>,
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
-    let id = label_id(&id)?;
+    let id = path_id(&id, "label")?;
     may_label(&app, &principal, &repo)?;
     app.quotas.meta_write(&principal)?;
     blocking(&app, &repo.clone(), move |app| {
@@ -304,7 +297,7 @@ pub async fn remove_issue_label(
     Path((_, _, number, id)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
     let number = thread_number(&number)?;
-    let id = label_id(&id)?;
+    let id = path_id(&id, "label")?;
     let label = app.meta.label(&repo, id)?;
     let names: Vec<String> = labels_of(&app, &repo, number)?
         .into_iter()

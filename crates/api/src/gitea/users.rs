@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 
-use super::issues::{gitea_page, shaped_blocking};
+use super::issues::{gitea_page, shaped, shaped_blocking};
 use super::objects::Base;
 use crate::ApiState;
 use crate::meta::body;
@@ -38,7 +38,17 @@ pub async fn me(
         ));
     };
     let name = identity.user.clone();
-    let user = shaped_blocking(&app, base, principal, move |s| {
+    shown_user(&app, base, principal, name).await
+}
+
+/// User `name` as `principal` sees it; a 404 when there is none.
+async fn shown_user(
+    app: &Arc<ApiState>,
+    base: Base,
+    principal: Principal,
+    name: String,
+) -> Result<Response, AppError> {
+    let user = shaped(app, base, principal, move |s| {
         let user = s
             .app
             .meta
@@ -57,16 +67,7 @@ pub async fn user(
     base: Base,
     Path(name): Path<String>,
 ) -> Result<Response, AppError> {
-    let user = shaped_blocking(&app, base, principal, move |s| {
-        let user = s
-            .app
-            .meta
-            .user(&name)?
-            .ok_or_else(|| AppError::not_found(format!("user {name:?} not found")))?;
-        Ok(s.user_of(&user))
-    })
-    .await?;
-    Ok(Json(user).into_response())
+    shown_user(&app, base, principal, name).await
 }
 
 /// The repos `viewer` may list that `keep` keeps, by name.
