@@ -146,6 +146,23 @@ try {
   );
   const { data: shown } = await api.repos.repoGetPullRequest(owner, name, pull.number);
   expect(shown.mergeable === true && shown.merged === false, JSON.stringify(shown));
+  expect(/^[0-9a-f]{40}$/.test(shown.merge_base) && shown.merge_base !== shown.head.sha, `merge_base ${shown.merge_base}`);
+  const asText = async (url) => {
+    const r = await fetch(url, { headers: { Authorization: `token ${token}` } });
+    expect(r.status === 200, `${url}: ${r.status}`);
+    return r.text();
+  };
+  const diff = await asText(shown.diff_url);
+  expect(diff.startsWith("diff --git") && diff.includes("+faster"), `diff_url ${shown.diff_url}: ${diff}`);
+  const patch = await asText(shown.patch_url);
+  expect(patch.startsWith("From ") && patch.includes("Subject: [PATCH") && patch.includes("+faster"), `patch_url ${shown.patch_url}: ${patch}`);
+
+  step = "label the pull request and list pull requests by label id";
+  await api.repos.issueAddLabel(owner, name, pull.number, { labels: [label.id] });
+  const { data: pullsLabelled } = await api.repos.repoListPullRequests(owner, name, { labels: [label.id] });
+  expect(pullsLabelled.length === 1 && pullsLabelled[0].number === pull.number, `by label id: ${JSON.stringify(pullsLabelled)}`);
+  const { data: unlabelled } = await api.repos.repoListPullRequests(owner, name, { labels: [label.id + 1000] });
+  expect(unlabelled.length === 0, `an id no label has matches nothing: ${JSON.stringify(unlabelled)}`);
 
   step = "merge the pull request";
   const merged = await api.repos.repoMergePullRequest(owner, name, pull.number, { Do: "merge" });
@@ -153,6 +170,8 @@ try {
   const { data: after } = await api.repos.repoGetPullRequest(owner, name, pull.number);
   expect(after.merged === true && /^[0-9a-f]{40}$/.test(after.merge_commit_sha), JSON.stringify(after));
   expect(after.state === "closed" && after.merged_by.login === user, "merged by the user, closed");
+  expect(after.head.sha === shown.head.sha && after.base.sha === shown.base.sha, `the sides as merged: ${JSON.stringify(after)}`);
+  console.log(`pull ${after.number} ${after.head.sha}`);
 
   step = "a missing repo";
   expect((await status(() => api.repos.repoGet(owner, "no-such-repo"))) === 404, "a missing repo is a 404");

@@ -71,6 +71,52 @@ fn gitea_js_files_comments_labels_pages_and_closes_issues_and_merges_a_pull_requ
         3,
         "main is not a merge commit of two parents: {parents}"
     );
+    // The merged pull request keeps the head it merged when its branch
+    // moves on; the repo's `updated_at` is its last push.
+    let (number, merged_head) = printed
+        .lines()
+        .find_map(|l| {
+            let mut words = l.strip_prefix("pull ")?.split(' ');
+            Some((words.next()?.to_string(), words.next()?.to_string()))
+        })
+        .expect("the client prints the merged pull request");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    git_ok(&work, &["checkout", "-q", "feature"]);
+    let later = commit_file(&work, "later.txt", b"later\n");
+    git_ok(&work, &["push", "-q", &url, "feature"]);
+    let auth = format!("token {token}");
+    let get = |path: &str| -> Value {
+        let (status, body) = http_request(
+            forge.server().addr,
+            "GET",
+            &format!("/api/v1{path}"),
+            &[("Authorization", auth.as_str())],
+            None,
+        );
+        assert_eq!(status, 200, "{path}: {}", text(&body));
+        serde_json::from_slice(&body).unwrap()
+    };
+    let pull = get(&format!("/repos/alice/tools/pulls/{number}"));
+    assert_eq!(
+        pull["head"]["sha"],
+        merged_head.as_str(),
+        "a merged pull request's head.sha moved on with its branch"
+    );
+    assert!(
+        pull["merge_base"].as_str().is_some_and(|b| b.len() == 40),
+        "a merged pull request names no merge base: {}",
+        pull["merge_base"]
+    );
+    assert_ne!(merged_head, later, "anti-vacuity: the branch moved");
+    let repo = get("/repos/alice/tools");
+    let (created, updated) = (
+        repo["created_at"].as_str().unwrap(),
+        repo["updated_at"].as_str().unwrap(),
+    );
+    assert!(
+        updated > created,
+        "updated_at {updated} is not the last push, after created_at {created}"
+    );
 }
 
 /// One property of a gitea-js interface: its TypeScript type, and whether

@@ -87,9 +87,18 @@ fn a_pull_request_is_opened_reviewed_and_merged_in_the_browser() {
         files.contains(&base[..12]),
         "the merge base is named:\n{files}"
     );
-    let raw = bob.get(&format!("{path}/files.patch"));
+    let raw = bob.get(&format!("{path}/files.diff"));
     assert_eq!(raw.status, 200);
     assert!(raw.text().contains("+pub fn added()"), "{}", raw.text());
+    let mails = bob.get(&format!("{path}/files.patch"));
+    assert_eq!(mails.status, 200);
+    let mails = mails.text();
+    assert!(
+        mails.starts_with("From ")
+            && mails.contains("Subject: [PATCH")
+            && mails.contains("+pub fn added()"),
+        "the patch is the range's commits as mails:\n{mails}"
+    );
 
     // A push to the source branch is in the timeline, by the pusher.
     git_ok(&work, &["checkout", "-q", "feature"]);

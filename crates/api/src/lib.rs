@@ -95,9 +95,20 @@ pub fn issue_json() -> IssueJson {
         .build()
 }
 
-/// Whether a pull request merges cleanly, and its diff's counts (added,
-/// removed, files), by (incarnation, target tip, source tip).
-pub type PullDetails = moka::sync::Cache<(String, String, String), (bool, Option<(u64, u64, u64)>)>;
+/// What one pull request's answer computes with git, decided by where its
+/// branches are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullDetail {
+    /// The test merge is clean and brings something.
+    pub mergeable: bool,
+    /// The branches' best common ancestor (`None`: they have none).
+    pub merge_base: Option<String>,
+    /// Lines added and removed, files changed.
+    pub stat: (u64, u64, u64),
+}
+
+/// Pull requests' details by (incarnation, target tip, source tip).
+pub type PullDetails = moka::sync::Cache<(String, String, String), PullDetail>;
 
 /// The most pull requests' details kept.
 pub const PULL_DETAILS: u64 = 4096;

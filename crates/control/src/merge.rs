@@ -31,7 +31,7 @@ use vole_git::merge::{MergeError, Signature, TestMerge};
 use vole_git::repos::RepoName;
 use vole_hooks::{Outcome, Phase, PushContext, RefUpdate};
 use vole_meta::MetaError;
-use vole_meta::entity::{Change, ChangeState, MergeMethod};
+use vole_meta::entity::{Change, ChangeState, MergeMark, MergeMethod};
 
 use crate::ControlState;
 
@@ -470,7 +470,8 @@ impl ControlState {
         {
             return Err(MergeRefused::Protected(refused.reason));
         }
-        self.land(repo, &change, (&update, method), push)
+        let head = tips.source.to_string();
+        self.land(repo, &change, (&update, method, &head), push)
     }
 
     /// Steps 4 to 6 of the module doc.
@@ -478,7 +479,7 @@ impl ControlState {
         &self,
         repo: &RepoName,
         change: &Change,
-        (update, method): (&RefUpdate, MergeMethod),
+        (update, method, head): (&RefUpdate, MergeMethod, &str),
         push: &PushContext,
     ) -> Result<Change, MergeRefused> {
         let record = |e: vole_hooks::recorder::RecorderError| MergeRefused::Failed(e.to_string());
@@ -544,7 +545,12 @@ impl ControlState {
         let merged = self.meta.mark_merged(
             repo,
             change.number,
-            (&update.new, method, &update.old),
+            MergeMark {
+                commit: &update.new,
+                method,
+                onto: &update.old,
+                head: Some(head),
+            },
             &push.actor,
         )?;
         self.settle(&push.repo, change.number);

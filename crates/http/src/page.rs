@@ -1,6 +1,6 @@
 //! The pagination extractors, one per kind of client: [`ApiPage`] is
 //! strict (a `page` or `per_page` that is not a whole number in range is a
-//! 400 saying so), [`WebPage`] is lenient (anything else is page 1, so a
+//! 400 saying so, bar Gitea's defaults for a `page` or `limit` of 0), [`WebPage`] is lenient (anything else is page 1, so a
 //! mangled link still shows something). Both give a bounded
 //! [`Pagination`].
 
@@ -40,14 +40,21 @@ impl<S: Send + Sync> FromRequestParts<S> for ApiPage {
         let query = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
             .map_err(|e| AppError::bad_request(format!("malformed query string: {e}")))?
             .0;
-        // `limit` is Gitea's name for it, clamped to its most as Gitea
-        // does; `per_page` is vole's, refused past its bound.
-        let limit = query.get("limit").map(|text| match text.parse::<u64>() {
-            Ok(n) if n > u64::from(GITEA_MAX_LIMIT) => GITEA_MAX_LIMIT.to_string(),
+        // As Gitea's: a `page` of 0 or less is the first, a `limit` of 0
+        // or less the default and one past its most that most; `per_page`
+        // is vole's, refused past its bound. Past the page bound, or not
+        // a number, stays a 400.
+        let limit = query.get("limit").map(|text| match text.parse::<i64>() {
+            Ok(n) if n > i64::from(GITEA_MAX_LIMIT) => GITEA_MAX_LIMIT.to_string(),
+            Ok(n) if n <= 0 => API_PER_PAGE.to_string(),
+            _ => text.clone(),
+        });
+        let page = query.get("page").map(|text| match text.parse::<i64>() {
+            Ok(n) if n <= 0 => "1".to_string(),
             _ => text.clone(),
         });
         Pagination::parse(
-            query.get("page").map(String::as_str),
+            page.as_deref(),
             limit
                 .as_deref()
                 .or(query.get("per_page").map(String::as_str)),

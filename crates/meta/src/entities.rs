@@ -152,6 +152,7 @@ impl MetaStore {
                 merged_at: None,
                 merge_method: None,
                 merged_onto: None,
+                merged_head: None,
             })
         })
     }
@@ -210,15 +211,15 @@ impl MetaStore {
         })
     }
 
-    /// Marks change request `number` merged by `by` with `method`, its
-    /// target now at `commit`: the last step of a merge, after the target
+    /// Marks change request `number` merged by `by` as `mark` says: the
+    /// last step of a merge, after the target
     /// moved (and at start, for a merge whose last step a crash cut). A
     /// change request merged already is left as it is.
     pub fn mark_merged(
         &self,
         repo: &RepoName,
         number: u64,
-        (commit, method, onto): (&str, crate::entity::MergeMethod, &str),
+        mark: crate::entity::MergeMark<'_>,
         by: &str,
     ) -> Result<Change, MetaError> {
         let current = self.change(repo, number)?;
@@ -229,9 +230,10 @@ impl MetaStore {
             let current = state.change(number)?;
             let mut next = current.clone();
             next.state = ChangeState::Merged;
-            next.merge_commit = Some(commit.to_string());
-            next.merge_method = Some(method);
-            next.merged_onto = Some(onto.to_string());
+            next.merge_commit = Some(mark.commit.to_string());
+            next.merge_method = Some(mark.method);
+            next.merged_onto = Some(mark.onto.to_string());
+            next.merged_head = mark.head.map(str::to_string);
             next.merged_by = Some(by.to_string());
             let now = now_text();
             next.merged_at = Some(now.clone());

@@ -206,6 +206,22 @@ pub struct Change {
     /// what the pull request brought to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub merged_onto: Option<String>,
+    /// The source branch's commit the merge took (absent: merged before
+    /// this was recorded, or marked at start from a cut merge's intent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged_head: Option<String>,
+}
+
+/// What a merge did, as [`Change`] keeps it once merged.
+#[derive(Debug, Clone, Copy)]
+pub struct MergeMark<'a> {
+    /// The commit the target branch now points at.
+    pub commit: &'a str,
+    pub method: MergeMethod,
+    /// The target's commit just before.
+    pub onto: &'a str,
+    /// The source's commit merged (`None`: not known).
+    pub head: Option<&'a str>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,7 +2,9 @@
 //! per file, drawn as commit pages draw theirs and with their bounds: an
 //! open one's against the merge base of its branches, a merged one's what
 //! its merge brought to the target (the target before it to the merge's
-//! commit); `files.patch` the same as a raw diff.
+//! commit); `files.diff` the same as a raw diff, `files.patch` as the
+//! range's commits in mail form (`git format-patch`), as Gitea's `.diff`
+//! and `.patch` are.
 
 use std::sync::Arc;
 
@@ -26,6 +28,14 @@ pub(crate) fn merged_range(change: &Change) -> Option<(gix::ObjectId, gix::Objec
     Some((id(&change.merged_onto)?, id(&change.merge_commit)?))
 }
 
+/// A pull request's changes as text.
+enum Raw {
+    /// One diff of the whole range.
+    Diff,
+    /// The range's commits as mails.
+    Patch,
+}
+
 #[derive(Template)]
 #[template(path = "pull_files.html")]
 struct FilesPage {
@@ -45,8 +55,9 @@ pub async fn pull_files(
 ) -> Result<Response, AppError> {
     let number = pull_number(&number)?;
     let raw = match file.as_str() {
-        "files" => false,
-        "files.patch" => true,
+        "files" => None,
+        "files.diff" => Some(Raw::Diff),
+        "files.patch" => Some(Raw::Patch),
         _ => return Err(AppError::not_found("There is no such page.")),
     };
     let change = app.api.meta.change(&name, number)?;
@@ -74,13 +85,32 @@ pub async fn pull_files(
         AppError::not_found("This pull request's branches are gone or have no common history.")
     })?;
     let (base, head) = (range.0.to_string(), range.1.to_string());
-    if raw {
-        return crate::commit::stream_text(
-            &app,
-            &name,
-            &["diff", "-M", "--no-color", "-p", &base, &head],
-        )
-        .await;
+    match raw {
+        Some(Raw::Diff) => {
+            return crate::commit::stream_text(
+                &app,
+                &name,
+                &["diff", "-M", "--no-color", "-p", &base, &head],
+            )
+            .await;
+        }
+        Some(Raw::Patch) => {
+            let range = format!("{base}..{head}");
+            return crate::commit::stream_text(
+                &app,
+                &name,
+                &[
+                    "format-patch",
+                    "--stdout",
+                    "--no-notes",
+                    "-M",
+                    "--no-color",
+                    &range,
+                ],
+            )
+            .await;
+        }
+        None => {}
     }
     let detail = range_detail(&app, &name, range).await?;
     let scope = format!("{}\0base={base}", name.incarnation_id());
@@ -88,7 +118,7 @@ pub async fn pull_files(
     render(FilesPage {
         repo: name.to_string(),
         rev: tabs_rev(&app, &name),
-        patch_link: format!("/{name}/-/pulls/{number}/files.patch"),
+        patch_link: format!("/{name}/-/pulls/{number}/files.diff"),
         change,
         detail,
         files,

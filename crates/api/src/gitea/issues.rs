@@ -161,7 +161,7 @@ pub(crate) fn rfc3339(
 }
 
 /// The labels a query names (`labels=a,b`), any of which an item has.
-pub(crate) fn label_names(query: &HashMap<String, String>) -> Vec<String> {
+fn label_names(query: &HashMap<String, String>) -> Vec<String> {
     query
         .get("labels")
         .map(|l| {

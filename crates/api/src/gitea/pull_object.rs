@@ -93,11 +93,12 @@ impl GiteaPull {
             repo_id: cx.repo.id,
             repo: cx.repo.clone(),
         };
-        // A merged one: the sides as they were merged.
+        // A merged one: the sides as they were merged (where a merge
+        // from before these were recorded left none, as they are now).
         let (base_sha, head_sha) = if merged {
             (
                 change.merged_onto.clone().or(cx.base_sha.clone()),
-                cx.head_sha.clone(),
+                change.merged_head.clone().or(cx.head_sha.clone()),
             )
         } else {
             (cx.base_sha.clone(), cx.head_sha.clone())
@@ -123,8 +124,7 @@ impl GiteaPull {
             deletions: cx.stat.map(|s| s.1),
             changed_files: cx.stat.map(|s| s.2),
             html_url: html_url.clone(),
-            // vole's raw diff is a patch of the whole change (git diff).
-            diff_url: format!("{html_url}/files.patch"),
+            diff_url: format!("{html_url}/files.diff"),
             patch_url: format!("{html_url}/files.patch"),
             mergeable: cx.mergeable,
             merged,

@@ -25,26 +25,45 @@ use vole_meta::NewChange;
 use vole_meta::entity::{Change, ThreadKind};
 use vole_meta::index::{ThreadKinds, ThreadQuery};
 
-/// `GET /repos/{o}/{r}/pulls?state=&labels=`: newest first.
+/// `GET /repos/{o}/{r}/pulls?state=&labels=&poster=`: newest first;
+/// `labels` repeated, each a label's id as Gitea's (a name is taken too),
+/// any of which a pull request has.
 pub async fn list_pulls(
     State(app): State<Arc<ApiState>>,
     RepoAccess {
         repo, principal, ..
     }: RepoAccess<Read>,
     base: Base,
-    Query(query): Query<HashMap<String, String>>,
+    Query(pairs): Query<Vec<(String, String)>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let filter = ThreadQuery {
+    let wanted: Vec<String> = pairs
+        .iter()
+        .filter(|(key, _)| key == "labels" || key == "labels[]")
+        .flat_map(|(_, value)| value.split(','))
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect();
+    let query: HashMap<String, String> = pairs.into_iter().collect();
+    let mut filter = ThreadQuery {
         kinds: ThreadKinds::Changes,
         state: thread_state(&query)?,
-        labels: label_names(&query),
         author: query.get("poster").filter(|a| !a.is_empty()).cloned(),
         ..ThreadQuery::default()
     };
     let url = base.api(&format!("repos/{repo}/pulls"));
-    let filters = repeat(&query, &["state", "labels", "poster"]);
+    let mut filters = repeat(&query, &["state", "poster"]);
+    for label in &wanted {
+        let label =
+            percent_encoding::utf8_percent_encode(label, percent_encoding::NON_ALPHANUMERIC);
+        filters.push_str(&format!(
+            "{}labels={label}",
+            if filters.is_empty() { "" } else { "&" }
+        ));
+    }
     let (items, total) = shaped_blocking(&app, base, principal, move |s| {
+        filter.labels = label_ids_to_names(&s.app.meta.labels(&repo)?, &wanted);
         let found = s.app.meta.list_threads(&repo, &filter, page)?;
         let meta = s.repo_meta(&repo);
         let items = found
@@ -59,6 +78,23 @@ pub async fn list_pulls(
     })
     .await?;
     Ok(gitea_page(items, &url, &filters, page, total))
+}
+
+/// The names of the labels `wanted` names by id (or by name). An id no
+/// label has matches nothing, as Gitea's filter by ids does: it becomes
+/// a name no label can have (names hold no control characters).
+fn label_ids_to_names(labels: &[vole_meta::numbered::Label], wanted: &[String]) -> Vec<String> {
+    wanted
+        .iter()
+        .map(|w| match w.parse::<u64>() {
+            Ok(id) => labels
+                .iter()
+                .find(|l| l.serial == id)
+                .or_else(|| labels.iter().find(|l| l.name == *w))
+                .map_or_else(|| "\u{0}".to_string(), |l| l.name.clone()),
+            Err(_) => w.clone(),
+        })
+        .collect()
 }
 
 /// `GET /repos/{o}/{r}/pulls/{n}`: with whether it merges cleanly now.

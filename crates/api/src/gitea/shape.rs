@@ -180,6 +180,16 @@ impl<'a> Shaper<'a> {
             .as_ref()
             .map(|r| time(&r.created_at))
             .unwrap_or_else(|| TIME_ZERO.to_string());
+        // The newest ref move the server recorded (a push or a merge),
+        // forgotten with a deleted repo; the creation before any.
+        let updated = app
+            .recorder
+            .activity(&key, vole_stdx::page::Pagination::first(1))
+            .0
+            .first()
+            .map(|entry| time(&vole_stdx::time::nanos_to_seconds(entry.ref_move.time_ns)))
+            .filter(|pushed| *pushed > created)
+            .unwrap_or_else(|| created.clone());
         let methods = &settings.merge.methods;
         let html_url = self.base.html(&key);
         let shaped = GiteaRepo {
@@ -218,8 +228,8 @@ impl<'a> Shaper<'a> {
             release_counter: 0,
             default_branch: head.unwrap_or(settings.default_branch.clone()),
             archived: false,
-            created_at: created.clone(),
-            updated_at: created,
+            created_at: created,
+            updated_at: updated,
             archived_at: "1970-01-01T00:00:00+00:00".into(),
             permissions: self.permission(repo),
             has_issues: true,
@@ -385,30 +395,13 @@ impl<'a> Shaper<'a> {
         let tips = self.app.control.tips(repo, change).ok();
         let open = change.state == ChangeState::Open;
         let (mergeable, merge_base, stat) = match (&tips, detailed && open) {
-            (Some(tips), true) => {
-                // Cached by the repo's incarnation and both tips: what
-                // they decide cannot change while they stay.
-                let key = (
-                    repo.incarnation_id().to_string(),
-                    tips.target.to_string(),
-                    tips.source.to_string(),
-                );
-                match self.app.pull_details.get(&key) {
-                    Some((mergeable, stat)) => (mergeable, None, stat),
-                    None => match crate::pulls::preview(self.app, repo, change, DETAIL_DEADLINE) {
-                        Ok(preview) => {
-                            let mergeable =
-                                matches!(preview.merge, vole_git::merge::TestMerge::Clean(_))
-                                    && !preview.merged_already;
-                            let stat = self.diff_stat(repo, &preview.tips);
-                            if stat.is_some() {
-                                self.app.pull_details.insert(key, (mergeable, stat));
-                            }
-                            (mergeable, None, stat)
-                        }
-                        Err(_) => (false, None, None),
-                    },
-                }
+            (Some(tips), true) => match self.pull_detail(repo, change, tips) {
+                Some(d) => (d.mergeable, d.merge_base, Some(d.stat)),
+                None => (false, None, None),
+            },
+            // A merged one's answer: the base of the sides it merged.
+            _ if detailed && change.state == ChangeState::Merged => {
+                (false, self.merged_base(repo, change), None)
             }
             // In a list (or once closed): open with both branches there;
             // whether it merges cleanly is one pull request's answer.
@@ -432,6 +425,61 @@ impl<'a> Shaper<'a> {
             stat,
         };
         Ok(GiteaPull::of(cx, change))
+    }
+
+    /// One open pull request's test merge, merge base and diff counts,
+    /// cached by the repo's incarnation and both tips: what they decide
+    /// cannot change while they stay. `None`: git did not answer within
+    /// the read deadline (nothing cached).
+    fn pull_detail(
+        &self,
+        repo: &vole_access::ResolvedRepo,
+        change: &Change,
+        tips: &crate::pulls::Tips,
+    ) -> Option<crate::PullDetail> {
+        let key = (
+            repo.incarnation_id().to_string(),
+            tips.target.to_string(),
+            tips.source.to_string(),
+        );
+        if let Some(detail) = self.app.pull_details.get(&key) {
+            return Some(detail);
+        }
+        let preview = crate::pulls::preview(self.app, repo, change, DETAIL_DEADLINE).ok()?;
+        let mergeable = matches!(preview.merge, vole_git::merge::TestMerge::Clean(_))
+            && !preview.merged_already;
+        let merge_base = self
+            .app
+            .control
+            .git
+            .merge_base(
+                &self.app.repos.path(repo),
+                (preview.tips.target, preview.tips.source),
+                DETAIL_DEADLINE,
+            )
+            .ok()?
+            .map(|id| id.to_string());
+        let stat = self.diff_stat(repo, &preview.tips)?;
+        let detail = crate::PullDetail {
+            mergeable,
+            merge_base,
+            stat,
+        };
+        self.app.pull_details.insert(key, detail.clone());
+        Some(detail)
+    }
+
+    /// The merge base of the sides a merge took (`None`: a merge from
+    /// before both were recorded, or git did not answer in time).
+    fn merged_base(&self, repo: &RepoName, change: &Change) -> Option<String> {
+        let id = |hex: &Option<String>| gix::ObjectId::from_hex(hex.as_deref()?.as_bytes()).ok();
+        let sides = (id(&change.merged_onto)?, id(&change.merged_head)?);
+        self.app
+            .control
+            .git
+            .merge_base(&self.app.repos.path(repo), sides, DETAIL_DEADLINE)
+            .ok()?
+            .map(|base| base.to_string())
     }
 
     /// Lines added and removed and files changed from the merge base of

@@ -94,11 +94,13 @@ impl ControlState {
         match self.meta.mark_merged(
             &repo,
             number,
-            (
-                intent.new.as_deref().unwrap_or_default(),
+            // The intent does not name the source's commit.
+            vole_meta::entity::MergeMark {
+                commit: intent.new.as_deref().unwrap_or_default(),
                 method,
-                intent.old.as_deref().unwrap_or_default(),
-            ),
+                onto: intent.old.as_deref().unwrap_or_default(),
+                head: None,
+            },
             &intent.actor,
         ) {
             Ok(_) => (format!("{what}: its target had moved; marked merged"), true),

@@ -112,6 +112,7 @@ fn change(number: u64, state: ChangeState) -> Entity {
         merged_at: None,
         merge_method: None,
         merged_onto: None,
+        merged_head: None,
     })
 }
 
