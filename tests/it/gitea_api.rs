@@ -806,6 +806,25 @@ fn labels_are_kept_by_id_through_renames_and_deletions_and_every_api_refusal_is_
         names(&call("GET", "/issues/1/labels", None).1),
         Vec::<String>::new()
     );
+    // Clients adding a label each at once all land: an add is read,
+    // edited and written against the version read.
+    let added: Vec<String> = (0..6).map(|n| format!("race-{n}")).collect();
+    std::thread::scope(|scope| {
+        for name in &added {
+            let call = &call;
+            scope.spawn(move || {
+                let (status, answer) = call(
+                    "POST",
+                    "/issues/1/labels",
+                    Some(&format!(r#"{{"labels":["{name}"]}}"#)),
+                );
+                assert_eq!(status, 200, "adding {name}: {answer}");
+            });
+        }
+    });
+    let mut landed = names(&call("GET", "/issues/1/labels", None).1);
+    landed.sort();
+    assert_eq!(landed, added, "an add raced by another was lost");
     // Every refusal under /api/ is Gitea's JSON, from wherever it comes.
     for (method, path, headers, status) in [
         ("GET", "/api/v1/no/such/path", vec![], 404),

@@ -167,10 +167,54 @@ pub async fn delete_label(
 
 /// The label names issue or pull request `number` carries now.
 fn labels_of(app: &ApiState, repo: &ResolvedRepo, number: u64) -> Result<Vec<String>, AppError> {
+    Ok(versioned_labels_of(app, repo, number)?.0)
+}
+
+/// The same, with the version of the document that carries them.
+fn versioned_labels_of(
+    app: &ApiState,
+    repo: &ResolvedRepo,
+    number: u64,
+) -> Result<(Vec<String>, u64), AppError> {
     Ok(match kind_of(app, repo, number)? {
-        ThreadKind::Issue => app.meta.issue(repo, number)?.labels,
-        ThreadKind::Change => app.meta.change(repo, number)?.labels,
+        ThreadKind::Issue => {
+            let issue = app.meta.issue(repo, number)?;
+            (issue.labels, issue.version)
+        }
+        ThreadKind::Change => {
+            let change = app.meta.change(repo, number)?;
+            (change.labels, change.version)
+        }
     })
+}
+
+/// Tries of a label edit that another write to the same issue beat.
+const LABEL_EDIT_TRIES: usize = 8;
+
+/// Edits the labels of issue `number` with `edit` (from the names it
+/// carries to the names it will): read, edited and written against the
+/// version read, again when another write came between, so that two
+/// clients adding a label each at once both land.
+async fn edit_labels(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    repo: &ResolvedRepo,
+    number: u64,
+    edit: impl Fn(Vec<String>) -> Vec<String>,
+) -> Result<(), AppError> {
+    for attempt in 1..=LABEL_EDIT_TRIES {
+        let (names, version) = versioned_labels_of(app, repo, number)?;
+        let option = EditIssueOption {
+            label_names: Some(edit(names)),
+            version: Some(version),
+            ..EditIssueOption::default()
+        };
+        match apply_edit(app, principal, repo, number, option).await {
+            Err(e) if e.status() == StatusCode::CONFLICT && attempt < LABEL_EDIT_TRIES => {}
+            done => return done.map(drop),
+        }
+    }
+    unreachable!("the last try returns")
 }
 
 /// The labels of issue `number` as Gitea lists them.
@@ -208,23 +252,6 @@ pub struct IssueLabelsOption {
     pub labels: Option<Vec<Value>>,
 }
 
-/// Sets the labels of issue `number` to `names`.
-async fn set_labels(
-    app: &Arc<ApiState>,
-    principal: &Principal,
-    repo: &ResolvedRepo,
-    number: u64,
-    names: Vec<String>,
-) -> Result<(), AppError> {
-    let option = EditIssueOption {
-        label_names: Some(names),
-        ..EditIssueOption::default()
-    };
-    apply_edit(app, principal, repo, number, option)
-        .await
-        .map(drop)
-}
-
 /// `POST /repos/{o}/{r}/issues/{n}/labels` adds (`replace`: false) and
 /// `PUT` replaces: 200 with the issue's labels.
 async fn put_labels(
@@ -241,17 +268,16 @@ async fn put_labels(
     let number = thread_number(number)?;
     let option = body(payload)?;
     let named = label_refs(&app, &repo, &option.labels.unwrap_or_default())?;
-    let mut names = if replace {
-        Vec::new()
-    } else {
-        labels_of(&app, &repo, number)?
-    };
-    for name in named {
-        if !names.iter().any(|n| n.eq_ignore_ascii_case(&name)) {
-            names.push(name);
+    edit_labels(&app, &principal, &repo, number, |carried| {
+        let mut names = if replace { Vec::new() } else { carried };
+        for name in &named {
+            if !names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+                names.push(name.clone());
+            }
         }
-    }
-    set_labels(&app, &principal, &repo, number, names).await?;
+        names
+    })
+    .await?;
     Ok(Json(shown_labels(&app, base, principal, repo, number).await?).into_response())
 }
 
@@ -284,7 +310,7 @@ pub async fn clear_issue_labels(
     Path((_, _, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let number = thread_number(&number)?;
-    set_labels(&app, &principal, &repo, number, Vec::new()).await?;
+    edit_labels(&app, &principal, &repo, number, |_| Vec::new()).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -299,10 +325,12 @@ pub async fn remove_issue_label(
     let number = thread_number(&number)?;
     let id = path_id(&id, "label")?;
     let label = app.meta.label(&repo, id)?;
-    let names: Vec<String> = labels_of(&app, &repo, number)?
-        .into_iter()
-        .filter(|n| !n.eq_ignore_ascii_case(&label.name))
-        .collect();
-    set_labels(&app, &principal, &repo, number, names).await?;
+    edit_labels(&app, &principal, &repo, number, |carried| {
+        carried
+            .into_iter()
+            .filter(|n| !n.eq_ignore_ascii_case(&label.name))
+            .collect()
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -113,9 +113,17 @@ pub async fn user_repos(
     Path(owner): Path<String>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
+    let url = base.api(&format!("users/{owner}/repos"));
+    let wanted = owner.clone();
+    let (items, total) = repo_page(&app, base, principal, page, move |_, _, n| {
+        n.owner().eq_ignore_ascii_case(&wanted)
+    })
+    .await?;
     // A name that is no user is a 404, as Gitea answers (an owner
-    // namespace that is no user still lists its repos).
-    if app.meta.user(&owner)?.is_none()
+    // namespace that is no user still lists its repos); the repos are
+    // listed again only when the page showed none.
+    if total == 0
+        && app.meta.user(&owner)?.is_none()
         && !app
             .repos
             .list()
@@ -124,11 +132,6 @@ pub async fn user_repos(
     {
         return Err(AppError::not_found(format!("user {owner:?} not found")));
     }
-    let url = base.api(&format!("users/{owner}/repos"));
-    let (items, total) = repo_page(&app, base, principal, page, move |_, _, n| {
-        n.owner().eq_ignore_ascii_case(&owner)
-    })
-    .await?;
     Ok(gitea_page(items, &url, "", page, total))
 }
 
