@@ -22,6 +22,7 @@ pub mod durable;
 pub mod incarnation;
 pub mod merge;
 pub mod repos;
+pub mod revision;
 pub mod tree_path;
 pub use bounded::{Bounded, BoundedError, Bounds, Cancel, CancelOnDrop};
 

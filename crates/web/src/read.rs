@@ -100,39 +100,10 @@ pub fn refs(repo: &gix::Repository) -> Result<Refs, ReadError> {
     })
 }
 
-/// The reference `full_name` (`refs/heads/...`), when it is a valid ref
-/// name and exists: a name git could never have made (`a~1`, `a b`, `..`)
-/// names nothing, rather than failing the read.
-fn find_ref<'r>(
-    repo: &'r gix::Repository,
-    full_name: &str,
-) -> Result<Option<gix::Reference<'r>>, ReadError> {
-    use gix::bstr::ByteSlice;
-    // A name longer than a file name may be (255 bytes a component on
-    // every common file system) could not be a loose ref, and would fail
-    // the lookup with ENAMETOOLONG instead of naming nothing.
-    let fits = full_name.len() <= 1024 && full_name.split('/').all(|c| c.len() <= 255);
-    if !fits || gix::validate::reference::name(full_name.as_bytes().as_bstr()).is_err() {
-        return Ok(None);
-    }
-    Ok(repo.try_find_reference(full_name)?)
-}
-
-/// The commit a revision names: a branch, a tag, or a full commit id.
+/// The commit a revision names: a branch, a tag, or a full commit id
+/// ([`vole_git::revision::resolve`]).
 pub fn resolve(repo: &gix::Repository, rev: &str) -> Result<Option<ObjectId>, ReadError> {
-    for prefix in ["refs/heads/", "refs/tags/"] {
-        if let Some(reference) = find_ref(repo, &format!("{prefix}{rev}"))? {
-            let id = reference.into_fully_peeled_id()?.detach();
-            return peel_to_commit(repo, id);
-        }
-    }
-    if rev.len() == 40
-        && let Ok(id) = ObjectId::from_hex(rev.as_bytes())
-        && repo.has_object(id)
-    {
-        return peel_to_commit(repo, id);
-    }
-    Ok(None)
+    Ok(vole_git::revision::resolve(repo, rev)?)
 }
 
 /// Splits a URL's `rev/path...` where the branch or tag name itself has
@@ -146,22 +117,12 @@ pub fn split_rev(
     for k in (1..=path.len()).rev() {
         let candidate = format!("{rev}/{}", path[..k].join("/"));
         for prefix in ["refs/heads/", "refs/tags/"] {
-            if find_ref(repo, &format!("{prefix}{candidate}"))?.is_some() {
+            if vole_git::revision::find_ref(repo, &format!("{prefix}{candidate}"))?.is_some() {
                 return Ok((candidate, path[k..].to_vec()));
             }
         }
     }
     Ok((rev.to_string(), path.to_vec()))
-}
-
-/// The commit `id` is or leads to (through tags); `None` when it leads to
-/// a tree or a blob (a tag may name anything).
-fn peel_to_commit(repo: &gix::Repository, id: ObjectId) -> Result<Option<ObjectId>, ReadError> {
-    Ok(repo
-        .find_object(id)?
-        .peel_to_commit()
-        .ok()
-        .map(|commit| commit.id))
 }
 
 pub struct CommitInfo {

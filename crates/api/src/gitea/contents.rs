@@ -84,38 +84,7 @@ pub(crate) fn resolve(
     } else {
         rev.to_string()
     };
-    if rev.len() > 1024 || gix::validate::reference::name_partial(rev.as_str().into()).is_err() {
-        return Ok(None);
-    }
-    for prefix in ["refs/heads/", "refs/tags/"] {
-        if let Some(reference) = repo
-            .try_find_reference(format!("{prefix}{rev}").as_str())
-            .map_err(read_error)?
-        {
-            let id = reference
-                .into_fully_peeled_id()
-                .map_err(read_error)?
-                .detach();
-            return Ok(repo
-                .find_object(id)
-                .map_err(read_error)?
-                .peel_to_commit()
-                .ok()
-                .map(|c| c.id));
-        }
-    }
-    if rev.len() == 40
-        && let Ok(id) = gix::ObjectId::from_hex(rev.as_bytes())
-        && repo.has_object(id)
-    {
-        return Ok(repo
-            .find_object(id)
-            .map_err(read_error)?
-            .peel_to_commit()
-            .ok()
-            .map(|c| c.id));
-    }
-    Ok(None)
+    vole_git::revision::resolve(repo, &rev).map_err(read_error)
 }
 
 /// What a path names in a tree.
