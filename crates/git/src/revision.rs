@@ -20,7 +20,7 @@ pub fn find_ref<'r>(
     if !fits || gix::validate::reference::name(full_name.as_bytes().as_bstr()).is_err() {
         return Ok(None);
     }
-    repo.try_find_reference(full_name).map_err(Into::into)
+    repo.try_find_reference(full_name)
 }
 
 /// The commit a revision names: a branch, a tag, or a full commit id.
