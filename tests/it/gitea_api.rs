@@ -282,7 +282,37 @@ fn each_gitea_object_holds_every_property_the_document_lists_with_its_type() {
     // null (docs/api.md); one pull request's answer has them all.
     checked += check_shape("PRBranchInfo", &pull["head"], &all);
     checked += check_shape("Repository", &pull["base"]["repo"], &all);
+    // A push to its branch is an event in its timeline, not a comment a
+    // person wrote: Gitea's lists and counts leave it out.
+    commit_file(&work, "more.txt", b"more\n");
+    git_ok(&work, &["push", "-q", &url, "topic"]);
+    let timeline = (0..100).find_map(|_| {
+        let (_, page) = http_request(
+            forge.server().addr,
+            "GET",
+            "/alice/shapes/-/pulls/1",
+            &[],
+            None,
+        );
+        let page = text(&page);
+        if page.contains("pushed 1 commit") {
+            return Some(page);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        None
+    });
+    assert!(timeline.is_some(), "anti-vacuity: no push event was made");
+    assert_eq!(
+        call("GET", "/repos/alice/shapes/issues/1/comments", None),
+        serde_json::json!([]),
+        "a push event is listed as a comment"
+    );
+    assert_eq!(
+        call("GET", "/repos/alice/shapes/issues/comments", None),
+        serde_json::json!([])
+    );
     let shown = call("GET", "/repos/alice/shapes/pulls/1", None);
+    assert_eq!(shown["comments"], 0, "a push event is counted as a comment");
     checked += check_shape("PullRequest", &shown, &all);
     let branch = call("GET", "/repos/alice/shapes/branches/topic", None);
     checked += check_shape("Branch", &branch, &all);

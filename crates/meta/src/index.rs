@@ -99,8 +99,11 @@ pub struct Index {
     sequences: BTreeMap<SerialKind, Sequence>,
     /// Incarnation -> the repo's numeric id (the system repo's).
     repo_ids: HashMap<String, RepoId>,
-    /// Comment serial -> (thread id, comment id).
-    comment_serials: HashMap<u64, (String, String)>,
+    /// Comment serial -> (thread id, comment id), in serial order: the
+    /// repo's comments as Gitea lists them, oldest first.
+    comment_serials: BTreeMap<u64, (String, String)>,
+    /// Comments people wrote (no event) that are not deleted.
+    said_comments: usize,
     entities: usize,
     /// Author -> bytes of the documents they authored, as they stand
     /// ([`authored`]).
@@ -192,10 +195,16 @@ impl Index {
                     self.comment_serials
                         .insert(comment.serial, (comment.thread.clone(), comment.id.clone()));
                 }
-                self.comments
+                let said = |c: &Comment| !c.deleted && c.event.is_none();
+                let live = said(&comment);
+                let was_live = self
+                    .comments
                     .entry(comment.thread.clone())
                     .or_default()
-                    .insert(comment.id.clone(), comment);
+                    .insert(comment.id.clone(), comment)
+                    .is_some_and(|old| said(&old));
+                self.said_comments =
+                    (self.said_comments + usize::from(live)).saturating_sub(usize::from(was_live));
             }
             Entity::Acl(acl) => self.acl = Some(acl),
             Entity::RepoAcl(repo_acl) => self.apply_repo_acl(repo_acl),
@@ -425,6 +434,12 @@ impl Index {
             .into_iter()
             .flat_map(|thread| thread.values())
             .filter(|c| !c.deleted)
+    }
+
+    /// A thread's comments that people wrote (no event) and that are not
+    /// deleted, in order: what Gitea's API lists and counts.
+    pub fn said_comments(&self, thread_id: &str) -> impl Iterator<Item = &Comment> {
+        self.shown_comments(thread_id).filter(|c| c.event.is_none())
     }
 
     /// Comments of a thread, oldest first, the deleted left out.

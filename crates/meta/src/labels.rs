@@ -271,8 +271,9 @@ impl MetaStore {
         self.read(repo, |state| Ok(state.index.threads(query, page)))
     }
 
-    /// The comments thread `number` shows, oldest first, at most `cap`.
-    pub fn shown_comments(
+    /// The comments people wrote on thread `number` (events and the
+    /// deleted left out), oldest first, at most `cap`: Gitea's list.
+    pub fn said_comments(
         &self,
         repo: &RepoName,
         kind: ThreadKind,
@@ -283,7 +284,7 @@ impl MetaStore {
             let thread = state.thread_id(kind, number)?;
             Ok(state
                 .index
-                .shown_comments(&thread)
+                .said_comments(&thread)
                 .take(cap)
                 .cloned()
                 .collect())
@@ -339,23 +340,36 @@ impl MetaStore {
         page: Pagination,
     ) -> Result<Page<(Comment, ThreadKind, u64)>, MetaError> {
         self.read(repo, |state| {
-            let mut all: Vec<&Comment> = state
-                .index
-                .all_comments()
-                .filter(|c| !c.deleted)
-                .filter(|c| since.is_none_or(|s| c.updated_at.as_str() >= s))
-                .filter(|c| before.is_none_or(|b| c.updated_at.as_str() <= b))
-                .collect();
-            // Ids are time-ordered (ULIDs).
-            all.sort_by(|a, b| a.id.cmp(&b.id));
-            let total = all.len();
-            let items = page
-                .slice(all)
-                .filter_map(|c| {
-                    let (kind, number) = state.index.thread_of(&c.thread)?;
-                    Some((c.clone(), kind, number))
-                })
-                .collect();
+            // By serial, which is Gitea's id order and creation order. A
+            // page without `since`/`before` walks only as far as it
+            // shows; with them, one pass counts what they keep.
+            let (walk, said) = state.index.comments_by_serial();
+            let in_window = |c: &&Comment| {
+                since.is_none_or(|s| c.updated_at.as_str() >= s)
+                    && before.is_none_or(|b| c.updated_at.as_str() <= b)
+            };
+            let shown = |c: &Comment| {
+                let (kind, number) = state.index.thread_of(&c.thread)?;
+                Some((c.clone(), kind, number))
+            };
+            let (items, total) = if since.is_none() && before.is_none() {
+                let items = walk
+                    .skip(page.offset())
+                    .take(page.per_page())
+                    .filter_map(shown)
+                    .collect();
+                (items, said)
+            } else {
+                let mut total = 0;
+                let mut items = Vec::new();
+                for c in walk.filter(in_window) {
+                    if total >= page.offset() && items.len() < page.per_page() {
+                        items.extend(shown(c));
+                    }
+                    total += 1;
+                }
+                (items, total)
+            };
             Ok(Page { items, total })
         })
     }

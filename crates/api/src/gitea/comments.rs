@@ -50,7 +50,7 @@ pub async fn list_comments(
         let kept: Vec<_> = s
             .app
             .meta
-            .shown_comments(&repo, kind, number, MAX_LISTED_COMMENTS)?
+            .said_comments(&repo, kind, number, MAX_LISTED_COMMENTS)?
             .into_iter()
             .filter(|c| since.as_deref().is_none_or(|t| c.updated_at.as_str() >= t))
             .filter(|c| before.as_deref().is_none_or(|t| c.updated_at.as_str() <= t))

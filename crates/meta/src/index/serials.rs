@@ -46,6 +46,18 @@ impl Index {
         self.comments.values().flat_map(BTreeMap::values)
     }
 
+    /// The comments people wrote (no event) that are not deleted, by
+    /// serial (oldest first), and how many there are: walked, never
+    /// sorted or copied.
+    pub fn comments_by_serial(&self) -> (impl Iterator<Item = &Comment>, usize) {
+        let walk = self
+            .comment_serials
+            .values()
+            .filter_map(|(thread, id)| self.comment(thread, id))
+            .filter(|c| !c.deleted && c.event.is_none());
+        (walk, self.said_comments)
+    }
+
     /// The kind and number of the thread of id `thread_id`.
     pub fn thread_of(&self, thread_id: &str) -> Option<(ThreadKind, u64)> {
         self.threads.get(thread_id).copied()

@@ -156,3 +156,54 @@ fn a_list_by_state_alone_pages_as_the_full_scan_does() {
     }
     assert!(compared > 100, "anti-vacuity: {compared} threads compared");
 }
+
+fn comment(serial: u64, id: &str, version: u64, deleted: bool) -> Entity {
+    Entity::Comment(Comment {
+        v: 1,
+        serial,
+        id: id.into(),
+        thread: "id1".into(),
+        thread_kind: ThreadKind::Issue,
+        body: String::new(),
+        author: "ann".into(),
+        created_at: String::new(),
+        updated_at: String::new(),
+        version,
+        replaces: None,
+        deleted,
+        event: None,
+    })
+}
+
+#[test]
+fn the_repos_comments_walk_by_serial_and_count_only_the_live_ones() {
+    let mut index = Index::default();
+    index.apply(issue(1, 1, IssueState::Open, &[]));
+    // Ids out of serial order: the walk follows serials (Gitea's ids).
+    for (serial, id) in [(3, "a"), (1, "c"), (2, "b"), (4, "d")] {
+        assert!(index.apply(comment(serial, id, 1, false)));
+    }
+    let walked = |index: &Index| {
+        let (walk, live) = index.comments_by_serial();
+        (walk.map(|c| c.serial).collect::<Vec<_>>(), live)
+    };
+    assert_eq!(walked(&index), (vec![1, 2, 3, 4], 4));
+    // A deletion leaves the walk and the count; an older version of it
+    // folded later brings neither back; an edit counts once.
+    assert!(index.apply(comment(2, "b", 2, true)));
+    assert!(!index.apply(comment(2, "b", 1, false)));
+    assert!(index.apply(comment(4, "d", 2, false)));
+    assert_eq!(walked(&index), (vec![1, 3, 4], 3));
+    // An event (a push to a pull request) is no comment a person wrote.
+    let Entity::Comment(mut pushed) = comment(5, "e", 1, false) else {
+        unreachable!()
+    };
+    pushed.event = Some(crate::entity::ThreadEvent::Pushed {
+        before: None,
+        after: "0".repeat(40),
+        commits: 1,
+    });
+    assert!(index.apply(Entity::Comment(pushed)));
+    assert_eq!(walked(&index), (vec![1, 3, 4], 3));
+    assert_eq!(index.comment_count("id1"), 3);
+}

@@ -271,8 +271,9 @@ impl Index {
             .copied()
     }
 
-    /// How many comments a thread shows (the deleted left out).
+    /// How many comments people wrote on a thread (events and the
+    /// deleted left out), as Gitea counts them.
     pub fn comment_count(&self, thread_id: &str) -> usize {
-        self.shown_comments(thread_id).count()
+        self.said_comments(thread_id).count()
     }
 }
