@@ -74,16 +74,26 @@ pub struct IssueKey {
     pub private: bool,
 }
 
+/// One issue as written JSON, shared: a hit is a count's increment, not
+/// a copy of its bytes.
+#[derive(Debug, Clone)]
+pub struct SharedJson(pub Arc<serde_json::value::RawValue>);
+
+impl serde::Serialize for SharedJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.as_ref().serialize(serializer)
+    }
+}
+
 /// Written issues by what each depends on.
-pub type IssueJson = moka::sync::Cache<IssueKey, Box<serde_json::value::RawValue>>;
+pub type IssueJson = moka::sync::Cache<IssueKey, SharedJson>;
 
 /// The most bytes of written issues kept.
 pub const ISSUE_JSON_BYTES: u64 = 32 * 1024 * 1024;
 
 /// A written issue's weight in the cache: its bytes and its key's.
-#[allow(clippy::borrowed_box)] // moka's weigher takes the value as stored
-fn issue_json_weight(key: &IssueKey, json: &Box<serde_json::value::RawValue>) -> u32 {
-    u32::try_from(json.get().len() + key.base.len() + key.incarnation.len() + 64)
+fn issue_json_weight(key: &IssueKey, json: &SharedJson) -> u32 {
+    u32::try_from(json.0.get().len() + key.base.len() + key.incarnation.len() + 64)
         .unwrap_or(u32::MAX)
 }
 

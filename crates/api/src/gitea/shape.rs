@@ -306,7 +306,7 @@ impl<'a> Shaper<'a> {
         repo: &vole_access::ResolvedRepo,
         repo_meta: &RepoMeta,
         thread: &AnyThread,
-    ) -> UserJson {
+    ) -> crate::SharedJson {
         let (number, version, author, id) = match thread {
             AnyThread::Issue(i) => (i.number, i.version, &i.author, &i.id),
             AnyThread::Change(c) => (c.number, c.version, &c.author, &c.id),
@@ -327,13 +327,14 @@ impl<'a> Shaper<'a> {
             return json;
         }
         let shaped = self.any_issue(repo, repo_meta, thread);
-        match serde_json::value::to_raw_value(&shaped) {
-            Ok(json) => {
-                self.app.issue_json.insert(key, json.clone());
-                json
-            }
-            Err(_) => serde_json::value::to_raw_value(&()).unwrap_or_default(),
-        }
+        let json = crate::SharedJson(
+            serde_json::value::to_raw_value(&shaped)
+                .or_else(|_| serde_json::value::to_raw_value(&()))
+                .unwrap_or_default()
+                .into(),
+        );
+        self.app.issue_json.insert(key, json.clone());
+        json
     }
 
     /// The repo's labels as they are now, in one number (each label's id
