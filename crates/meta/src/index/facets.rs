@@ -1,15 +1,21 @@
 //! The index's secondary sets of issues and change requests: by state,
-//! by label, by author, and their intersections.
+//! by label, by author, and their intersections. The sets are
+//! order-statistic trees (`indexset`): besides their order, they answer
+//! the n-th number and a number's rank in about constant time, so a page
+//! deep in a list costs what its first page does.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
+
+/// A set of issue or change request numbers, ranked.
+pub(super) type Numbers = indexset::BTreeSet<u64>;
 
 /// Secondary sets of one numbered kind (issue or change request).
 #[derive(Debug)]
 pub(super) struct Facets<S> {
-    pub(super) by_state: HashMap<S, BTreeSet<u64>>,
-    pub(super) by_label: HashMap<String, BTreeSet<u64>>,
-    pub(super) by_author: HashMap<String, BTreeSet<u64>>,
+    pub(super) by_state: HashMap<S, Numbers>,
+    pub(super) by_label: HashMap<String, Numbers>,
+    pub(super) by_author: HashMap<String, Numbers>,
 }
 
 impl<S> Default for Facets<S> {
@@ -38,7 +44,7 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     }
 
     pub(super) fn remove(&mut self, number: u64, state: S, labels: &[String], author: &str) {
-        fn drop_from<K: Eq + Hash>(map: &mut HashMap<K, BTreeSet<u64>>, key: &K, number: u64) {
+        fn drop_from<K: Eq + Hash>(map: &mut HashMap<K, Numbers>, key: &K, number: u64) {
             if let Some(set) = map.get_mut(key) {
                 set.remove(&number);
                 if set.is_empty() {
@@ -69,7 +75,7 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     }
 
     pub(super) fn in_state(&self, state: S) -> usize {
-        self.by_state.get(&state).map_or(0, BTreeSet::len)
+        self.by_state.get(&state).map_or(0, Numbers::len)
     }
 
     /// Numbers matching every given facet, newest (highest) first.
@@ -80,8 +86,8 @@ impl<S: Eq + Hash + Copy> Facets<S> {
         label: Option<&str>,
         author: Option<&str>,
     ) -> Vec<u64> {
-        let mut sets: Vec<&BTreeSet<u64>> = Vec::new();
-        let empty = BTreeSet::new();
+        let mut sets: Vec<&Numbers> = Vec::new();
+        let empty = Numbers::new();
         if let Some(state) = state {
             sets.push(self.by_state.get(&state).unwrap_or(&empty));
         }

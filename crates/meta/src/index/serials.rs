@@ -85,7 +85,7 @@ impl Index {
     /// The numbers of the issues and of the change requests that carry
     /// label `name` (exactly so named).
     pub fn labelled(&self, name: &str) -> (Vec<u64>, Vec<u64>) {
-        let of = |sets: &HashMap<String, BTreeSet<u64>>| {
+        let of = |sets: &HashMap<String, facets::Numbers>| {
             sets.get(name)
                 .map(|set| set.iter().copied().collect())
                 .unwrap_or_default()

@@ -1,4 +1,5 @@
 //! The index's unit tests.
+use super::facets::Numbers;
 use super::*;
 
 fn issue(number: u64, version: u64, state: IssueState, labels: &[&str]) -> Entity {
@@ -88,6 +89,14 @@ fn an_authors_bytes_follow_their_documents_as_they_stand() {
         index.over_authored_limit(&sized(2, 2, "0123456"), 10),
         Some(("ann".to_string(), 16))
     );
+}
+
+fn change_at(number: u64, version: u64, state: ChangeState) -> Entity {
+    let Entity::Change(mut change) = change(number, state) else {
+        unreachable!()
+    };
+    change.version = version;
+    Entity::Change(change)
 }
 
 fn change(number: u64, state: ChangeState) -> Entity {
@@ -206,4 +215,100 @@ fn the_repos_comments_walk_by_serial_and_count_only_the_live_ones() {
     assert!(index.apply(Entity::Comment(pushed)));
     assert_eq!(walked(&index), (vec![1, 3, 4], 3));
     assert_eq!(index.comment_count("id1"), 3);
+}
+#[test]
+fn deep_pages_by_state_match_the_scan_through_state_changes() {
+    let mut index = Index::default();
+    let mut x = 11u64;
+    let mut next = || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    for n in 1..=4000u64 {
+        let entity = if next().is_multiple_of(3) {
+            change(n, ChangeState::Open)
+        } else {
+            issue(n, 1, IssueState::Open, &[])
+        };
+        index.apply(entity);
+    }
+    // Close, merge and reopen some, more than once.
+    for version in 2..=4u64 {
+        for _ in 0..1500 {
+            let n = next() % 4000 + 1;
+            let entity = if index.changes.contains_key(&n) {
+                let states = [ChangeState::Open, ChangeState::Closed, ChangeState::Merged];
+                change_at(n, version, states[(next() % 3) as usize])
+            } else {
+                let states = [IssueState::Open, IssueState::Closed];
+                issue(n, version, states[(next() % 2) as usize], &[])
+            };
+            index.apply(entity);
+        }
+    }
+    let mut compared = 0;
+    for kinds in [ThreadKinds::Both, ThreadKinds::Issues, ThreadKinds::Changes] {
+        for state in [ThreadState::Open, ThreadState::Closed, ThreadState::All] {
+            for (page, per_page) in [(1, 50), (7, 50), (33, 30), (40, 50), (79, 50), (200, 50)] {
+                let page = Pagination::new(page, per_page).unwrap();
+                let fast = ThreadQuery {
+                    kinds,
+                    state,
+                    ..ThreadQuery::default()
+                };
+                let scan = ThreadQuery {
+                    text: Some(String::new()),
+                    ..fast.clone()
+                };
+                let (a, b) = (index.threads(&fast, page), index.threads(&scan, page));
+                let numbers =
+                    |p: &Page<AnyThread>| p.items.iter().map(AnyThread::number).collect::<Vec<_>>();
+                assert_eq!(numbers(&a), numbers(&b), "{kinds:?} {state:?} {page:?}");
+                assert_eq!(a.total, b.total, "{kinds:?} {state:?}");
+                compared += a.items.len();
+            }
+        }
+    }
+    assert!(compared > 1000, "anti-vacuity: {compared} threads compared");
+}
+
+/// What the index takes of `indexset` (ranks, positions, lengths, order)
+/// agrees with the standard set through inserts and removals. (Its range
+/// iterators did not, at an end below the first number: they are not
+/// used.)
+#[test]
+fn the_ranked_sets_agree_with_a_plain_set_on_what_the_index_uses() {
+    let mut checked = 0;
+    for size in [3u64, 10, 50, 100, 500, 3000] {
+        let mut ranked = Numbers::new();
+        let mut plain = std::collections::BTreeSet::new();
+        let mut x = 7u64;
+        for _ in 0..size * 2 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let n = (x >> 33) % (size * 3);
+            if (x >> 20).is_multiple_of(3) {
+                assert_eq!(ranked.remove(&n), plain.remove(&n));
+            } else {
+                assert_eq!(ranked.insert(n), plain.insert(n));
+            }
+        }
+        assert_eq!(ranked.len(), plain.len(), "len at {size}");
+        assert!(ranked.iter().copied().eq(plain.iter().copied()));
+        assert!(ranked.iter().rev().copied().eq(plain.iter().rev().copied()));
+        for n in 0..size * 3 + 2 {
+            assert_eq!(ranked.contains(&n), plain.contains(&n), "contains {n}");
+        }
+        for (i, n) in plain.iter().enumerate() {
+            assert_eq!(ranked.get_index(i), Some(n), "position {i} at {size}");
+        }
+        for n in 0..size * 3 + 2 {
+            assert_eq!(ranked.rank(&n), plain.range(..n).count(), "rank of {n}");
+            checked += 1;
+        }
+    }
+    assert!(checked > 10_000, "anti-vacuity: {checked}");
 }

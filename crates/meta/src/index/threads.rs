@@ -2,6 +2,7 @@
 //! answers (`type` absent): one number space, newest first, filtered by
 //! state, any of some labels, author, update time and a text.
 
+use super::facets::Numbers;
 use super::*;
 
 /// An issue or a change request.
@@ -58,32 +59,34 @@ pub struct ThreadQuery {
     pub text: Option<String>,
 }
 
-/// Two runs of numbers, each newest first, as one, newest first.
-struct Newest<A: Iterator<Item = u64>, B: Iterator<Item = u64>> {
-    a: std::iter::Peekable<A>,
-    b: std::iter::Peekable<B>,
-}
-
-impl<A: Iterator<Item = u64>, B: Iterator<Item = u64>> Newest<A, B> {
-    fn of(a: A, b: B) -> Self {
-        Newest {
-            a: a.peekable(),
-            b: b.peekable(),
+/// The number `skip` places from the newest of the union of `sets`
+/// (disjoint), found by rank: in one set by its position; in several by
+/// a search over the numbers for the highest that has more than `skip`
+/// of the union at or above it (each step a rank in each set).
+fn newest_at(sets: &[&Numbers], skip: usize) -> Option<u64> {
+    let total: usize = sets.iter().map(|set| set.len()).sum();
+    if skip >= total {
+        return None;
+    }
+    if let [set] = sets {
+        return set.get_index(set.len() - 1 - skip).copied();
+    }
+    // How many of the union are at or above `n`.
+    let at_or_above = |n: u64| -> usize { sets.iter().map(|set| set.len() - set.rank(&n)).sum() };
+    let (mut low, mut high) = (
+        0u64,
+        sets.iter().filter_map(|set| set.last()).copied().max()?,
+    );
+    // Invariant: at_or_above(low) > skip, at_or_above(high + 1) <= skip.
+    while low < high {
+        let mid = low + (high - low).div_ceil(2);
+        if at_or_above(mid) > skip {
+            low = mid;
+        } else {
+            high = mid - 1;
         }
     }
-}
-
-impl<A: Iterator<Item = u64>, B: Iterator<Item = u64>> Iterator for Newest<A, B> {
-    type Item = u64;
-
-    fn next(&mut self) -> Option<u64> {
-        match (self.a.peek(), self.b.peek()) {
-            (Some(x), Some(y)) if x >= y => self.a.next(),
-            (_, Some(_)) => self.b.next(),
-            (Some(_), None) => self.a.next(),
-            (None, None) => None,
-        }
-    }
+    Some(low)
 }
 
 impl ThreadQuery {
@@ -193,68 +196,64 @@ impl Index {
     }
 
     /// [`Index::threads`] when only the kinds and the state filter: the
-    /// index's sets by state give the numbers in order and their count,
-    /// so a page costs its offset and its length, not every thread.
+    /// index's ranked sets by state hold the numbers in order and their
+    /// count, and find a page's first number by rank, so a page costs its
+    /// length, however deep it is.
     fn threads_by_state(&self, query: &ThreadQuery, page: Pagination) -> Page<AnyThread> {
-        let empty = BTreeSet::new();
-        let issue_set = |state| self.issue_facets.by_state.get(&state).unwrap_or(&empty);
-        let change_set = |state| self.change_facets.by_state.get(&state).unwrap_or(&empty);
-        type Numbers<'a> = Box<dyn Iterator<Item = u64> + 'a>;
-        let none = || -> (Numbers<'_>, usize) { (Box::new(std::iter::empty()), 0) };
-        let (issues, issue_count): (Numbers<'_>, usize) = match (query.kinds, query.state) {
-            (ThreadKinds::Changes, _) => none(),
-            (_, ThreadState::All) => (
-                Box::new(self.issues.keys().rev().copied()),
-                self.issues.len(),
-            ),
-            (_, ThreadState::Open) => {
-                let set = issue_set(IssueState::Open);
-                (Box::new(set.iter().rev().copied()), set.len())
-            }
-            (_, ThreadState::Closed) => {
-                let set = issue_set(IssueState::Closed);
-                (Box::new(set.iter().rev().copied()), set.len())
-            }
+        let issue_states: &[IssueState] = match (query.kinds, query.state) {
+            (ThreadKinds::Changes, _) => &[],
+            (_, ThreadState::Open) => &[IssueState::Open],
+            (_, ThreadState::Closed) => &[IssueState::Closed],
+            (_, ThreadState::All) => &[IssueState::Open, IssueState::Closed],
         };
-        let (changes, change_count): (Numbers<'_>, usize) = match (query.kinds, query.state) {
-            (ThreadKinds::Issues, _) => none(),
-            (_, ThreadState::All) => (
-                Box::new(self.changes.keys().rev().copied()),
-                self.changes.len(),
-            ),
-            (_, ThreadState::Open) => {
-                let set = change_set(ChangeState::Open);
-                (Box::new(set.iter().rev().copied()), set.len())
-            }
-            (_, ThreadState::Closed) => {
-                let (merged, closed) = (
-                    change_set(ChangeState::Merged),
-                    change_set(ChangeState::Closed),
-                );
-                (
-                    Box::new(Newest::of(
-                        merged.iter().rev().copied(),
-                        closed.iter().rev().copied(),
-                    )),
-                    merged.len() + closed.len(),
-                )
-            }
+        let change_states: &[ChangeState] = match (query.kinds, query.state) {
+            (ThreadKinds::Issues, _) => &[],
+            (_, ThreadState::Open) => &[ChangeState::Open],
+            (_, ThreadState::Closed) => &[ChangeState::Merged, ChangeState::Closed],
+            (_, ThreadState::All) => &[ChangeState::Open, ChangeState::Merged, ChangeState::Closed],
         };
-        let items = Newest::of(issues, changes)
-            .skip(page.offset())
-            .take(page.per_page())
-            .filter_map(|n| {
-                self.issues
-                    .get(&n)
-                    .cloned()
-                    .map(AnyThread::Issue)
-                    .or_else(|| self.changes.get(&n).cloned().map(AnyThread::Change))
-            })
+        // A number is in one state of one kind: the sets are disjoint.
+        let sets: Vec<&Numbers> = issue_states
+            .iter()
+            .filter_map(|state| self.issue_facets.by_state.get(state))
+            .chain(
+                change_states
+                    .iter()
+                    .filter_map(|state| self.change_facets.by_state.get(state)),
+            )
+            .filter(|set| !set.is_empty())
             .collect();
-        Page {
-            items,
-            total: issue_count + change_count,
-        }
+        let total = sets.iter().map(|set| set.len()).sum();
+        let items = match newest_at(&sets, page.offset()) {
+            None => Vec::new(),
+            Some(first) => {
+                // Each set's cursor: how many of its numbers are at or
+                // below `first` (by rank and position alone: the crate's
+                // range iterators are not relied on).
+                let mut below: Vec<usize> = sets.iter().map(|set| set.rank(&(first + 1))).collect();
+                std::iter::from_fn(|| {
+                    // The newest of the sets' next numbers (at most five).
+                    let (number, i) = below
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, left)| **left > 0)
+                        .filter_map(|(i, left)| Some((*sets[i].get_index(left - 1)?, i)))
+                        .max()?;
+                    below[i] -= 1;
+                    Some(number)
+                })
+                .take(page.per_page())
+                .filter_map(|n| {
+                    self.issues
+                        .get(&n)
+                        .cloned()
+                        .map(AnyThread::Issue)
+                        .or_else(|| self.changes.get(&n).cloned().map(AnyThread::Change))
+                })
+                .collect()
+            }
+        };
+        Page { items, total }
     }
 
     /// The open change request from `source` into `target`, if one is.
