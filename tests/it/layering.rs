@@ -26,14 +26,15 @@ const CRATES: &[(&str, Layers)] = &[
     (
         // The git binary and its children, fsync, a repo's identity, merges
         // in a bare repo; then
-        // what stands on them: the data dir, repos on disk, tree paths.
+        // what stands on them: the data dir, repos on disk, what a
+        // revision names, tree paths.
         "crates/git",
         &[
             (
                 "platform",
                 &["lib", "bounded", "durable", "incarnation", "merge"],
             ),
-            ("disk", &["datadir", "repos", "tree_path"]),
+            ("disk", &["datadir", "repos", "revision", "tree_path"]),
         ],
     ),
     (

@@ -238,10 +238,16 @@ impl MetaStore {
                     ));
                 }
             }
-            // One label a name, ASCII case aside (the first spelling).
+            // One label a name, ASCII case aside (the first spelling), in
+            // a repo whose labels were never entities: once one label
+            // document is there (a deleted one too), the names threads
+            // still carry are of labels deleted or renamed since, which
+            // must not come back.
             let mut seen = BTreeSet::new();
+            let never_upgraded = index.all_labels().next().is_none();
             let missing: Vec<String> = names
                 .into_iter()
+                .filter(|_| never_upgraded)
                 .filter(|n| seen.insert(n.trim().to_ascii_lowercase()))
                 .filter(|n| index.label_named(n).is_none())
                 .collect();

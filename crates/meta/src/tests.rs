@@ -1130,8 +1130,19 @@ fn older_documents_get_ids_at_start_and_no_id_is_handed_out_twice_across_restart
         )
         .unwrap();
     assert_ne!(comments.items[0].serial, 0, "the comment got no id");
-    // Once is enough: a second start writes nothing.
-    assert_eq!(store.give_serials().unwrap(), 0);
+    // Once is enough: a second start writes nothing, and a label deleted
+    // since stays deleted though the issues still carry its name.
+    store.delete_label(&repo(), labels[0].serial).unwrap();
+    assert_eq!(store.issue(&repo(), 1).unwrap().labels, ["bug"]);
+    assert_eq!(
+        store.give_serials().unwrap(),
+        0,
+        "a second start wrote: a deleted label made again?"
+    );
+    assert!(
+        store.labels(&repo()).unwrap().is_empty(),
+        "a deleted label came back at a start"
+    );
     let before_restart = store
         .create_issue(&repo(), new_issue("three"), "ann")
         .unwrap()

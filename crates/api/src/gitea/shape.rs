@@ -161,6 +161,19 @@ impl<'a> Shaper<'a> {
         }
     }
 
+    /// The time of the newest ref move the server recorded in `repo` (a
+    /// push or a merge), forgotten with a deleted repo.
+    fn last_push(&self, repo: &str) -> Option<String> {
+        let (newest, _) = self
+            .app
+            .recorder
+            .activity(repo, vole_stdx::page::Pagination::first(1));
+        let entry = newest.first()?;
+        Some(time(&vole_stdx::time::nanos_to_seconds(
+            entry.ref_move.time_ns,
+        )))
+    }
+
     /// Gitea's `Repository` for `repo` (which the viewer may read).
     pub fn repo(&self, repo: &RepoName) -> Result<GiteaRepo, AppError> {
         let key = repo.to_string();
@@ -180,16 +193,7 @@ impl<'a> Shaper<'a> {
             .as_ref()
             .map(|r| time(&r.created_at))
             .unwrap_or_else(|| TIME_ZERO.to_string());
-        // The newest ref move the server recorded (a push or a merge),
-        // forgotten with a deleted repo; the creation before any.
-        let updated = app
-            .recorder
-            .activity(&key, vole_stdx::page::Pagination::first(1))
-            .0
-            .first()
-            .map(|entry| time(&vole_stdx::time::nanos_to_seconds(entry.ref_move.time_ns)))
-            .filter(|pushed| *pushed > created)
-            .unwrap_or_else(|| created.clone());
+        let updated = self.last_push(&key).filter(|pushed| *pushed > created);
         let methods = &settings.merge.methods;
         let html_url = self.base.html(&key);
         let shaped = GiteaRepo {
@@ -228,8 +232,8 @@ impl<'a> Shaper<'a> {
             release_counter: 0,
             default_branch: head.unwrap_or(settings.default_branch.clone()),
             archived: false,
+            updated_at: updated.unwrap_or_else(|| created.clone()),
             created_at: created,
-            updated_at: updated,
             archived_at: "1970-01-01T00:00:00+00:00".into(),
             permissions: self.permission(repo),
             has_issues: true,
