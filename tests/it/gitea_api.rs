@@ -560,6 +560,20 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     assert_eq!(status, 409);
     let (status, _) = call_status(addr, &auth, "/api/v1/users/nobody/repos");
     assert_eq!(status, 404);
+    // A branch name longer than a file name may be, or one git could not
+    // have made, names no branch: a 404, not a failed read.
+    for name in [
+        "a".repeat(300),
+        format!("x/{}", "b".repeat(256)),
+        "a..b".into(),
+    ] {
+        let (answer, _) = get(&format!("/branches/{name}"));
+        assert_eq!(answer.status, 404, "{name}: {}", answer.text());
+        let (answer, _) = get(&format!("/contents/README.md?ref={name}"));
+        assert_eq!(answer.status, 404, "ref {name}: {}", answer.text());
+    }
+    let (answer, _) = get("/branches/main");
+    assert_eq!(answer.status, 200, "anti-vacuity: {}", answer.text());
     // A file: its bytes in base64.
     let (answer, file) = get("/contents/src/main.rs?ref=main");
     assert_eq!(answer.status, 200, "{}", answer.text());

@@ -87,12 +87,10 @@ fn branch(
     repo: &gix::Repository,
     name: &str,
 ) -> Result<Option<GiteaBranch>, AppError> {
-    if gix::validate::reference::name_partial(name.into()).is_err() || name.len() > 1024 {
-        return Ok(None);
-    }
-    let Some(reference) = repo
-        .try_find_reference(format!("refs/heads/{name}").as_str())
-        .map_err(read_error)?
+    // One reading of a name for every surface: a name git could not have
+    // made, or too long for a file name, names nothing.
+    let Some(reference) =
+        vole_git::revision::find_ref(repo, &format!("refs/heads/{name}")).map_err(read_error)?
     else {
         return Ok(None);
     };
@@ -100,7 +98,11 @@ fn branch(
         .into_fully_peeled_id()
         .map_err(read_error)?
         .detach();
-    let commit = repo.find_commit(id).map_err(read_error)?;
+    // A branch at something that is no commit (a tree or a blob pushed
+    // there) is not shown as one.
+    let Ok(commit) = repo.find_commit(id) else {
+        return Ok(None);
+    };
     let decoded = commit.decode().map_err(read_error)?;
     let message = super::issues::cut_message(decoded.message.to_string());
     let author = decoded.author().map_err(read_error)?;
