@@ -1,6 +1,8 @@
-//! The pagination extractors, one per kind of client: [`ApiPage`] is
-//! strict (a `page` or `per_page` that is not a whole number in range is a
-//! 400 saying so, bar Gitea's defaults for a `page` or `limit` of 0), [`WebPage`] is lenient (anything else is page 1, so a
+//! The pagination extractors, one per kind of client: [`ApiPage`] reads
+//! Gitea's `page` and `limit` as Gitea does (not a number above 0: the
+//! first page, the default size; a limit past 50: 50) and answers a 400
+//! that says so to a page past the bound or a vole `per_page` out of
+//! range; [`WebPage`] is lenient (anything else is page 1, so a
 //! mangled link still shows something). Both give a bounded
 //! [`Pagination`].
 
@@ -40,19 +42,27 @@ impl<S: Send + Sync> FromRequestParts<S> for ApiPage {
         let query = Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
             .map_err(|e| AppError::bad_request(format!("malformed query string: {e}")))?
             .0;
-        // As Gitea's: a `page` of 0 or less is the first, a `limit` of 0
-        // or less the default and one past its most that most; `per_page`
-        // is vole's, refused past its bound. Past the page bound, or not
-        // a number, stays a 400.
-        let limit = query.get("limit").map(|text| match text.parse::<i64>() {
-            Ok(n) if n > i64::from(GITEA_MAX_LIMIT) => GITEA_MAX_LIMIT.to_string(),
-            Ok(n) if n <= 0 => API_PER_PAGE.to_string(),
-            _ => text.clone(),
-        });
-        let page = query.get("page").map(|text| match text.parse::<i64>() {
-            Ok(n) if n <= 0 => "1".to_string(),
-            _ => text.clone(),
-        });
+        // As Gitea reads them: a `page` that is not a number above 0 is
+        // the first, a `limit` that is not a number above 0 the default
+        // and one past its most that most. Past the page bound stays a
+        // 400; `per_page` is vole's, strict.
+        let limit = query
+            .get("limit")
+            .map(|text| match text.trim().parse::<i64>() {
+                Ok(n) if n > i64::from(GITEA_MAX_LIMIT) => GITEA_MAX_LIMIT.to_string(),
+                Ok(n) if n > 0 => n.to_string(),
+                _ => API_PER_PAGE.to_string(),
+            });
+        let page = query
+            .get("page")
+            .map(|text| match text.trim().parse::<i64>() {
+                Ok(n) if n > 0 => n.to_string(),
+                // Past i64: a number past every bound, refused as one.
+                Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => {
+                    text.clone()
+                }
+                _ => "1".to_string(),
+            });
         Pagination::parse(
             page.as_deref(),
             limit

@@ -132,15 +132,12 @@ pub(crate) fn repeat(query: &HashMap<String, String>, keys: &[&str]) -> String {
         .join("&")
 }
 
-pub(crate) fn thread_state(query: &HashMap<String, String>) -> Result<ThreadState, AppError> {
+/// `state`, as Gitea reads it: `closed` or `all`, anything else open.
+pub(crate) fn thread_state(query: &HashMap<String, String>) -> ThreadState {
     match query.get("state").map(String::as_str) {
-        None | Some("") | Some("open") => Ok(ThreadState::Open),
-        Some("closed") => Ok(ThreadState::Closed),
-        Some("all") => Ok(ThreadState::All),
-        Some(other) => Err(AppError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            format!("state must be open, closed or all, got {other:?}"),
-        )),
+        Some("closed") => ThreadState::Closed,
+        Some("all") => ThreadState::All,
+        _ => ThreadState::Open,
     }
 }
 
@@ -186,16 +183,11 @@ pub async fn list(
     Query(query): Query<HashMap<String, String>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
+    // As Gitea reads it: `issues` or `pulls`, anything else both.
     let kinds = match query.get("type").map(String::as_str) {
-        None | Some("") => ThreadKinds::Both,
         Some("issues") => ThreadKinds::Issues,
         Some("pulls") => ThreadKinds::Changes,
-        Some(other) => {
-            return Err(AppError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("type must be issues or pulls, got {other:?}"),
-            ));
-        }
+        _ => ThreadKinds::Both,
     };
     let text = query.get("q").filter(|q| !q.is_empty()).cloned();
     if text.as_ref().is_some_and(|q| q.len() > MAX_QUERY_BYTES) {
@@ -206,7 +198,7 @@ pub async fn list(
     }
     let filter = ThreadQuery {
         kinds,
-        state: thread_state(&query)?,
+        state: thread_state(&query),
         labels: label_names(&query),
         author: query.get("created_by").filter(|a| !a.is_empty()).cloned(),
         since: rfc3339(&query, "since")?,

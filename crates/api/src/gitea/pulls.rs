@@ -48,7 +48,7 @@ pub async fn list_pulls(
     let query: HashMap<String, String> = pairs.into_iter().collect();
     let mut filter = ThreadQuery {
         kinds: ThreadKinds::Changes,
-        state: thread_state(&query)?,
+        state: thread_state(&query),
         author: query.get("poster").filter(|a| !a.is_empty()).cloned(),
         ..ThreadQuery::default()
     };
