@@ -873,6 +873,8 @@ fn labels_are_kept_by_id_through_renames_and_deletions_and_every_api_refusal_is_
     for (method, path, headers, status) in [
         ("GET", "/api/v1/no/such/path", vec![], 404),
         ("PUT", "/api/v1/version", vec![], 405),
+        ("PUT", "/api/v1/repos/alice/repo/issues", vec![], 405),
+        ("POST", "/api/v1/repos/alice/nope/commits", vec![], 405),
         (
             "GET",
             "/api/v1/user",

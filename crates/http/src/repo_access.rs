@@ -174,6 +174,15 @@ pub async fn require_repo_access(request: Request, next: Next) -> Response {
     if ticket.load(Ordering::Acquire) {
         return response;
     }
+    // The router's own answer to a method the route does not take (an
+    // empty 405; the router adds `Allow` after this layer): no handler
+    // ran, and it says nothing of the repo (the same for a private, a
+    // public and a missing one).
+    if response.status() == axum::http::StatusCode::METHOD_NOT_ALLOWED
+        && axum::body::HttpBody::size_hint(response.body()).exact() == Some(0)
+    {
+        return response;
+    }
     AppError::internal(
         "a repo route answered without RepoAccess; the answer was withheld",
         &route,
@@ -215,5 +224,19 @@ mod tests {
         assert!(!body.contains("the repo's page"), "{body}");
         // A route that names no repo is not the layer's business.
         assert_eq!(status(&router, "/healthz").await.0, StatusCode::OK);
+        // A method the route does not take is the router's 405, which no
+        // handler answered and which says nothing of the repo.
+        let response = router
+            .clone()
+            .oneshot(
+                Request::builder()
+                    .method("PUT")
+                    .uri("/alice/secret")
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
     }
 }
