@@ -158,8 +158,8 @@ pub(crate) fn rfc3339(
 }
 
 /// The labels a query names (`labels=a,b`), any of which an item has.
-fn label_names(query: &HashMap<String, String>) -> Vec<String> {
-    query
+fn label_names(query: &HashMap<String, String>) -> Result<Vec<String>, AppError> {
+    let names: Vec<String> = query
         .get("labels")
         .map(|l| {
             l.split(',')
@@ -168,7 +168,43 @@ fn label_names(query: &HashMap<String, String>) -> Vec<String> {
                 .map(str::to_string)
                 .collect()
         })
-        .unwrap_or_default()
+        .unwrap_or_default();
+    filter_labels(names)
+}
+
+/// The most label names a list's filter takes.
+pub const MAX_FILTER_LABELS: usize = 50;
+
+/// The names a `labels` filter asks for, at most [`MAX_FILTER_LABELS`]
+/// once each (ASCII case aside).
+pub(crate) fn filter_labels(mut names: Vec<String>) -> Result<Vec<String>, AppError> {
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.to_ascii_lowercase()));
+    if names.len() > MAX_FILTER_LABELS {
+        return Err(AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("labels names at most {MAX_FILTER_LABELS} labels"),
+        ));
+    }
+    Ok(names)
+}
+
+/// Runs a list's `f`: on the async worker when the index's sets answer
+/// it (by state alone); under a read slot on the blocking pool when it
+/// scans the repo's threads (a filter), as any answer of unbounded
+/// reading does.
+pub(crate) async fn listed<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    base: Base,
+    viewer: Principal,
+    scans: bool,
+    f: impl FnOnce(&Shaper<'_>) -> Result<T, AppError> + Send + 'static,
+) -> Result<T, AppError> {
+    if scans {
+        shaped_reading(app, base, viewer, f).await
+    } else {
+        shaped(app, base, viewer, f).await
+    }
 }
 
 /// `GET /repos/{o}/{r}/issues`: issues and pull requests (`type=issues`
@@ -199,7 +235,7 @@ pub async fn list(
     let filter = ThreadQuery {
         kinds,
         state: thread_state(&query),
-        labels: label_names(&query),
+        labels: label_names(&query)?,
         author: query.get("created_by").filter(|a| !a.is_empty()).cloned(),
         since: rfc3339(&query, "since")?,
         before: rfc3339(&query, "before")?,
@@ -218,7 +254,8 @@ pub async fn list(
             "before",
         ],
     );
-    let (items, total) = shaped(&app, base, principal, move |shaper| {
+    let scans = !filter.by_state_only();
+    let (items, total) = listed(&app, base, principal, scans, move |shaper| {
         let found = shaper.app.meta.list_threads(&repo, &filter, page)?;
         let meta = shaper.repo_meta(&repo);
         let items: Vec<_> = found

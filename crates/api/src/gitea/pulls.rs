@@ -37,14 +37,16 @@ pub async fn list_pulls(
     Query(pairs): Query<Vec<(String, String)>>,
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
-    let wanted: Vec<String> = pairs
-        .iter()
-        .filter(|(key, _)| key == "labels" || key == "labels[]")
-        .flat_map(|(_, value)| value.split(','))
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(str::to_string)
-        .collect();
+    let wanted = filter_labels(
+        pairs
+            .iter()
+            .filter(|(key, _)| key == "labels" || key == "labels[]")
+            .flat_map(|(_, value)| value.split(','))
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect(),
+    )?;
     let query: HashMap<String, String> = pairs.into_iter().collect();
     let mut filter = ThreadQuery {
         kinds: ThreadKinds::Changes,
@@ -62,7 +64,10 @@ pub async fn list_pulls(
             if filters.is_empty() { "" } else { "&" }
         ));
     }
-    let (items, total) = shaped_blocking(&app, base, principal, move |s| {
+    // A branch's tip is read for each (a file): on the blocking pool, and
+    // under a read slot when a filter scans the threads.
+    let scans = !wanted.is_empty() || filter.author.is_some();
+    let run = move |s: &crate::gitea::shape::Shaper<'_>| {
         filter.labels = label_ids_to_names(&s.app.meta.labels(&repo)?, &wanted);
         let found = s.app.meta.list_threads(&repo, &filter, page)?;
         let meta = s.repo_meta(&repo);
@@ -75,8 +80,12 @@ pub async fn list_pulls(
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok((items, found.total))
-    })
-    .await?;
+    };
+    let (items, total) = if scans {
+        shaped_reading(&app, base, principal, run).await?
+    } else {
+        shaped_blocking(&app, base, principal, run).await?
+    };
     Ok(gitea_page(items, &url, &filters, page, total))
 }
 

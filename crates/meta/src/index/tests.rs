@@ -312,3 +312,41 @@ fn the_ranked_sets_agree_with_a_plain_set_on_what_the_index_uses() {
     }
     assert!(checked > 10_000, "anti-vacuity: {checked}");
 }
+
+#[test]
+fn text_and_labels_filters_match_ascii_case_aside() {
+    let mut index = Index::default();
+    let titled = |number: u64, title: &str, labels: &[&str]| {
+        let Entity::Issue(mut issue) = issue(number, 1, IssueState::Open, labels) else {
+            unreachable!()
+        };
+        issue.title = title.into();
+        Entity::Issue(issue)
+    };
+    index.apply(titled(1, "Hello World", &["Bug"]));
+    index.apply(titled(2, "aaaab crash", &["ui"]));
+    index.apply(titled(3, "nothing here", &[]));
+    let found = |query: ThreadQuery| {
+        index
+            .threads(&query, Pagination::new(1, 10).unwrap())
+            .items
+            .iter()
+            .map(AnyThread::number)
+            .collect::<Vec<_>>()
+    };
+    let text = |q: &str| ThreadQuery {
+        text: Some(q.into()),
+        ..ThreadQuery::default()
+    };
+    assert_eq!(found(text("WORLD")), [1]);
+    // A match that starts inside a partial one.
+    assert_eq!(found(text("aaab")), [2]);
+    assert_eq!(found(text("zzz")), Vec::<u64>::new());
+    let labels = |names: &[&str]| ThreadQuery {
+        labels: names.iter().map(|n| n.to_string()).collect(),
+        ..ThreadQuery::default()
+    };
+    assert_eq!(found(labels(&["bug"])), [1]);
+    assert_eq!(found(labels(&["UI", "bug"])), [2, 1]);
+    assert_eq!(found(labels(&["none"])), Vec::<u64>::new());
+}

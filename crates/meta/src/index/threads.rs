@@ -90,8 +90,9 @@ fn newest_at(sets: &[&Numbers], skip: usize) -> Option<u64> {
 }
 
 impl ThreadQuery {
-    /// Whether nothing but the kinds and the state filters.
-    pub(super) fn by_state_only(&self) -> bool {
+    /// Whether nothing but the kinds and the state filters (a list the
+    /// index's sets answer by rank, without a scan).
+    pub fn by_state_only(&self) -> bool {
         self.labels.is_empty()
             && self.author.is_none()
             && self.since.is_none()
@@ -99,11 +100,13 @@ impl ThreadQuery {
             && self.text.is_none()
     }
 
+    /// Whether a thread passes the filters its fields answer (the
+    /// labels are answered by the index's sets, the text by `text`).
     fn keeps(
         &self,
         author: &str,
-        labels: &[String],
         updated: &str,
+        text: Option<&TextMatch>,
         title: &str,
         body: &str,
     ) -> bool {
@@ -115,34 +118,25 @@ impl ThreadQuery {
         {
             return false;
         }
-        if !self.labels.is_empty()
-            && !labels
-                .iter()
-                .any(|l| self.labels.iter().any(|w| w.eq_ignore_ascii_case(l)))
-        {
-            return false;
-        }
         if self.since.as_deref().is_some_and(|s| updated < s) {
             return false;
         }
         if self.before.as_deref().is_some_and(|b| updated > b) {
             return false;
         }
-        if let Some(text) = &self.text {
-            return contains_ignoring_case(title, text) || contains_ignoring_case(body, text);
-        }
-        true
+        text.is_none_or(|text| text.is_match(title) || text.is_match(body))
     }
 }
 
-/// Whether `haystack` holds `needle`, ASCII case aside, without copying
-/// either.
-fn contains_ignoring_case(haystack: &str, needle: &str) -> bool {
-    let (hay, needle) = (haystack.as_bytes(), needle.as_bytes());
-    needle.is_empty()
-        || hay
-            .windows(needle.len())
-            .any(|window| window.eq_ignore_ascii_case(needle))
+/// `q` matched ASCII case aside, in time linear in the text searched
+/// (an automaton, not a window at every byte), without copying it.
+type TextMatch = aho_corasick::AhoCorasick;
+
+fn text_match(text: &str) -> Option<TextMatch> {
+    aho_corasick::AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build([text])
+        .ok()
 }
 
 impl Index {
@@ -152,6 +146,28 @@ impl Index {
         if query.by_state_only() {
             return self.threads_by_state(query, page);
         }
+        let text = query
+            .text
+            .as_deref()
+            .filter(|t| !t.is_empty())
+            .and_then(text_match);
+        let text = text.as_ref();
+        // The numbers that carry one of the labels asked for, from the
+        // index's sets by label (names ASCII case aside): one look at
+        // each of the repo's label names, not one per thread.
+        let labelled: Option<std::collections::HashSet<u64>> =
+            (!query.labels.is_empty()).then(|| {
+                let wanted =
+                    |name: &String| query.labels.iter().any(|w| w.eq_ignore_ascii_case(name));
+                self.issue_facets
+                    .by_label
+                    .iter()
+                    .chain(self.change_facets.by_label.iter())
+                    .filter(|(name, _)| wanted(name))
+                    .flat_map(|(_, numbers)| numbers.iter().copied())
+                    .collect()
+            });
+        let labelled = |n: u64| labelled.as_ref().is_none_or(|set| set.contains(&n));
         let issues: Vec<u64> = if query.kinds == ThreadKinds::Changes {
             Vec::new()
         } else {
@@ -163,7 +179,8 @@ impl Index {
                     ThreadState::Closed => i.state == IssueState::Closed,
                     ThreadState::All => true,
                 })
-                .filter(|i| query.keeps(&i.author, &i.labels, &i.updated_at, &i.title, &i.body))
+                .filter(|i| labelled(i.number))
+                .filter(|i| query.keeps(&i.author, &i.updated_at, text, &i.title, &i.body))
                 .map(|i| i.number)
                 .collect()
         };
@@ -178,7 +195,8 @@ impl Index {
                     ThreadState::Closed => c.state != ChangeState::Open,
                     ThreadState::All => true,
                 })
-                .filter(|c| query.keeps(&c.author, &c.labels, &c.updated_at, &c.title, &c.body))
+                .filter(|c| labelled(c.number))
+                .filter(|c| query.keeps(&c.author, &c.updated_at, text, &c.title, &c.body))
                 .map(|c| c.number)
                 .collect()
         };
