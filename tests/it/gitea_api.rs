@@ -399,7 +399,13 @@ fn ids_are_numbers_below_2_to_the_53_never_reused_across_a_restart() {
 
 /// `GET path` with `auth`: the status and the body.
 fn call_status(addr: std::net::SocketAddr, auth: &str, path: &str) -> (u16, Vec<u8>) {
-    http_request(addr, "GET", path, &[("Authorization", auth)], None)
+    // No credentials: no header.
+    let headers: &[(&str, &str)] = if auth.is_empty() {
+        &[]
+    } else {
+        &[("Authorization", auth)]
+    };
+    http_request(addr, "GET", path, headers, None)
 }
 
 /// `METHOD path` with `headers` and `body`: the status and the body.
@@ -648,6 +654,18 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     let (answer, touching) = get("/commits?path=docs/guide.md&stat=false&files=false");
     assert_eq!(answer.header("x-total-count"), Some("2"), "{touching}");
     assert!(touching[0]["stats"].is_null() && touching[0]["files"].is_null());
+    // A path is a path: no NUL or `..`, and no pathspec magic.
+    for bad in ["%00", "a/../b", "x%00y"] {
+        let (answer, _) = get(&format!("/commits?path={bad}"));
+        assert_eq!(answer.status, 422, "path={bad}: {}", answer.text());
+    }
+    let (answer, magic) = get("/commits?path=:(glob)**");
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(
+        answer.header("x-total-count"),
+        Some("0"),
+        "a pathspec's magic was read: {magic}"
+    );
 }
 
 #[test]
@@ -905,6 +923,36 @@ fn labels_are_kept_by_id_through_renames_and_deletions_and_every_api_refusal_is_
         assert!(
             body["message"].as_str().is_some_and(|m| !m.is_empty()) && body["url"] == "",
             "{method} {path}: {body}"
+        );
+    }
+}
+
+#[test]
+fn what_a_namespace_holds_and_whether_an_account_is_disabled_are_told_to_whom_may_know() {
+    let mut forge = Forge::new(&[]);
+    forge.create_repo(&["secretorg/plans", "--private"]);
+    let bob = user_token(&forge.data, "bob", false, "read", &[]);
+    user_token(&forge.data, "dave", false, "read", &[]);
+    let disabled = run_vole(&forge.data, &["user", "disable", "dave"]);
+    assert!(disabled.status.success(), "{}", text(&disabled.stderr));
+    forge.serve(&[]);
+    let addr = forge.server().addr;
+    let bob = format!("token {bob}");
+    // A namespace of private repos only is as missing as one that is not.
+    for auth in ["", bob.as_str()] {
+        let (held, said) = call_status(addr, auth, "/api/v1/users/secretorg/repos");
+        let (none, _) = call_status(addr, auth, "/api/v1/users/nosuchorg/repos");
+        assert_eq!((held, none), (404, 404), "{auth:?}: {}", text(&said));
+    }
+    // Whether dave is disabled is not told to the anonymous or to bob.
+    for auth in ["", bob.as_str()] {
+        let (status, body) = call_status(addr, auth, "/api/v1/users/dave");
+        assert_eq!(status, 200, "{}", text(&body));
+        let user: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(
+            (&user["active"], &user["prohibit_login"]),
+            (&Value::Bool(true), &Value::Bool(false)),
+            "{auth:?} sees dave disabled: {user}"
         );
     }
 }

@@ -54,10 +54,16 @@ pub fn parse_rfc3339_utc(text: &str) -> Option<String> {
         return None;
     }
     let (clock, zone) = text.split_at(19);
-    // Fractions of a second, then the zone.
-    let zone = match zone.strip_prefix('.') {
-        Some(rest) => rest.trim_start_matches(|c: char| c.is_ascii_digit()),
-        None => zone,
+    // Fractions of a second (kept to the millisecond, as stored times
+    // are), then the zone.
+    let (millis, zone) = match zone.strip_prefix('.') {
+        Some(rest) => {
+            let zone = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+            let digits = &rest[..rest.len() - zone.len()];
+            let millis = format!("{:0<3}", &digits[..digits.len().min(3)]);
+            (millis.parse::<u64>().ok()?, zone)
+        }
+        None => (0, zone),
     };
     let offset: i64 = match zone {
         "Z" | "z" => 0,
@@ -68,16 +74,18 @@ pub fn parse_rfc3339_utc(text: &str) -> Option<String> {
                 _ => return None,
             };
             let (h, m) = hhmm.split_once(':')?;
-            let (h, m): (i64, i64) = (h.parse().ok()?, m.parse().ok()?);
+            // Unsigned and small: no sign inside, nothing to overflow.
+            let (h, m): (u8, u8) = (h.parse().ok()?, m.parse().ok()?);
             if h > 23 || m > 59 {
                 return None;
             }
-            sign * (h * 3600 + m * 60)
+            sign * (i64::from(h) * 3600 + i64::from(m) * 60)
         }
     };
     let naive = humantime::parse_rfc3339(&format!("{clock}Z")).ok()?;
     let unix = naive.duration_since(UNIX_EPOCH).ok()?.as_secs() as i64 - offset;
-    Some(humantime::format_rfc3339_millis(clamped(unix, 0)).to_string())
+    let at = clamped(unix, 0) + Duration::from_millis(millis);
+    Some(humantime::format_rfc3339_millis(at).to_string())
 }
 
 #[cfg(test)]
@@ -93,11 +101,19 @@ mod tests {
             utc("2024-01-02T17:04:05+02:00").unwrap(),
             "2024-01-02T15:04:05.000Z"
         );
+        // A fraction is kept to the millisecond, as stored times are.
         assert_eq!(
             utc("2024-01-02T15:04:05.5-01:30").unwrap(),
-            "2024-01-02T16:34:05.000Z"
+            "2024-01-02T16:34:05.500Z"
+        );
+        assert_eq!(
+            utc("2024-01-02T15:04:05.123456Z").unwrap(),
+            "2024-01-02T15:04:05.123Z"
         );
         for bad in [
+            "2024-01-02T15:04:05+00:-9223372036854775808",
+            "2024-01-02T15:04:05+-1:00",
+            "2024-01-02T15:04:05.Z0",
             "",
             "yesterday",
             "2024-01-02",

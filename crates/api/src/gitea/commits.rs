@@ -297,7 +297,22 @@ pub async fn list(
     ApiPage(page): ApiPage,
 ) -> Result<Response, AppError> {
     let start = query.get("sha").cloned().unwrap_or_default();
-    let path = query.get("path").filter(|p| !p.is_empty()).cloned();
+    // The one tree path rule (no NUL, no `..`, bounded); git children
+    // read it as a literal path (`run_bounded`), not a pathspec's magic.
+    let path = match query.get("path").filter(|p| !p.is_empty()) {
+        Some(path) => Some(
+            vole_git::tree_path::TreePath::parse(path.trim_start_matches('/'))
+                .map_err(|e| {
+                    AppError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("path {path:?} is not a path in a repository: {e}"),
+                    )
+                })?
+                .segments()
+                .join("/"),
+        ),
+        None => None,
+    };
     let off = |key: &str| query.get(key).is_some_and(|v| v == "false");
     let (with_stat, with_files) = (!off("stat"), !off("files"));
     let url = base.api(&format!("repos/{repo}/commits"));

@@ -106,7 +106,9 @@ impl GiteaUser {
             last_login: TIME_ZERO.into(),
             created: time(&user.created_at),
             restricted: false,
-            active: !user.disabled,
+            // Whether an account is disabled is the user's and the
+            // admins' to see, as Gitea shows it.
+            active: !(private && user.disabled),
             prohibit_login: private && user.disabled,
             location: String::new(),
             website: String::new(),

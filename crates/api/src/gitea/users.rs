@@ -119,17 +119,11 @@ pub async fn user_repos(
         n.owner().eq_ignore_ascii_case(&wanted)
     })
     .await?;
-    // A name that is no user is a 404, as Gitea answers (an owner
-    // namespace that is no user still lists its repos); the repos are
-    // listed again only when the page showed none.
-    if total == 0
-        && app.meta.user(&owner)?.is_none()
-        && !app
-            .repos
-            .list()
-            .iter()
-            .any(|r| r.name.owner().eq_ignore_ascii_case(&owner))
-    {
+    // A name that is no user is a 404, as Gitea answers; an owner
+    // namespace that is no user lists the repos there the caller may
+    // see, and is a 404 when it may see none (whether it holds private
+    // ones is not told).
+    if total == 0 && app.meta.user(&owner)?.is_none() {
         return Err(AppError::not_found(format!("user {owner:?} not found")));
     }
     Ok(gitea_page(items, &url, "", page, total))
