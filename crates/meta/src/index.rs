@@ -104,6 +104,8 @@ pub struct Index {
     comment_serials: BTreeMap<u64, (String, String)>,
     /// Comments people wrote (no event) that are not deleted.
     said_comments: usize,
+    /// The same, by thread id.
+    said_by_thread: HashMap<String, usize>,
     entities: usize,
     /// Author -> bytes of the documents they authored, as they stand
     /// ([`authored`]).
@@ -197,6 +199,7 @@ impl Index {
                 }
                 let said = |c: &Comment| !c.deleted && c.event.is_none();
                 let live = said(&comment);
+                let thread = comment.thread.clone();
                 let was_live = self
                     .comments
                     .entry(comment.thread.clone())
@@ -205,6 +208,8 @@ impl Index {
                     .is_some_and(|old| said(&old));
                 self.said_comments =
                     (self.said_comments + usize::from(live)).saturating_sub(usize::from(was_live));
+                let count = self.said_by_thread.entry(thread).or_default();
+                *count = (*count + usize::from(live)).saturating_sub(usize::from(was_live));
             }
             Entity::Acl(acl) => self.acl = Some(acl),
             Entity::RepoAcl(repo_acl) => self.apply_repo_acl(repo_acl),

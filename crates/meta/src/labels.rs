@@ -15,6 +15,19 @@ pub const MAX_RENAMED_THREADS: usize = 1_000;
 /// The most labels a repo holds (deleted ones not counted).
 pub const MAX_LABELS_PER_REPO: usize = 1_000;
 
+/// Which of a thread's comments a list shows: those whose update time is
+/// within `since` and `before` (RFC 3339 in UTC, compared as text), past
+/// the first `skip`, at most `take`, and no more once `max_bytes` of
+/// bodies are shown (at least one).
+#[derive(Debug, Clone, Copy)]
+pub struct CommentWindow<'a> {
+    pub since: Option<&'a str>,
+    pub before: Option<&'a str>,
+    pub skip: usize,
+    pub take: usize,
+    pub max_bytes: usize,
+}
+
 /// What a label write sets (absent: as it is, or the default).
 #[derive(Debug, Clone, Default)]
 pub struct LabelPut {
@@ -272,26 +285,38 @@ impl MetaStore {
     }
 
     /// The comments people wrote on thread `number` (events and the
-    /// deleted left out), oldest first, at most `cap`: Gitea's list.
+    /// deleted left out), oldest first, as `window` keeps them: Gitea's
+    /// list. With how many the window's times keep in all (one pass that
+    /// copies nothing; only the comments shown are copied).
     pub fn said_comments(
         &self,
         repo: &RepoName,
         kind: ThreadKind,
         number: u64,
-        cap: usize,
-    ) -> Result<Vec<Comment>, MetaError> {
+        window: &CommentWindow<'_>,
+    ) -> Result<(Vec<Comment>, usize), MetaError> {
         self.read(repo, |state| {
             let thread = state.thread_id(kind, number)?;
-            Ok(state
-                .index
-                .said_comments(&thread)
-                .take(cap)
-                .cloned()
-                .collect())
+            let mut total = 0;
+            let (mut shown, mut bytes) = (Vec::new(), 0);
+            let kept = state.index.said_comments(&thread).filter(|c| {
+                window.since.is_none_or(|t| c.updated_at.as_str() >= t)
+                    && window.before.is_none_or(|t| c.updated_at.as_str() <= t)
+            });
+            for comment in kept {
+                let room =
+                    shown.len() < window.take && (shown.is_empty() || bytes < window.max_bytes);
+                if total >= window.skip && room {
+                    bytes += comment.body.len();
+                    shown.push(comment.clone());
+                }
+                total += 1;
+            }
+            Ok((shown, total))
         })
     }
 
-    /// How many comments thread `id` shows.
+    /// How many comments people wrote on thread `id`.
     pub fn comment_count(&self, repo: &RepoName, thread_id: &str) -> Result<usize, MetaError> {
         self.read(repo, |state| Ok(state.index.comment_count(thread_id)))
     }

@@ -1169,3 +1169,45 @@ fn older_documents_get_ids_at_start_and_no_id_is_handed_out_twice_across_restart
     );
     assert!(after_restart < (1 << 53));
 }
+
+#[test]
+fn a_threads_comment_list_is_windowed_by_count_and_bytes_and_counts_them_all() {
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(quick());
+    store
+        .create_issue(&repo(), new_issue("one"), "ann")
+        .unwrap();
+    for n in 0..5 {
+        let body = format!("comment {n:02}"); // 10 bytes each
+        store
+            .comment(&repo(), ThreadKind::Issue, 1, NewComment { body }, "ann")
+            .unwrap();
+    }
+    let window = |skip, take, max_bytes| labels::CommentWindow {
+        since: None,
+        before: None,
+        skip,
+        take,
+        max_bytes,
+    };
+    let shown = |w: labels::CommentWindow<'_>| {
+        let (comments, total) = store
+            .said_comments(&repo(), ThreadKind::Issue, 1, &w)
+            .unwrap();
+        let bodies: Vec<String> = comments.into_iter().map(|c| c.body).collect();
+        (bodies, total)
+    };
+    let all = shown(window(0, 100, 1 << 20));
+    assert_eq!(all.0.len(), 5);
+    assert_eq!(all.1, 5);
+    assert_eq!(shown(window(0, 3, 1 << 20)).0.len(), 3, "take");
+    assert_eq!(
+        shown(window(3, 10, 1 << 20)),
+        (vec!["comment 03".to_string(), "comment 04".into()], 5),
+        "skip"
+    );
+    // Bytes: stops once the bodies shown reach the bound, one at least.
+    assert_eq!(shown(window(0, 10, 15)).0.len(), 2, "bytes");
+    assert_eq!(shown(window(0, 10, 1)).0.len(), 1, "one at least");
+    assert_eq!(shown(window(0, 10, 1)).1, 5, "the total counts them all");
+}

@@ -25,7 +25,9 @@ use vole_meta::NewComment;
 use vole_meta::entity::{Change, Issue, ThreadKind};
 
 /// `GET /repos/{o}/{r}/issues/{n}/comments?since=&before=`: oldest first,
-/// every one (at most [`MAX_LISTED_COMMENTS`]) unless a page is asked for.
+/// every one (at most [`MAX_LISTED_COMMENTS`] and [`MAX_LISTED_BYTES`] of
+/// bodies; `X-Total-Count` says how many there are) unless a page is
+/// asked for.
 pub async fn list_comments(
     State(app): State<Arc<ApiState>>,
     RepoAccess {
@@ -45,26 +47,24 @@ pub async fn list_comments(
         .iter()
         .any(|k| query.contains_key(*k));
     let url = base.api(&format!("repos/{repo}/issues/{number}/comments"));
-    let (items, total) = shaped(&app, base, principal, move |s| {
+    let (items, total) = shaped_blocking(&app, base, principal, move |s| {
         let kind = kind_of(s.app, &repo, number)?;
-        let kept: Vec<_> = s
-            .app
-            .meta
-            .said_comments(&repo, kind, number, MAX_LISTED_COMMENTS)?
-            .into_iter()
-            .filter(|c| since.as_deref().is_none_or(|t| c.updated_at.as_str() >= t))
-            .filter(|c| before.as_deref().is_none_or(|t| c.updated_at.as_str() <= t))
-            .collect();
-        let total = kept.len();
-        let shown: Vec<_> = if paged {
-            page.slice(kept.iter())
-                .map(|c| s.comment(&repo, (kind, number), c))
-                .collect()
-        } else {
-            kept.iter()
-                .map(|c| s.comment(&repo, (kind, number), c))
-                .collect()
+        let window = vole_meta::labels::CommentWindow {
+            since: since.as_deref(),
+            before: before.as_deref(),
+            skip: if paged { page.offset() } else { 0 },
+            take: if paged {
+                page.per_page()
+            } else {
+                MAX_LISTED_COMMENTS
+            },
+            max_bytes: MAX_LISTED_BYTES,
         };
+        let (kept, total) = s.app.meta.said_comments(&repo, kind, number, &window)?;
+        let shown: Vec<_> = kept
+            .iter()
+            .map(|c| s.comment(&repo, (kind, number), c))
+            .collect();
         Ok((shown, total))
     })
     .await?;
@@ -81,6 +81,10 @@ pub async fn list_comments(
 
 /// The most comments of one thread an unpaged list answers with.
 pub const MAX_LISTED_COMMENTS: usize = 1000;
+
+/// The most bytes of comment bodies one list answers with (a list holds
+/// one comment at least): 1,000 comments of 256 KiB would be 256 MB.
+pub const MAX_LISTED_BYTES: usize = 4 * 1024 * 1024;
 
 /// `POST /repos/{o}/{r}/issues/{n}/comments`: 201 with the comment.
 pub async fn add_comment(
