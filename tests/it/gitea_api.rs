@@ -887,6 +887,21 @@ fn labels_are_kept_by_id_through_renames_and_deletions_and_every_api_refusal_is_
     let mut landed = names(&call("GET", "/issues/1/labels", None).1);
     landed.sort();
     assert_eq!(landed, added, "an add raced by another was lost");
+    // Edits of one comment without a version, at once: each applies to
+    // the version current when it is written, none is a 409.
+    let (status, comment) = call("POST", "/issues/1/comments", Some(r#"{"body":"first"}"#));
+    assert_eq!(status, 201, "{comment}");
+    let path = format!("/issues/comments/{}", comment["id"]);
+    std::thread::scope(|scope| {
+        for n in 0..6 {
+            let (call, path) = (&call, &path);
+            scope.spawn(move || {
+                let (status, answer) =
+                    call("PATCH", path, Some(&format!(r#"{{"body":"edit {n}"}}"#)));
+                assert_eq!(status, 200, "edit {n} without a version: {answer}");
+            });
+        }
+    });
     // Every refusal under /api/ is Gitea's JSON, from wherever it comes.
     for (method, path, headers, status) in [
         ("GET", "/api/v1/no/such/path", vec![], 404),

@@ -246,23 +246,14 @@ pub async fn rewrite_comment<T: Thread>(
     app.access
         .check_comment_edit(principal, &name, &current.author)
         .map_err(refused)?;
-    // Without a version (the API's DELETE), the one just read.
-    let version = if version == 0 {
-        current.version
-    } else {
-        version
-    };
+    // Without a version (0: Gitea's edits and deletions), whatever
+    // version is current when the write applies, as Gitea's do.
+    let version = Some(version).filter(|v| *v != 0);
     blocking(app, &name.clone(), move |app| match body {
-        Some(body) => app.meta.edit_comment(
-            &name,
-            T::KIND,
-            number,
-            &id,
-            CommentPatch {
-                version: Some(version),
-                body,
-            },
-        ),
+        Some(body) => {
+            app.meta
+                .edit_comment(&name, T::KIND, number, &id, CommentPatch { version, body })
+        }
         None => app
             .meta
             .delete_comment(&name, T::KIND, number, &id, version),

@@ -117,9 +117,9 @@ impl MetaStore {
         kind: ThreadKind,
         number: u64,
         id: &str,
-        version: u64,
+        version: Option<u64>,
     ) -> Result<Comment, MetaError> {
-        self.rewrite_comment(repo, kind, number, id, Some(version), None)
+        self.rewrite_comment(repo, kind, number, id, version, None)
     }
 
     fn rewrite_comment(

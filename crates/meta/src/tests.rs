@@ -967,7 +967,7 @@ fn a_deleted_comment_is_no_longer_listed_and_stays_deleted_after_a_reopen() {
             "a comment edit of version 1 after version 2 was not refused: {stale:?}"
         );
         store
-            .delete_comment(&repo(), ThreadKind::Issue, issue.number, &gone.id, 1)
+            .delete_comment(&repo(), ThreadKind::Issue, issue.number, &gone.id, Some(1))
             .unwrap();
         assert!(store.flush(Duration::from_secs(10)));
         (issue.number, kept, gone)
@@ -989,7 +989,7 @@ fn a_deleted_comment_is_no_longer_listed_and_stays_deleted_after_a_reopen() {
         Err(MetaError::NotFound(_))
     ));
     assert!(matches!(
-        store.delete_comment(&repo(), ThreadKind::Issue, number, &gone.id, 2),
+        store.delete_comment(&repo(), ThreadKind::Issue, number, &gone.id, Some(2)),
         Err(MetaError::NotFound(_))
     ));
     assert_eq!(
@@ -1033,7 +1033,7 @@ fn a_comment_page_is_cut_by_its_bodies_bytes_as_well_as_by_its_count() {
         )
         .unwrap();
     store
-        .delete_comment(&repo(), ThreadKind::Issue, issue.number, &gone.id, 1)
+        .delete_comment(&repo(), ThreadKind::Issue, issue.number, &gone.id, Some(1))
         .unwrap();
     let page = |n: usize| {
         let found = store

@@ -336,6 +336,14 @@ pub(crate) fn label_refs(
     repo: &ResolvedRepo,
     refs: &[Value],
 ) -> Result<Vec<String>, AppError> {
+    // Refused before any is looked up: each costs a look at the repo's
+    // labels.
+    if refs.len() > vole_meta::entity::MAX_LABELS {
+        return Err(AppError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            format!("at most {} labels", vole_meta::entity::MAX_LABELS),
+        ));
+    }
     let labels = app.meta.labels(repo)?;
     let no_such = |r: &Value| {
         AppError::new(

@@ -95,9 +95,14 @@ async fn repo_page(
     shaped_blocking(app, base, principal.clone(), move |s| {
         let names = visible_repos(s.app, &principal, |n| keep(s.app, &principal, n));
         let total = names.len();
+        // A repo deleted since it was listed is left out, not the page's
+        // failure.
         let items = page
             .slice(names.iter())
-            .map(|n| s.repo(n))
+            .filter_map(|n| match s.repo(n) {
+                Err(e) if e.status() == axum::http::StatusCode::NOT_FOUND => None,
+                shaped => Some(shaped),
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok((items, total))
     })
