@@ -156,6 +156,10 @@ try {
   expect(diff.startsWith("diff --git") && diff.includes("+faster"), `diff_url ${shown.diff_url}: ${diff}`);
   const patch = await asText(shown.patch_url);
   expect(patch.startsWith("From ") && patch.includes("Subject: [PATCH") && patch.includes("+faster"), `patch_url ${shown.patch_url}: ${patch}`);
+  expect(shown.diff_url === `${shown.html_url}.diff` && shown.patch_url === `${shown.html_url}.patch`, "Gitea's link shapes");
+  // The API's own path to them (gitea-js: repoDownloadPullDiffOrPatch).
+  const viaApi = await asText(`${base}/api/v1/repos/${owner}/${name}/pulls/${pull.number}.diff`);
+  expect(viaApi === diff, `the API's .diff: ${viaApi}`);
 
   step = "label the pull request and list pull requests by label id";
   await api.repos.issueAddLabel(owner, name, pull.number, { labels: [label.id] });

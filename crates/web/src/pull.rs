@@ -281,6 +281,16 @@ pub async fn pull(
     Query(query): Query<PageQuery>,
     WebPage(page): WebPage<COMMENTS_PER_PAGE>,
 ) -> Result<Response, AppError> {
+    // Gitea's `{html_url}.diff` and `.patch`.
+    for (suffix, raw) in [
+        (".diff", crate::pull_files::Raw::Diff),
+        (".patch", crate::pull_files::Raw::Patch),
+    ] {
+        if let Some(number) = number.strip_suffix(suffix) {
+            let number = pull_number(number)?;
+            return crate::pull_files::pull_raw(&app, &name, number, raw).await;
+        }
+    }
     let number = pull_number(&number)?;
     pull_page(&app, &name, number, (query.edit(), page), None).await
 }

@@ -29,7 +29,8 @@ pub(crate) fn merged_range(change: &Change) -> Option<(gix::ObjectId, gix::Objec
 }
 
 /// A pull request's changes as text.
-enum Raw {
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Raw {
     /// One diff of the whole range.
     Diff,
     /// The range's commits as mails.
@@ -47,23 +48,29 @@ struct FilesPage {
     patch_link: String,
 }
 
-/// `GET /{owner}/{repo}/-/pulls/{n}/files`: see the module doc.
-pub async fn pull_files(
-    State(app): State<Arc<WebState>>,
-    RepoAccess { repo: name, .. }: RepoAccess<Read>,
-    Path((_, _, number, file)): Path<(String, String, String, String)>,
+/// `GET /{owner}/{repo}/-/pulls/{n}.diff` or `.patch` (Gitea's links):
+/// the pull request's changes as text, as `files.diff` and `files.patch`.
+pub(crate) async fn pull_raw(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    number: u64,
+    raw: Raw,
 ) -> Result<Response, AppError> {
-    let number = pull_number(&number)?;
-    let raw = match file.as_str() {
-        "files" => None,
-        "files.diff" => Some(Raw::Diff),
-        "files.patch" => Some(Raw::Patch),
-        _ => return Err(AppError::not_found("There is no such page.")),
-    };
-    let change = app.api.meta.change(&name, number)?;
+    let change = app.api.meta.change(name, number)?;
+    let range = changes_range(app, name, &change).await?;
+    stream_raw(app, name, range, raw).await
+}
+
+/// What a pull request brings: an open one's merge base and source
+/// head, a merged one's target before and after its merge.
+async fn changes_range(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    change: &Change,
+) -> Result<(gix::ObjectId, gix::ObjectId), AppError> {
     let (app2, name2, change2) = (app.clone(), name.clone(), change.clone());
     let slot = app.reads.acquire().await?;
-    let range = vole_http::spawn_blocking(move || {
+    vole_http::spawn_blocking(move || {
         let _slot = slot;
         if let Some(range) = merged_range(&change2) {
             return Some(range);
@@ -83,22 +90,28 @@ pub async fn pull_files(
     .map_err(|e| AppError::internal("pull request read task failed", e))?
     .ok_or_else(|| {
         AppError::not_found("This pull request's branches are gone or have no common history.")
-    })?;
-    let (base, head) = (range.0.to_string(), range.1.to_string());
+    })
+}
+
+/// The changes from `base` to `head` as one diff or as mails, streamed
+/// under a read slot with the archive's bounds.
+async fn stream_raw(
+    app: &Arc<WebState>,
+    name: &ResolvedRepo,
+    (base, head): (gix::ObjectId, gix::ObjectId),
+    raw: Raw,
+) -> Result<Response, AppError> {
+    let (base, head) = (base.to_string(), head.to_string());
     match raw {
-        Some(Raw::Diff) => {
-            return crate::commit::stream_text(
-                &app,
-                &name,
-                &["diff", "-M", "--no-color", "-p", &base, &head],
-            )
-            .await;
+        Raw::Diff => {
+            crate::commit::stream_text(app, name, &["diff", "-M", "--no-color", "-p", &base, &head])
+                .await
         }
-        Some(Raw::Patch) => {
+        Raw::Patch => {
             let range = format!("{base}..{head}");
-            return crate::commit::stream_text(
-                &app,
-                &name,
+            crate::commit::stream_text(
+                app,
+                name,
                 &[
                     "format-patch",
                     "--stdout",
@@ -108,10 +121,30 @@ pub async fn pull_files(
                     &range,
                 ],
             )
-            .await;
+            .await
         }
-        None => {}
     }
+}
+
+/// `GET /{owner}/{repo}/-/pulls/{n}/files`: see the module doc.
+pub async fn pull_files(
+    State(app): State<Arc<WebState>>,
+    RepoAccess { repo: name, .. }: RepoAccess<Read>,
+    Path((_, _, number, file)): Path<(String, String, String, String)>,
+) -> Result<Response, AppError> {
+    let number = pull_number(&number)?;
+    let raw = match file.as_str() {
+        "files" => None,
+        "files.diff" => Some(Raw::Diff),
+        "files.patch" => Some(Raw::Patch),
+        _ => return Err(AppError::not_found("There is no such page.")),
+    };
+    let change = app.api.meta.change(&name, number)?;
+    let range = changes_range(&app, &name, &change).await?;
+    if let Some(raw) = raw {
+        return stream_raw(&app, &name, range, raw).await;
+    }
+    let base = range.0.to_string();
     let detail = range_detail(&app, &name, range).await?;
     let scope = format!("{}\0base={base}", name.incarnation_id());
     let files = file_views(&app, &scope, range.1, &detail).await;

@@ -115,6 +115,21 @@ pub async fn get_pull(
     base: Base,
     Path((_, _, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
+    // Gitea's `/pulls/{n}.diff` and `.patch`: the web's, which streams
+    // them (a relative redirect: the client stays on its scheme and host).
+    for suffix in [".diff", ".patch"] {
+        if let Some(n) = number.strip_suffix(suffix) {
+            let n = thread_number(n)?;
+            let mut response = StatusCode::TEMPORARY_REDIRECT.into_response();
+            let location = format!("/{repo}/-/pulls/{n}{suffix}");
+            let value = axum::http::HeaderValue::from_str(&location)
+                .map_err(|_| AppError::internal("a pull request's diff location", location))?;
+            response
+                .headers_mut()
+                .insert(axum::http::header::LOCATION, value);
+            return Ok(response);
+        }
+    }
     let number = thread_number(&number)?;
     let pull = shaped_reading(&app, base, principal, move |s| {
         let change = s.app.meta.change(&repo, number)?;
