@@ -580,6 +580,13 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     }
     let (answer, _) = get("/branches/main");
     assert_eq!(answer.status, 200, "anti-vacuity: {}", answer.text());
+    // An abbreviated commit id names its commit, as git takes one.
+    let main = git_ok(&work, &["rev-parse", "main"]);
+    let (answer, file) = get(&format!("/contents/src/main.rs?ref={}", &main.trim()[..7]));
+    assert_eq!(answer.status, 200, "{}", answer.text());
+    assert_eq!(file["path"], "src/main.rs");
+    let (answer, _) = get(&format!("/contents/src/main.rs?ref={}", &main.trim()[..3]));
+    assert_eq!(answer.status, 404, "three digits name nothing");
     // A file: its bytes in base64.
     let (answer, file) = get("/contents/src/main.rs?ref=main");
     assert_eq!(answer.status, 200, "{}", answer.text());

@@ -1,5 +1,5 @@
 //! What a revision in a URL names, read in-process with gix: a branch, a
-//! tag or a full commit id, peeled to its commit. One reading for every
+//! tag or a commit id (full or abbreviated), peeled to its commit. One reading for every
 //! surface (web pages, the API's files), so a name resolves the same
 //! wherever it is asked.
 
@@ -23,7 +23,8 @@ pub fn find_ref<'r>(
     repo.try_find_reference(full_name)
 }
 
-/// The commit a revision names: a branch, a tag, or a full commit id.
+/// The commit a revision names: a branch, a tag, a full commit id, or an
+/// abbreviated one that names one object.
 pub fn resolve(repo: &gix::Repository, rev: &str) -> Result<Option<ObjectId>, gix::Error> {
     for prefix in ["refs/heads/", "refs/tags/"] {
         if let Some(reference) = find_ref(repo, &format!("{prefix}{rev}"))? {
@@ -34,6 +35,15 @@ pub fn resolve(repo: &gix::Repository, rev: &str) -> Result<Option<ObjectId>, gi
     if rev.len() == 40
         && let Ok(id) = ObjectId::from_hex(rev.as_bytes())
         && repo.has_object(id)
+    {
+        return peel_to_commit(repo, id);
+    }
+    // An abbreviated id, of 4 hex digits or more, as git takes one: the
+    // one object it names (an ambiguous one names nothing).
+    if (4..40).contains(&rev.len())
+        && rev.bytes().all(|b| b.is_ascii_hexdigit())
+        && let Ok(prefix) = gix::hash::Prefix::from_hex(rev)
+        && let Ok(Some(Ok(id))) = repo.objects.lookup_prefix(prefix, None)
     {
         return peel_to_commit(repo, id);
     }
