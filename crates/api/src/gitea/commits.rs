@@ -160,7 +160,19 @@ fn changes_of(
         .git
         .run_bounded(&s.app.repos.path(repo), &args, BOUNDS)
         .map_err(child_error)?;
-    Ok(parse_changes(&String::from_utf8_lossy(&out.stdout)))
+    let text = String::from_utf8_lossy(&out.stdout);
+    Ok(parse_changes(whole_records(&text, out.truncated)))
+}
+
+/// The records of output cut at its bound (`truncated`) that are whole:
+/// the last one was cut inside, so it and those after it are left
+/// without files and counts (null), not given wrong ones.
+fn whole_records(text: &str, truncated: bool) -> &str {
+    if truncated {
+        &text[..text.rfind('\0').unwrap_or(0)]
+    } else {
+        text
+    }
 }
 
 /// `git log --format=%x00%H --numstat --summary` as each commit's files
@@ -174,13 +186,13 @@ fn parse_changes(text: &str) -> HashMap<String, (Vec<AffectedFile>, CommitStats)
         };
         let mut stats = CommitStats::default();
         let mut files: Vec<(String, &'static str)> = Vec::new();
-        let mut created = Vec::new();
-        let mut deleted = Vec::new();
+        let mut created = std::collections::HashSet::new();
+        let mut deleted = std::collections::HashSet::new();
         for line in lines {
             if let Some(rest) = line.strip_prefix(" create mode ") {
-                created.push(rest.split_once(' ').map_or(rest, |(_, p)| p).to_string());
+                created.insert(rest.split_once(' ').map_or(rest, |(_, p)| p).to_string());
             } else if let Some(rest) = line.strip_prefix(" delete mode ") {
-                deleted.push(rest.split_once(' ').map_or(rest, |(_, p)| p).to_string());
+                deleted.insert(rest.split_once(' ').map_or(rest, |(_, p)| p).to_string());
             } else if let [added, removed, path] = line.splitn(3, '\t').collect::<Vec<_>>()[..] {
                 stats.additions += added.parse::<u64>().unwrap_or(0);
                 stats.deletions += removed.parse::<u64>().unwrap_or(0);
@@ -394,5 +406,18 @@ mod tests {
             ]
         );
         assert!(parsed["bbb"].0.is_empty());
+    }
+
+    #[test]
+    fn output_cut_at_its_bound_keeps_only_whole_records() {
+        let text = "\0aaa\n\n3\t1\tsrc/a.rs\n\0bbb\n\n1\t0\tsrc/b";
+        let parsed = super::parse_changes(super::whole_records(text, true));
+        assert!(parsed.contains_key("aaa"));
+        assert!(
+            !parsed.contains_key("bbb"),
+            "a cut record was read: {parsed:?}"
+        );
+        let whole = super::parse_changes(super::whole_records(text, false));
+        assert!(whole.contains_key("bbb"));
     }
 }
