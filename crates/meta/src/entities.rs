@@ -18,7 +18,8 @@ impl MetaStore {
         entity::check_title(&new.title)?;
         entity::check_body(&new.body)?;
         entity::check_labels(&new.labels)?;
-        self.ensure_labels(repo, &new.labels)?;
+        let mut new = new;
+        new.labels = self.ensure_labels(repo, &new.labels)?;
         let id = self.new_id();
         let serial = self.next_serial(entity::SerialKind::Issue)?;
         self.write(repo, |state| {
@@ -115,7 +116,8 @@ impl MetaStore {
                 "source and target branch are the same branch".into(),
             ));
         }
-        self.ensure_labels(repo, &new.labels)?;
+        let mut new = new;
+        new.labels = self.ensure_labels(repo, &new.labels)?;
         let id = self.new_id();
         let serial = self.next_serial(entity::SerialKind::Issue)?;
         self.write(repo, |state| {

@@ -64,13 +64,17 @@ impl MetaStore {
         })
     }
 
-    /// Makes every name in `names` that is no label of `repo` one.
-    /// A store without a system repo (tools, tests of one repo) gives no
+    /// Makes every name in `names` that is no label of `repo` one, and
+    /// answers the names as the labels spell them. A store without a system repo (tools, tests of one repo) gives no
     /// ids, so it makes no labels: the names stay on the threads, and the
     /// upgrade makes them labels once there are ids.
-    pub(crate) fn ensure_labels(&self, repo: &RepoName, names: &[String]) -> Result<(), MetaError> {
+    pub(crate) fn ensure_labels(
+        &self,
+        repo: &RepoName,
+        names: &[String],
+    ) -> Result<Vec<String>, MetaError> {
         if self.system().is_err() {
-            return Ok(());
+            return Ok(names.to_vec());
         }
         let missing = |names: &[String]| -> Result<Vec<String>, MetaError> {
             self.read(repo, |state| {
@@ -82,29 +86,41 @@ impl MetaStore {
                     .collect())
             })
         };
-        if missing(names)?.is_empty() {
-            return Ok(());
-        }
-        let _gate = self.inner.label_gate.lock();
-        for name in missing(names)? {
-            if self.read(repo, |state| Ok(state.index.label_named(&name).is_some()))? {
-                continue;
+        if !missing(names)?.is_empty() {
+            let _gate = self.inner.label_gate.lock();
+            for name in missing(names)? {
+                if self.read(repo, |state| Ok(state.index.label_named(&name).is_some()))? {
+                    continue;
+                }
+                self.create_label_locked(
+                    repo,
+                    LabelPut {
+                        name: Some(name),
+                        ..LabelPut::default()
+                    },
+                )?;
             }
-            self.create_label_locked(
-                repo,
-                LabelPut {
-                    name: Some(name),
-                    ..LabelPut::default()
-                },
-            )?;
         }
-        Ok(())
+        // Each name as its label spells it: a thread carries the label's
+        // own name, which a rename finds.
+        self.read(repo, |state| {
+            Ok(names
+                .iter()
+                .map(|n| {
+                    state
+                        .index
+                        .label_named(n.trim())
+                        .map_or_else(|| n.trim().to_string(), |l| l.name.clone())
+                })
+                .collect())
+        })
     }
 
     /// The labels an edit leaves a thread that carries `current` with,
     /// asked for `wanted`: a name the thread has whose label was deleted
     /// is dropped (it is no label any more, and is not made again); a new
-    /// name becomes a label ([`MetaStore::ensure_labels`]).
+    /// name becomes a label ([`MetaStore::ensure_labels`]); each as its
+    /// label spells it.
     pub(crate) fn settle_labels(
         &self,
         repo: &RepoName,
@@ -123,8 +139,7 @@ impl MetaStore {
                 })
                 .collect())
         })?;
-        self.ensure_labels(repo, &kept)?;
-        Ok(kept)
+        self.ensure_labels(repo, &kept)
     }
 
     /// A new label; its name must be free in the repo (ASCII case aside).

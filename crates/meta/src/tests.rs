@@ -1211,3 +1211,46 @@ fn a_threads_comment_list_is_windowed_by_count_and_bytes_and_counts_them_all() {
     assert_eq!(shown(window(0, 10, 1)).0.len(), 1, "one at least");
     assert_eq!(shown(window(0, 10, 1)).1, 5, "the total counts them all");
 }
+
+#[test]
+fn a_thread_carries_a_labels_own_spelling_so_a_rename_finds_it() {
+    let fx = Fixture::new();
+    let store = open_with_system(&fx, &system_dir(&fx));
+    let label = store
+        .create_label(
+            &repo(),
+            labels::LabelPut {
+                name: Some("crash".into()),
+                ..labels::LabelPut::default()
+            },
+        )
+        .unwrap();
+    let mut new = new_issue("one");
+    new.labels = vec!["CRASH".into()];
+    let issue = store.create_issue(&repo(), new, "ann").unwrap();
+    assert_eq!(
+        issue.labels,
+        ["crash"],
+        "the name as asked, not the label's"
+    );
+    let patch = IssuePatch {
+        labels: Some(vec!["Crash".into()]),
+        ..IssuePatch::default()
+    };
+    store.edit_issue(&repo(), issue.number, patch).unwrap();
+    store
+        .edit_label(
+            &repo(),
+            label.serial,
+            labels::LabelPut {
+                name: Some("panic".into()),
+                ..labels::LabelPut::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        store.issue(&repo(), issue.number).unwrap().labels,
+        ["panic"],
+        "a rename missed a thread that spelled the label otherwise"
+    );
+}
