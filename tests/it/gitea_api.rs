@@ -645,6 +645,19 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     assert!(total >= 4, "{total}");
     let newest = &commits[0];
     check_shape("Commit", newest, &all);
+    // The links an object carries are answered: a commit's own, and the
+    // repo's languages (none kept).
+    let own = newest["url"].as_str().unwrap();
+    let own = &own[own.find("/git/commits/").unwrap()..];
+    let (single, one) = get(own);
+    assert_eq!(single.status, 200, "{own}: {}", single.text());
+    check_shape("Commit", &one, &all);
+    assert_eq!(one["sha"], newest["sha"]);
+    assert_eq!(one["stats"], newest["stats"], "{one}");
+    let (single, languages) = get("/languages");
+    assert_eq!((single.status, languages), (200, serde_json::json!({})));
+    let (single, _) = get("/git/commits/0123456789abcdef0123456789abcdef01234567");
+    assert_eq!(single.status, 404);
     check_shape("RepoCommit", &newest["commit"], &all);
     check_shape("CommitUser", &newest["commit"]["author"], &all);
     check_shape("CommitMeta", &newest["parents"][0], &all);

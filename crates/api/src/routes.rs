@@ -135,6 +135,14 @@ fn server_routes() -> Router<Arc<ApiState>> {
         )
         .route("/api/v1/repos/{owner}/{repo}/commits", get(commits::list))
         .route(
+            "/api/v1/repos/{owner}/{repo}/git/commits/{sha}",
+            get(commits::one),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/languages",
+            get(commits::languages),
+        )
+        .route(
             "/api/v1/repos/{owner}/{repo}/contents",
             get(contents::contents),
         )

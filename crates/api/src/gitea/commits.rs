@@ -9,9 +9,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Query, State};
+use axum::Json;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::issues::{gitea_page, shaped_reading};
@@ -296,6 +297,39 @@ fn commit(
         files,
         stats,
     })
+}
+
+/// `GET /repos/{o}/{r}/git/commits/{sha}`: one commit (a branch, a tag or
+/// a commit id, full or abbreviated), with its files and counts.
+pub async fn one(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo, principal, ..
+    }: RepoAccess<Read>,
+    base: Base,
+    Path((_, _, sha)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let found = shaped_reading(&app, base, principal, move |s| {
+        let git = vole_git::open_gix(&s.app.repos.path(&repo)).map_err(git_error)?;
+        let Some(id) = super::contents::resolve(&git, &sha)? else {
+            return Err(AppError::not_found(format!(
+                "{sha:?} names no commit of {repo}"
+            )));
+        };
+        let id = id.to_string();
+        let mut changes = changes_of(s, &repo, std::slice::from_ref(&id))?;
+        let changes = changes.remove(&id);
+        commit(s, (&repo, &git), &id, changes)
+    })
+    .await?;
+    Ok(Json(found).into_response())
+}
+
+/// `GET /repos/{o}/{r}/languages`: Gitea's bytes by language; vole keeps
+/// no language statistics, so none (`{}`), as a Gitea that never ran
+/// its indexer answers.
+pub async fn languages(RepoAccess { .. }: RepoAccess<Read>) -> Response {
+    Json(serde_json::json!({})).into_response()
 }
 
 /// `GET /repos/{o}/{r}/commits`.
