@@ -267,6 +267,45 @@ fn each_gitea_object_holds_every_property_the_document_lists_with_its_type() {
         &call("GET", "/repos/alice/shapes", None),
         &all,
     );
+    // What vole cannot do is refused, not dropped; what it does not know
+    // is ignored (a repo's settings are an admin token's).
+    let admin = format!(
+        "token {}",
+        user_token(&forge.data, "alice", false, "admin", &[])
+    );
+    for refused in [
+        r#"{"archived":true}"#,
+        r#"{"has_issues":false}"#,
+        r#"{"has_pull_requests":false,"description":"kept?"}"#,
+    ] {
+        let (status, body) = http_request(
+            forge.server().addr,
+            "PATCH",
+            "/api/v1/repos/alice/shapes",
+            &[
+                ("Authorization", admin.as_str()),
+                ("Content-Type", "application/json"),
+            ],
+            Some(refused.as_bytes()),
+        );
+        assert_eq!(status, 422, "{refused}: {}", text(&body));
+    }
+    let (status, edited) = http_request(
+        forge.server().addr,
+        "PATCH",
+        "/api/v1/repos/alice/shapes",
+        &[
+            ("Authorization", admin.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        Some(br#"{"description":"shapes","has_wiki":false,"website":"x","archived":false}"#),
+    );
+    let edited: Value = serde_json::from_slice(&edited).unwrap();
+    assert_eq!(
+        (status, &edited["description"]),
+        (200, &Value::from("shapes")),
+        "{edited}"
+    );
     let label = call(
         "POST",
         "/repos/alice/shapes/labels",

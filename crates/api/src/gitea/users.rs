@@ -314,6 +314,14 @@ pub struct EditRepoOption {
     pub private: Option<bool>,
     #[serde(default)]
     pub default_branch: Option<String>,
+    /// What vole cannot do is refused, not dropped: an archive, a repo
+    /// without issues or pull requests.
+    #[serde(default)]
+    pub archived: Option<bool>,
+    #[serde(default)]
+    pub has_issues: Option<bool>,
+    #[serde(default)]
+    pub has_pull_requests: Option<bool>,
 }
 
 /// `PATCH /repos/{o}/{r}`: an admin of the repo; 200 with it.
@@ -332,6 +340,21 @@ pub async fn edit(
             StatusCode::UNPROCESSABLE_ENTITY,
             "vole does not rename repositories: make a new one and push to it",
         ));
+    }
+    for (asked, what) in [
+        (option.archived == Some(true), "archive repositories"),
+        (option.has_issues == Some(false), "turn issues off"),
+        (
+            option.has_pull_requests == Some(false),
+            "turn pull requests off",
+        ),
+    ] {
+        if asked {
+            return Err(AppError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("vole does not {what}; nothing was changed"),
+            ));
+        }
     }
     let client = peer.ip().to_string();
     if option.description.is_some() || option.default_branch.is_some() {
