@@ -62,6 +62,9 @@ pub struct Config {
     pub max_connections: usize,
     /// Peers whose `X-Forwarded-For` is believed (`access::client`).
     pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// `--webhook-allow`: the loopback, link-local, private or unique-local
+    /// networks a webhook may target (none by default).
+    pub webhook_allow: Vec<ipnet::IpNet>,
     /// `scheme://host[:port]`, no trailing slash.
     pub public_url: Option<String>,
 }
@@ -129,6 +132,7 @@ impl Config {
             reads: ReadLimits::resolve(&raw)?,
             max_connections: server::max_connections(&raw)?,
             trusted_proxies: server::trusted_proxies(&raw)?,
+            webhook_allow: server::webhook_allow(&raw)?,
             public_url: server::public_url_of(&raw)?,
             caches: CacheSettings::resolve(&raw)?,
             data_dir: raw.data.unwrap_or_else(|| defaults::DATA_DIR.into()),
@@ -218,6 +222,27 @@ mod tests {
         }
         assert!(with(None, &["10.0.0.0/33"]).is_err());
         assert!(with(None, &["proxy.local"]).is_err());
+    }
+
+    #[test]
+    fn webhook_allow_takes_networks_and_addresses_and_names_a_bad_one() {
+        let with = |networks: &[&str]| {
+            let settings = Settings {
+                webhook_allow: Some(networks.iter().map(|p| p.to_string()).collect()),
+                ..Settings::default()
+            };
+            Config::resolve(settings, None)
+        };
+        let config = with(&["127.0.0.0/8", "::1", "10.1.2.3"]).unwrap();
+        assert_eq!(config.webhook_allow.len(), 3);
+        assert!(
+            Config::resolve(Settings::default(), None)
+                .unwrap()
+                .webhook_allow
+                .is_empty()
+        );
+        let err = with(&["localhost"]).unwrap_err();
+        assert!(err.to_string().contains("webhook-allow"), "{err}");
     }
 
     #[test]

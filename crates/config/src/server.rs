@@ -53,8 +53,19 @@ pub(crate) fn metrics_listen(raw: &Settings) -> Result<Option<SocketAddr>, Confi
 }
 
 pub(crate) fn trusted_proxies(raw: &Settings) -> Result<Vec<ipnet::IpNet>, ConfigError> {
-    raw.trusted_proxies
-        .clone()
+    networks("trusted-proxy", raw.trusted_proxies.as_deref())
+}
+
+pub(crate) fn webhook_allow(raw: &Settings) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    networks("webhook-allow", raw.webhook_allow.as_deref())
+}
+
+/// A setting's CIDRs (or bare addresses, networks of one).
+fn networks(
+    setting: &'static str,
+    texts: Option<&[String]>,
+) -> Result<Vec<ipnet::IpNet>, ConfigError> {
+    texts
         .unwrap_or_default()
         .iter()
         .map(|text| {
@@ -64,7 +75,7 @@ pub(crate) fn trusted_proxies(raw: &Settings) -> Result<Vec<ipnet::IpNet>, Confi
                     .parse::<std::net::IpAddr>()
                     .map(ipnet::IpNet::from)
                     .map_err(|_| ConfigError::Invalid {
-                        setting: "trusted-proxy",
+                        setting,
                         value: text.clone(),
                         reason: "expected a CIDR such as 10.0.0.0/8 or an IP address".into(),
                     })

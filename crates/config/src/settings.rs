@@ -211,6 +211,18 @@ pub struct Settings {
     )]
     pub trusted_proxies: Option<Vec<String>>,
 
+    /// Addresses a webhook may target though they are loopback,
+    /// link-local, private or unique-local (CIDR, e.g. 10.0.0.0/8); repeat
+    /// for more, comma-separated in the environment [default: none: a hook
+    /// reaches public addresses only].
+    #[arg(
+        long = "webhook-allow",
+        env = "VOLE_WEBHOOK_ALLOW",
+        value_delimiter = ',',
+        value_name = "CIDR"
+    )]
+    pub webhook_allow: Option<Vec<String>>,
+
     /// The URL clients reach vole at (e.g. https://git.example.org), for
     /// clone URLs and links, instead of the request's Host header
     /// [default: the Host header].
@@ -356,6 +368,7 @@ impl Settings {
             max_open_repos: self.max_open_repos.or(lower.max_open_repos),
             max_connections: self.max_connections.or(lower.max_connections),
             trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
+            webhook_allow: self.webhook_allow.or(lower.webhook_allow),
             public_url: self.public_url.or(lower.public_url),
             header_read_timeout: self.header_read_timeout.or(lower.header_read_timeout),
             body_idle_timeout: self.body_idle_timeout.or(lower.body_idle_timeout),
