@@ -43,9 +43,14 @@ pub enum Entity {
     Sequence(Sequence),
     /// A repo's numeric id, by incarnation (system repo only).
     RepoId(RepoId),
+    /// A webhook of a repo's incarnation, or of the server (system repo
+    /// only: its secret is a credential, and readers may fetch a repo's
+    /// shards).
+    Hook(Hook),
 }
 
 pub use crate::numbered::{Label, RepoId, Sequence, SerialKind};
+pub use crate::webhooks::{Hook, HookContent};
 
 /// Each document kind as an [`Entity`]: a write builds the kind it writes
 /// and gets it back, so no caller takes a kind back out of an `Entity`.
@@ -60,7 +65,8 @@ macro_rules! entity_kinds {
 }
 
 entity_kinds!(
-    Issue, Comment, Change, Acl, Settings, User, Token, RepoAcl, Removed, Label, Sequence, RepoId
+    Issue, Comment, Change, Acl, Settings, User, Token, RepoAcl, Removed, Label, Sequence, RepoId,
+    Hook
 );
 
 /// A repo's ACL as the system repo keeps it: the repo it was written for
@@ -439,6 +445,7 @@ impl Entity {
             Entity::RepoAcl(e) => &e.incarnation,
             Entity::Removed(e) => &e.path,
             Entity::Label(e) => return std::borrow::Cow::Owned(e.serial.to_string()),
+            Entity::Hook(e) => return std::borrow::Cow::Owned(e.serial.to_string()),
             Entity::Sequence(e) => e.of.as_str(),
             Entity::RepoId(e) => &e.incarnation,
         })
@@ -460,6 +467,7 @@ impl Entity {
             Entity::Label(_) => crate::numbered::LABELS_ROOT,
             Entity::Sequence(_) => crate::numbered::SEQUENCES_ROOT,
             Entity::RepoId(e) => &e.incarnation,
+            Entity::Hook(_) => crate::webhooks::HOOKS_ROOT,
         }
     }
 
@@ -477,6 +485,7 @@ impl Entity {
             Entity::Label(_) => "label",
             Entity::Sequence(_) => "sequence",
             Entity::RepoId(_) => "repo_id",
+            Entity::Hook(_) => "hook",
         }
     }
 
@@ -494,6 +503,7 @@ impl Entity {
             Entity::Label(e) => e.version,
             Entity::Sequence(e) => e.version,
             Entity::RepoId(e) => e.version,
+            Entity::Hook(e) => e.version,
         }
     }
 
@@ -516,6 +526,7 @@ impl Entity {
             Entity::Label(e) => format!("labels/{}.json", e.serial),
             Entity::Sequence(e) => format!("sequences/{}.json", e.of.as_str()),
             Entity::RepoId(e) => format!("repo_ids/{}.json", e.incarnation),
+            Entity::Hook(e) => format!("hooks/{}.json", e.serial),
         }
     }
 }

@@ -99,6 +99,8 @@ pub struct Index {
     sequences: BTreeMap<SerialKind, Sequence>,
     /// Incarnation -> the repo's numeric id (the system repo's).
     repo_ids: HashMap<String, RepoId>,
+    /// Webhooks by id, deleted ones kept (the system repo's).
+    hooks: BTreeMap<u64, crate::webhooks::Hook>,
     /// Comment serial -> (thread id, comment id), in serial order: the
     /// repo's comments as Gitea lists them, oldest first.
     comment_serials: BTreeMap<u64, (String, String)>,
@@ -228,6 +230,9 @@ impl Index {
             Entity::RepoId(repo_id) => {
                 self.repo_ids.insert(repo_id.incarnation.clone(), repo_id);
             }
+            Entity::Hook(hook) => {
+                self.hooks.insert(hook.serial, hook);
+            }
             Entity::User(user) => self.apply_user(user),
             Entity::Token(token) => {
                 self.token_names
@@ -300,6 +305,7 @@ impl Index {
             Entity::Label(e) => self.labels.get(&e.serial).map(|l| l.version),
             Entity::Sequence(e) => self.sequences.get(&e.of).map(|q| q.version),
             Entity::RepoId(e) => self.repo_ids.get(&e.incarnation).map(|r| r.version),
+            Entity::Hook(e) => self.hooks.get(&e.serial).map(|h| h.version),
             // A removal always applies.
             Entity::Removed(_) => None,
         }

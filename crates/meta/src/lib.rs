@@ -60,6 +60,7 @@ mod serials;
 pub mod shard;
 mod stats;
 mod system;
+pub mod webhooks;
 mod write;
 
 use parking_lot::{Condvar, Mutex, RwLock};

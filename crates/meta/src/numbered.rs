@@ -24,16 +24,18 @@ pub enum SerialKind {
     User,
     Repo,
     Token,
+    Hook,
 }
 
 impl SerialKind {
-    pub const ALL: [SerialKind; 6] = [
+    pub const ALL: [SerialKind; 7] = [
         SerialKind::Issue,
         SerialKind::Comment,
         SerialKind::Label,
         SerialKind::User,
         SerialKind::Repo,
         SerialKind::Token,
+        SerialKind::Hook,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -44,6 +46,7 @@ impl SerialKind {
             SerialKind::User => "user",
             SerialKind::Repo => "repo",
             SerialKind::Token => "token",
+            SerialKind::Hook => "hook",
         }
     }
 }

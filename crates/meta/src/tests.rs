@@ -1254,3 +1254,67 @@ fn a_thread_carries_a_labels_own_spelling_so_a_rename_finds_it() {
         "a rename missed a thread that spelled the label otherwise"
     );
 }
+
+#[test]
+fn hooks_are_kept_by_incarnation_in_the_system_repo_across_a_restart() {
+    let fx = Fixture::new();
+    let store = open_with_system(&fx, &system_dir(&fx));
+    let put = |url: &str| webhooks::HookPut {
+        url: Some(url.into()),
+        secret: Some("s3cret".into()),
+        events: Some(vec!["push".into(), "issues".into()]),
+        ..webhooks::HookPut::default()
+    };
+    let made = store
+        .create_hook(("inc-a", "ann/repo"), put("https://ci.example.org/a"))
+        .unwrap();
+    assert_ne!(made.serial, 0);
+    assert_eq!(
+        (made.active, made.content_type),
+        (true, webhooks::HookContent::Json)
+    );
+    // Another incarnation of the name sees none of them.
+    assert!(store.hooks("inc-b").unwrap().is_empty());
+    assert!(store.hook("inc-b", made.serial).is_err());
+    let unknown = webhooks::HookPut {
+        events: Some(vec!["release".into()]),
+        ..put("https://x.example.org")
+    };
+    let refused = store
+        .create_hook(("inc-a", "ann/repo"), unknown)
+        .unwrap_err();
+    assert!(refused.to_string().contains("release"), "{refused}");
+    let edited = store
+        .edit_hook(
+            "inc-a",
+            made.serial,
+            webhooks::HookPut {
+                active: Some(false),
+                ..webhooks::HookPut::default()
+            },
+        )
+        .unwrap();
+    assert_eq!((edited.active, edited.secret.as_str()), (false, "s3cret"));
+    assert!(store.flush(Duration::from_secs(10)));
+    drop(store);
+    let store = open_with_system(&fx, &system_dir(&fx));
+    let kept = store.hooks("inc-a").unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!((kept[0].serial, kept[0].active), (made.serial, false));
+    store.delete_hook("inc-a", made.serial).unwrap();
+    assert!(store.hooks("inc-a").unwrap().is_empty());
+    // At most MAX_HOOKS live ones a repo.
+    for n in 0..webhooks::MAX_HOOKS {
+        store
+            .create_hook(
+                ("inc-a", "ann/repo"),
+                put(&format!("https://ci.example.org/{n}")),
+            )
+            .unwrap();
+    }
+    assert!(
+        store
+            .create_hook(("inc-a", "ann/repo"), put("https://one.more"))
+            .is_err()
+    );
+}

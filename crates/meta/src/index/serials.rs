@@ -2,6 +2,7 @@
 //! comment by its serial, a kind's reservation.
 
 use super::*;
+use crate::webhooks::Hook;
 
 impl Index {
     /// The repo's labels that are not deleted, by serial.
@@ -65,6 +66,19 @@ impl Index {
 }
 
 impl Index {
+    /// A webhook by id, deleted or not (the system repo's).
+    pub fn hook(&self, serial: u64) -> Option<&Hook> {
+        self.hooks.get(&serial)
+    }
+
+    /// The live webhooks of the repo of `incarnation` ("": the server's),
+    /// by id.
+    pub fn hooks_of<'a>(&'a self, incarnation: &'a str) -> impl Iterator<Item = &'a Hook> + 'a {
+        self.hooks
+            .values()
+            .filter(move |h| !h.deleted && h.incarnation == incarnation)
+    }
+
     /// The numeric id of the repo of `incarnation` (the system repo's).
     pub fn repo_id(&self, incarnation: &str) -> Option<&RepoId> {
         self.repo_ids.get(incarnation)
@@ -119,6 +133,7 @@ impl Index {
             SerialKind::User => max(&mut self.users.values().map(|u| u.serial)),
             SerialKind::Repo => max(&mut self.repo_ids.values().map(|r| r.serial)),
             SerialKind::Token => max(&mut self.tokens.values().map(|t| t.serial)),
+            SerialKind::Hook => max(&mut self.hooks.keys().copied()),
         }
     }
 }
