@@ -244,6 +244,7 @@ impl App {
             reads: reads.clone(),
             pull_details: vole_api::pull_details(),
             issue_json: vole_api::issue_json(),
+            hook_guard: vole_webhooks::guard::Guard::new(config.webhook_allow.clone()),
         });
         Ok(App {
             http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),

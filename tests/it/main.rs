@@ -41,3 +41,4 @@ mod web;
 mod web_admin;
 mod web_issues;
 mod web_pulls;
+mod webhooks;

@@ -6,6 +6,7 @@ pub mod branches;
 pub mod comments;
 pub mod commits;
 pub mod contents;
+pub mod hooks;
 pub mod issues;
 pub mod labels;
 pub mod objects;

@@ -54,6 +54,9 @@ pub struct ApiState {
     /// Issues as a list writes them ([`IssueKey`]), [`ISSUE_JSON_BYTES`]
     /// at most.
     pub issue_json: IssueJson,
+    /// What a webhook may reach (`--webhook-allow`), checked as a hook is
+    /// made or its URL changed.
+    pub hook_guard: vole_webhooks::guard::Guard,
 }
 
 /// Everything an issue's written object in a list depends on.

@@ -11,7 +11,9 @@ use axum::extract::DefaultBodyLimit;
 use axum::routing::{delete, get, patch, post};
 
 use crate::ApiState;
-use crate::gitea::{branches, comments, commits, contents, issues, labels, pulls, tokens, users};
+use crate::gitea::{
+    branches, comments, commits, contents, hooks, issues, labels, pulls, tokens, users,
+};
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
 /// bytes (`--api-body-limit`).
@@ -132,6 +134,16 @@ fn server_routes() -> Router<Arc<ApiState>> {
         .route(
             "/api/v1/repos/{owner}/{repo}/branches/{*branch}",
             get(branches::get),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/hooks",
+            get(hooks::list_hooks).post(hooks::create_hook),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/hooks/{id}",
+            get(hooks::get_hook)
+                .patch(hooks::edit_hook)
+                .delete(hooks::delete_hook),
         )
         .route("/api/v1/repos/{owner}/{repo}/commits", get(commits::list))
         .route(

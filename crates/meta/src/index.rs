@@ -194,25 +194,7 @@ impl Index {
                 self.max_number = self.max_number.max(change.number);
                 self.changes.insert(change.number, change);
             }
-            Entity::Comment(comment) => {
-                if comment.serial != 0 {
-                    self.comment_serials
-                        .insert(comment.serial, (comment.thread.clone(), comment.id.clone()));
-                }
-                let said = |c: &Comment| !c.deleted && c.event.is_none();
-                let live = said(&comment);
-                let thread = comment.thread.clone();
-                let was_live = self
-                    .comments
-                    .entry(comment.thread.clone())
-                    .or_default()
-                    .insert(comment.id.clone(), comment)
-                    .is_some_and(|old| said(&old));
-                self.said_comments =
-                    (self.said_comments + usize::from(live)).saturating_sub(usize::from(was_live));
-                let count = self.said_by_thread.entry(thread).or_default();
-                *count = (*count + usize::from(live)).saturating_sub(usize::from(was_live));
-            }
+            Entity::Comment(comment) => self.apply_comment(comment),
             Entity::Acl(acl) => self.acl = Some(acl),
             Entity::RepoAcl(repo_acl) => self.apply_repo_acl(repo_acl),
             Entity::Removed(removed) => {
@@ -245,6 +227,27 @@ impl Index {
             }
         }
         true
+    }
+
+    /// Stores a comment, keeping the counts of what people wrote.
+    fn apply_comment(&mut self, comment: Comment) {
+        if comment.serial != 0 {
+            self.comment_serials
+                .insert(comment.serial, (comment.thread.clone(), comment.id.clone()));
+        }
+        let said = |c: &Comment| !c.deleted && c.event.is_none();
+        let live = said(&comment);
+        let thread = comment.thread.clone();
+        let was_live = self
+            .comments
+            .entry(comment.thread.clone())
+            .or_default()
+            .insert(comment.id.clone(), comment)
+            .is_some_and(|old| said(&old));
+        self.said_comments =
+            (self.said_comments + usize::from(live)).saturating_sub(usize::from(was_live));
+        let count = self.said_by_thread.entry(thread).or_default();
+        *count = (*count + usize::from(live)).saturating_sub(usize::from(was_live));
     }
 
     /// Stores a user (the system repo's), keeping users by email.

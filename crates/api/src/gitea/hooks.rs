@@ -1,0 +1,256 @@
+//! A repo's webhooks at Gitea's paths, kept by its admins: listed, made,
+//! read, edited, deleted. A hook's URL must name an address the server's
+//! guard lets a hook reach (`vole-webhooks`), checked after resolving it,
+//! as each delivery checks it again. The secret is never shown.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::issues::path_id;
+use super::objects::time;
+use crate::ApiState;
+use crate::meta::{blocking, body};
+use vole_access::ResolvedRepo;
+use vole_http::repo_access::Administer;
+use vole_http::{AppError, RepoAccess};
+use vole_meta::webhooks::{Hook, HookContent, HookPut};
+
+/// Gitea's `Hook`.
+#[derive(Debug, Serialize)]
+pub struct GiteaHook {
+    pub id: u64,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub branch_filter: String,
+    /// `url`, `content_type`, `http_method`: never the secret.
+    pub config: HashMap<&'static str, String>,
+    pub events: Vec<String>,
+    pub authorization_header: String,
+    pub active: bool,
+    pub updated_at: String,
+    pub created_at: String,
+}
+
+impl GiteaHook {
+    fn of(hook: &Hook) -> GiteaHook {
+        let content = match hook.content_type {
+            HookContent::Json => "json",
+            HookContent::Form => "form",
+        };
+        GiteaHook {
+            id: hook.serial,
+            kind: "gitea",
+            branch_filter: hook.branch_filter.clone(),
+            config: HashMap::from([
+                ("url", hook.url.clone()),
+                ("content_type", content.to_string()),
+                ("http_method", "post".to_string()),
+            ]),
+            events: hook.events.clone(),
+            authorization_header: String::new(),
+            active: hook.active,
+            updated_at: time(&hook.updated_at),
+            created_at: time(&hook.created_at),
+        }
+    }
+}
+
+/// Gitea's `CreateHookOption` and `EditHookOption`: unknown fields are
+/// ignored; `type` is Gitea's kind of receiver (vole delivers Gitea's
+/// payloads, whatever kind a client names of those that take them).
+#[derive(Debug, Default, Deserialize)]
+pub struct HookOption {
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    #[serde(default)]
+    pub config: Option<HashMap<String, Value>>,
+    #[serde(default)]
+    pub events: Option<Vec<String>>,
+    #[serde(default)]
+    pub branch_filter: Option<String>,
+    #[serde(default)]
+    pub active: Option<bool>,
+}
+
+/// The receivers whose payloads are Gitea's.
+const KINDS: &[&str] = &["gitea", "forgejo", "gogs"];
+
+fn unprocessable(message: impl Into<String>) -> AppError {
+    AppError::new(StatusCode::UNPROCESSABLE_ENTITY, message.into())
+}
+
+/// `option` as a hook's write, its URL (when given) checked against the
+/// guard: parsed, resolved, every address one a hook may reach.
+async fn hook_put(app: &ApiState, option: HookOption) -> Result<HookPut, AppError> {
+    if let Some(kind) = option.kind.as_deref()
+        && !KINDS.contains(&kind)
+    {
+        return Err(unprocessable(format!(
+            "vole delivers Gitea's payloads: type must be one of {}, not {kind:?}",
+            KINDS.join(", ")
+        )));
+    }
+    let config = option.config.unwrap_or_default();
+    let text = |key: &str| -> Result<Option<String>, AppError> {
+        match config.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(unprocessable(format!(
+                "config.{key} must be a string, not {other}"
+            ))),
+        }
+    };
+    let url = match text("url")? {
+        Some(url) => {
+            let target = vole_webhooks::guard::Guard::parse(&url)
+                .map_err(|e| unprocessable(format!("config.url: {e}")))?;
+            app.hook_guard
+                .resolve(&target)
+                .await
+                .map_err(|e| unprocessable(format!("config.url: {e}")))?;
+            Some(target.url.to_string())
+        }
+        None => None,
+    };
+    let content_type = match text("content_type")?.as_deref() {
+        None | Some("") => None,
+        Some("json") => Some(HookContent::Json),
+        Some("form") => Some(HookContent::Form),
+        Some(other) => {
+            return Err(unprocessable(format!(
+                "config.content_type must be json or form, not {other:?}"
+            )));
+        }
+    };
+    if let Some(method) = text("http_method")?
+        && !method.eq_ignore_ascii_case("post")
+    {
+        return Err(unprocessable(
+            "vole delivers with POST: config.http_method must be post",
+        ));
+    }
+    Ok(HookPut {
+        url,
+        content_type,
+        secret: text("secret")?,
+        events: option.events,
+        branch_filter: option.branch_filter,
+        active: option.active,
+    })
+}
+
+/// `GET /repos/{o}/{r}/hooks`: the repo's admins'.
+pub async fn list_hooks(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess { repo, .. }: RepoAccess<Administer>,
+) -> Result<Response, AppError> {
+    let hooks = write(&app, &repo, |app, repo| {
+        app.meta.hooks(repo.incarnation_id())
+    })
+    .await?;
+    let shown: Vec<GiteaHook> = hooks.iter().map(GiteaHook::of).collect();
+    Ok(Json(shown).into_response())
+}
+
+/// `POST /repos/{o}/{r}/hooks`: 201 with the hook.
+pub async fn create_hook(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo, principal, ..
+    }: RepoAccess<Administer>,
+    payload: Result<Json<HookOption>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let option = body(payload)?;
+    if option.kind.is_none() {
+        return Err(unprocessable("a hook needs a type (gitea)"));
+    }
+    app.quotas.meta_write(&principal)?;
+    let put = hook_put(&app, option).await?;
+    if put.url.is_none() {
+        return Err(unprocessable("a hook needs config.url"));
+    }
+    let made = write(&app, &repo, move |app, repo| {
+        app.meta
+            .create_hook((repo.incarnation_id(), &repo.to_string()), put)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(GiteaHook::of(&made))).into_response())
+}
+
+/// `GET /repos/{o}/{r}/hooks/{id}`.
+pub async fn get_hook(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess { repo, .. }: RepoAccess<Administer>,
+    Path((_, _, id)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let id = path_id(&id, "hook")?;
+    let hook = write(&app, &repo, move |app, repo| {
+        app.meta.hook(repo.incarnation_id(), id)
+    })
+    .await?;
+    Ok(Json(GiteaHook::of(&hook)).into_response())
+}
+
+/// `PATCH /repos/{o}/{r}/hooks/{id}`: 200 with the hook.
+pub async fn edit_hook(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo, principal, ..
+    }: RepoAccess<Administer>,
+    Path((_, _, id)): Path<(String, String, String)>,
+    payload: Result<Json<HookOption>, JsonRejection>,
+) -> Result<Response, AppError> {
+    let id = path_id(&id, "hook")?;
+    let option = body(payload)?;
+    app.quotas.meta_write(&principal)?;
+    let put = hook_put(&app, option).await?;
+    let edited = write(&app, &repo, move |app, repo| {
+        app.meta.edit_hook(repo.incarnation_id(), id, put)
+    })
+    .await?;
+    Ok(Json(GiteaHook::of(&edited)).into_response())
+}
+
+/// `DELETE /repos/{o}/{r}/hooks/{id}`: 204.
+pub async fn delete_hook(
+    State(app): State<Arc<ApiState>>,
+    RepoAccess {
+        repo, principal, ..
+    }: RepoAccess<Administer>,
+    Path((_, _, id)): Path<(String, String, String)>,
+) -> Result<Response, AppError> {
+    let id = path_id(&id, "hook")?;
+    app.quotas.meta_write(&principal)?;
+    write(&app, &repo, move |app, repo| {
+        app.meta.delete_hook(repo.incarnation_id(), id)
+    })
+    .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// A hook's read or write on the blocking pool, for the repo the request
+/// was decided for (not one made again under its name meanwhile), by its
+/// incarnation: never "" (the server's hooks), which only a repo from
+/// before incarnations could have.
+async fn write<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    repo: &ResolvedRepo,
+    f: impl FnOnce(&ApiState, &ResolvedRepo) -> Result<T, vole_meta::MetaError> + Send + 'static,
+) -> Result<T, AppError> {
+    if repo.incarnation_id().is_empty() {
+        return Err(AppError::internal(
+            "a repo without an incarnation has no hooks",
+            repo.to_string(),
+        ));
+    }
+    let decided = repo.clone();
+    blocking(app, repo, move |app| f(app, &decided)).await
+}
