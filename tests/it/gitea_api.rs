@@ -638,6 +638,40 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
         (file["type"].as_str(), bytes.as_slice()),
         (Some("file"), &b"fn main() {}\n"[..])
     );
+    // The git object links a content and a commit carry are answered.
+    let git_url = file["git_url"].as_str().unwrap();
+    let (blob_answer, blob) = get(&git_url[git_url.find("/git/blobs/").unwrap()..]);
+    assert_eq!(blob_answer.status, 200, "{}", blob_answer.text());
+    check_shape("GitBlobResponse", &blob, &all);
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(blob["content"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(decoded, b"fn main() {}\n");
+    let main_sha = git_ok(&work, &["rev-parse", "main"]);
+    let (tree_answer, flat) = get(&format!("/git/trees/{}", main_sha.trim()));
+    assert_eq!(tree_answer.status, 200, "{}", tree_answer.text());
+    check_shape("GitTreeResponse", &flat, &all);
+    check_shape("GitEntry", &flat["tree"][0], &all);
+    let paths = |tree: &Value| -> Vec<String> {
+        tree["tree"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["path"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(!paths(&flat).contains(&"src/main.rs".to_string()), "{flat}");
+    let (_, deep) = get(&format!("/git/trees/{}?recursive=true", main_sha.trim()));
+    assert!(paths(&deep).contains(&"src/main.rs".to_string()), "{deep}");
+    let (_, second) = get(&format!("/git/trees/main?recursive=true&per_page=1&page=2"));
+    assert_eq!(
+        (paths(&second).len(), &second["total_count"]),
+        (1, &deep["total_count"]),
+        "{second}"
+    );
+    let tree_sha = flat["sha"].as_str().unwrap();
+    let (not_blob, _) = get(&format!("/git/blobs/{tree_sha}"));
+    assert_eq!(not_blob.status, 404, "a tree is no blob");
     // The root, without a ref: the default branch's.
     let (_, root) = get("/contents");
     let names: Vec<&str> = root

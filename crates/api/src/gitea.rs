@@ -6,6 +6,7 @@ pub mod branches;
 pub mod comments;
 pub mod commits;
 pub mod contents;
+pub mod git_objects;
 pub mod hooks;
 pub mod issues;
 pub mod labels;

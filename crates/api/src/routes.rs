@@ -12,7 +12,7 @@ use axum::routing::{delete, get, patch, post};
 
 use crate::ApiState;
 use crate::gitea::{
-    branches, comments, commits, contents, hooks, issues, labels, pulls, tokens, users,
+    branches, comments, commits, contents, git_objects, hooks, issues, labels, pulls, tokens, users,
 };
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
@@ -149,6 +149,14 @@ fn server_routes() -> Router<Arc<ApiState>> {
         .route(
             "/api/v1/repos/{owner}/{repo}/git/commits/{sha}",
             get(commits::one),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/git/blobs/{sha}",
+            get(git_objects::blob),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/git/trees/{sha}",
+            get(git_objects::tree),
         )
         .route(
             "/api/v1/repos/{owner}/{repo}/languages",

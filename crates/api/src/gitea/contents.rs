@@ -66,7 +66,7 @@ pub struct ContentsResponse {
     pub links: FileLinks,
 }
 
-fn read_error(e: impl std::fmt::Display) -> AppError {
+pub(crate) fn read_error(e: impl std::fmt::Display) -> AppError {
     AppError::internal("the repository could not be read", e.to_string())
 }
 
