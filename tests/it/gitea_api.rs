@@ -663,7 +663,7 @@ fn files_and_history_are_answered_as_gitea_answers_them_and_bounded() {
     assert!(!paths(&flat).contains(&"src/main.rs".to_string()), "{flat}");
     let (_, deep) = get(&format!("/git/trees/{}?recursive=true", main_sha.trim()));
     assert!(paths(&deep).contains(&"src/main.rs".to_string()), "{deep}");
-    let (_, second) = get(&format!("/git/trees/main?recursive=true&per_page=1&page=2"));
+    let (_, second) = get("/git/trees/main?recursive=true&per_page=1&page=2");
     assert_eq!(
         (paths(&second).len(), &second["total_count"]),
         (1, &deep["total_count"]),
