@@ -33,6 +33,7 @@ const CRATES: &[&str] = &[
     "vole_hooks",
     "vole_meta",
     "vole_sessions",
+    "vole_webhooks",
     "vole_accounts",
     "vole_access",
     "vole_http",
