@@ -7,6 +7,8 @@ use serde_json::Value;
 
 use crate::support::*;
 
+const PASSWORD: &str = "correct horse battery staple";
+
 /// `METHOD path` as `auth` with a JSON `body`: the status and the JSON.
 fn call(
     addr: std::net::SocketAddr,
@@ -160,5 +162,80 @@ fn a_hook_reaches_only_what_the_guard_allows_and_keeps_its_secret() {
         call(addr, &admin, ("GET", "/hooks"), None),
         (200, serde_json::json!([])),
         "a re-made repo has the old one's hooks"
+    );
+}
+
+#[test]
+fn the_settings_page_adds_and_deletes_webhooks_through_the_apis_rules() {
+    let mut forge = Forge::new(&["alice/repo"]);
+    user_token(&forge.data, "alice", false, "write", &[]);
+    user_token(&forge.data, "bob", false, "read", &[]);
+    set_password(&forge.data, "alice", PASSWORD);
+    set_password(&forge.data, "bob", PASSWORD);
+    forge.serve(&["--webhook-allow", "127.0.0.0/8"]);
+    let mut alice = Browser::at(&forge, 1);
+    assert_eq!(alice.sign_in("alice", PASSWORD, "/").status, 303);
+    let page = alice.get("/alice/repo/-/settings");
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.text().contains("No webhooks."), "{}", page.text());
+    let csrf = hidden_field(&page.text(), "csrf");
+    let add = |browser: &mut Browser, url: &str| {
+        browser.post(
+            "/alice/repo/-/settings/hooks",
+            &[
+                ("csrf", csrf.as_str()),
+                ("action", "add"),
+                ("url", url),
+                ("secret", "page-secret"),
+                ("content_type", "json"),
+                ("event_push", "on"),
+                ("event_issues", "on"),
+                ("branch_filter", ""),
+            ],
+            "",
+        )
+    };
+    // A private address the server does not open: refused, saying why.
+    let refused = add(&mut alice, "http%3A%2F%2F10.0.0.1%2Fhook");
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(refused.text().contains("private"), "{}", refused.text());
+    let added = add(&mut alice, "http%3A%2F%2F127.0.0.1%3A9%2Fhook");
+    assert_eq!(added.status, 303, "{}", added.text());
+    let page = alice.get("/alice/repo/-/settings?saved=hooks");
+    let html = page.text();
+    assert!(
+        html.contains("http://127.0.0.1:9/hook") && html.contains("push, issues"),
+        "{html}"
+    );
+    assert!(!html.contains("page-secret"), "the secret is shown");
+    // What the API lists is what the page made.
+    let admin = format!(
+        "token {}",
+        user_token(&forge.data, "alice", false, "admin", &[])
+    );
+    let (_, listed) = call(forge.server().addr, &admin, ("GET", "/hooks"), None);
+    assert_eq!(listed[0]["config"]["url"], "http://127.0.0.1:9/hook");
+    let id = listed[0]["id"].to_string();
+    // A reader's forged POST is refused before any form is read.
+    let mut bob = Browser::at(&forge, 2);
+    assert_eq!(bob.sign_in("bob", PASSWORD, "/").status, 303);
+    let bob_csrf = bob.sign_out_token();
+    let forged = bob.post(
+        "/alice/repo/-/settings/hooks",
+        &[("csrf", &bob_csrf), ("action", "delete"), ("id", &id)],
+        "",
+    );
+    assert_eq!(forged.status, 403, "{}", forged.text());
+    let deleted = alice.post(
+        "/alice/repo/-/settings/hooks",
+        &[("csrf", &csrf), ("action", "delete"), ("id", &id)],
+        "",
+    );
+    assert_eq!(deleted.status, 303, "{}", deleted.text());
+    assert!(
+        alice
+            .get("/alice/repo/-/settings")
+            .text()
+            .contains("No webhooks.")
     );
 }

@@ -65,6 +65,10 @@ pub fn routes(state: Arc<WebState>) -> Router {
             post(crate::settings::save_access),
         )
         .route(
+            "/{owner}/{repo}/-/settings/hooks",
+            post(crate::settings::save_hooks),
+        )
+        .route(
             "/{owner}/{repo}/-/settings/delete",
             post(crate::settings::delete_repo),
         )

@@ -6,6 +6,8 @@
 //! - general: description, default branch (HEAD moves, recorded in the
 //!   ref log), protected branches, the site's ref and directory;
 //! - access: visibility, members and their roles (add, change, remove);
+//! - webhooks: listed, one added (its URL checked by the server's guard)
+//!   or deleted, through the API's own path (`vole_api::gitea::hooks`);
 //! - delete: the repo's name typed to confirm; the repo goes to the trash.
 //!
 //! Each form carries the version it was shown; a version that moved since
@@ -26,6 +28,14 @@ use crate::sign_in::{see_other, to_sign_in};
 struct MemberRow {
     name: String,
     role: &'static str,
+}
+
+/// One webhook as the page lists it (never its secret).
+struct HookRow {
+    id: u64,
+    url: String,
+    events: String,
+    active: bool,
 }
 
 /// Most branches the default-branch list offers; a repo with more has the
@@ -51,6 +61,8 @@ struct SettingsPage {
     owner: String,
     members: Vec<MemberRow>,
     acl_version: u64,
+    hooks: Vec<HookRow>,
+    hook_events: &'static [&'static str],
     saved: Option<&'static str>,
     error: Option<String>,
 }
@@ -125,6 +137,16 @@ async fn page(
     } else if !branches.is_empty() && !branches.contains(&settings.default_branch) {
         branches.insert(0, settings.default_branch.clone());
     }
+    let hooks = vole_api::gitea::hooks::listed(&app.api, name)
+        .await?
+        .into_iter()
+        .map(|h| HookRow {
+            id: h.serial,
+            url: h.url,
+            events: h.events.join(", "),
+            active: h.active,
+        })
+        .collect();
     let status = error.as_ref().map_or(StatusCode::OK, AppError::status);
     let mut response = render(SettingsPage {
         repo: name.to_string(),
@@ -150,6 +172,8 @@ async fn page(
             })
             .collect(),
         acl_version: acl.version,
+        hooks,
+        hook_events: vole_meta::webhooks::HOOK_EVENTS,
         saved,
         error: error.map(|e| e.message().to_string()),
     })?;
@@ -194,6 +218,7 @@ pub async fn settings_page(
     let saved = match saved.saved.as_deref() {
         Some("general") => Some("The settings are saved."),
         Some("access") => Some("Who may do what is saved."),
+        Some("hooks") => Some("The webhooks are saved."),
         _ => None,
     };
     page(&app, &name, csrf, saved, None).await
@@ -402,6 +427,69 @@ async fn access_change(
     }
     vole_api::meta::write_acl(&app.api, principal, name.clone(), put, client).await?;
     Ok(())
+}
+
+/// The webhooks form: one added (`add`) or deleted (`delete`, `id`).
+#[derive(Debug, Deserialize)]
+struct HooksForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    action: String,
+    #[serde(default)]
+    id: u64,
+    #[serde(default)]
+    url: String,
+    #[serde(default)]
+    secret: String,
+    #[serde(default)]
+    content_type: String,
+    #[serde(default)]
+    branch_filter: String,
+    /// Each event's checkbox (`event_push=on`, ...).
+    #[serde(flatten)]
+    rest: std::collections::HashMap<String, String>,
+}
+
+/// `POST /{owner}/{repo}/-/settings/hooks`: a webhook added or deleted.
+pub async fn save_hooks(
+    State(app): State<Arc<WebState>>,
+    RepoAccess {
+        repo: name,
+        principal,
+        ..
+    }: RepoAccess<Administer>,
+    request: Request,
+) -> Result<Response, AppError> {
+    let Some((_, csrf, form)) = checked_form::<HooksForm>(&app, request, |f| &f.csrf).await? else {
+        return Ok(to_sign_in(&settings_path(&name)));
+    };
+    let result = match form.action.as_str() {
+        "add" => {
+            let events: Vec<String> = vole_meta::webhooks::HOOK_EVENTS
+                .iter()
+                .filter(|e| {
+                    form.rest
+                        .get(&format!("event_{e}"))
+                        .is_some_and(|v| v == "on")
+                })
+                .map(|e| e.to_string())
+                .collect();
+            let option = vole_api::gitea::hooks::HookOption::gitea(
+                (form.url.trim(), &form.secret, &form.content_type),
+                events,
+                form.branch_filter.trim(),
+            );
+            vole_api::gitea::hooks::add(&app.api, &principal, &name, option)
+                .await
+                .map(drop)
+        }
+        "delete" => vole_api::gitea::hooks::remove(&app.api, &principal, &name, form.id).await,
+        other => Err(AppError::bad_request(format!(
+            "{other:?} is not something the webhooks form does (add, delete)"
+        ))),
+    };
+    answer(&app, &name, csrf, result.map(|()| "hooks")).await
 }
 
 #[derive(Debug, Deserialize)]

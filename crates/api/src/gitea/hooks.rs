@@ -18,7 +18,7 @@ use super::issues::path_id;
 use super::objects::time;
 use crate::ApiState;
 use crate::meta::{blocking, body};
-use vole_access::ResolvedRepo;
+use vole_access::{Principal, ResolvedRepo};
 use vole_http::repo_access::Administer;
 use vole_http::{AppError, RepoAccess};
 use vole_meta::webhooks::{Hook, HookContent, HookPut};
@@ -78,6 +78,31 @@ pub struct HookOption {
     pub branch_filter: Option<String>,
     #[serde(default)]
     pub active: Option<bool>,
+}
+
+impl HookOption {
+    /// An active Gitea hook to `url` (the settings page's form).
+    pub fn gitea(
+        (url, secret, content_type): (&str, &str, &str),
+        events: Vec<String>,
+        branch_filter: &str,
+    ) -> HookOption {
+        let config = [
+            ("url", url),
+            ("secret", secret),
+            ("content_type", content_type),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Value::from(v)))
+        .collect();
+        HookOption {
+            kind: Some("gitea".into()),
+            config: Some(config),
+            events: Some(events),
+            branch_filter: Some(branch_filter.to_string()),
+            active: Some(true),
+        }
+    }
 }
 
 /// The receivers whose payloads are Gitea's.
@@ -152,10 +177,7 @@ pub async fn list_hooks(
     State(app): State<Arc<ApiState>>,
     RepoAccess { repo, .. }: RepoAccess<Administer>,
 ) -> Result<Response, AppError> {
-    let hooks = write(&app, &repo, |app, repo| {
-        app.meta.hooks(repo.incarnation_id())
-    })
-    .await?;
+    let hooks = listed(&app, &repo).await?;
     let shown: Vec<GiteaHook> = hooks.iter().map(GiteaHook::of).collect();
     Ok(Json(shown).into_response())
 }
@@ -168,21 +190,51 @@ pub async fn create_hook(
     }: RepoAccess<Administer>,
     payload: Result<Json<HookOption>, JsonRejection>,
 ) -> Result<Response, AppError> {
-    let option = body(payload)?;
+    let made = add(&app, &principal, &repo, body(payload)?).await?;
+    Ok((StatusCode::CREATED, Json(GiteaHook::of(&made))).into_response())
+}
+
+/// A new hook of `repo` as `option` asks, by `principal` (who may
+/// administer it): counted against its metadata writes, its URL checked
+/// by the guard. The API's and the settings page's one path.
+pub async fn add(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    repo: &ResolvedRepo,
+    option: HookOption,
+) -> Result<Hook, AppError> {
     if option.kind.is_none() {
         return Err(unprocessable("a hook needs a type (gitea)"));
     }
-    app.quotas.meta_write(&principal)?;
-    let put = hook_put(&app, option).await?;
+    app.quotas.meta_write(principal)?;
+    let put = hook_put(app, option).await?;
     if put.url.is_none() {
         return Err(unprocessable("a hook needs config.url"));
     }
-    let made = write(&app, &repo, move |app, repo| {
+    write(app, repo, move |app, repo| {
         app.meta
             .create_hook((repo.incarnation_id(), &repo.to_string()), put)
     })
-    .await?;
-    Ok((StatusCode::CREATED, Json(GiteaHook::of(&made))).into_response())
+    .await
+}
+
+/// The hooks of `repo`, for one who may administer it.
+pub async fn listed(app: &Arc<ApiState>, repo: &ResolvedRepo) -> Result<Vec<Hook>, AppError> {
+    write(app, repo, |app, repo| app.meta.hooks(repo.incarnation_id())).await
+}
+
+/// Deletes hook `id` of `repo`, by `principal` (who may administer it).
+pub async fn remove(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    repo: &ResolvedRepo,
+    id: u64,
+) -> Result<(), AppError> {
+    app.quotas.meta_write(principal)?;
+    write(app, repo, move |app, repo| {
+        app.meta.delete_hook(repo.incarnation_id(), id)
+    })
+    .await
 }
 
 /// `GET /repos/{o}/{r}/hooks/{id}`.
@@ -228,11 +280,7 @@ pub async fn delete_hook(
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
-    app.quotas.meta_write(&principal)?;
-    write(&app, &repo, move |app, repo| {
-        app.meta.delete_hook(repo.incarnation_id(), id)
-    })
-    .await?;
+    remove(&app, &principal, &repo, id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
