@@ -239,3 +239,59 @@ fn the_settings_page_adds_and_deletes_webhooks_through_the_apis_rules() {
             .contains("No webhooks.")
     );
 }
+
+#[test]
+fn the_servers_hooks_are_a_server_admins_and_no_repos() {
+    let mut forge = Forge::new(&["alice/repo"]);
+    let root = format!(
+        "token {}",
+        user_token(&forge.data, "root", true, "admin", &[])
+    );
+    let alice = format!(
+        "token {}",
+        user_token(&forge.data, "alice", false, "admin", &[])
+    );
+    forge.serve(&["--webhook-allow", "127.0.0.0/8"]);
+    let addr = forge.server().addr;
+    let admin_call = |auth: &str, method: &str, path: &str, body: Option<&str>| -> (u16, Value) {
+        let mut head = format!("{method} /api/v1/admin/hooks{path} HTTP/1.1");
+        if !auth.is_empty() {
+            head.push_str(&format!("\r\nAuthorization: {auth}"));
+        }
+        if let Some(body) = body {
+            head.push_str(&format!(
+                "\r\nContent-Type: application/json\r\nContent-Length: {}",
+                body.len()
+            ));
+        }
+        let answer = http(addr, &head, body.unwrap_or("").as_bytes());
+        (
+            answer.status,
+            serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
+        )
+    };
+    let body = hook("http://127.0.0.1:9/everything");
+    let (status, made) = admin_call(&root, "POST", "", Some(&body));
+    assert_eq!(status, 201, "{made}");
+    let id = made["id"].to_string();
+    assert_eq!(admin_call(&root, "GET", "", None).1[0]["id"], made["id"]);
+    assert_eq!(admin_call(&root, "GET", &format!("/{id}"), None).0, 200);
+    // A repo's admin is no server admin; the anonymous are asked who.
+    assert_eq!(admin_call(&alice, "GET", "", None).0, 403);
+    assert_eq!(admin_call(&alice, "POST", "", Some(&body)).0, 403);
+    assert_eq!(admin_call("", "GET", "", None).0, 401);
+    // The guard holds here too.
+    let (status, said) = admin_call(&root, "POST", "", Some(&hook("http://10.0.0.1/x")));
+    assert_eq!(status, 422, "{said}");
+    // Not a repo's hook, nor reachable through one.
+    assert_eq!(
+        call(addr, &alice, ("GET", "/hooks"), None).1,
+        serde_json::json!([])
+    );
+    assert_eq!(
+        call(addr, &alice, ("GET", &format!("/hooks/{id}")), None).0,
+        404
+    );
+    assert_eq!(admin_call(&root, "DELETE", &format!("/{id}"), None).0, 204);
+    assert_eq!(admin_call(&root, "GET", &format!("/{id}"), None).0, 404);
+}

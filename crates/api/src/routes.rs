@@ -125,6 +125,16 @@ fn server_routes() -> Router<Arc<ApiState>> {
             "/api/v1/admin/users/{username}/repos",
             post(users::create_for_user),
         )
+        .route(
+            "/api/v1/admin/hooks",
+            get(hooks::admin_list).post(hooks::admin_create),
+        )
+        .route(
+            "/api/v1/admin/hooks/{id}",
+            get(hooks::admin_get)
+                .patch(hooks::admin_edit)
+                .delete(hooks::admin_delete),
+        )
         .route("/api/v1/repos/search", get(users::search))
         .route(
             "/api/v1/repos/{owner}/{repo}",

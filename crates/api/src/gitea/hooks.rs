@@ -1,5 +1,6 @@
-//! A repo's webhooks at Gitea's paths, kept by its admins: listed, made,
-//! read, edited, deleted. A hook's URL must name an address the server's
+//! A repo's webhooks at Gitea's paths, kept by its admins, and the
+//! server's (`/admin/hooks`, every repo's events), kept by server admins:
+//! listed, made, read, edited, deleted. A hook's URL must name an address the server's
 //! guard lets a hook reach (`vole-webhooks`), checked after resolving it,
 //! as each delivery checks it again. The secret is never shown.
 
@@ -8,7 +9,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{Path, State};
+use axum::extract::{Extension, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
@@ -281,6 +282,105 @@ pub async fn delete_hook(
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
     remove(&app, &principal, &repo, id).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// The server's hooks (of every repo's events) are a server admin's: an
+/// admin-scope token of an admin, limited to no repos.
+fn server_admin(principal: &Principal) -> Result<(), AppError> {
+    if principal.identity().is_none() {
+        return Err(AppError::unauthenticated(
+            "the server's hooks need credentials: send Authorization: token <token>",
+        ));
+    }
+    if !principal.is_server_admin() {
+        return Err(AppError::new(
+            StatusCode::FORBIDDEN,
+            "the server's hooks are a server admin's (an admin-scope token)",
+        ));
+    }
+    Ok(())
+}
+
+/// A read or write of the server's hooks (incarnation "") on the
+/// blocking pool, by a server admin.
+async fn server_hooks<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    principal: &Principal,
+    f: impl FnOnce(&ApiState) -> Result<T, vole_meta::MetaError> + Send + 'static,
+) -> Result<T, AppError> {
+    server_admin(principal)?;
+    let app = app.clone();
+    vole_http::spawn_blocking(move || f(&app).map_err(AppError::from))
+        .await
+        .map_err(|e| AppError::internal("a hooks task failed", e))?
+}
+
+/// `GET /admin/hooks`: the server's hooks.
+pub async fn admin_list(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+) -> Result<Response, AppError> {
+    let hooks = server_hooks(&app, &principal, |app| app.meta.hooks("")).await?;
+    let shown: Vec<GiteaHook> = hooks.iter().map(GiteaHook::of).collect();
+    Ok(Json(shown).into_response())
+}
+
+/// `POST /admin/hooks`: 201 with the hook.
+pub async fn admin_create(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    payload: Result<Json<HookOption>, JsonRejection>,
+) -> Result<Response, AppError> {
+    server_admin(&principal)?;
+    let option = body(payload)?;
+    if option.kind.is_none() {
+        return Err(unprocessable("a hook needs a type (gitea)"));
+    }
+    let put = hook_put(&app, option).await?;
+    if put.url.is_none() {
+        return Err(unprocessable("a hook needs config.url"));
+    }
+    let made = server_hooks(&app, &principal, move |app| {
+        app.meta.create_hook(("", ""), put)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(GiteaHook::of(&made))).into_response())
+}
+
+/// `GET /admin/hooks/{id}`.
+pub async fn admin_get(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
+    let id = path_id(&id, "hook")?;
+    let hook = server_hooks(&app, &principal, move |app| app.meta.hook("", id)).await?;
+    Ok(Json(GiteaHook::of(&hook)).into_response())
+}
+
+/// `PATCH /admin/hooks/{id}`: 200 with the hook.
+pub async fn admin_edit(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    payload: Result<Json<HookOption>, JsonRejection>,
+) -> Result<Response, AppError> {
+    server_admin(&principal)?;
+    let id = path_id(&id, "hook")?;
+    let put = hook_put(&app, body(payload)?).await?;
+    let edited = server_hooks(&app, &principal, move |app| app.meta.edit_hook("", id, put)).await?;
+    Ok(Json(GiteaHook::of(&edited)).into_response())
+}
+
+/// `DELETE /admin/hooks/{id}`: 204.
+pub async fn admin_delete(
+    State(app): State<Arc<ApiState>>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+) -> Result<Response, AppError> {
+    let id = path_id(&id, "hook")?;
+    server_hooks(&app, &principal, move |app| app.meta.delete_hook("", id)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
