@@ -40,8 +40,8 @@ pub enum HookContent {
     Form,
 }
 
-/// A webhook.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A webhook. Its `Debug` leaves the secret out.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hook {
     pub v: u32,
     pub serial: u64,
@@ -71,9 +71,24 @@ pub struct Hook {
     pub deleted: bool,
 }
 
+impl std::fmt::Debug for Hook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hook")
+            .field("serial", &self.serial)
+            .field("incarnation", &self.incarnation)
+            .field("repo", &self.repo)
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("active", &self.active)
+            .field("version", &self.version)
+            .field("deleted", &self.deleted)
+            .finish_non_exhaustive()
+    }
+}
+
 /// What a hook's write sets (absent: as it is; for a new hook, the
-/// default).
-#[derive(Debug, Clone, Default)]
+/// default). Its `Debug` leaves the secret out.
+#[derive(Clone, Default)]
 pub struct HookPut {
     pub url: Option<String>,
     pub content_type: Option<HookContent>,
@@ -83,8 +98,23 @@ pub struct HookPut {
     pub active: Option<bool>,
 }
 
-/// The checks a hook's fields pass (its URL's reach is the caller's).
-fn check_put(put: &HookPut) -> Result<(), MetaError> {
+impl std::fmt::Debug for HookPut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookPut")
+            .field("url", &self.url)
+            .field("events", &self.events)
+            .field("active", &self.active)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The checks a hook's fields pass (its URL's reach is the caller's);
+/// each event once.
+fn check_put(put: &mut HookPut) -> Result<(), MetaError> {
+    if let Some(events) = &mut put.events {
+        let mut seen = std::collections::HashSet::new();
+        events.retain(|e| seen.insert(e.clone()));
+    }
     if let Some(events) = &put.events
         && let Some(unknown) = events.iter().find(|e| !HOOK_EVENTS.contains(&e.as_str()))
     {
@@ -139,7 +169,8 @@ impl MetaStore {
         (incarnation, repo): (&str, &str),
         put: HookPut,
     ) -> Result<Hook, MetaError> {
-        check_put(&put)?;
+        let mut put = put;
+        check_put(&mut put)?;
         let url = put
             .url
             .clone()
@@ -185,7 +216,8 @@ impl MetaStore {
         serial: u64,
         put: HookPut,
     ) -> Result<Hook, MetaError> {
-        check_put(&put)?;
+        let mut put = put;
+        check_put(&mut put)?;
         self.rewrite_hook(incarnation, serial, |next| {
             next.url = put.url.unwrap_or(std::mem::take(&mut next.url));
             next.content_type = put.content_type.unwrap_or(next.content_type);

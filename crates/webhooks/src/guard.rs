@@ -29,8 +29,11 @@ pub enum Refused {
     Scheme(String),
     #[error("the URL names no host")]
     NoHost,
+    /// The address itself is not named: a hook's admin learns that a
+    /// name resolves to a kind of address the server refuses, not where
+    /// an internal name points.
     #[error(
-        "{host} is {address}, a {kind} address, which a webhook may not reach \
+        "{host} resolves to a {kind} address, which a webhook may not reach \
          (the server's --webhook-allow opens networks)"
     )]
     Address {
@@ -38,6 +41,11 @@ pub enum Refused {
         address: IpAddr,
         kind: &'static str,
     },
+    #[error(
+        "the URL carries a user name or password, which every admin of the hook would see: \
+         sign deliveries with the hook's secret instead"
+    )]
+    Credentials,
     #[error("{0} does not resolve: {1}")]
     Resolve(String, String),
     #[error("{0} did not resolve within {1:?}")]
@@ -75,6 +83,9 @@ impl Guard {
         if !matches!(url.scheme(), "http" | "https") {
             return Err(Refused::Scheme(url.scheme().to_string()));
         }
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(Refused::Credentials);
+        }
         let host = match url.host() {
             Some(url::Host::Domain(name)) => name.to_string(),
             Some(url::Host::Ipv4(v4)) => v4.to_string(),
@@ -88,11 +99,10 @@ impl Guard {
     /// Why `address` may not be reached, if it may not.
     pub fn refusal(&self, address: IpAddr) -> Option<&'static str> {
         let kind = forbidden(address)?;
+        // Judged as the address it carries: a network opened for a
+        // translation prefix opens nothing behind it.
         let plain = canonical(address);
-        let allowed = self
-            .allow
-            .iter()
-            .any(|net| net.contains(&address) || net.contains(&plain));
+        let allowed = self.allow.iter().any(|net| net.contains(&plain));
         (!allowed).then_some(kind)
     }
 
@@ -136,19 +146,24 @@ fn canonical(address: IpAddr) -> IpAddr {
 }
 
 /// The IPv4 address an IPv6 one carries: mapped (`::ffff:a.b.c.d`),
-/// compatible (`::a.b.c.d`, deprecated but still routed by some stacks)
-/// or NAT64's well-known prefix (`64:ff9b::a.b.c.d`).
+/// translated (`::ffff:0:a.b.c.d`), compatible (`::a.b.c.d`, deprecated
+/// but still routed by some stacks), NAT64's well-known prefix
+/// (`64:ff9b::a.b.c.d`) or 6to4 (`2002:aabb:ccdd::`).
 fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     if let Some(v4) = v6.to_ipv4_mapped() {
         return Some(v4);
     }
     let s = v6.segments();
-    let tail = Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::new((hi >> 8) as u8, hi as u8, (lo >> 8) as u8, lo as u8);
+    let tail = v4(s[6], s[7]);
     if s[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
         return Some(tail);
     }
-    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    if s[..6] == [0, 0, 0, 0, 0xffff, 0] || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
         return Some(tail);
+    }
+    if s[0] == 0x2002 {
+        return Some(v4(s[1], s[2]));
     }
     None
 }
@@ -174,6 +189,8 @@ fn forbidden_v4(v4: Ipv4Addr) -> Option<&'static str> {
         "private"
     } else if a == 100 && (64..128).contains(&b) {
         "shared (carrier-grade NAT)"
+    } else if (a, b) == (192, 0) && v4.octets()[2] == 0 || a == 198 && (b == 18 || b == 19) {
+        "reserved (IETF protocol or benchmarking)"
     } else if v4.is_multicast() || a >= 240 {
         "multicast or reserved"
     } else {
@@ -193,6 +210,10 @@ fn forbidden_v6(v6: Ipv6Addr) -> Option<&'static str> {
         "unique-local"
     } else if first & 0xffc0 == 0xfec0 {
         "site-local"
+    } else if v6.segments()[..3] == [0x64, 0xff9b, 1] {
+        "local-use NAT64"
+    } else if v6.segments()[..2] == [0x2001, 0] {
+        "Teredo"
     } else if v6.is_multicast() {
         "multicast"
     } else {
@@ -234,6 +255,13 @@ mod tests {
             "::ffff:10.0.0.1",
             "::127.0.0.1",
             "64:ff9b::a9fe:a9fe",
+            "::ffff:0:7f00:1",
+            "64:ff9b:1::7f00:1",
+            "2002:7f00:1::",
+            "2002:a00:1::1",
+            "2001:0:4136:e378::1",
+            "192.0.0.8",
+            "198.18.0.1",
         ] {
             assert!(guard.refusal(ip(refused)).is_some(), "{refused} passed");
         }
@@ -244,6 +272,8 @@ mod tests {
             "100.128.0.1",
             "2606:4700::1111",
             "::ffff:1.1.1.1",
+            "2002:101:101::1",
+            "198.20.0.1",
         ] {
             assert_eq!(guard.refusal(ip(public)), None, "{public} refused");
         }
@@ -257,6 +287,9 @@ mod tests {
         assert_eq!(guard.refusal(ip("::ffff:127.0.0.1")), None);
         assert!(guard.refusal(ip("10.0.0.1")).is_some());
         assert!(guard.refusal(ip("::1")).is_some());
+        // A translation prefix opened opens nothing private behind it.
+        let nat64 = Guard::new(vec!["64:ff9b::/96".parse().unwrap()]);
+        assert!(nat64.refusal(ip("64:ff9b::a00:1")).is_some());
     }
 
     #[test]
@@ -264,7 +297,14 @@ mod tests {
         let target = Guard::parse("https://ci.example.org/hook?x=1").unwrap();
         assert_eq!((target.host.as_str(), target.port), ("ci.example.org", 443));
         assert_eq!(Guard::parse("http://[::1]:8080/").unwrap().host, "::1");
-        for bad in ["ftp://x/", "file:///etc/passwd", "not a url", "http://"] {
+        for bad in [
+            "ftp://x/",
+            "file:///etc/passwd",
+            "not a url",
+            "http://",
+            "https://user:pw@ci.example.org/",
+            "https://token@ci.example.org/",
+        ] {
             assert!(Guard::parse(bad).is_err(), "{bad}");
         }
         assert!(Guard::parse(&format!("http://x/{}", "a".repeat(MAX_URL_BYTES))).is_err());

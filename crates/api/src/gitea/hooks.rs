@@ -67,7 +67,7 @@ impl GiteaHook {
 /// Gitea's `CreateHookOption` and `EditHookOption`: unknown fields are
 /// ignored; `type` is Gitea's kind of receiver (vole delivers Gitea's
 /// payloads, whatever kind a client names of those that take them).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 pub struct HookOption {
     #[serde(default, rename = "type")]
     pub kind: Option<String>,
@@ -79,6 +79,17 @@ pub struct HookOption {
     pub branch_filter: Option<String>,
     #[serde(default)]
     pub active: Option<bool>,
+}
+
+/// Leaves `config` (which holds the secret) out.
+impl std::fmt::Debug for HookOption {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookOption")
+            .field("kind", &self.kind)
+            .field("events", &self.events)
+            .field("active", &self.active)
+            .finish_non_exhaustive()
+    }
 }
 
 impl HookOption {
