@@ -9,14 +9,15 @@ use crate::support::*;
 
 const PASSWORD: &str = "correct horse battery staple";
 
-/// `METHOD path` as `auth` with a JSON `body`: the status and the JSON.
-fn call(
+/// `METHOD path` (under /api/v1) as `auth` ("": none) with a JSON
+/// `body`: the status and the JSON.
+fn api_call(
     addr: std::net::SocketAddr,
     auth: &str,
     (method, path): (&str, &str),
     body: Option<&str>,
 ) -> (u16, Value) {
-    let mut head = format!("{method} /api/v1/repos/alice/repo{path} HTTP/1.1");
+    let mut head = format!("{method} /api/v1{path} HTTP/1.1");
     if !auth.is_empty() {
         head.push_str(&format!("\r\nAuthorization: {auth}"));
     }
@@ -29,6 +30,21 @@ fn call(
     let answer = http(addr, &head, body.unwrap_or("").as_bytes());
     let json = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
     (answer.status, json)
+}
+
+/// [`api_call`] on `alice/repo`'s `path`.
+fn call(
+    addr: std::net::SocketAddr,
+    auth: &str,
+    (method, path): (&str, &str),
+    body: Option<&str>,
+) -> (u16, Value) {
+    api_call(
+        addr,
+        auth,
+        (method, &format!("/repos/alice/repo{path}")),
+        body,
+    )
 }
 
 fn hook(url: &str) -> String {
@@ -253,22 +269,8 @@ fn the_servers_hooks_are_a_server_admins_and_no_repos() {
     );
     forge.serve(&["--webhook-allow", "127.0.0.0/8"]);
     let addr = forge.server().addr;
-    let admin_call = |auth: &str, method: &str, path: &str, body: Option<&str>| -> (u16, Value) {
-        let mut head = format!("{method} /api/v1/admin/hooks{path} HTTP/1.1");
-        if !auth.is_empty() {
-            head.push_str(&format!("\r\nAuthorization: {auth}"));
-        }
-        if let Some(body) = body {
-            head.push_str(&format!(
-                "\r\nContent-Type: application/json\r\nContent-Length: {}",
-                body.len()
-            ));
-        }
-        let answer = http(addr, &head, body.unwrap_or("").as_bytes());
-        (
-            answer.status,
-            serde_json::from_slice(&answer.body).unwrap_or(Value::Null),
-        )
+    let admin_call = |auth: &str, method: &str, path: &str, body: Option<&str>| {
+        api_call(addr, auth, (method, &format!("/admin/hooks{path}")), body)
     };
     let body = hook("http://127.0.0.1:9/everything");
     let (status, made) = admin_call(&root, "POST", "", Some(&body));

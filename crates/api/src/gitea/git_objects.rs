@@ -23,6 +23,10 @@ use vole_http::{AppError, RepoAccess};
 /// The most entries a recursive tree walks; past it, `truncated`.
 pub const MAX_WALKED: usize = 100_000;
 
+/// The most bytes of paths a walk keeps (a deep tree's paths repeat its
+/// prefixes); past it, `truncated`.
+pub const MAX_WALKED_BYTES: usize = 16 * 1024 * 1024;
+
 /// Entries a tree page holds when the client does not say, and at most.
 pub const TREE_PER_PAGE: usize = 1000;
 
@@ -191,23 +195,26 @@ pub async fn tree(
 type Walked = Vec<(String, gix::objs::tree::EntryMode, gix::ObjectId)>;
 
 /// The entries of `tree` (and, `recursive`, of every tree below it, each
-/// after its tree), at most [`MAX_WALKED`]; and whether some were left.
+/// after its tree), at most [`MAX_WALKED`] and [`MAX_WALKED_BYTES`] of
+/// paths; and whether some were left.
 fn walk(
     git: &gix::Repository,
     tree: gix::ObjectId,
     recursive: bool,
 ) -> Result<(Walked, bool), AppError> {
     let mut out = Vec::new();
+    let mut bytes = 0;
     let mut todo = vec![(String::new(), tree)];
     while let Some((prefix, id)) = todo.pop() {
         let tree = git.find_tree(id).map_err(read_error)?;
         let decoded = tree.decode().map_err(read_error)?;
         let mut below = Vec::new();
         for entry in &decoded.entries {
-            if out.len() >= MAX_WALKED {
+            let path = format!("{prefix}{}", String::from_utf8_lossy(entry.filename));
+            bytes += path.len();
+            if out.len() >= MAX_WALKED || bytes > MAX_WALKED_BYTES {
                 return Ok((out, true));
             }
-            let path = format!("{prefix}{}", String::from_utf8_lossy(entry.filename));
             if recursive && entry.mode.is_tree() {
                 below.push((format!("{path}/"), entry.oid.to_owned()));
             }
