@@ -68,3 +68,5 @@ pub fn receive_pack_limit() -> usize {
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
+pub const WEBHOOK_RETRY: &str = "1m,5m,30m,2h,6h";
+pub const WEBHOOK_TIMEOUT: &str = "10s";

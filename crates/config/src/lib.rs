@@ -65,6 +65,10 @@ pub struct Config {
     /// `--webhook-allow`: the loopback, link-local, private or unique-local
     /// networks a webhook may target (none by default).
     pub webhook_allow: Vec<ipnet::IpNet>,
+    /// `--webhook-retry`: the delays between a delivery's attempts.
+    pub webhook_retry: Vec<std::time::Duration>,
+    /// `--webhook-timeout`: one delivery's time at most.
+    pub webhook_timeout: std::time::Duration,
     /// `scheme://host[:port]`, no trailing slash.
     pub public_url: Option<String>,
 }
@@ -133,6 +137,12 @@ impl Config {
             max_connections: server::max_connections(&raw)?,
             trusted_proxies: server::trusted_proxies(&raw)?,
             webhook_allow: server::webhook_allow(&raw)?,
+            webhook_retry: server::webhook_retry(&raw)?,
+            webhook_timeout: crate::values::positive_duration(
+                "webhook-timeout",
+                raw.webhook_timeout.as_deref(),
+                defaults::WEBHOOK_TIMEOUT,
+            )?,
             public_url: server::public_url_of(&raw)?,
             caches: CacheSettings::resolve(&raw)?,
             data_dir: raw.data.unwrap_or_else(|| defaults::DATA_DIR.into()),

@@ -60,6 +60,29 @@ pub(crate) fn webhook_allow(raw: &Settings) -> Result<Vec<ipnet::IpNet>, ConfigE
     networks("webhook-allow", raw.webhook_allow.as_deref())
 }
 
+pub(crate) fn webhook_retry(raw: &Settings) -> Result<Vec<std::time::Duration>, ConfigError> {
+    let texts: Vec<String> = match &raw.webhook_retry {
+        Some(texts) => texts.clone(),
+        None => defaults::WEBHOOK_RETRY
+            .split(',')
+            .map(str::to_string)
+            .collect(),
+    };
+    if texts.is_empty() || texts.len() > 16 {
+        return Err(ConfigError::Invalid {
+            setting: "webhook-retry",
+            value: texts.join(","),
+            reason: "expected 1 to 16 delays, e.g. 1m,5m,30m,2h,6h".into(),
+        });
+    }
+    texts
+        .iter()
+        .map(|text| {
+            crate::values::positive_duration("webhook-retry", Some(text.trim()), "1m")
+        })
+        .collect()
+}
+
 /// A setting's CIDRs (or bare addresses, networks of one).
 fn networks(
     setting: &'static str,

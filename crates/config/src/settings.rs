@@ -223,6 +223,22 @@ pub struct Settings {
     )]
     pub webhook_allow: Option<Vec<String>>,
 
+    /// How long a webhook delivery waits between its attempts, one delay
+    /// per retry; after the last the hook is marked failing and tried
+    /// again at the last delay [default: 1m,5m,30m,2h,6h].
+    #[arg(
+        long = "webhook-retry",
+        env = "VOLE_WEBHOOK_RETRY",
+        value_delimiter = ',',
+        value_name = "DURATIONS"
+    )]
+    pub webhook_retry: Option<Vec<String>>,
+
+    /// How long one webhook delivery may take, connection to the end of
+    /// the answer [default: 10s].
+    #[arg(long, env = "VOLE_WEBHOOK_TIMEOUT", value_name = "DURATION")]
+    pub webhook_timeout: Option<String>,
+
     /// The URL clients reach vole at (e.g. https://git.example.org), for
     /// clone URLs and links, instead of the request's Host header
     /// [default: the Host header].
@@ -369,6 +385,8 @@ impl Settings {
             max_connections: self.max_connections.or(lower.max_connections),
             trusted_proxies: self.trusted_proxies.or(lower.trusted_proxies),
             webhook_allow: self.webhook_allow.or(lower.webhook_allow),
+            webhook_retry: self.webhook_retry.or(lower.webhook_retry),
+            webhook_timeout: self.webhook_timeout.or(lower.webhook_timeout),
             public_url: self.public_url.or(lower.public_url),
             header_read_timeout: self.header_read_timeout.or(lower.header_read_timeout),
             body_idle_timeout: self.body_idle_timeout.or(lower.body_idle_timeout),

@@ -36,6 +36,7 @@ impl<K: RecordKind> Log<K> {
             });
         }
         let _one_at_a_time = self.compacting.lock();
+        let drop_through = self.droppable_through(drop_through);
         let failed = |why: &Failure| LogError::Failed {
             path: self.path.clone(),
             why: why.clone(),

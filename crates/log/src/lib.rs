@@ -142,6 +142,9 @@ pub struct Log<K: RecordKind> {
     applied: AtomicU64,
     /// Held by a compaction throughout (see `compact`).
     compacting: Mutex<()>,
+    /// How far a reader outside the writer (the webhooks' feed) has taken
+    /// what it needs: a compaction keeps every transaction after it.
+    reader_hold: Mutex<Option<Arc<AtomicU64>>>,
     /// Run by a compaction between its two phases (tests only: see
     /// [`Log::set_between_phases`]).
     between_phases: Mutex<Option<PhaseHook>>,
@@ -233,12 +236,30 @@ impl<K: RecordKind> Log<K> {
             counters,
             applied: AtomicU64::new(replay.base_seq.saturating_sub(1)),
             compacting: Mutex::new(()),
+            reader_hold: Mutex::new(None),
             between_phases: Mutex::new(None),
             path,
             opener,
             _kind: PhantomData,
         };
         Ok((log, replay))
+    }
+
+    /// Keeps every transaction after `*read_through` through compactions:
+    /// a reader that follows the file from outside the writer ([`Tail`])
+    /// and records how far it has read (the webhooks' feed) loses nothing
+    /// it has not read, however far behind it is.
+    pub fn hold_for_reader(&self, read_through: Arc<AtomicU64>) {
+        *self.reader_hold.lock() = Some(read_through);
+    }
+
+    /// The highest transaction a compaction may drop, as `drop_through`
+    /// asks and the reader hold allows.
+    fn droppable_through(&self, drop_through: u64) -> u64 {
+        match &*self.reader_hold.lock() {
+            Some(hold) => drop_through.min(hold.load(Ordering::Acquire)),
+            None => drop_through,
+        }
     }
 
     /// Sets what a compaction runs between its copy and its swap, for a

@@ -1018,3 +1018,29 @@ fn appends_go_on_while_a_compaction_copies_and_none_is_lost() {
         "a record appended during the compaction was lost"
     );
 }
+
+#[test]
+fn a_compaction_keeps_what_a_reader_holding_the_log_has_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, _) = Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
+    for i in 1..=10 {
+        log.commit(&[ref_move(i)]).unwrap();
+    }
+    log.mark_applied(10);
+    let read_through = Arc::new(AtomicU64::new(4));
+    log.hold_for_reader(read_through.clone());
+    let report = log.compact(10, &[]).unwrap();
+    assert_eq!(
+        report.base_seq, 5,
+        "the compaction dropped transactions the reader holding the log had not read"
+    );
+    drop(log);
+    let kept: Vec<u64> = txns(dir.path()).iter().map(|(seq, _)| *seq).collect();
+    assert_eq!(kept, (5..=10).collect::<Vec<_>>());
+    // Once the reader moves on, the next compaction drops what it read.
+    let (log, _) = Log::<RefMove>::open(dir.path(), |_| {}).unwrap();
+    log.mark_applied(10);
+    read_through.store(8, Ordering::Release);
+    log.hold_for_reader(read_through);
+    assert_eq!(log.compact(10, &[]).unwrap().base_seq, 9);
+}

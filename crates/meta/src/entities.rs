@@ -39,6 +39,7 @@ impl MetaStore {
                 updated_at: now,
                 version: 1,
                 replaces: None,
+                state_changed_at: None,
             })
         })
     }
@@ -72,6 +73,9 @@ impl MetaStore {
             next.replaces = Some(current.version);
             next.version = current.version + 1;
             next.updated_at = now_text();
+            if next.state != current.state {
+                next.state_changed_at = Some(next.updated_at.clone());
+            }
             Ok(next)
         })
     }
@@ -149,6 +153,7 @@ impl MetaStore {
                 updated_at: now,
                 version: 1,
                 replaces: None,
+                state_changed_at: None,
                 merge_commit: None,
                 merged_by: None,
                 merged_at: None,
@@ -209,6 +214,9 @@ impl MetaStore {
             next.replaces = Some(current.version);
             next.version = current.version + 1;
             next.updated_at = now_text();
+            if next.state != current.state {
+                next.state_changed_at = Some(next.updated_at.clone());
+            }
             Ok(next)
         })
     }
@@ -239,6 +247,7 @@ impl MetaStore {
             next.merged_by = Some(by.to_string());
             let now = now_text();
             next.merged_at = Some(now.clone());
+            next.state_changed_at = Some(now.clone());
             next.replaces = Some(current.version);
             next.version = current.version + 1;
             next.updated_at = now;

@@ -130,6 +130,12 @@ pub struct Issue {
     pub version: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<u64>,
+    /// When its state last changed (closed, reopened, merged): the
+    /// write that changed it has `updated_at` equal to it, which is how
+    /// a reader of the log (the webhooks' feed) tells a close from an
+    /// edit with nothing but the document. None until its first change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_changed_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -197,6 +203,12 @@ pub struct Change {
     pub version: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaces: Option<u64>,
+    /// When its state last changed (closed, reopened, merged): the
+    /// write that changed it has `updated_at` equal to it, which is how
+    /// a reader of the log (the webhooks' feed) tells a close from an
+    /// edit with nothing but the document. None until its first change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_changed_at: Option<String>,
     /// The commit the merge put on the target branch (absent: not merged
     /// by the server, or merged before merges were recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -100,7 +100,7 @@ pub struct Index {
     /// Incarnation -> the repo's numeric id (the system repo's).
     repo_ids: HashMap<String, RepoId>,
     /// Webhooks by id, deleted ones kept (the system repo's).
-    hooks: BTreeMap<u64, crate::webhooks::Hook>,
+    pub(crate) hooks: BTreeMap<u64, crate::webhooks::Hook>,
     /// Comment serial -> (thread id, comment id), in serial order: the
     /// repo's comments as Gitea lists them, oldest first.
     comment_serials: BTreeMap<u64, (String, String)>,

@@ -150,6 +150,20 @@ impl MetaStore {
         self.read_system(|state| Ok(state.index.hooks_of(incarnation).cloned().collect()))
     }
 
+    /// Every live hook, of every repo and the server's, by id (the
+    /// deliveries' list, read at start and after each change).
+    pub fn all_hooks(&self) -> Result<Vec<Hook>, MetaError> {
+        self.read_system(|state| {
+            Ok(state
+                .index
+                .hooks
+                .values()
+                .filter(|h| !h.deleted)
+                .cloned()
+                .collect())
+        })
+    }
+
     /// Hook `serial` of `incarnation`, live.
     pub fn hook(&self, incarnation: &str, serial: u64) -> Result<Hook, MetaError> {
         self.read_system(|state| {
