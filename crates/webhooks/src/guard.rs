@@ -110,24 +110,31 @@ impl Guard {
     /// resolved now (within [`RESOLVE_TIMEOUT`]), and one address that
     /// may not be reached refuses the target.
     pub async fn resolve(&self, target: &Target) -> Result<Vec<SocketAddr>, Refused> {
-        let addresses: Vec<SocketAddr> = match target.host.parse::<IpAddr>() {
-            Ok(address) => vec![SocketAddr::new(address, target.port)],
+        self.resolve_host(&target.host, target.port).await
+    }
+
+    /// [`Guard::resolve`] for a host and port (what an HTTP client's
+    /// resolver is asked: deliveries connect to what this returns).
+    pub async fn resolve_host(&self, host: &str, port: u16) -> Result<Vec<SocketAddr>, Refused> {
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        let addresses: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+            Ok(address) => vec![SocketAddr::new(address, port)],
             Err(_) => {
-                let lookup = tokio::net::lookup_host((target.host.as_str(), target.port));
+                let lookup = tokio::net::lookup_host((host, port));
                 match tokio::time::timeout(RESOLVE_TIMEOUT, lookup).await {
-                    Err(_) => return Err(Refused::Timeout(target.host.clone(), RESOLVE_TIMEOUT)),
-                    Ok(Err(e)) => return Err(Refused::Resolve(target.host.clone(), e.to_string())),
+                    Err(_) => return Err(Refused::Timeout(host.to_string(), RESOLVE_TIMEOUT)),
+                    Ok(Err(e)) => return Err(Refused::Resolve(host.to_string(), e.to_string())),
                     Ok(Ok(found)) => found.take(MAX_ADDRESSES).collect(),
                 }
             }
         };
         if addresses.is_empty() {
-            return Err(Refused::Resolve(target.host.clone(), "no address".into()));
+            return Err(Refused::Resolve(host.to_string(), "no address".into()));
         }
         for address in &addresses {
             if let Some(kind) = self.refusal(address.ip()) {
                 return Err(Refused::Address {
-                    host: target.host.clone(),
+                    host: host.to_string(),
                     address: address.ip(),
                     kind,
                 });

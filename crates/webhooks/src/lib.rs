@@ -3,8 +3,15 @@
 //! resolved, every address it resolves to is checked, and the addresses
 //! checked are the ones connected to (no second lookup a DNS answer could
 //! change in between). A delivery's headers and signature
-//! ([`signature`]). No HTTP server types; no store (hooks are the
-//! metadata store's documents).
+//! ([`signature`]). The events in one order and each hook's place in
+//! them, kept in the webhooks log ([`queue`], [`record`], [`history`]),
+//! and the deliveries that follow them ([`deliver`]). No HTTP server
+//! types; no metadata (hooks are the metadata store's documents, events
+//! the feed's, above).
 
 pub mod guard;
 pub mod signature;
+pub mod record;
+pub mod history;
+pub mod queue;
+pub mod deliver;
