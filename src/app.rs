@@ -245,6 +245,7 @@ impl App {
             pull_details: vole_api::pull_details(),
             issue_json: vole_api::issue_json(),
             hook_guard: vole_webhooks::guard::Guard::new(config.webhook_allow.clone()),
+            webhooks: open_webhooks(&data, &config)?,
         });
         Ok(App {
             http_metrics: Arc::new(vole_stdx::metrics::HttpMetrics::new()),
@@ -322,6 +323,26 @@ fn browser_sessions(authn: &Arc<Authn>, config: &Config) -> Arc<vole_http::brows
 }
 
 /// The browser sessions' store (`data/sessions.jsonl`), replayed.
+/// The webhooks log and the deliveries over it (started by the server).
+fn open_webhooks(
+    data: &DataDir,
+    config: &Config,
+) -> anyhow::Result<Arc<vole_webhooks::deliver::Deliveries>> {
+    use vole_webhooks::{deliver, guard, queue};
+    let queue = queue::Queue::open(&data.log_dir(), queue::Bounds::default())
+        .map_err(|e| anyhow::anyhow!(e).context("cannot open the webhooks log"))?;
+    let settings = deliver::Settings {
+        retry: config.webhook_retry.clone(),
+        timeout: config.webhook_timeout,
+        workers: 16,
+        per_host: 4,
+    };
+    let guard = guard::Guard::new(config.webhook_allow.clone());
+    deliver::Deliveries::new(Arc::new(queue), guard, settings)
+        .map(Arc::new)
+        .map_err(|e| anyhow::anyhow!(e))
+}
+
 fn open_sessions(data: &DataDir, config: &Config) -> anyhow::Result<Arc<SessionStore>> {
     let expiry = vole_sessions::Expiry {
         idle: config.auth.session_idle,

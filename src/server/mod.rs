@@ -69,6 +69,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     vole_hooks::scripts::install(app.transport.hooks_dir(), app.transport.vole_exe())
         .context("cannot write the git hooks")?;
     reconcile_refs(&app)?;
+    start_webhooks(&app).await?;
     // Every push's hooks at once, and a few CLI requests besides.
     let dispatcher = vole_control::server::Dispatcher::start(
         app.control.clone(),
@@ -372,4 +373,21 @@ impl ShutdownSignal {
             _ = self.interrupt.recv() => "SIGINT",
         }
     }
+}
+
+/// The webhooks' feed (from where it stopped) on its own thread, and a
+/// delivery task per hook.
+async fn start_webhooks(app: &Arc<App>) -> anyhow::Result<()> {
+    let api = app.api.clone();
+    tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+        let queue = api.webhooks.queue().clone();
+        vole_api::feed::Feed::start(api.clone(), queue)
+            .context("cannot start the webhooks' feed")?
+            .spawn()
+            .context("cannot start the webhooks' feed thread")?;
+        vole_api::gitea::hooks::deliver_to_current_hooks(&api);
+        Ok(())
+    })
+    .await
+    .context("the webhooks' start failed")?
 }

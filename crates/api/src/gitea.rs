@@ -11,6 +11,7 @@ pub mod hooks;
 pub mod issues;
 pub mod labels;
 pub mod objects;
+pub mod payloads;
 pub mod pull_object;
 pub mod pulls;
 pub mod shape;

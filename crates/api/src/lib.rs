@@ -12,6 +12,7 @@ use serde::Serialize;
 
 mod routes;
 
+pub mod feed;
 pub mod gitea;
 pub use routes::routes;
 pub mod meta;
@@ -57,6 +58,8 @@ pub struct ApiState {
     /// What a webhook may reach (`--webhook-allow`), checked as a hook is
     /// made or its URL changed.
     pub hook_guard: vole_webhooks::guard::Guard,
+    /// The deliveries to every hook, and the webhooks log they follow.
+    pub webhooks: Arc<vole_webhooks::deliver::Deliveries>,
 }
 
 /// Everything an issue's written object in a list depends on.

@@ -150,6 +150,16 @@ impl MetaStore {
         self.read_system(|state| Ok(state.index.hooks_of(incarnation).cloned().collect()))
     }
 
+    /// The kind and number of `repo`'s thread of id `thread_id` (what a
+    /// comment's webhook event names).
+    pub fn thread_number(
+        &self,
+        repo: &vole_git::repos::RepoName,
+        thread_id: &str,
+    ) -> Result<Option<(crate::entity::ThreadKind, u64)>, MetaError> {
+        self.read(repo, |state| Ok(state.index.thread_of(thread_id)))
+    }
+
     /// Every live hook, of every repo and the server's, by id (the
     /// deliveries' list, read at start and after each change).
     pub fn all_hooks(&self) -> Result<Vec<Hook>, MetaError> {

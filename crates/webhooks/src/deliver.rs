@@ -153,6 +153,14 @@ pub struct Deliveries {
     pub counts: Counts,
 }
 
+impl std::fmt::Debug for Deliveries {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deliveries")
+            .field("hooks", &self.hooks.lock().len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Deliveries {
     pub fn new(queue: Arc<Queue>, guard: Guard, settings: Settings) -> Result<Deliveries, String> {
         let guard = Arc::new(guard);

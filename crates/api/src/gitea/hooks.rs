@@ -174,6 +174,9 @@ async fn hook_put(app: &ApiState, option: HookOption) -> Result<HookPut, AppErro
             "vole delivers with POST: config.http_method must be post",
         ));
     }
+    if let Some(filter) = &option.branch_filter {
+        vole_webhooks::deliver::HookTarget::branch_glob(filter).map_err(unprocessable)?;
+    }
     Ok(HookPut {
         url,
         content_type,
@@ -322,7 +325,11 @@ async fn server_hooks<T: Send + 'static>(
 ) -> Result<T, AppError> {
     server_admin(principal)?;
     let app = app.clone();
-    vole_http::spawn_blocking(move || f(&app).map_err(AppError::from))
+    vole_http::spawn_blocking(move || {
+        let done = f(&app).map_err(AppError::from)?;
+        deliver_to_current_hooks(&app);
+        Ok(done)
+    })
         .await
         .map_err(|e| AppError::internal("a hooks task failed", e))?
 }
@@ -411,5 +418,42 @@ async fn write<T: Send + 'static>(
         ));
     }
     let decided = repo.clone();
-    blocking(app, repo, move |app| f(app, &decided)).await
+    blocking(app, repo, move |app| {
+        let done = f(app, &decided)?;
+        deliver_to_current_hooks(app);
+        Ok(done)
+    })
+    .await
+}
+
+/// Gives the deliveries the hooks as they are now (after a hook is made,
+/// changed or deleted; before the write's answer, so an event after it
+/// reaches a new hook). Blocking.
+pub fn deliver_to_current_hooks(app: &ApiState) {
+    let hooks = match app.meta.all_hooks() {
+        Ok(hooks) => hooks,
+        Err(e) => {
+            tracing::error!(error = %e, "webhooks: cannot read the hooks");
+            return;
+        }
+    };
+    let targets = hooks
+        .iter()
+        .map(|hook| vole_webhooks::deliver::HookTarget {
+            id: hook.serial,
+            incarnation: hook.incarnation.clone(),
+            url: hook.url.clone(),
+            form: hook.content_type == HookContent::Form,
+            secret: hook.secret.clone(),
+            events: hook.events.clone(),
+            // Checked as the hook was written.
+            branch_filter: vole_webhooks::deliver::HookTarget::branch_glob(&hook.branch_filter)
+                .ok()
+                .flatten(),
+            active: hook.active,
+            created_at: hook.created_at.clone(),
+            version: hook.version,
+        })
+        .collect();
+    app.webhooks.set_hooks(targets);
 }

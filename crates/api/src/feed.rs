@@ -1,0 +1,341 @@
+//! The webhooks' feed: reads the ref log and the meta log from outside
+//! their writers ([`vole_log::Tail`]), from where it last recorded, and
+//! records each acknowledged ref move and thread write as an event, with
+//! its Gitea payload, in the webhooks log ([`vole_webhooks::queue`]): its
+//! order is the one order deliveries follow. Only what is durable in its
+//! log is fed (a power cut cannot take back what a hook was sent), and
+//! every event is recorded with how far each log was read, so a restart
+//! goes on where the last run stopped, feeding nothing twice; the two
+//! logs keep what the feed has not read through their compactions
+//! ([`vole_log::Log::hold_for_reader`]).
+//!
+//! What becomes an event: a ref move of `refs/heads/*` or `refs/tags/*`
+//! committed by a push or a merge (or found moved at start): `push`, and
+//! `create` or `delete`, at most [`MAX_REF_EVENTS`] refs a push, then one
+//! that says how many it left out; an issue or pull request written
+//! (`opened`, `edited`, `closed`, `reopened`; a merge is `closed` with
+//! `merged: true`, as Gitea sends it), a comment written (`created`,
+//! `edited`, `deleted`; a pull request's branch moving is
+//! `pull_request` `synchronized`).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use vole_access::{Principal, ResolvedRepo};
+use vole_git::repos::{Incarnation, RepoName};
+use vole_hooks::{Phase, RefMove};
+use vole_log::{Entry, Tail};
+use vole_meta::MetaWrite;
+use vole_meta::entity::{Change, ChangeState, Comment, Entity, Issue, IssueState, ThreadKind};
+use vole_webhooks::queue::{NewEvent, Queue};
+
+use crate::ApiState;
+use crate::gitea::objects::Base;
+use crate::gitea::payloads::{self, RefChange};
+use crate::gitea::shape::Shaper;
+
+/// Refs of one push given events; past it, one event says how many more.
+pub const MAX_REF_EVENTS: usize = 100;
+
+/// How often the logs are read for new entries.
+const POLL: Duration = Duration::from_millis(20);
+/// A read that found no event still records how far it read, at most
+/// this often (so the logs' compactions may drop what it passed).
+const FED_EVERY: Duration = Duration::from_secs(10);
+
+/// The feed's state between reads.
+pub struct Feed {
+    api: Arc<ApiState>,
+    queue: Arc<Queue>,
+    refs: Tail<RefMove>,
+    metas: Tail<MetaWrite>,
+    /// Read but not yet durable in their logs.
+    waiting_refs: VecDeque<(u64, Vec<RefMove>)>,
+    waiting_metas: VecDeque<(u64, Vec<MetaWrite>)>,
+    fed: (u64, u64),
+    recorded_fed: (u64, u64),
+    recorded_at: Instant,
+}
+
+impl Feed {
+    /// Where the last run stopped, or, the first time, the logs' ends (no
+    /// events for what happened before webhooks). Blocking.
+    pub fn start(api: Arc<ApiState>, queue: Arc<Queue>) -> Result<Feed, vole_log::LogError> {
+        let ref_log = api.recorder.log();
+        let meta_log = api.meta.log();
+        let fed = match queue.fed() {
+            Some(fed) => fed,
+            None => {
+                let fed = (ref_log.watermarks().1, meta_log.watermarks().1);
+                queue.record(Vec::new(), fed)?;
+                fed
+            }
+        };
+        ref_log.hold_for_reader(queue.ref_hold.clone());
+        meta_log.hold_for_reader(queue.meta_hold.clone());
+        Ok(Feed {
+            refs: Tail::new(ref_log.path()),
+            metas: Tail::new(meta_log.path()),
+            api,
+            queue,
+            waiting_refs: VecDeque::new(),
+            waiting_metas: VecDeque::new(),
+            fed,
+            recorded_fed: fed,
+            recorded_at: Instant::now(),
+        })
+    }
+
+    /// Runs the feed on its own thread until the process ends.
+    pub fn spawn(mut self) -> std::io::Result<()> {
+        std::thread::Builder::new()
+            .name("vole-webhooks-feed".into())
+            .spawn(move || {
+                loop {
+                    if let Err(e) = self.poll() {
+                        tracing::error!(error = %vole_stdx::error_chain::Chain(&e), "webhooks: the feed could not read or record; trying again");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                    std::thread::sleep(POLL);
+                }
+            })
+            .map(drop)
+    }
+
+    /// One read of both logs: what is new and durable becomes events,
+    /// recorded in one transaction. Blocking.
+    pub fn poll(&mut self) -> Result<usize, vole_log::LogError> {
+        let (fed_ref, fed_meta) = self.fed;
+        let waiting_refs = &mut self.waiting_refs;
+        self.refs.poll(|entry| {
+            if let Entry::Txn { seq, rows } = entry
+                && seq > fed_ref
+            {
+                waiting_refs.push_back((seq, rows));
+            }
+        })?;
+        let waiting_metas = &mut self.waiting_metas;
+        self.metas.poll(|entry| {
+            if let Entry::Txn { seq, rows } = entry
+                && seq > fed_meta
+            {
+                waiting_metas.push_back((seq, rows));
+            }
+        })?;
+        let durable_refs = self.api.recorder.log().watermarks().1;
+        let durable_metas = self.api.meta.log().watermarks().1;
+        let mut taken: Vec<(i64, Source)> = Vec::new();
+        while let Some((seq, _)) = self.waiting_refs.front()
+            && *seq <= durable_refs
+        {
+            let (seq, rows) = self.waiting_refs.pop_front().expect("a front");
+            self.fed.0 = seq;
+            let time = rows.first().map_or(0, |r| r.time_ns);
+            taken.push((time, Source::Refs(rows)));
+        }
+        while let Some((seq, _)) = self.waiting_metas.front()
+            && *seq <= durable_metas
+        {
+            let (seq, rows) = self.waiting_metas.pop_front().expect("a front");
+            self.fed.1 = seq;
+            let time = rows.first().map_or(0, |r| r.time_ns);
+            taken.push((time, Source::Metas(rows)));
+        }
+        // One order across both logs: by when each was written (each
+        // log's own order kept: a stable sort of two sorted runs).
+        taken.sort_by_key(|(time, _)| *time);
+        let events = self.events(taken);
+        let count = events.len();
+        let moved = self.fed != self.recorded_fed;
+        if count > 0 || (moved && self.recorded_at.elapsed() >= FED_EVERY) {
+            self.queue.record(events, self.fed)?;
+            self.recorded_fed = self.fed;
+            self.recorded_at = Instant::now();
+        }
+        Ok(count)
+    }
+
+    fn events(&self, taken: Vec<(i64, Source)>) -> Vec<NewEvent> {
+        if taken.is_empty() {
+            return Vec::new();
+        }
+        let base = Base(
+            self.api
+                .public_url
+                .clone()
+                .unwrap_or_else(|| "http://localhost".into()),
+        );
+        let viewer = Principal::Anonymous;
+        let shaper = Shaper::new(&self.api, base, &viewer);
+        let mut events = Vec::new();
+        for (_, source) in taken {
+            match source {
+                Source::Refs(rows) => push_events(&shaper, &rows, &mut events),
+                Source::Metas(rows) => {
+                    for row in &rows {
+                        meta_event(&shaper, row, &mut events);
+                    }
+                }
+            }
+        }
+        events
+    }
+}
+
+enum Source {
+    Refs(Vec<RefMove>),
+    Metas(Vec<MetaWrite>),
+}
+
+/// The repo of `name` if it is still `incarnation` on disk.
+fn live_repo(api: &ApiState, name: &str, incarnation: &str) -> Option<ResolvedRepo> {
+    let name = RepoName::parse(name).ok()?;
+    let on_disk = Incarnation::read(&api.repos.path(&name)).ok()??;
+    if !incarnation.is_empty() && on_disk.id() != incarnation {
+        return None;
+    }
+    Some(ResolvedRepo {
+        name,
+        incarnation: Some(on_disk),
+    })
+}
+
+/// One transaction of the ref log: a push's (or a merge's) moves.
+fn push_events(s: &Shaper<'_>, rows: &[RefMove], events: &mut Vec<NewEvent>) {
+    let moves: Vec<&RefMove> = rows
+        .iter()
+        .filter(|r| matches!(r.phase, Phase::Committed | Phase::Reconciled))
+        .filter(|r| r.old != r.new)
+        .filter(|r| r.ref_name.starts_with("refs/heads/") || r.ref_name.starts_with("refs/tags/"))
+        .collect();
+    let Some(first) = moves.first() else {
+        return;
+    };
+    let Some(repo) = live_repo(s.app, &first.repo, "") else {
+        return;
+    };
+    let incarnation = repo.incarnation_id().to_string();
+    let event = |name: &str, ref_name: &str, payload: serde_json::Value| NewEvent {
+        incarnation: incarnation.clone(),
+        repo: repo.to_string(),
+        event: name.to_string(),
+        ref_name: ref_name.to_string(),
+        payload: payload.to_string(),
+    };
+    for row in moves.iter().take(MAX_REF_EVENTS) {
+        let change = RefChange {
+            ref_name: &row.ref_name,
+            old: row.old.as_deref(),
+            new: row.new.as_deref(),
+            pusher: &row.actor,
+        };
+        if row.old.is_none() || row.new.is_none() {
+            let name = if row.new.is_some() { "create" } else { "delete" };
+            events.push(event(name, &row.ref_name, payloads::create_or_delete(s, &repo, &change)));
+        }
+        if row.new.is_some() {
+            events.push(event("push", &row.ref_name, payloads::push(s, &repo, &change)));
+        }
+    }
+    if moves.len() > MAX_REF_EVENTS {
+        let left_out = moves.len() - MAX_REF_EVENTS;
+        let payload = payloads::refs_left_out(s, &repo, &first.actor, left_out);
+        events.push(event("push", "", payload));
+    }
+}
+
+/// A thread's or a comment's write as its event, if it is one.
+fn meta_event(s: &Shaper<'_>, row: &MetaWrite, events: &mut Vec<NewEvent>) {
+    if row.incarnation.is_empty() || !matches!(row.kind.as_str(), "issue" | "change" | "comment")
+    {
+        return;
+    }
+    let Ok(entity) = serde_json::from_str::<Entity>(&row.body) else {
+        return;
+    };
+    let Some(repo) = live_repo(s.app, &row.repo, &row.incarnation) else {
+        return;
+    };
+    let (name, payload) = match &entity {
+        Entity::Issue(issue) => ("issues", payloads::issue(s, &repo, issue_action(issue), issue)),
+        Entity::Change(change) => {
+            let action = change_action(change);
+            ("pull_request", payloads::pull(s, &repo, action, change))
+        }
+        Entity::Comment(comment) => match comment_event(s, &repo, comment) {
+            Some(named) => named,
+            None => return,
+        },
+        _ => return,
+    };
+    events.push(NewEvent {
+        incarnation: row.incarnation.clone(),
+        repo: repo.to_string(),
+        event: name.to_string(),
+        ref_name: String::new(),
+        payload: payload.to_string(),
+    });
+}
+
+/// What the write of this version of a thread did, from the document
+/// alone: its first version opened it; one whose `updated_at` is its
+/// `state_changed_at` changed its state; any other edited it.
+fn thread_action(replaces: Option<u64>, state_changed: bool, open: bool) -> &'static str {
+    match (replaces, state_changed, open) {
+        (None, _, _) => "opened",
+        (Some(_), true, true) => "reopened",
+        (Some(_), true, false) => "closed",
+        (Some(_), false, _) => "edited",
+    }
+}
+
+fn issue_action(issue: &Issue) -> &'static str {
+    let changed = issue.state_changed_at.as_deref() == Some(issue.updated_at.as_str());
+    thread_action(issue.replaces, changed, issue.state == IssueState::Open)
+}
+
+fn change_action(change: &Change) -> &'static str {
+    let changed = change.state_changed_at.as_deref() == Some(change.updated_at.as_str());
+    thread_action(change.replaces, changed, change.state == ChangeState::Open)
+}
+
+/// A comment's event: `issue_comment`, or for a pull request's branch
+/// moving (a timeline event, not a person's words) `pull_request`
+/// `synchronized`.
+fn comment_event(
+    s: &Shaper<'_>,
+    repo: &ResolvedRepo,
+    comment: &Comment,
+) -> Option<(&'static str, serde_json::Value)> {
+    if comment.event.is_some() {
+        if comment.thread_kind != ThreadKind::Change || comment.replaces.is_some() {
+            return None;
+        }
+        let (_, number) = s.app.meta.thread_number(repo, &comment.thread).ok()??;
+        let change = s.app.meta.change(repo, number).ok()?;
+        return Some(("pull_request", payloads::pull(s, repo, "synchronized", &change)));
+    }
+    let action = if comment.replaces.is_none() {
+        "created"
+    } else if comment.deleted {
+        "deleted"
+    } else {
+        "edited"
+    };
+    Some(("issue_comment", payloads::comment(s, repo, action, comment)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thread_action;
+
+    #[test]
+    fn a_threads_action_is_told_by_its_document_alone() {
+        assert_eq!(thread_action(None, false, true), "opened");
+        assert_eq!(thread_action(Some(1), true, false), "closed");
+        assert_eq!(thread_action(Some(2), true, true), "reopened");
+        assert_eq!(thread_action(Some(3), false, false), "edited");
+        assert_eq!(thread_action(Some(3), false, true), "edited");
+    }
+}
