@@ -41,4 +41,5 @@ mod web;
 mod web_admin;
 mod web_issues;
 mod web_pulls;
+mod webhook_deliveries;
 mod webhooks;

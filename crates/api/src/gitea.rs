@@ -7,6 +7,7 @@ pub mod comments;
 pub mod commits;
 pub mod contents;
 pub mod git_objects;
+pub mod hook_deliveries;
 pub mod hooks;
 pub mod issues;
 pub mod labels;

@@ -12,7 +12,7 @@ use axum::routing::{delete, get, patch, post};
 
 use crate::ApiState;
 use crate::gitea::{
-    branches, comments, commits, contents, git_objects, hooks, issues, labels, pulls, tokens, users,
+    branches, comments, commits, contents, git_objects, hook_deliveries, hooks, issues, labels, pulls, tokens, users,
 };
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`
@@ -154,6 +154,18 @@ fn server_routes() -> Router<Arc<ApiState>> {
             get(hooks::get_hook)
                 .patch(hooks::edit_hook)
                 .delete(hooks::delete_hook),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/hooks/{id}/tests",
+            post(hook_deliveries::test),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/hooks/{id}/deliveries",
+            get(hook_deliveries::list),
+        )
+        .route(
+            "/api/v1/repos/{owner}/{repo}/hooks/{id}/deliveries/{delivery}/attempts",
+            post(hook_deliveries::redeliver),
         )
         .route("/api/v1/repos/{owner}/{repo}/commits", get(commits::list))
         .route(

@@ -406,7 +406,7 @@ pub async fn admin_delete(
 /// was decided for (not one made again under its name meanwhile), by its
 /// incarnation: never "" (the server's hooks), which only a repo from
 /// before incarnations could have.
-async fn write<T: Send + 'static>(
+pub(crate) async fn write<T: Send + 'static>(
     app: &Arc<ApiState>,
     repo: &ResolvedRepo,
     f: impl FnOnce(&ApiState, &ResolvedRepo) -> Result<T, vole_meta::MetaError> + Send + 'static,
@@ -437,23 +437,24 @@ pub fn deliver_to_current_hooks(app: &ApiState) {
             return;
         }
     };
-    let targets = hooks
-        .iter()
-        .map(|hook| vole_webhooks::deliver::HookTarget {
-            id: hook.serial,
-            incarnation: hook.incarnation.clone(),
-            url: hook.url.clone(),
-            form: hook.content_type == HookContent::Form,
-            secret: hook.secret.clone(),
-            events: hook.events.clone(),
-            // Checked as the hook was written.
-            branch_filter: vole_webhooks::deliver::HookTarget::branch_glob(&hook.branch_filter)
-                .ok()
-                .flatten(),
-            active: hook.active,
-            created_at: hook.created_at.clone(),
-            version: hook.version,
-        })
-        .collect();
-    app.webhooks.set_hooks(targets);
+    app.webhooks.set_hooks(hooks.iter().map(target_of).collect());
+}
+
+/// A hook as its deliveries need it.
+pub fn target_of(hook: &Hook) -> vole_webhooks::deliver::HookTarget {
+    vole_webhooks::deliver::HookTarget {
+        id: hook.serial,
+        incarnation: hook.incarnation.clone(),
+        url: hook.url.clone(),
+        form: hook.content_type == HookContent::Form,
+        secret: hook.secret.clone(),
+        events: hook.events.clone(),
+        // Checked as the hook was written.
+        branch_filter: vole_webhooks::deliver::HookTarget::branch_glob(&hook.branch_filter)
+            .ok()
+            .flatten(),
+        active: hook.active,
+        created_at: hook.created_at.clone(),
+        version: hook.version,
+    }
 }
