@@ -42,4 +42,5 @@ mod web_admin;
 mod web_issues;
 mod web_pulls;
 mod webhook_deliveries;
+mod webhook_faults;
 mod webhooks;
