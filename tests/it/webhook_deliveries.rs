@@ -20,8 +20,7 @@ use crate::support::*;
 use crate::threads_api::Caller;
 
 const SECRET: &str = "a receiver's shared secret";
-const ALL_EVENTS: &str =
-    r#"["push","create","delete","issues","issue_comment","pull_request"]"#;
+const ALL_EVENTS: &str = r#"["push","create","delete","issues","issue_comment","pull_request"]"#;
 
 /// Debian's `webhook` on a loopback port, recording every request its
 /// rule lets through to `log` (event, delivery, action, ref, repo,
@@ -191,9 +190,9 @@ impl Team {
     }
 
     pub(crate) fn deliveries(&self, hook: u64) -> Vec<Value> {
-        let (status, listed) = self
-            .caller()
-            .call("GET", &format!("/hooks/{hook}/deliveries"), None);
+        let (status, listed) =
+            self.caller()
+                .call("GET", &format!("/hooks/{hook}/deliveries"), None);
         assert_eq!(status, 200, "{listed}");
         listed.as_array().cloned().unwrap_or_default()
     }
@@ -288,12 +287,23 @@ fn a_gitea_receiver_gets_every_event_once_in_order_signed() {
     let got = receiver.received().len().max(got.len());
     let lines = receiver.received();
     assert_eq!(got, lines.len());
-    assert_eq!(story(&lines), expected, "not every event, once, in order: {lines:?}");
+    assert_eq!(
+        story(&lines),
+        expected,
+        "not every event, once, in order: {lines:?}"
+    );
     for line in &lines {
-        assert_eq!(line[4], "alice/repo", "the receiver parsed no repository: {line:?}");
+        assert_eq!(
+            line[4], "alice/repo",
+            "the receiver parsed no repository: {line:?}"
+        );
         assert_eq!(line[1].len(), 36, "a delivery id is a UUID: {line:?}");
     }
-    assert_eq!(lines.last().unwrap()[5], "true", "the merge's event says merged");
+    assert_eq!(
+        lines.last().unwrap()[5],
+        "true",
+        "the merge's event says merged"
+    );
     let ids: std::collections::HashSet<&String> = lines.iter().map(|l| &l[1]).collect();
     assert_eq!(ids.len(), lines.len(), "two deliveries shared an id");
 }

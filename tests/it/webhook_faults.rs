@@ -53,7 +53,9 @@ impl Flaky {
             for stream in listener.incoming().flatten() {
                 let answer = plan.lock().unwrap().pop_front();
                 let kept = kept.clone();
-                std::thread::spawn(move || serve(stream, answer.unwrap_or(Answer::Status(200)), &kept));
+                std::thread::spawn(move || {
+                    serve(stream, answer.unwrap_or(Answer::Status(200)), &kept)
+                });
             }
         });
         Flaky { addr, seen }
@@ -127,7 +129,12 @@ fn serve(mut stream: TcpStream, answer: Answer, seen: &Mutex<Vec<Seen>>) {
 }
 
 /// Retries 200 ms apart, a delivery 1 s at most.
-const FAST_RETRIES: &[&str] = &["--webhook-retry", "200ms,200ms,200ms,200ms,200ms,200ms", "--webhook-timeout", "1s"];
+const FAST_RETRIES: &[&str] = &[
+    "--webhook-retry",
+    "200ms,200ms,200ms,200ms,200ms,200ms",
+    "--webhook-timeout",
+    "1s",
+];
 
 fn pushed_after(seen: &Seen) -> String {
     seen.body["after"].as_str().unwrap_or_default().to_string()
@@ -146,7 +153,9 @@ fn a_failed_delivery_is_tried_again_with_its_id_until_a_2xx_and_only_then_the_ne
     );
     let hook = team.hook(&format!("http://{}/hook", receiver.addr), r#"["push"]"#);
     team.push("main:main");
-    let first = git_ok(&team.work, &["rev-parse", "HEAD"]).trim().to_string();
+    let first = git_ok(&team.work, &["rev-parse", "HEAD"])
+        .trim()
+        .to_string();
     let second = commit_file(&team.work, "two.txt", b"two\n");
     team.push("main:main");
     let seen = receiver.wait_for(5, Duration::from_secs(30));
@@ -154,16 +163,27 @@ fn a_failed_delivery_is_tried_again_with_its_id_until_a_2xx_and_only_then_the_ne
     // The first event four times (500, timed out, cut, taken), one id and
     // one body; only then the second.
     for attempt in &seen[..4] {
-        assert_eq!(attempt.delivery, seen[0].delivery, "a retry changed the delivery id");
+        assert_eq!(
+            attempt.delivery, seen[0].delivery,
+            "a retry changed the delivery id"
+        );
         assert_eq!(attempt.body, seen[0].body, "a retry changed the body");
         assert_eq!(pushed_after(attempt), first);
     }
-    assert_eq!(pushed_after(&seen[4]), second, "the next event came before the first was taken");
+    assert_eq!(
+        pushed_after(&seen[4]),
+        second,
+        "the next event came before the first was taken"
+    );
     assert_ne!(seen[4].delivery, seen[0].delivery);
     assert_eq!(seen[0].event, "push");
     // The history says what happened, newest first.
     let history = team.deliveries(hook);
-    let codes: Vec<u64> = history.iter().rev().map(|d| d["status_code"].as_u64().unwrap()).collect();
+    let codes: Vec<u64> = history
+        .iter()
+        .rev()
+        .map(|d| d["status_code"].as_u64().unwrap())
+        .collect();
     assert_eq!(codes, [500, 0, 0, 200, 200], "{history:?}");
     let oldest: Vec<&Value> = history.iter().rev().collect();
     assert!(
@@ -172,17 +192,28 @@ fn a_failed_delivery_is_tried_again_with_its_id_until_a_2xx_and_only_then_the_ne
         oldest[1]
     );
     assert_eq!(oldest[3]["attempt"], 4);
-    assert_eq!(oldest[3]["request"]["headers"]["X-Gitea-Delivery"], seen[0].delivery.as_str());
+    assert_eq!(
+        oldest[3]["request"]["headers"]["X-Gitea-Delivery"],
+        seen[0].delivery.as_str()
+    );
 }
 
 #[test]
 fn events_pending_when_vole_is_killed_are_all_delivered_after_the_restart_in_order() {
     let mut team = Team::new(FAST_RETRIES);
     // A port that refuses connections until the receiver starts on it.
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let hook = team.hook(&format!("http://127.0.0.1:{port}/hook"), r#"["push"]"#);
     team.push("main:main");
-    let mut heads = vec![git_ok(&team.work, &["rev-parse", "HEAD"]).trim().to_string()];
+    let mut heads = vec![
+        git_ok(&team.work, &["rev-parse", "HEAD"])
+            .trim()
+            .to_string(),
+    ];
     for i in 0..3 {
         heads.push(commit_file(&team.work, &format!("f{i}.txt"), b"x\n"));
         team.push("main:main");
@@ -194,7 +225,10 @@ fn events_pending_when_vole_is_killed_are_all_delivered_after_the_restart_in_ord
         std::thread::sleep(Duration::from_millis(50));
     }
     let failed = team.deliveries(hook);
-    assert!(failed[0]["status_code"] == 0 && failed[0]["delivered"] == false, "{failed:?}");
+    assert!(
+        failed[0]["status_code"] == 0 && failed[0]["delivered"] == false,
+        "{failed:?}"
+    );
     drop(team.forge.take_server()); // SIGKILL
     team.forge.restart();
     let receiver = Flaky::start(&format!("127.0.0.1:{port}"), &[]);
@@ -205,13 +239,19 @@ fn events_pending_when_vole_is_killed_are_all_delivered_after_the_restart_in_ord
     for s in &seen {
         let after = pushed_after(s);
         if let Some(id) = ids.get(&after) {
-            assert_eq!(id, &s.delivery, "a repeat of {after} had another delivery id");
+            assert_eq!(
+                id, &s.delivery,
+                "a repeat of {after} had another delivery id"
+            );
             continue;
         }
         ids.insert(after.clone(), s.delivery.clone());
         order.push(after);
     }
-    assert_eq!(order, heads, "an acknowledged push was lost or came out of order");
+    assert_eq!(
+        order, heads,
+        "an acknowledged push was lost or came out of order"
+    );
 }
 
 #[test]
@@ -222,7 +262,11 @@ fn a_target_the_guard_refuses_is_refused_at_delivery_through_a_name_too() {
     let by_name = team.hook(&format!("http://localhost:{port}/hook"), r#"["push"]"#);
     let by_address = team.hook(&format!("http://127.0.0.1:{port}/hook"), r#"["push"]"#);
     team.push("main:main");
-    assert_eq!(receiver.wait_for(2, Duration::from_secs(20)).len(), 2, "allowed, delivered");
+    assert_eq!(
+        receiver.wait_for(2, Duration::from_secs(20)).len(),
+        2,
+        "allowed, delivered"
+    );
     // Loopback no longer allowed: the hooks stay, their deliveries refused.
     let mut flags = vec!["--webhook-allow", "192.0.2.0/24"];
     flags.extend_from_slice(FAST_RETRIES);
@@ -239,7 +283,10 @@ fn a_target_the_guard_refuses_is_refused_at_delivery_through_a_name_too() {
                 assert_eq!(history[0]["status_code"], 0);
                 break;
             }
-            assert!(Instant::now() < deadline, "hook {hook}: no refused attempt: {history:?}");
+            assert!(
+                Instant::now() < deadline,
+                "hook {hook}: no refused attempt: {history:?}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }

@@ -231,11 +231,23 @@ fn push_events(s: &Shaper<'_>, rows: &[RefMove], events: &mut Vec<NewEvent>) {
             pusher: &row.actor,
         };
         if row.old.is_none() || row.new.is_none() {
-            let name = if row.new.is_some() { "create" } else { "delete" };
-            events.push(event(name, &row.ref_name, payloads::create_or_delete(s, &repo, &change)));
+            let name = if row.new.is_some() {
+                "create"
+            } else {
+                "delete"
+            };
+            events.push(event(
+                name,
+                &row.ref_name,
+                payloads::create_or_delete(s, &repo, &change),
+            ));
         }
         if row.new.is_some() {
-            events.push(event("push", &row.ref_name, payloads::push(s, &repo, &change)));
+            events.push(event(
+                "push",
+                &row.ref_name,
+                payloads::push(s, &repo, &change),
+            ));
         }
     }
     if moves.len() > MAX_REF_EVENTS {
@@ -247,8 +259,7 @@ fn push_events(s: &Shaper<'_>, rows: &[RefMove], events: &mut Vec<NewEvent>) {
 
 /// A thread's or a comment's write as its event, if it is one.
 fn meta_event(s: &Shaper<'_>, row: &MetaWrite, events: &mut Vec<NewEvent>) {
-    if row.incarnation.is_empty() || !matches!(row.kind.as_str(), "issue" | "change" | "comment")
-    {
+    if row.incarnation.is_empty() || !matches!(row.kind.as_str(), "issue" | "change" | "comment") {
         return;
     }
     let Ok(entity) = serde_json::from_str::<Entity>(&row.body) else {
@@ -258,7 +269,10 @@ fn meta_event(s: &Shaper<'_>, row: &MetaWrite, events: &mut Vec<NewEvent>) {
         return;
     };
     let (name, payload) = match &entity {
-        Entity::Issue(issue) => ("issues", payloads::issue(s, &repo, issue_action(issue), issue)),
+        Entity::Issue(issue) => (
+            "issues",
+            payloads::issue(s, &repo, issue_action(issue), issue),
+        ),
         Entity::Change(change) => {
             let action = change_action(change);
             ("pull_request", payloads::pull(s, &repo, action, change))
@@ -314,7 +328,10 @@ fn comment_event(
         }
         let (_, number) = s.app.meta.thread_number(repo, &comment.thread).ok()??;
         let change = s.app.meta.change(repo, number).ok()?;
-        return Some(("pull_request", payloads::pull(s, repo, "synchronized", &change)));
+        return Some((
+            "pull_request",
+            payloads::pull(s, repo, "synchronized", &change),
+        ));
     }
     let action = if comment.replaces.is_none() {
         "created"
@@ -323,7 +340,10 @@ fn comment_event(
     } else {
         "edited"
     };
-    Some(("issue_comment", payloads::comment(s, repo, action, comment)?))
+    Some((
+        "issue_comment",
+        payloads::comment(s, repo, action, comment)?,
+    ))
 }
 
 #[cfg(test)]

@@ -12,7 +12,8 @@ use axum::routing::{delete, get, patch, post};
 
 use crate::ApiState;
 use crate::gitea::{
-    branches, comments, commits, contents, git_objects, hook_deliveries, hooks, issues, labels, pulls, tokens, users,
+    branches, comments, commits, contents, git_objects, hook_deliveries, hooks, issues, labels,
+    pulls, tokens, users,
 };
 
 /// The API's routes; metadata writes take bodies of at most `body_limit`

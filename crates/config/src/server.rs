@@ -77,9 +77,7 @@ pub(crate) fn webhook_retry(raw: &Settings) -> Result<Vec<std::time::Duration>, 
     }
     texts
         .iter()
-        .map(|text| {
-            crate::values::positive_duration("webhook-retry", Some(text.trim()), "1m")
-        })
+        .map(|text| crate::values::positive_duration("webhook-retry", Some(text.trim()), "1m"))
         .collect()
 }
 

@@ -69,10 +69,13 @@ impl HookTarget {
         if !self.incarnation.is_empty() && self.incarnation != event.incarnation {
             return false;
         }
-        if !self.events.iter().any(|e| *e == event.event) {
+        if !self.events.contains(&event.event) {
             return false;
         }
-        match (&self.branch_filter, event.ref_name.strip_prefix("refs/heads/")) {
+        match (
+            &self.branch_filter,
+            event.ref_name.strip_prefix("refs/heads/"),
+        ) {
             (Some(glob), Some(branch)) => glob.is_match(branch),
             _ => true,
         }
@@ -291,7 +294,13 @@ impl Deliveries {
         loop {
             number += 1;
             let attempt = self
-                .attempt(hook, (&event.event, &event.payload), (event.id, &delivery), number, false)
+                .attempt(
+                    hook,
+                    (&event.event, &event.payload),
+                    (event.id, &delivery),
+                    number,
+                    false,
+                )
                 .await;
             let ok = attempt.delivered();
             let error = attempt.error.clone();
@@ -324,7 +333,11 @@ impl Deliveries {
                 status.last_error = error;
                 if number as usize > retries.len() && !status.failing {
                     status.failing = true;
-                    tracing::warn!(hook = hook.id, event = event.id, "webhooks: a hook's attempts ran out; marked failing, its events wait");
+                    tracing::warn!(
+                        hook = hook.id,
+                        event = event.id,
+                        "webhooks: a hook's attempts ran out; marked failing, its events wait"
+                    );
                 }
             }
             tokio::select! {
@@ -418,7 +431,12 @@ impl Deliveries {
                 .clone()
         };
         let _host = host.acquire_owned().await.map_err(|e| e.to_string())?;
-        let _send = self.sends.clone().acquire_owned().await.map_err(|e| e.to_string())?;
+        let _send = self
+            .sends
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| e.to_string())?;
         let mut request = self.client.post(target.url.clone()).body(body);
         for (name, value) in headers {
             request = request.header(name, value);

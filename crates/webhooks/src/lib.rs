@@ -9,9 +9,9 @@
 //! types; no metadata (hooks are the metadata store's documents, events
 //! the feed's, above).
 
+pub mod deliver;
 pub mod guard;
-pub mod signature;
-pub mod record;
 pub mod history;
 pub mod queue;
-pub mod deliver;
+pub mod record;
+pub mod signature;

@@ -416,7 +416,9 @@ impl State {
     /// Position of the first kept event after `after`.
     fn index_after(&self, after: u64) -> usize {
         match self.events.front() {
-            Some(first) if after >= first.id => ((after - first.id + 1) as usize).min(self.events.len()),
+            Some(first) if after >= first.id => {
+                ((after - first.id + 1) as usize).min(self.events.len())
+            }
             _ => 0,
         }
     }

@@ -56,8 +56,17 @@ pub async fn list(
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
-    write(&app, &repo, move |app, repo| app.meta.hook(repo.incarnation_id(), id)).await?;
-    let shown: Vec<Value> = app.webhooks.queue().history(id).iter().map(|a| shown(a)).collect();
+    write(&app, &repo, move |app, repo| {
+        app.meta.hook(repo.incarnation_id(), id)
+    })
+    .await?;
+    let shown: Vec<Value> = app
+        .webhooks
+        .queue()
+        .history(id)
+        .iter()
+        .map(|a| shown(a))
+        .collect();
     Ok(Json(shown).into_response())
 }
 
@@ -72,7 +81,10 @@ pub async fn redeliver(
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
     app.quotas.meta_write(&principal)?;
-    let hook = write(&app, &repo, move |app, repo| app.meta.hook(repo.incarnation_id(), id)).await?;
+    let hook = write(&app, &repo, move |app, repo| {
+        app.meta.hook(repo.incarnation_id(), id)
+    })
+    .await?;
     let Some(past) = app
         .webhooks
         .queue()

@@ -330,8 +330,8 @@ async fn server_hooks<T: Send + 'static>(
         deliver_to_current_hooks(&app);
         Ok(done)
     })
-        .await
-        .map_err(|e| AppError::internal("a hooks task failed", e))?
+    .await
+    .map_err(|e| AppError::internal("a hooks task failed", e))?
 }
 
 /// `GET /admin/hooks`: the server's hooks.
@@ -437,7 +437,8 @@ pub fn deliver_to_current_hooks(app: &ApiState) {
             return;
         }
     };
-    app.webhooks.set_hooks(hooks.iter().map(target_of).collect());
+    app.webhooks
+        .set_hooks(hooks.iter().map(target_of).collect());
 }
 
 /// A hook as its deliveries need it.

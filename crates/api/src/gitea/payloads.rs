@@ -162,7 +162,10 @@ fn short_ref(ref_name: &str) -> (&str, &'static str) {
     if let Some(tag) = ref_name.strip_prefix("refs/tags/") {
         (tag, "tag")
     } else {
-        (ref_name.strip_prefix("refs/heads/").unwrap_or(ref_name), "branch")
+        (
+            ref_name.strip_prefix("refs/heads/").unwrap_or(ref_name),
+            "branch",
+        )
     }
 }
 
@@ -179,9 +182,7 @@ struct PushedCommit {
 
 impl PushedCommit {
     fn json(&self, html: &str) -> Value {
-        let person = |(name, email): &(String, String)| {
-            json!({ "name": name, "email": email, "username": "" })
-        };
+        let person = |(name, email): &(String, String)| json!({ "name": name, "email": email, "username": "" });
         json!({
             "id": self.id,
             "message": self.message,
@@ -245,7 +246,10 @@ fn commits(
     } else {
         &text[..]
     };
-    (records.split('\0').filter_map(parse_commit).collect(), total)
+    (
+        records.split('\0').filter_map(parse_commit).collect(),
+        total,
+    )
 }
 
 /// One `git log` record: the header fields, then `--name-status` lines.

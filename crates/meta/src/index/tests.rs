@@ -17,6 +17,7 @@ fn issue(number: u64, version: u64, state: IssueState, labels: &[&str]) -> Entit
         updated_at: String::new(),
         version,
         replaces: None,
+        state_changed_at: None,
     })
 }
 
@@ -116,6 +117,7 @@ fn change(number: u64, state: ChangeState) -> Entity {
         updated_at: String::new(),
         version: 1,
         replaces: None,
+        state_changed_at: None,
         merge_commit: None,
         merged_by: None,
         merged_at: None,
