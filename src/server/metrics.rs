@@ -58,6 +58,7 @@ impl Collector for AppCollector {
         encode_meta(app, e)?;
         encode_site_cache(app, e)?;
         encode_pack_cache(app, e)?;
+        encode_webhooks(app, e)?;
         Ok(())
     }
 }
@@ -225,6 +226,37 @@ fn encode_meta(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
         "vole_meta_fold_batch_writes",
         "Writes folded per fold cycle",
         &app.meta.fold_batches().0,
+    )?;
+    Ok(())
+}
+
+/// Webhook deliveries.
+fn encode_webhooks(app: &App, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    use std::sync::atomic::Ordering;
+    let webhooks = &app.api.webhooks;
+    counter(
+        e,
+        "vole_webhook_deliveries",
+        "Webhook deliveries a receiver took (a 2xx)",
+        webhooks.counts.delivered.load(Ordering::Relaxed),
+    )?;
+    counter(
+        e,
+        "vole_webhook_failed_attempts",
+        "Webhook delivery attempts without a 2xx (each retried)",
+        webhooks.counts.failed_attempts.load(Ordering::Relaxed),
+    )?;
+    counter(
+        e,
+        "vole_webhook_dropped_events",
+        "Events dropped from a hook's queue past its bound, oldest first",
+        webhooks.queue().dropped(0).1,
+    )?;
+    gauge(
+        e,
+        "vole_webhook_failing_hooks",
+        "Hooks whose attempts at their oldest event ran out",
+        webhooks.failing() as i64,
     )?;
     Ok(())
 }

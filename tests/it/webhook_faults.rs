@@ -293,3 +293,97 @@ fn a_target_the_guard_refuses_is_refused_at_delivery_through_a_name_too() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(receiver.seen().len(), 2, "a refused target was reached");
 }
+
+#[test]
+fn a_push_of_many_refs_gives_events_up_to_a_bound_then_one_that_counts_the_rest() {
+    let team = Team::new(FAST_RETRIES);
+    let receiver = Flaky::start("127.0.0.1:0", &[]);
+    team.hook(&format!("http://{}/hook", receiver.addr), r#"["push"]"#);
+    team.push("main:main");
+    assert_eq!(receiver.wait_for(1, Duration::from_secs(20)).len(), 1);
+    for i in 0..130 {
+        git_ok(&team.work, &["tag", &format!("t{i:03}")]);
+    }
+    team.push("refs/tags/*:refs/tags/*");
+    // 100 tags' pushes, then one that says how many it left out.
+    let seen = receiver.wait_for(1 + 101, Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(500));
+    let seen = receiver.seen().len().max(seen.len());
+    let all = receiver.seen();
+    assert_eq!(seen, 102, "not 100 events and a count: {}", all.len());
+    let tags = all[1..101]
+        .iter()
+        .filter(|s| {
+            s.body["ref"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("refs/tags/t"))
+        })
+        .count();
+    assert_eq!(tags, 100);
+    assert_eq!(all[101].body["refs_left_out"], 30, "{}", all[101].body);
+}
+
+#[test]
+fn the_settings_page_shows_a_failing_hook_its_deliveries_and_sends_one_again() {
+    let mut team = Team::new(&["--webhook-retry", "100ms", "--webhook-timeout", "1s"]);
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let hook = team.hook(&format!("http://127.0.0.1:{port}/hook"), r#"["push"]"#);
+    team.push("main:main");
+    // One retry, then failing.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while team.deliveries(hook).len() < 2 {
+        assert!(Instant::now() < deadline, "the hook was not tried twice");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    set_password(&team.forge.data, "alice", "correct horse battery staple");
+    let mut alice = Browser::at(&team.forge, 1);
+    assert_eq!(
+        alice
+            .sign_in("alice", "correct horse battery staple", "/")
+            .status,
+        303
+    );
+    let page = alice.get("/alice/repo/-/settings");
+    let html = page.text();
+    assert!(
+        html.contains("failing:"),
+        "the page does not say the hook is failing: {html}"
+    );
+    assert!(
+        html.contains("Connection refused") || html.contains("connect"),
+        "{html}"
+    );
+    let delivery = team.deliveries(hook)[0]["id"].as_str().unwrap().to_string();
+    assert!(
+        html.contains(&delivery),
+        "the page does not list the delivery"
+    );
+    // The receiver comes up; Redeliver sends it at once, with its id.
+    let receiver = Flaky::start(&format!("127.0.0.1:{port}"), &[]);
+    let csrf = hidden_field(&html, "csrf");
+    let id = hook.to_string();
+    let sent = alice.post(
+        "/alice/repo/-/settings/hooks",
+        &[
+            ("csrf", csrf.as_str()),
+            ("action", "redeliver"),
+            ("id", &id),
+            ("delivery", &delivery),
+        ],
+        "",
+    );
+    assert_eq!(sent.status, 303, "{}", sent.text());
+    let seen = receiver.wait_for(1, Duration::from_secs(10));
+    assert_eq!(seen[0].delivery, delivery, "a redelivery changed its id");
+    let history = team.deliveries(hook);
+    assert!(
+        history
+            .iter()
+            .any(|d| d["redelivery"] == true && d["status_code"] == 200)
+    );
+    drop(team.forge.take_server());
+}

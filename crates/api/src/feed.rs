@@ -11,14 +11,15 @@
 //!
 //! What becomes an event: a ref move of `refs/heads/*` or `refs/tags/*`
 //! committed by a push or a merge (or found moved at start): `push`, and
-//! `create` or `delete`, at most [`MAX_REF_EVENTS`] refs a push, then one
-//! that says how many it left out; an issue or pull request written
+//! `create` or `delete`, at most [`MAX_REF_EVENTS`] refs a push, then,
+//! once the push is quiet for a second, one that says how many it left
+//! out; an issue or pull request written
 //! (`opened`, `edited`, `closed`, `reopened`; a merge is `closed` with
 //! `merged: true`, as Gitea sends it), a comment written (`created`,
 //! `edited`, `deleted`; a pull request's branch moving is
 //! `pull_request` `synchronized`).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,7 @@ pub struct Feed {
     fed: (u64, u64),
     recorded_fed: (u64, u64),
     recorded_at: Instant,
+    pushes: PushCounts,
 }
 
 impl Feed {
@@ -84,6 +86,7 @@ impl Feed {
             fed,
             recorded_fed: fed,
             recorded_at: Instant::now(),
+            pushes: PushCounts::default(),
         })
     }
 
@@ -125,26 +128,23 @@ impl Feed {
         })?;
         let durable_refs = self.api.recorder.log().watermarks().1;
         let durable_metas = self.api.meta.log().watermarks().1;
-        let mut taken: Vec<(i64, Source)> = Vec::new();
+        let mut refs = VecDeque::new();
         while let Some((seq, _)) = self.waiting_refs.front()
             && *seq <= durable_refs
         {
             let (seq, rows) = self.waiting_refs.pop_front().expect("a front");
             self.fed.0 = seq;
-            let time = rows.first().map_or(0, |r| r.time_ns);
-            taken.push((time, Source::Refs(rows)));
+            refs.push_back(rows);
         }
+        let mut metas = VecDeque::new();
         while let Some((seq, _)) = self.waiting_metas.front()
             && *seq <= durable_metas
         {
             let (seq, rows) = self.waiting_metas.pop_front().expect("a front");
             self.fed.1 = seq;
-            let time = rows.first().map_or(0, |r| r.time_ns);
-            taken.push((time, Source::Metas(rows)));
+            metas.push_back(rows);
         }
-        // One order across both logs: by when each was written (each
-        // log's own order kept: a stable sort of two sorted runs).
-        taken.sort_by_key(|(time, _)| *time);
+        let taken = merged(refs, metas);
         let events = self.events(taken);
         let count = events.len();
         let moved = self.fed != self.recorded_fed;
@@ -156,8 +156,8 @@ impl Feed {
         Ok(count)
     }
 
-    fn events(&self, taken: Vec<(i64, Source)>) -> Vec<NewEvent> {
-        if taken.is_empty() {
+    fn events(&mut self, taken: Vec<Source>) -> Vec<NewEvent> {
+        if taken.is_empty() && !self.pushes.owed() {
             return Vec::new();
         }
         let base = Base(
@@ -169,9 +169,9 @@ impl Feed {
         let viewer = Principal::Anonymous;
         let shaper = Shaper::new(&self.api, base, &viewer);
         let mut events = Vec::new();
-        for (_, source) in taken {
+        for source in taken {
             match source {
-                Source::Refs(rows) => push_events(&shaper, &rows, &mut events),
+                Source::Refs(rows) => push_events(&shaper, &rows, &mut self.pushes, &mut events),
                 Source::Metas(rows) => {
                     for row in &rows {
                         meta_event(&shaper, row, &mut events);
@@ -179,6 +179,7 @@ impl Feed {
                 }
             }
         }
+        left_out_events(&shaper, &mut self.pushes, &mut events);
         events
     }
 }
@@ -186,6 +187,32 @@ impl Feed {
 enum Source {
     Refs(Vec<RefMove>),
     Metas(Vec<MetaWrite>),
+}
+
+/// One order across both logs: each log's transactions in their own
+/// order, the two runs merged by when each transaction was written.
+fn merged(mut refs: VecDeque<Vec<RefMove>>, mut metas: VecDeque<Vec<MetaWrite>>) -> Vec<Source> {
+    let time = |rows: Option<&Vec<RefMove>>| rows.and_then(|r| r.first()).map(|r| r.time_ns);
+    let meta_time = |rows: Option<&Vec<MetaWrite>>| rows.and_then(|r| r.first()).map(|r| r.time_ns);
+    let mut out = Vec::with_capacity(refs.len() + metas.len());
+    loop {
+        let take_ref = match (time(refs.front()), meta_time(metas.front())) {
+            (None, None) => {
+                // Empty transactions (none are written) would stop here.
+                out.extend(refs.into_iter().map(Source::Refs));
+                out.extend(metas.into_iter().map(Source::Metas));
+                return out;
+            }
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(r), Some(m)) => r <= m,
+        };
+        if take_ref {
+            out.extend(refs.pop_front().map(Source::Refs));
+        } else {
+            out.extend(metas.pop_front().map(Source::Metas));
+        }
+    }
 }
 
 /// The repo of `name` if it is still `incarnation` on disk.
@@ -201,8 +228,81 @@ fn live_repo(api: &ApiState, name: &str, incarnation: &str) -> Option<ResolvedRe
     })
 }
 
+/// How many refs each recent push has given events for: git moves the
+/// refs of a push that is not atomic one transaction each, so the bound
+/// is kept per push, across transactions and reads.
+#[derive(Default)]
+pub struct PushCounts {
+    pushes: HashMap<(String, u64), PushCount>,
+}
+
+struct PushCount {
+    refs: usize,
+    left_out: usize,
+    actor: String,
+    last: Instant,
+}
+
+/// A push quiet this long is over: its count of refs left out is sent.
+const PUSH_OVER: Duration = Duration::from_secs(1);
+/// Pushes remembered at most.
+const PUSHES_KEPT: usize = 4096;
+
+impl PushCounts {
+    /// Whether the push's next ref gets events (counted either way).
+    fn take(&mut self, repo: &str, push: u64, actor: &str) -> bool {
+        if self.pushes.len() >= PUSHES_KEPT {
+            // The oldest quiet ones first; a summary still owed is sent
+            // by `over` before it could be dropped here in practice.
+            self.pushes
+                .retain(|_, c| c.left_out > 0 || c.last.elapsed() < PUSH_OVER);
+        }
+        let count = self
+            .pushes
+            .entry((repo.to_string(), push))
+            .or_insert_with(|| PushCount {
+                refs: 0,
+                left_out: 0,
+                actor: actor.to_string(),
+                last: Instant::now(),
+            });
+        count.last = Instant::now();
+        count.refs += 1;
+        if count.refs > MAX_REF_EVENTS {
+            count.left_out += 1;
+            return false;
+        }
+        true
+    }
+
+    /// The pushes that are over and left refs out: (repo, pusher, how
+    /// many); quiet pushes are forgotten.
+    fn over(&mut self) -> Vec<(String, String, usize)> {
+        let mut over = Vec::new();
+        self.pushes.retain(|(repo, _), c| {
+            if c.last.elapsed() < PUSH_OVER {
+                return true;
+            }
+            if c.left_out > 0 {
+                over.push((repo.clone(), c.actor.clone(), c.left_out));
+            }
+            false
+        });
+        over
+    }
+
+    fn owed(&self) -> bool {
+        self.pushes.values().any(|c| c.left_out > 0)
+    }
+}
+
 /// One transaction of the ref log: a push's (or a merge's) moves.
-fn push_events(s: &Shaper<'_>, rows: &[RefMove], events: &mut Vec<NewEvent>) {
+fn push_events(
+    s: &Shaper<'_>,
+    rows: &[RefMove],
+    counts: &mut PushCounts,
+    events: &mut Vec<NewEvent>,
+) {
     let moves: Vec<&RefMove> = rows
         .iter()
         .filter(|r| matches!(r.phase, Phase::Committed | Phase::Reconciled))
@@ -215,15 +315,10 @@ fn push_events(s: &Shaper<'_>, rows: &[RefMove], events: &mut Vec<NewEvent>) {
     let Some(repo) = live_repo(s.app, &first.repo, "") else {
         return;
     };
-    let incarnation = repo.incarnation_id().to_string();
-    let event = |name: &str, ref_name: &str, payload: serde_json::Value| NewEvent {
-        incarnation: incarnation.clone(),
-        repo: repo.to_string(),
-        event: name.to_string(),
-        ref_name: ref_name.to_string(),
-        payload: payload.to_string(),
-    };
-    for row in moves.iter().take(MAX_REF_EVENTS) {
+    for row in moves {
+        if !counts.take(&row.repo, row.push_id, &row.actor) {
+            continue;
+        }
         let change = RefChange {
             ref_name: &row.ref_name,
             old: row.old.as_deref(),
@@ -236,24 +331,39 @@ fn push_events(s: &Shaper<'_>, rows: &[RefMove], events: &mut Vec<NewEvent>) {
             } else {
                 "delete"
             };
-            events.push(event(
-                name,
-                &row.ref_name,
-                payloads::create_or_delete(s, &repo, &change),
-            ));
+            let payload = payloads::create_or_delete(s, &repo, &change);
+            events.push(ref_event(&repo, name, &row.ref_name, payload));
         }
         if row.new.is_some() {
-            events.push(event(
-                "push",
-                &row.ref_name,
-                payloads::push(s, &repo, &change),
-            ));
+            let payload = payloads::push(s, &repo, &change);
+            events.push(ref_event(&repo, "push", &row.ref_name, payload));
         }
     }
-    if moves.len() > MAX_REF_EVENTS {
-        let left_out = moves.len() - MAX_REF_EVENTS;
-        let payload = payloads::refs_left_out(s, &repo, &first.actor, left_out);
-        events.push(event("push", "", payload));
+}
+
+/// The events that say how many refs each push that is over left out.
+fn left_out_events(s: &Shaper<'_>, counts: &mut PushCounts, events: &mut Vec<NewEvent>) {
+    for (repo, actor, left_out) in counts.over() {
+        let Some(repo) = live_repo(s.app, &repo, "") else {
+            continue;
+        };
+        let payload = payloads::refs_left_out(s, &repo, &actor, left_out);
+        events.push(ref_event(&repo, "push", "", payload));
+    }
+}
+
+fn ref_event(
+    repo: &ResolvedRepo,
+    name: &str,
+    ref_name: &str,
+    payload: serde_json::Value,
+) -> NewEvent {
+    NewEvent {
+        incarnation: repo.incarnation_id().to_string(),
+        repo: repo.to_string(),
+        event: name.to_string(),
+        ref_name: ref_name.to_string(),
+        payload: payload.to_string(),
     }
 }
 

@@ -30,12 +30,66 @@ struct MemberRow {
     role: &'static str,
 }
 
-/// One webhook as the page lists it (never its secret).
+/// One webhook as the page lists it (never its secret), with how its
+/// deliveries go and its last ones.
 struct HookRow {
     id: u64,
     url: String,
     events: String,
     active: bool,
+    /// Why it is failing, when it is.
+    failing: Option<String>,
+    deliveries: Vec<DeliveryRow>,
+}
+
+/// One delivery attempt as the page shows it.
+struct DeliveryRow {
+    delivery: String,
+    when: String,
+    event: String,
+    attempt: u32,
+    /// The status code, or why there was none.
+    outcome: String,
+    ok: bool,
+    duration_ms: u64,
+    request: String,
+    response: String,
+}
+
+/// Deliveries a hook's row shows.
+const SHOWN_DELIVERIES: usize = 10;
+
+impl DeliveryRow {
+    fn of(a: &vole_webhooks::history::Attempt) -> DeliveryRow {
+        let lines = |headers: &[(String, String)]| {
+            headers
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        DeliveryRow {
+            delivery: a.delivery.clone(),
+            when: vole_stdx::time::nanos_to_seconds(a.time_ns),
+            event: a.event_name.clone(),
+            attempt: a.attempt,
+            outcome: match (a.status, &a.error) {
+                (Some(code), _) if a.delivered() => code.to_string(),
+                (_, Some(why)) => why.clone(),
+                (Some(code), None) => code.to_string(),
+                (None, None) => "no answer".into(),
+            },
+            ok: a.delivered(),
+            duration_ms: a.duration_ms,
+            request: format!(
+                "POST {}\n{}\n\n{}",
+                a.url,
+                lines(&a.request_headers),
+                a.request_body
+            ),
+            response: format!("{}\n\n{}", lines(&a.response_headers), a.response_body),
+        }
+    }
 }
 
 /// Most branches the default-branch list offers; a repo with more has the
@@ -140,11 +194,26 @@ async fn page(
     let hooks = vole_api::gitea::hooks::listed(&app.api, name)
         .await?
         .into_iter()
-        .map(|h| HookRow {
-            id: h.serial,
-            url: h.url,
-            events: h.events.join(", "),
-            active: h.active,
+        .map(|h| {
+            let status = app.api.webhooks.status(h.serial).unwrap_or_default();
+            HookRow {
+                id: h.serial,
+                failing: status
+                    .failing
+                    .then(|| status.last_error.unwrap_or_else(|| "no 2xx".into())),
+                deliveries: app
+                    .api
+                    .webhooks
+                    .queue()
+                    .history(h.serial)
+                    .iter()
+                    .take(SHOWN_DELIVERIES)
+                    .map(|a| DeliveryRow::of(a))
+                    .collect(),
+                url: h.url,
+                events: h.events.join(", "),
+                active: h.active,
+            }
         })
         .collect();
     let status = error.as_ref().map_or(StatusCode::OK, AppError::status);
@@ -429,7 +498,8 @@ async fn access_change(
     Ok(())
 }
 
-/// The webhooks form: one added (`add`) or deleted (`delete`, `id`).
+/// The webhooks form: one added (`add`) or deleted (`delete`, `id`), or
+/// a delivery sent again (`redeliver`, `id`, `delivery`).
 #[derive(Debug, Deserialize)]
 struct HooksForm {
     #[serde(default)]
@@ -446,12 +516,16 @@ struct HooksForm {
     content_type: String,
     #[serde(default)]
     branch_filter: String,
+    /// The delivery `redeliver` sends again.
+    #[serde(default)]
+    delivery: String,
     /// Each event's checkbox (`event_push=on`, ...).
     #[serde(flatten)]
     rest: std::collections::HashMap<String, String>,
 }
 
-/// `POST /{owner}/{repo}/-/settings/hooks`: a webhook added or deleted.
+/// `POST /{owner}/{repo}/-/settings/hooks`: a webhook added or deleted,
+/// or one of its deliveries sent again.
 pub async fn save_hooks(
     State(app): State<Arc<WebState>>,
     RepoAccess {
@@ -485,8 +559,16 @@ pub async fn save_hooks(
                 .map(drop)
         }
         "delete" => vole_api::gitea::hooks::remove(&app.api, &principal, &name, form.id).await,
+        "redeliver" => vole_api::gitea::hook_deliveries::send_again(
+            &app.api,
+            &principal,
+            &name,
+            (form.id, &form.delivery),
+        )
+        .await
+        .map(drop),
         other => Err(AppError::bad_request(format!(
-            "{other:?} is not something the webhooks form does (add, delete)"
+            "{other:?} is not something the webhooks form does (add, delete, redeliver)"
         ))),
     };
     answer(&app, &name, csrf, result.map(|()| "hooks")).await

@@ -80,8 +80,21 @@ pub async fn redeliver(
     Path((_, _, id, delivery)): Path<(String, String, String, String)>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
-    app.quotas.meta_write(&principal)?;
-    let hook = write(&app, &repo, move |app, repo| {
+    let attempt = send_again(&app, &principal, &repo, (id, &delivery)).await?;
+    Ok(Json(shown(&attempt)).into_response())
+}
+
+/// Delivery `delivery` of hook `id` of `repo` sent again now, by
+/// `principal` (who may administer it): the API's and the settings
+/// page's one path.
+pub async fn send_again(
+    app: &Arc<ApiState>,
+    principal: &vole_access::Principal,
+    repo: &vole_access::ResolvedRepo,
+    (id, delivery): (u64, &str),
+) -> Result<Attempt, AppError> {
+    app.quotas.meta_write(principal)?;
+    let hook = write(app, repo, move |app, repo| {
         app.meta.hook(repo.incarnation_id(), id)
     })
     .await?;
@@ -109,15 +122,14 @@ pub async fn redeliver(
             ));
         }
     };
-    let attempt = app
+    Ok(app
         .webhooks
         .send_now(
             &target_of(&hook),
             (&past.event_name, &payload),
             (past.event, &past.delivery),
         )
-        .await;
-    Ok(Json(shown(&attempt)).into_response())
+        .await)
 }
 
 /// `POST /repos/{o}/{r}/hooks/{id}/tests`: a push of the default
