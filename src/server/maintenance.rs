@@ -8,7 +8,8 @@
 //! compaction copies while writes go on (`log::Log::compact`); a backup
 //! under way defers it.
 //!
-//! The meta log drops the writes already folded into git; the ref log, the
+//! The meta log drops the writes already folded into git; the webhooks
+//! log, past 16 MiB, what every hook has taken; the ref log, the
 //! audit trail, is compacted only when `--ref-log-compact-size` asks (a
 //! checkpoint of every ref, then its last [`REF_LOG_KEEP`] transactions).
 
@@ -22,6 +23,10 @@ const EVERY: Duration = Duration::from_secs(5);
 
 /// Ref log transactions kept after the checkpoint when it is compacted.
 pub const REF_LOG_KEEP: u64 = 10_000;
+
+/// The webhooks log's size past which it is compacted (what a hook has
+/// not taken, the cursors and the last attempts kept).
+const WEBHOOKS_LOG_COMPACT_SIZE: u64 = 16 << 20;
 
 /// When to compact one log: past `limit`, and past twice what the last
 /// compaction left (a log whose kept part alone is above the limit is not
@@ -46,6 +51,10 @@ pub async fn run(app: Arc<App>) {
     };
     let mut refs = Trigger {
         limit: app.config.ref_log_compact_size,
+        left: 0,
+    };
+    let mut webhooks = Trigger {
+        limit: WEBHOOKS_LOG_COMPACT_SIZE,
         left: 0,
     };
     loop {
@@ -73,6 +82,16 @@ pub async fn run(app: Arc<App>) {
                 Ok(Ok(report)) => meta.left = report.bytes_after,
                 Ok(Err(e)) => tracing::warn!(error = %e, "meta log compaction failed"),
                 Err(e) => tracing::warn!(error = %e, "meta log compaction panicked"),
+            }
+        }
+        let queue = app.api.webhooks.queue().clone();
+        if webhooks.due(queue.file_bytes()) {
+            match tokio::task::spawn_blocking(move || queue.compact().map(|()| queue.file_bytes()))
+                .await
+            {
+                Ok(Ok(left)) => webhooks.left = left,
+                Ok(Err(e)) => tracing::warn!(error = %e, "webhooks log compaction failed"),
+                Err(e) => tracing::warn!(error = %e, "webhooks log compaction panicked"),
             }
         }
         if refs.due(size(app.recorder.log().path())) {

@@ -69,7 +69,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     vole_hooks::scripts::install(app.transport.hooks_dir(), app.transport.vole_exe())
         .context("cannot write the git hooks")?;
     reconcile_refs(&app)?;
-    start_webhooks(&app).await?;
+    start_webhooks(&app, local_addr).await?;
     // Every push's hooks at once, and a few CLI requests besides.
     let dispatcher = vole_control::server::Dispatcher::start(
         app.control.clone(),
@@ -377,11 +377,16 @@ impl ShutdownSignal {
 
 /// The webhooks' feed (from where it stopped) on its own thread, and a
 /// delivery task per hook.
-async fn start_webhooks(app: &Arc<App>) -> anyhow::Result<()> {
+async fn start_webhooks(app: &Arc<App>, local_addr: std::net::SocketAddr) -> anyhow::Result<()> {
     let api = app.api.clone();
+    let base = app
+        .config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{local_addr}"));
     tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
         let queue = api.webhooks.queue().clone();
-        vole_api::feed::Feed::start(api.clone(), queue)
+        vole_api::feed::Feed::start(api.clone(), queue, base)
             .context("cannot start the webhooks' feed")?
             .spawn()
             .context("cannot start the webhooks' feed thread")?;

@@ -58,12 +58,22 @@ pub struct Feed {
     recorded_fed: (u64, u64),
     recorded_at: Instant,
     pushes: PushCounts,
+    /// Each repo name's incarnation as the ref log says, as far as read
+    /// (`born` rows): a move belongs to the repo its name was then.
+    born: HashMap<String, String>,
+    /// Links in payloads start with it (`--public-url`, or the address
+    /// the server listens on).
+    base: String,
 }
 
 impl Feed {
     /// Where the last run stopped, or, the first time, the logs' ends (no
     /// events for what happened before webhooks). Blocking.
-    pub fn start(api: Arc<ApiState>, queue: Arc<Queue>) -> Result<Feed, vole_log::LogError> {
+    pub fn start(
+        api: Arc<ApiState>,
+        queue: Arc<Queue>,
+        base: String,
+    ) -> Result<Feed, vole_log::LogError> {
         let ref_log = api.recorder.log();
         let meta_log = api.meta.log();
         let fed = match queue.fed() {
@@ -87,7 +97,21 @@ impl Feed {
             recorded_fed: fed,
             recorded_at: Instant::now(),
             pushes: PushCounts::default(),
+            born: HashMap::new(),
+            base,
         })
+    }
+
+    /// Back to what the webhooks log holds: the logs read again from the
+    /// positions last recorded (after a failed record, or a panic).
+    fn rewind(&mut self) {
+        self.fed = self.recorded_fed;
+        self.refs = Tail::new(self.api.recorder.log().path());
+        self.metas = Tail::new(self.api.meta.log().path());
+        self.waiting_refs.clear();
+        self.waiting_metas.clear();
+        self.pushes = PushCounts::default();
+        self.born.clear();
     }
 
     /// Runs the feed on its own thread until the process ends.
@@ -96,8 +120,21 @@ impl Feed {
             .name("vole-webhooks-feed".into())
             .spawn(move || {
                 loop {
-                    if let Err(e) = self.poll() {
-                        tracing::error!(error = %vole_stdx::error_chain::Chain(&e), "webhooks: the feed could not read or record; trying again");
+                    let polled =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.poll()));
+                    let failed = match polled {
+                        Ok(Ok(_)) => false,
+                        Ok(Err(e)) => {
+                            tracing::error!(error = %vole_stdx::error_chain::Chain(&e), "webhooks: the feed could not read or record; reading again from where it last recorded");
+                            true
+                        }
+                        Err(_) => {
+                            tracing::error!("webhooks: the feed panicked; reading again from where it last recorded");
+                            true
+                        }
+                    };
+                    if failed {
+                        self.rewind();
                         std::thread::sleep(Duration::from_secs(1));
                     }
                     std::thread::sleep(POLL);
@@ -110,13 +147,11 @@ impl Feed {
     /// recorded in one transaction. Blocking.
     pub fn poll(&mut self) -> Result<usize, vole_log::LogError> {
         let (fed_ref, fed_meta) = self.fed;
-        let waiting_refs = &mut self.waiting_refs;
-        self.refs.poll(|entry| {
-            if let Entry::Txn { seq, rows } = entry
-                && seq > fed_ref
-            {
-                waiting_refs.push_back((seq, rows));
-            }
+        let (waiting_refs, born) = (&mut self.waiting_refs, &mut self.born);
+        self.refs.poll(|entry| match entry {
+            Entry::Txn { seq, rows } if seq > fed_ref => waiting_refs.push_back((seq, rows)),
+            // What was fed before: only which repo each name was.
+            Entry::Txn { rows, .. } | Entry::Checkpoint(rows) => note_births(born, &rows),
         })?;
         let waiting_metas = &mut self.waiting_metas;
         self.metas.poll(|entry| {
@@ -160,18 +195,17 @@ impl Feed {
         if taken.is_empty() && !self.pushes.owed() {
             return Vec::new();
         }
-        let base = Base(
-            self.api
-                .public_url
-                .clone()
-                .unwrap_or_else(|| "http://localhost".into()),
-        );
+        let base = Base(self.base.clone());
         let viewer = Principal::Anonymous;
         let shaper = Shaper::new(&self.api, base, &viewer);
         let mut events = Vec::new();
         for source in taken {
             match source {
-                Source::Refs(rows) => push_events(&shaper, &rows, &mut self.pushes, &mut events),
+                Source::Refs(rows) => {
+                    note_births(&mut self.born, &rows);
+                    let context = (&mut self.pushes, &self.born);
+                    push_events(&shaper, &rows, context, &mut events);
+                }
                 Source::Metas(rows) => {
                     for row in &rows {
                         meta_event(&shaper, row, &mut events);
@@ -300,7 +334,7 @@ impl PushCounts {
 fn push_events(
     s: &Shaper<'_>,
     rows: &[RefMove],
-    counts: &mut PushCounts,
+    (counts, born): (&mut PushCounts, &HashMap<String, String>),
     events: &mut Vec<NewEvent>,
 ) {
     let moves: Vec<&RefMove> = rows
@@ -312,9 +346,15 @@ fn push_events(
     let Some(first) = moves.first() else {
         return;
     };
-    let Some(repo) = live_repo(s.app, &first.repo, "") else {
+    // The repo the name was when these moved; gone since (deleted, or
+    // another repo of the name now): no events.
+    let incarnation = born.get(&first.repo).map_or("", String::as_str);
+    let Some(repo) = live_repo(s.app, &first.repo, incarnation) else {
         return;
     };
+    if !s.app.webhooks.wanted_by_any(repo.incarnation_id()) {
+        return;
+    }
     for row in moves {
         if !counts.take(&row.repo, row.push_id, &row.actor) {
             continue;
@@ -337,6 +377,15 @@ fn push_events(
         if row.new.is_some() {
             let payload = payloads::push(s, &repo, &change);
             events.push(ref_event(&repo, "push", &row.ref_name, payload));
+        }
+    }
+}
+
+/// Each repo name's incarnation, from the `born` and `adopted` rows.
+fn note_births(born: &mut HashMap<String, String>, rows: &[RefMove]) {
+    for row in rows {
+        if matches!(row.phase, Phase::Born | Phase::Adopted) {
+            born.insert(row.repo.clone(), row.ref_name.clone());
         }
     }
 }
@@ -375,6 +424,9 @@ fn meta_event(s: &Shaper<'_>, row: &MetaWrite, events: &mut Vec<NewEvent>) {
     let Ok(entity) = serde_json::from_str::<Entity>(&row.body) else {
         return;
     };
+    if !s.app.webhooks.wanted_by_any(&row.incarnation) {
+        return;
+    }
     let Some(repo) = live_repo(s.app, &row.repo, &row.incarnation) else {
         return;
     };

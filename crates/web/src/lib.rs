@@ -52,6 +52,7 @@ mod refs;
 pub mod register;
 mod resolve;
 mod settings;
+mod settings_hooks;
 pub mod sign_in;
 pub mod tokens;
 

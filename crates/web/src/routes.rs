@@ -66,7 +66,7 @@ pub fn routes(state: Arc<WebState>) -> Router {
         )
         .route(
             "/{owner}/{repo}/-/settings/hooks",
-            post(crate::settings::save_hooks),
+            post(crate::settings_hooks::save_hooks),
         )
         .route(
             "/{owner}/{repo}/-/settings/delete",

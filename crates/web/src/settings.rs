@@ -30,68 +30,6 @@ struct MemberRow {
     role: &'static str,
 }
 
-/// One webhook as the page lists it (never its secret), with how its
-/// deliveries go and its last ones.
-struct HookRow {
-    id: u64,
-    url: String,
-    events: String,
-    active: bool,
-    /// Why it is failing, when it is.
-    failing: Option<String>,
-    deliveries: Vec<DeliveryRow>,
-}
-
-/// One delivery attempt as the page shows it.
-struct DeliveryRow {
-    delivery: String,
-    when: String,
-    event: String,
-    attempt: u32,
-    /// The status code, or why there was none.
-    outcome: String,
-    ok: bool,
-    duration_ms: u64,
-    request: String,
-    response: String,
-}
-
-/// Deliveries a hook's row shows.
-const SHOWN_DELIVERIES: usize = 10;
-
-impl DeliveryRow {
-    fn of(a: &vole_webhooks::history::Attempt) -> DeliveryRow {
-        let lines = |headers: &[(String, String)]| {
-            headers
-                .iter()
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        DeliveryRow {
-            delivery: a.delivery.clone(),
-            when: vole_stdx::time::nanos_to_seconds(a.time_ns),
-            event: a.event_name.clone(),
-            attempt: a.attempt,
-            outcome: match (a.status, &a.error) {
-                (Some(code), _) if a.delivered() => code.to_string(),
-                (_, Some(why)) => why.clone(),
-                (Some(code), None) => code.to_string(),
-                (None, None) => "no answer".into(),
-            },
-            ok: a.delivered(),
-            duration_ms: a.duration_ms,
-            request: format!(
-                "POST {}\n{}\n\n{}",
-                a.url,
-                lines(&a.request_headers),
-                a.request_body
-            ),
-            response: format!("{}\n\n{}", lines(&a.response_headers), a.response_body),
-        }
-    }
-}
-
 /// Most branches the default-branch list offers; a repo with more has the
 /// name typed.
 const MAX_BRANCH_CHOICES: usize = 200;
@@ -115,7 +53,7 @@ struct SettingsPage {
     owner: String,
     members: Vec<MemberRow>,
     acl_version: u64,
-    hooks: Vec<HookRow>,
+    hooks: Vec<crate::settings_hooks::HookRow>,
     hook_events: &'static [&'static str],
     saved: Option<&'static str>,
     error: Option<String>,
@@ -160,7 +98,7 @@ fn parse_role(text: &str) -> Result<Role, AppError> {
     }
 }
 
-fn settings_path(name: &ResolvedRepo) -> String {
+pub(crate) fn settings_path(name: &ResolvedRepo) -> String {
     format!("/{name}/-/settings")
 }
 
@@ -191,31 +129,7 @@ async fn page(
     } else if !branches.is_empty() && !branches.contains(&settings.default_branch) {
         branches.insert(0, settings.default_branch.clone());
     }
-    let hooks = vole_api::gitea::hooks::listed(&app.api, name)
-        .await?
-        .into_iter()
-        .map(|h| {
-            let status = app.api.webhooks.status(h.serial).unwrap_or_default();
-            HookRow {
-                id: h.serial,
-                failing: status
-                    .failing
-                    .then(|| status.last_error.unwrap_or_else(|| "no 2xx".into())),
-                deliveries: app
-                    .api
-                    .webhooks
-                    .queue()
-                    .history(h.serial)
-                    .iter()
-                    .take(SHOWN_DELIVERIES)
-                    .map(|a| DeliveryRow::of(a))
-                    .collect(),
-                url: h.url,
-                events: h.events.join(", "),
-                active: h.active,
-            }
-        })
-        .collect();
+    let hooks = crate::settings_hooks::rows(app, name).await?;
     let status = error.as_ref().map_or(StatusCode::OK, AppError::status);
     let mut response = render(SettingsPage {
         repo: name.to_string(),
@@ -252,7 +166,7 @@ async fn page(
 
 /// A refusal shown on the page (a 4xx: the form again with its message);
 /// anything else is the error page.
-async fn answer(
+pub(crate) async fn answer(
     app: &Arc<WebState>,
     name: &ResolvedRepo,
     csrf: String,
@@ -496,82 +410,6 @@ async fn access_change(
     }
     vole_api::meta::write_acl(&app.api, principal, name.clone(), put, client).await?;
     Ok(())
-}
-
-/// The webhooks form: one added (`add`) or deleted (`delete`, `id`), or
-/// a delivery sent again (`redeliver`, `id`, `delivery`).
-#[derive(Debug, Deserialize)]
-struct HooksForm {
-    #[serde(default)]
-    csrf: String,
-    #[serde(default)]
-    action: String,
-    #[serde(default)]
-    id: u64,
-    #[serde(default)]
-    url: String,
-    #[serde(default)]
-    secret: String,
-    #[serde(default)]
-    content_type: String,
-    #[serde(default)]
-    branch_filter: String,
-    /// The delivery `redeliver` sends again.
-    #[serde(default)]
-    delivery: String,
-    /// Each event's checkbox (`event_push=on`, ...).
-    #[serde(flatten)]
-    rest: std::collections::HashMap<String, String>,
-}
-
-/// `POST /{owner}/{repo}/-/settings/hooks`: a webhook added or deleted,
-/// or one of its deliveries sent again.
-pub async fn save_hooks(
-    State(app): State<Arc<WebState>>,
-    RepoAccess {
-        repo: name,
-        principal,
-        ..
-    }: RepoAccess<Administer>,
-    request: Request,
-) -> Result<Response, AppError> {
-    let Some((_, csrf, form)) = checked_form::<HooksForm>(&app, request, |f| &f.csrf).await? else {
-        return Ok(to_sign_in(&settings_path(&name)));
-    };
-    let result = match form.action.as_str() {
-        "add" => {
-            let events: Vec<String> = vole_meta::webhooks::HOOK_EVENTS
-                .iter()
-                .filter(|e| {
-                    form.rest
-                        .get(&format!("event_{e}"))
-                        .is_some_and(|v| v == "on")
-                })
-                .map(|e| e.to_string())
-                .collect();
-            let option = vole_api::gitea::hooks::HookOption::gitea(
-                (form.url.trim(), &form.secret, &form.content_type),
-                events,
-                form.branch_filter.trim(),
-            );
-            vole_api::gitea::hooks::add(&app.api, &principal, &name, option)
-                .await
-                .map(drop)
-        }
-        "delete" => vole_api::gitea::hooks::remove(&app.api, &principal, &name, form.id).await,
-        "redeliver" => vole_api::gitea::hook_deliveries::send_again(
-            &app.api,
-            &principal,
-            &name,
-            (form.id, &form.delivery),
-        )
-        .await
-        .map(drop),
-        other => Err(AppError::bad_request(format!(
-            "{other:?} is not something the webhooks form does (add, delete, redeliver)"
-        ))),
-    };
-    answer(&app, &name, csrf, result.map(|()| "hooks")).await
 }
 
 #[derive(Debug, Deserialize)]

@@ -20,86 +20,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, Semaphore, watch};
 
 use crate::guard::{Guard, Refused};
 use crate::history::{Attempt, RESPONSE_BYTES};
-use crate::queue::{Event, Queue};
+use crate::queue::{Event, Queue, Wants};
 use crate::signature;
 
-/// A hook as deliveries need it.
-#[derive(Debug, Clone)]
-pub struct HookTarget {
-    pub id: u64,
-    /// The repo's incarnation; empty: the server's hook (every repo).
-    pub incarnation: String,
-    pub url: String,
-    /// `application/x-www-form-urlencoded` (`payload=<json>`), not JSON.
-    pub form: bool,
-    pub secret: String,
-    pub events: Vec<String>,
-    /// The branches a push, create or delete is sent for (a glob, as
-    /// Gitea's); none: every one.
-    pub branch_filter: Option<globset::GlobMatcher>,
-    pub active: bool,
-    /// When the hook was made (with its id, a delivery id's seed).
-    pub created_at: String,
-    /// Its document's version: a change restarts a failing hook.
-    pub version: u64,
-}
-
-impl HookTarget {
-    /// A branch filter as Gitea reads one (`*` crosses `/`, `{a,b}`
-    /// alternatives); empty or `*` is none.
-    pub fn branch_glob(filter: &str) -> Result<Option<globset::GlobMatcher>, String> {
-        let filter = filter.trim();
-        if filter.is_empty() || filter == "*" {
-            return Ok(None);
-        }
-        globset::GlobBuilder::new(filter)
-            .literal_separator(false)
-            .build()
-            .map(|glob| Some(glob.compile_matcher()))
-            .map_err(|e| format!("the branch filter is not a glob: {e}"))
-    }
-
-    /// Whether `event` is for this hook.
-    pub fn wants(&self, event: &Event) -> bool {
-        if !self.incarnation.is_empty() && self.incarnation != event.incarnation {
-            return false;
-        }
-        if !self.events.contains(&event.event) {
-            return false;
-        }
-        match (
-            &self.branch_filter,
-            event.ref_name.strip_prefix("refs/heads/"),
-        ) {
-            (Some(glob), Some(branch)) => glob.is_match(branch),
-            _ => true,
-        }
-    }
-
-    /// The id of this hook's delivery of event `event`: the same on every
-    /// attempt and after a restart, another for another hook.
-    pub fn delivery_id(&self, event: u64) -> String {
-        let digest = Sha256::new()
-            .chain_update(self.id.to_le_bytes())
-            .chain_update(self.created_at.as_bytes())
-            .chain_update(event.to_le_bytes())
-            .finalize();
-        let h = hex::encode(&digest[..16]);
-        format!(
-            "{}-{}-{}-{}-{}",
-            &h[..8],
-            &h[8..12],
-            &h[12..16],
-            &h[16..20],
-            &h[20..32]
-        )
-    }
-}
+pub use crate::target::HookTarget;
 
 /// How deliveries run.
 #[derive(Debug, Clone)]
@@ -153,6 +81,7 @@ pub struct Deliveries {
     sends: Arc<Semaphore>,
     hosts: Mutex<HashMap<String, Arc<Semaphore>>>,
     hooks: Mutex<HashMap<u64, HookHandle>>,
+    refreshing: Mutex<()>,
     pub counts: Counts,
 }
 
@@ -187,6 +116,7 @@ impl Deliveries {
             settings,
             hosts: Mutex::default(),
             hooks: Mutex::default(),
+            refreshing: Mutex::default(),
             counts: Counts::default(),
         })
     }
@@ -195,19 +125,38 @@ impl Deliveries {
         &self.queue
     }
 
+    /// [`Deliveries::set_hooks`] with the hooks `read` gives, read and
+    /// applied under one lock: two changes made at once are applied in
+    /// the order they read, never an older list over a newer one.
+    /// Blocking.
+    pub fn refresh(self: &Arc<Self>, read: impl FnOnce() -> Option<Vec<HookTarget>>) {
+        let _one_at_a_time = self.refreshing.lock();
+        if let Some(targets) = read() {
+            self.set_hooks(targets);
+        }
+    }
+
     /// The hooks to deliver to, all of them: a new one starts with the
     /// next event, a changed one (a new version) is tried again now, a
     /// gone one stops.
     /// Blocking (a new hook's start is made durable).
     pub fn set_hooks(self: &Arc<Self>, targets: Vec<HookTarget>) {
-        if let Err(e) = self.queue.set_live(targets.iter().map(|t| t.id)) {
+        let targets: Vec<Arc<HookTarget>> = targets.into_iter().map(Arc::new).collect();
+        let wants = targets
+            .iter()
+            .map(|t| {
+                let target = t.clone();
+                let wants: Wants = Arc::new(move |e: &Event| target.active && target.wants(e));
+                (t.id, wants)
+            })
+            .collect();
+        if let Err(e) = self.queue.set_live(wants) {
             tracing::error!(error = %e, "webhooks: the hooks' starts could not be recorded");
         }
         let mut hooks = self.hooks.lock();
         hooks.retain(|id, _| targets.iter().any(|t| t.id == *id));
         for target in targets {
             let id = target.id;
-            let target = Arc::new(target);
             if let Some(handle) = hooks.get(&id) {
                 if handle.target.borrow().version != target.version {
                     *handle.status.lock() = HookStatus::default();
@@ -232,6 +181,17 @@ impl Deliveries {
         }
     }
 
+    /// Whether any hook would take an event of the repo of
+    /// `incarnation` (its own, or the server's): the feed builds no
+    /// payload nobody takes.
+    pub fn wanted_by_any(&self, incarnation: &str) -> bool {
+        let hooks = self.hooks.lock();
+        hooks.values().any(|h| {
+            let target = h.target.borrow();
+            target.active && (target.incarnation.is_empty() || target.incarnation == incarnation)
+        })
+    }
+
     /// Hook `id`'s status, when it is delivered to.
     pub fn status(&self, id: u64) -> Option<HookStatus> {
         self.hooks.lock().get(&id).map(|h| h.status.lock().clone())
@@ -254,18 +214,20 @@ impl Deliveries {
         let mut recorded = self.queue.watch();
         loop {
             let hook = target.borrow_and_update().clone();
-            let cursor = self.queue.cursor(id).unwrap_or(0);
             let head = self.queue.head();
+            let Some(cursor) = self.queue.cursor(id) else {
+                // No longer live (deleted meanwhile): its task ends.
+                return;
+            };
             let next = if hook.active {
                 self.queue.next_after(cursor, |e| hook.wants(e))
             } else {
                 None
             };
             let Some(event) = next else {
-                if hook.active {
-                    // Nothing for it through `head`: passed over.
-                    self.queue.pass(id, head);
-                }
+                // Nothing for it through `head` (an inactive hook takes
+                // nothing): passed over.
+                self.queue.pass(id, head, !hook.active);
                 tokio::select! {
                     _ = recorded.changed() => {}
                     _ = target.changed() => {}
@@ -273,7 +235,7 @@ impl Deliveries {
                 }
                 continue;
             };
-            self.queue.pass(id, event.id - 1);
+            self.queue.pass(id, event.id - 1, false);
             self.deliver_in_order(&hook, &event, &mut target, &status, &wake)
                 .await;
         }
@@ -313,14 +275,16 @@ impl Deliveries {
                     tokio::task::spawn_blocking(move || queue.delivered(hook_id, through, attempt))
                         .await;
                 if let Ok(Err(e)) = recorded {
-                    tracing::error!(hook = hook_id, error = %e, "webhooks: a delivery's cursor could not be made durable");
+                    tracing::error!(hook = hook_id, error = %e, "webhooks: a delivery's cursor could not be made durable; trying again in a while");
+                    // Not at once: the receiver took it; the log is failing.
+                    tokio::time::sleep(retries_floor(&self.settings.retry)).await;
                 }
                 return;
             }
             self.counts.failed_attempts.fetch_add(1, Ordering::Relaxed);
             let queue = self.queue.clone();
             let hook_id = hook.id;
-            let _ = tokio::task::spawn_blocking(move || queue.failed(hook_id, attempt)).await;
+            let _ = tokio::task::spawn_blocking(move || queue.attempted(hook_id, attempt)).await;
             let retries = &self.settings.retry;
             let delay = retries
                 .get(number as usize - 1)
@@ -370,8 +334,9 @@ impl Deliveries {
             ("application/json", payload.to_string())
         };
         let mut headers: Vec<(String, String)> = vec![("Content-Type".into(), content_type.into())];
+        // Gitea signs the payload, not the form that carries it.
         headers.extend(
-            signature::headers(event_name, delivery, &hook.secret, body.as_bytes())
+            signature::headers(event_name, delivery, &hook.secret, payload.as_bytes())
                 .into_iter()
                 .map(|(name, value)| (name.to_string(), value)),
         );
@@ -385,7 +350,8 @@ impl Deliveries {
             event_name: event_name.to_string(),
             url: hook.url.clone(),
             request_headers: headers.clone(),
-            request_body: body.clone(),
+            request_body: cut(&body, RESPONSE_BYTES).to_string(),
+            request_cut: body.len() > RESPONSE_BYTES,
             status: None,
             response_headers: Vec::new(),
             response_body: String::new(),
@@ -448,8 +414,8 @@ impl Deliveries {
             .iter()
             .take(100)
             .map(|(name, value)| {
-                let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
-                (name.to_string(), value)
+                let value = String::from_utf8_lossy(value.as_bytes());
+                (name.to_string(), cut(&value, 1024).to_string())
             })
             .collect();
         let mut body = Vec::new();
@@ -486,7 +452,7 @@ impl Deliveries {
             .await;
         let queue = self.queue.clone();
         let (id, kept) = (hook.id, attempt.clone());
-        let _ = tokio::task::spawn_blocking(move || queue.failed(id, kept)).await;
+        let _ = tokio::task::spawn_blocking(move || queue.attempted(id, kept)).await;
         if attempt.delivered()
             && let Some(handle) = self.hooks.lock().get(&hook.id)
         {
@@ -495,6 +461,28 @@ impl Deliveries {
         }
         attempt
     }
+}
+
+/// `text`'s first `bytes` at most, cut at a character's boundary.
+fn cut(text: &str, bytes: usize) -> &str {
+    if text.len() <= bytes {
+        return text;
+    }
+    let mut end = bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// The shortest retry delay, at least a second.
+fn retries_floor(retry: &[Duration]) -> Duration {
+    retry
+        .iter()
+        .min()
+        .copied()
+        .unwrap_or(Duration::from_secs(60))
+        .max(Duration::from_secs(1))
 }
 
 /// A delay give or take a tenth, so hooks that failed together are not

@@ -23,7 +23,11 @@ pub struct Attempt {
     pub event_name: String,
     pub url: String,
     pub request_headers: Vec<(String, String)>,
+    /// The body sent, its first [`RESPONSE_BYTES`] as kept.
     pub request_body: String,
+    /// The body was longer than what is kept.
+    #[serde(default)]
+    pub request_cut: bool,
     /// The answer's status; none when no answer came.
     pub status: Option<u16>,
     pub response_headers: Vec<(String, String)>,

@@ -13,5 +13,7 @@ pub mod deliver;
 pub mod guard;
 pub mod history;
 pub mod queue;
+mod queue_state;
 pub mod record;
 pub mod signature;
+pub mod target;

@@ -7,7 +7,6 @@
 //! goes on from there: an event recorded is delivered, an event delivered
 //! and acknowledged is not sent again unless asked.
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +15,7 @@ use parking_lot::Mutex;
 use vole_log::{Entry, Log, LogError};
 
 use crate::history::Attempt;
+use crate::queue_state::{Place, State};
 use crate::record::{HookRecord, RowKind};
 
 /// Attempts kept per hook (its history).
@@ -53,8 +53,15 @@ pub struct Event {
     pub ref_name: String,
     pub payload: Arc<str>,
     /// The log transaction that holds it (what a compaction may drop).
-    txn: u64,
+    pub(crate) txn: u64,
 }
+
+/// What a hook wants of the events (its repo, events, branches).
+pub type Wants = Arc<dyn Fn(&Event) -> bool + Send + Sync>;
+
+/// A hook's cursor written again after it passed this many events it
+/// did not want (so a restart does not count them dropped).
+const PERSIST_PASSED: u64 = 1000;
 
 /// An event the feed found, before it has a number.
 #[derive(Debug, Clone)]
@@ -66,27 +73,12 @@ pub struct NewEvent {
     pub payload: String,
 }
 
-#[derive(Default)]
-struct State {
-    events: VecDeque<Arc<Event>>,
-    bytes: usize,
-    next_id: u64,
-    /// Done through, per hook (durable: a `delivered` or `dropped` row).
-    cursors: HashMap<u64, u64>,
-    /// Events dropped per hook, since start.
-    dropped: HashMap<u64, u64>,
-    history: HashMap<u64, VecDeque<Arc<Attempt>>>,
-    /// The live hooks (what events are kept for).
-    live: HashSet<u64>,
-    fed_ref: u64,
-    fed_meta: u64,
-    txns_since_compaction: u64,
-}
-
 /// The webhooks log and its state.
 pub struct Queue {
     log: Arc<Log<HookRecord>>,
     bounds: Bounds,
+    /// Held while a transaction is appended and applied: memory is what
+    /// the log holds, for every reader and a compaction.
     state: Mutex<State>,
     /// What the feed has durably read: the ref and meta logs keep what is
     /// after it through their compactions ([`Log::hold_for_reader`]).
@@ -94,7 +86,6 @@ pub struct Queue {
     pub meta_hold: Arc<AtomicU64>,
     /// The newest event's number, watched by the deliveries.
     recorded: tokio::sync::watch::Sender<u64>,
-    dropped_total: AtomicU64,
 }
 
 impl Queue {
@@ -109,16 +100,33 @@ impl Queue {
             Entry::Checkpoint(rows) => state.replay(0, rows),
             Entry::Txn { seq, rows } => state.replay(seq, rows),
         })?;
-        let queue = Queue {
+        Ok(Queue {
             log: Arc::new(log),
             bounds,
             ref_hold: Arc::new(AtomicU64::new(state.fed_ref)),
             meta_hold: Arc::new(AtomicU64::new(state.fed_meta)),
-            recorded: tokio::sync::watch::Sender::new(state.next_id - 1),
+            recorded: tokio::sync::watch::Sender::new(state.head()),
             state: Mutex::new(state),
-            dropped_total: AtomicU64::new(0),
-        };
-        Ok(queue)
+        })
+    }
+
+    /// Appends `rows` and applies them to memory, under the state lock;
+    /// not waiting for the disk. Their transaction.
+    fn append(&self, state: &mut State, rows: Vec<HookRecord>) -> Result<u64, LogError> {
+        let txn = self.log.append(&rows)?;
+        state.replay(txn, rows);
+        Ok(txn)
+    }
+
+    /// Drops what the bounds do not keep, recording the moved cursors
+    /// (without waiting: a loss already counted).
+    fn trim(&self, state: &mut State) {
+        let rows = state.trim(&self.bounds);
+        if !rows.is_empty()
+            && let Err(e) = self.append(state, rows)
+        {
+            tracing::warn!(error = %e, "webhooks: could not record dropped events");
+        }
     }
 
     /// Where the feed stands: the ref and meta log sequences read through,
@@ -136,98 +144,132 @@ impl Queue {
 
     /// The newest event's number (0: none yet).
     pub fn head(&self) -> u64 {
-        self.state.lock().next_id - 1
+        self.state.lock().head()
     }
 
     /// Records `events` (in this order) and that the feed has read
     /// through `fed`, durably, in one transaction; blocking.
     pub fn record(&self, events: Vec<NewEvent>, fed: (u64, u64)) -> Result<(), LogError> {
-        // One feed writes: numbers are taken here, in order.
-        let first = self.state.lock().next_id;
-        let mut rows: Vec<HookRecord> = events
-            .iter()
-            .enumerate()
-            .map(|(i, event)| HookRecord {
-                id: first + i as u64,
-                incarnation: event.incarnation.clone(),
-                repo: event.repo.clone(),
-                event: event.event.clone(),
-                ref_name: event.ref_name.clone(),
-                body: event.payload.clone(),
-                ref_seq: fed.0,
-                meta_seq: fed.1,
-                ..HookRecord::new(RowKind::Event)
-            })
-            .collect();
-        if rows.is_empty() {
-            rows.push(HookRecord {
-                ref_seq: fed.0,
-                meta_seq: fed.1,
-                ..HookRecord::new(RowKind::Fed)
-            });
-        }
-        let txn = self.log.commit(&rows)?;
-        {
+        let count = events.len();
+        let txn = {
             let mut state = self.state.lock();
-            state.replay(txn, rows);
+            let first = state.next_id;
+            let mut rows: Vec<HookRecord> = events
+                .into_iter()
+                .enumerate()
+                .map(|(i, event)| HookRecord {
+                    id: first + i as u64,
+                    incarnation: event.incarnation,
+                    repo: event.repo,
+                    event: event.event,
+                    ref_name: event.ref_name,
+                    body: event.payload,
+                    ref_seq: fed.0,
+                    meta_seq: fed.1,
+                    ..HookRecord::new(RowKind::Event)
+                })
+                .collect();
+            if rows.is_empty() {
+                rows.push(HookRecord {
+                    ref_seq: fed.0,
+                    meta_seq: fed.1,
+                    ..HookRecord::new(RowKind::Fed)
+                });
+            }
+            let txn = self.append(&mut state, rows)?;
             self.trim(&mut state);
-        }
+            txn
+        };
+        self.log.wait_durable(txn)?;
         self.ref_hold.store(fed.0, Ordering::Release);
         self.meta_hold.store(fed.1, Ordering::Release);
-        if !events.is_empty() {
+        if count > 0 {
             self.recorded.send_replace(self.head());
         }
         Ok(())
     }
 
-    /// The hooks events are kept for; a hook new to the queue starts
-    /// after the newest event (it gets what happens from now on), which
-    /// is durable before this returns (a restart does not move its start
-    /// past events it has not had). Blocking.
-    pub fn set_live(&self, hooks: impl IntoIterator<Item = u64>) -> Result<(), LogError> {
-        let starts: Vec<HookRecord> = {
+    /// The hooks events are kept for, with what each wants; a hook new to
+    /// the queue starts after the newest event (it gets what happens from
+    /// now on), durably before this returns. Blocking.
+    pub fn set_live(&self, hooks: Vec<(u64, Wants)>) -> Result<(), LogError> {
+        let txn = {
             let mut guard = self.state.lock();
             let state = &mut *guard;
-            let head = state.next_id - 1;
-            state.live = hooks.into_iter().collect();
+            state.live_known = true;
+            let head = state.head();
             let mut starts = Vec::new();
-            for hook in &state.live {
-                if !state.cursors.contains_key(hook) {
-                    state.cursors.insert(*hook, head);
-                    starts.push(HookRecord {
-                        id: head,
-                        hook: *hook,
-                        ..HookRecord::new(RowKind::Delivered)
-                    });
-                }
+            let live: std::collections::HashSet<u64> = hooks.iter().map(|(id, _)| *id).collect();
+            state.places.retain(|hook, _| live.contains(hook));
+            state.history.retain(|hook, _| live.contains(hook));
+            for (hook, wants) in hooks {
+                let pending = match state.places.get(&hook) {
+                    Some(place) => state.count_wanted(place.cursor, &wants),
+                    None => {
+                        starts.push(HookRecord {
+                            id: head,
+                            hook,
+                            ..HookRecord::new(RowKind::Delivered)
+                        });
+                        0
+                    }
+                };
+                let place = state.places.entry(hook).or_insert(Place {
+                    cursor: head,
+                    pending: 0,
+                    wants: None,
+                    persisted: head,
+                });
+                place.wants = Some(wants);
+                place.pending = pending;
             }
-            state.cursors.retain(|hook, _| state.live.contains(hook));
-            state.history.retain(|hook, _| state.live.contains(hook));
+            let txn = if starts.is_empty() {
+                None
+            } else {
+                Some(self.append(state, starts)?)
+            };
             self.trim(state);
-            starts
+            txn
         };
-        if !starts.is_empty() {
-            self.log.commit(&starts)?;
+        if let Some(txn) = txn {
+            self.log.wait_durable(txn)?;
         }
         Ok(())
     }
 
     /// Hook `hook`'s cursor: the events through it are done.
     pub fn cursor(&self, hook: u64) -> Option<u64> {
-        self.state.lock().cursors.get(&hook).copied()
+        self.state.lock().places.get(&hook).map(|p| p.cursor)
     }
 
-    /// Hook `hook` is past event `through` (it wanted none of those it
-    /// has not taken): in memory only; after a restart it passes over
-    /// them again.
-    pub fn pass(&self, hook: u64, through: u64) {
-        let mut state = self.state.lock();
-        if let Some(cursor) = state.cursors.get_mut(&hook)
-            && *cursor < through
-        {
-            *cursor = through;
-            self.trim(&mut state);
+    /// Hook `hook` is past event `through`: it wanted none of those it has
+    /// not taken (`all`: it takes none, being inactive). Written now and
+    /// then, without a wait: after a restart it passes them again.
+    pub fn pass(&self, hook: u64, through: u64, all: bool) {
+        let mut guard = self.state.lock();
+        let state = &mut *guard;
+        let Some(place) = state.places.get_mut(&hook) else {
+            return;
+        };
+        if place.cursor >= through {
+            return;
         }
+        place.cursor = through;
+        if all {
+            place.pending = 0;
+        }
+        if through - place.persisted >= PERSIST_PASSED {
+            place.persisted = through;
+            let row = HookRecord {
+                id: through,
+                hook,
+                ..HookRecord::new(RowKind::Delivered)
+            };
+            if let Err(e) = self.append(state, vec![row]) {
+                tracing::warn!(error = %e, "webhooks: could not record a hook's place");
+            }
+        }
+        self.trim(state);
     }
 
     /// The first event after `after` that `wanted` takes, if one is
@@ -246,30 +288,40 @@ impl Queue {
     }
 
     /// Hook `hook` took event `through` (a 2xx): durable before it
-    /// returns, with the attempt. Blocking.
+    /// returns, with the attempt. A hook no longer live records nothing.
+    /// Blocking.
     pub fn delivered(&self, hook: u64, through: u64, attempt: Attempt) -> Result<(), LogError> {
-        let rows = vec![
-            attempt_row(hook, &attempt),
-            HookRecord {
-                id: through,
-                hook,
-                ..HookRecord::new(RowKind::Delivered)
-            },
-        ];
-        let txn = self.log.commit(&rows)?;
-        let mut state = self.state.lock();
-        state.replay(txn, rows);
-        self.trim(&mut state);
-        Ok(())
+        let txn = {
+            let mut guard = self.state.lock();
+            let state = &mut *guard;
+            let Some(place) = state.places.get_mut(&hook) else {
+                return Ok(());
+            };
+            if place.cursor < through {
+                place.pending = place.pending.saturating_sub(1);
+            }
+            let rows = vec![
+                attempt_row(hook, &attempt),
+                HookRecord {
+                    id: through,
+                    hook,
+                    ..HookRecord::new(RowKind::Delivered)
+                },
+            ];
+            let txn = self.append(state, rows)?;
+            self.trim(state);
+            txn
+        };
+        self.log.wait_durable(txn)
     }
 
-    /// An attempt that did not deliver (kept in the history; written
-    /// without waiting for the disk: losing one loses no event). Blocking.
-    pub fn failed(&self, hook: u64, attempt: Attempt) -> Result<(), LogError> {
-        let rows = vec![attempt_row(hook, &attempt)];
-        let txn = self.log.append(&rows)?;
-        self.state.lock().replay(txn, rows);
-        Ok(())
+    /// An attempt that did not deliver, or one sent outside the queue
+    /// (kept in the history; written without waiting for the disk: losing
+    /// one loses no event). Blocking.
+    pub fn attempted(&self, hook: u64, attempt: Attempt) -> Result<(), LogError> {
+        let mut state = self.state.lock();
+        self.append(&mut state, vec![attempt_row(hook, &attempt)])
+            .map(drop)
     }
 
     /// Hook `hook`'s last attempts, newest first.
@@ -287,108 +339,43 @@ impl Queue {
         let state = self.state.lock();
         (
             state.dropped.get(&hook).copied().unwrap_or(0),
-            self.dropped_total.load(Ordering::Relaxed),
+            state.dropped_total,
         )
     }
 
-    /// Events waiting past `hook`'s cursor (matching or not), a bound on
-    /// its backlog.
+    /// Events past `hook`'s cursor that it wants: its queue.
     pub fn waiting(&self, hook: u64) -> u64 {
         let state = self.state.lock();
-        let cursor = state.cursors.get(&hook).copied().unwrap_or(0);
-        (state.next_id - 1).saturating_sub(cursor)
+        state.places.get(&hook).map_or(0, |p| p.pending)
     }
 
-    /// Drops what no live hook needs and what the bounds do not keep:
-    /// a hook whose queue is past its bound loses its oldest (counted,
-    /// logged, a `dropped` row at the next write).
-    fn trim(&self, state: &mut State) {
-        let head = state.next_id - 1;
-        let floor = head.saturating_sub(self.bounds.per_hook);
-        let mut dropped_rows = Vec::new();
-        let hooks: Vec<(u64, u64)> = state.cursors.iter().map(|(h, c)| (*h, *c)).collect();
-        for (hook, cursor) in hooks {
-            if cursor < floor {
-                self.drop_for(state, hook, cursor, floor, &mut dropped_rows);
-            }
-        }
-        while state.events.len() > self.bounds.events || state.bytes > self.bounds.bytes {
-            let Some(oldest) = state.events.front().map(|e| e.id) else {
-                break;
-            };
-            let behind: Vec<(u64, u64)> = state
-                .cursors
-                .iter()
-                .filter(|(_, c)| **c < oldest)
-                .map(|(h, c)| (*h, *c))
-                .collect();
-            for (hook, cursor) in behind {
-                self.drop_for(state, hook, cursor, oldest, &mut dropped_rows);
-            }
-            state.pop_front();
-        }
-        let needed = state.cursors.values().copied().min().unwrap_or(head);
-        while state.events.front().is_some_and(|e| e.id <= needed) {
-            state.pop_front();
-        }
-        if !dropped_rows.is_empty() {
-            // Appended without a wait: the cursor it moves is a loss
-            // already counted; a crash before it is durable delivers more.
-            if let Err(e) = self.log.append(&dropped_rows) {
-                tracing::warn!(error = %e, "webhooks: could not record dropped events");
-            }
-        }
-    }
-
-    fn drop_for(
-        &self,
-        state: &mut State,
-        hook: u64,
-        cursor: u64,
-        through: u64,
-        rows: &mut Vec<HookRecord>,
-    ) {
-        let count = through - cursor;
-        *state.dropped.entry(hook).or_default() += count;
-        self.dropped_total.fetch_add(count, Ordering::Relaxed);
-        state.cursors.insert(hook, through);
-        tracing::warn!(
-            hook,
-            dropped = count,
-            through,
-            "webhooks: a hook's queue was past its bound; its oldest events were dropped"
-        );
-        rows.push(HookRecord {
-            id: through,
-            hook,
-            ..HookRecord::new(RowKind::Dropped)
-        });
+    /// The webhooks log's file, in bytes.
+    pub fn file_bytes(&self) -> u64 {
+        std::fs::metadata(self.log.path()).map_or(0, |m| m.len())
     }
 
     /// Rewrites the log without what nothing needs: the transactions
     /// before the oldest kept event, with a checkpoint of the cursors,
-    /// the histories and the feed's position. Blocking.
+    /// the histories and the feed's place. Blocking.
     pub fn compact(&self) -> Result<(), LogError> {
         let (checkpoint, drop_through) = {
             let mut state = self.state.lock();
-            if state.txns_since_compaction < 1024 {
-                return Ok(());
-            }
             state.txns_since_compaction = 0;
+            // Every transaction written is applied (both under this lock).
             let (written, _) = self.log.watermarks();
             let drop_through = state
                 .events
                 .front()
                 .map_or(written, |e| e.txn.saturating_sub(1));
             let mut rows = vec![HookRecord {
-                id: state.next_id - 1,
+                id: state.head(),
                 ref_seq: state.fed_ref,
                 meta_seq: state.fed_meta,
                 ..HookRecord::new(RowKind::Fed)
             }];
-            for (hook, cursor) in &state.cursors {
+            for (hook, place) in &state.places {
                 rows.push(HookRecord {
-                    id: *cursor,
+                    id: place.cursor,
                     hook: *hook,
                     ..HookRecord::new(RowKind::Delivered)
                 });
@@ -409,65 +396,5 @@ fn attempt_row(hook: u64, attempt: &Attempt) -> HookRecord {
         hook,
         body: serde_json::to_string(attempt).unwrap_or_default(),
         ..HookRecord::new(RowKind::Attempt)
-    }
-}
-
-impl State {
-    /// Position of the first kept event after `after`.
-    fn index_after(&self, after: u64) -> usize {
-        match self.events.front() {
-            Some(first) if after >= first.id => {
-                ((after - first.id + 1) as usize).min(self.events.len())
-            }
-            _ => 0,
-        }
-    }
-
-    fn pop_front(&mut self) {
-        if let Some(event) = self.events.pop_front() {
-            self.bytes -= event.payload.len();
-        }
-    }
-
-    /// Takes one transaction's rows (`txn` 0: a checkpoint's).
-    fn replay(&mut self, txn: u64, rows: Vec<HookRecord>) {
-        self.txns_since_compaction += 1;
-        for row in rows {
-            self.fed_ref = self.fed_ref.max(row.ref_seq);
-            self.fed_meta = self.fed_meta.max(row.meta_seq);
-            match row.kind {
-                RowKind::Event => {
-                    self.next_id = self.next_id.max(row.id + 1);
-                    self.bytes += row.body.len();
-                    self.events.push_back(Arc::new(Event {
-                        id: row.id,
-                        time_ns: row.time_ns,
-                        incarnation: row.incarnation,
-                        repo: row.repo,
-                        event: row.event,
-                        ref_name: row.ref_name,
-                        payload: row.body.into(),
-                        txn,
-                    }));
-                }
-                RowKind::Delivered | RowKind::Dropped => {
-                    let cursor = self.cursors.entry(row.hook).or_default();
-                    *cursor = (*cursor).max(row.id);
-                }
-                RowKind::Attempt => {
-                    if let Ok(attempt) = serde_json::from_str::<Attempt>(&row.body) {
-                        let history = self.history.entry(row.hook).or_default();
-                        // A checkpoint's attempts may come again after it.
-                        if !history.iter().any(|a| a.same_as(&attempt)) {
-                            history.push_back(Arc::new(attempt));
-                        }
-                        while history.len() > HISTORY {
-                            history.pop_front();
-                        }
-                    }
-                }
-                RowKind::Fed => self.next_id = self.next_id.max(row.id + 1),
-            }
-        }
     }
 }

@@ -6,8 +6,10 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed run
 
+use std::sync::Arc;
 use vole_webhooks::history::Attempt;
-use vole_webhooks::queue::{Bounds, NewEvent, Queue};
+
+use vole_webhooks::queue::{Bounds, NewEvent, Queue, Wants};
 
 fn event(n: u64) -> NewEvent {
     NewEvent {
@@ -17,6 +19,16 @@ fn event(n: u64) -> NewEvent {
         ref_name: "refs/heads/main".into(),
         payload: format!("{{\"n\":{n}}}"),
     }
+}
+
+/// A hook that wants every event.
+fn all() -> Wants {
+    Arc::new(|_| true)
+}
+
+/// A hook that wants the events of another repo only.
+fn other_repo() -> Wants {
+    Arc::new(|e| e.repo == "bob/other")
 }
 
 fn attempt(event: u64) -> Attempt {
@@ -30,6 +42,7 @@ fn attempt(event: u64) -> Attempt {
         url: "http://ci.example.org/".into(),
         request_headers: Vec::new(),
         request_body: String::new(),
+        request_cut: false,
         status: Some(200),
         response_headers: Vec::new(),
         response_body: String::new(),
@@ -44,7 +57,7 @@ fn a_cursor_and_the_feeds_place_survive_a_reopen_and_a_new_hook_starts_after_wha
     {
         let queue = Queue::open(dir.path(), Bounds::default()).unwrap();
         assert_eq!(queue.fed(), None, "a new log says the feed never ran");
-        queue.set_live([1]).unwrap();
+        queue.set_live(vec![(1, all())]).unwrap();
         queue
             .record(vec![event(1), event(2), event(3)], (10, 20))
             .unwrap();
@@ -61,7 +74,7 @@ fn a_cursor_and_the_feeds_place_survive_a_reopen_and_a_new_hook_starts_after_wha
         "a delivered cursor was lost on reopen"
     );
     assert_eq!(queue.history(1).len(), 1);
-    queue.set_live([1, 2]).unwrap();
+    queue.set_live(vec![(1, all()), (2, all())]).unwrap();
     assert_eq!(
         queue.cursor(2),
         Some(3),
@@ -74,7 +87,7 @@ fn a_cursor_and_the_feeds_place_survive_a_reopen_and_a_new_hook_starts_after_wha
     );
     drop(queue);
     let queue = Queue::open(dir.path(), Bounds::default()).unwrap();
-    queue.set_live([1, 2]).unwrap();
+    queue.set_live(vec![(1, all()), (2, all())]).unwrap();
     assert_eq!(
         queue.cursor(2),
         Some(3),
@@ -90,7 +103,7 @@ fn a_hooks_queue_past_its_bound_loses_its_oldest_counted() {
         ..Bounds::default()
     };
     let queue = Queue::open(dir.path(), bounds).unwrap();
-    queue.set_live([7]).unwrap();
+    queue.set_live(vec![(7, all()), (8, other_repo())]).unwrap();
     for n in 0..12 {
         queue.record(vec![event(n)], (n, 0)).unwrap();
     }
@@ -109,7 +122,7 @@ fn a_compaction_keeps_what_a_hook_has_not_taken_and_the_feeds_place() {
     let dir = tempfile::tempdir().unwrap();
     {
         let queue = Queue::open(dir.path(), Bounds::default()).unwrap();
-        queue.set_live([1]).unwrap();
+        queue.set_live(vec![(1, all())]).unwrap();
         for n in 0..2000u64 {
             queue.record(vec![event(n)], (n + 1, 0)).unwrap();
         }
@@ -127,7 +140,7 @@ fn a_compaction_keeps_what_a_hook_has_not_taken_and_the_feeds_place() {
         );
     }
     let queue = Queue::open(dir.path(), Bounds::default()).unwrap();
-    queue.set_live([1]).unwrap();
+    queue.set_live(vec![(1, all())]).unwrap();
     assert_eq!(queue.fed(), Some((2000, 0)));
     assert_eq!(queue.cursor(1), Some(1500));
     assert_eq!(

@@ -112,13 +112,15 @@ pub async fn send_again(
     // The event's payload when it is still kept; else what was sent.
     let payload = match app.webhooks.queue().event(past.event) {
         Some(event) => event.payload.to_string(),
-        None if hook.content_type == vole_meta::webhooks::HookContent::Json => {
+        None if hook.content_type == vole_meta::webhooks::HookContent::Json
+            && !past.request_cut =>
+        {
             past.request_body.clone()
         }
         None => {
             return Err(AppError::new(
                 StatusCode::GONE,
-                "this delivery's event is no longer kept: only JSON deliveries are sent again from their history",
+                "this delivery's event is no longer kept, and its history holds only part of its body (or a form's): it cannot be sent again",
             ));
         }
     };
@@ -161,7 +163,9 @@ pub async fn test(
             .ok()
             .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_string())
             .filter(|id| !id.is_empty());
-        let shaper = Shaper::new(app, base, &principal);
+        // Seen as the feed sees it: no private field of anyone.
+        let anonymous = vole_access::Principal::Anonymous;
+        let shaper = Shaper::new(app, base, &anonymous);
         let change = RefChange {
             ref_name: &ref_name,
             old: None,

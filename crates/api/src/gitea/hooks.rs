@@ -428,21 +428,33 @@ pub(crate) async fn write<T: Send + 'static>(
 
 /// Gives the deliveries the hooks as they are now (after a hook is made,
 /// changed or deleted; before the write's answer, so an event after it
-/// reaches a new hook). Blocking.
+/// reaches a new hook): those of the server and of repos that are still
+/// the incarnation they were made for. Blocking.
 pub fn deliver_to_current_hooks(app: &ApiState) {
-    let hooks = match app.meta.all_hooks() {
-        Ok(hooks) => hooks,
-        Err(e) => {
-            tracing::error!(error = %e, "webhooks: cannot read the hooks");
-            return;
-        }
-    };
-    app.webhooks
-        .set_hooks(hooks.iter().map(target_of).collect());
+    app.webhooks.refresh(|| {
+        let hooks = match app.meta.all_hooks() {
+            Ok(hooks) => hooks,
+            Err(e) => {
+                tracing::error!(error = %e, "webhooks: cannot read the hooks");
+                return None;
+            }
+        };
+        let live = |hook: &&Hook| {
+            hook.incarnation.is_empty()
+                || vole_git::repos::RepoName::parse(&hook.repo)
+                    .ok()
+                    .and_then(|name| {
+                        vole_git::incarnation::Incarnation::read(&app.repos.path(&name)).ok()?
+                    })
+                    .is_some_and(|on_disk| on_disk.id() == hook.incarnation)
+        };
+        Some(hooks.iter().filter(live).map(target_of).collect())
+    });
 }
 
 /// A hook as its deliveries need it.
 pub fn target_of(hook: &Hook) -> vole_webhooks::deliver::HookTarget {
+    let glob = vole_webhooks::deliver::HookTarget::branch_glob(&hook.branch_filter);
     vole_webhooks::deliver::HookTarget {
         id: hook.serial,
         incarnation: hook.incarnation.clone(),
@@ -450,11 +462,10 @@ pub fn target_of(hook: &Hook) -> vole_webhooks::deliver::HookTarget {
         form: hook.content_type == HookContent::Form,
         secret: hook.secret.clone(),
         events: hook.events.clone(),
-        // Checked as the hook was written.
-        branch_filter: vole_webhooks::deliver::HookTarget::branch_glob(&hook.branch_filter)
-            .ok()
-            .flatten(),
-        active: hook.active,
+        // Checked as the hook was written; one that does not parse now
+        // sends nothing rather than everything.
+        branch_filter: glob.clone().ok().flatten(),
+        active: hook.active && glob.is_ok(),
         created_at: hook.created_at.clone(),
         version: hook.version,
     }

@@ -16,9 +16,26 @@ use super::shape::Shaper;
 pub const MAX_COMMITS: usize = 20;
 /// Paths each of a commit's `added`, `removed`, `modified` lists.
 pub const MAX_PATHS: usize = 100;
+/// A commit message's bytes a payload keeps.
+pub const MAX_MESSAGE: usize = 16 << 10;
+/// A push payload's bytes at most: past it, its oldest commits are left
+/// out (`total_commits` still counts them).
+pub const MAX_PUSH_PAYLOAD: usize = 256 << 10;
+
+/// `text`'s first `bytes` at most, cut at a character's boundary.
+fn cut(text: &str, bytes: usize) -> &str {
+    if text.len() <= bytes {
+        return text;
+    }
+    let mut end = bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 const GIT_BOUNDS: Bounds = Bounds {
-    max_output: 4 << 20,
+    max_output: 1 << 20,
     deadline: std::time::Duration::from_secs(20),
 };
 
@@ -44,7 +61,12 @@ pub fn push(s: &Shaper<'_>, repo: &ResolvedRepo, change: &RefChange<'_>) -> Valu
     };
     let before = change.old.unwrap_or(ZERO);
     let after = change.new.unwrap_or(ZERO);
-    let shaped_commits: Vec<Value> = commits.iter().map(|c| c.json(&html)).collect();
+    let mut shaped_commits: Vec<Value> = commits.iter().map(|c| c.json(&html)).collect();
+    // Bounded: the oldest commits go first (the newest is `head_commit`).
+    let mut bytes: usize = shaped_commits.iter().map(|c| c.to_string().len()).sum();
+    while bytes > MAX_PUSH_PAYLOAD && shaped_commits.len() > 1 {
+        bytes -= shaped_commits.pop().map_or(0, |c| c.to_string().len());
+    }
     let sender = json!(s.user(change.pusher));
     json!({
         "ref": change.ref_name,
@@ -227,13 +249,19 @@ fn commits(
         .ok()
         .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
         .unwrap_or(0);
+    // Fields and records split at a mark no commit can hold: it is
+    // random for this read, so a message cannot forge paths or fields.
+    let mark = format!("vole{:032x}", rand::random::<u128>());
     let max = format!("--max-count={MAX_COMMITS}");
+    let format = format!(
+        "--format={mark}C%H{mark}F%an{mark}F%ae{mark}F%aI{mark}F%cn{mark}F%ce{mark}F%B{mark}E"
+    );
     let mut log = vec![
         "log".to_string(),
         max,
         "--no-renames".into(),
         "--name-status".into(),
-        "--format=%x00%H%x01%an%x01%ae%x01%aI%x01%cn%x01%ce%x01%B%x01".into(),
+        format,
     ];
     log.extend(range);
     let log: Vec<&str> = log.iter().map(String::as_str).collect();
@@ -241,20 +269,24 @@ fn commits(
         return (Vec::new(), total);
     };
     let text = String::from_utf8_lossy(&out.stdout);
-    let records = if out.truncated {
-        &text[..text.rfind('\0').unwrap_or(0)]
-    } else {
-        &text[..]
-    };
-    (
-        records.split('\0').filter_map(parse_commit).collect(),
-        total,
-    )
+    let mut records: Vec<&str> = text.split(&format!("{mark}C")).skip(1).collect();
+    if out.truncated {
+        // The last one was cut inside.
+        records.pop();
+    }
+    let commits = records
+        .into_iter()
+        .filter_map(|record| parse_commit(record, &mark))
+        .collect();
+    (commits, total)
 }
 
-/// One `git log` record: the header fields, then `--name-status` lines.
-fn parse_commit(record: &str) -> Option<PushedCommit> {
-    let mut fields = record.splitn(8, '\x01');
+/// One `git log` record: the header fields split at `mark`, then
+/// `--name-status` lines. A message is kept to [`MAX_MESSAGE`] bytes.
+fn parse_commit(record: &str, mark: &str) -> Option<PushedCommit> {
+    let (head, paths) = record.split_once(&format!("{mark}E"))?;
+    let field_mark = format!("{mark}F");
+    let mut fields = head.split(field_mark.as_str());
     let id = fields.next()?.trim().to_string();
     if id.is_empty() {
         return None;
@@ -262,7 +294,7 @@ fn parse_commit(record: &str) -> Option<PushedCommit> {
     let author = (fields.next()?.to_string(), fields.next()?.to_string());
     let author_time = fields.next()?.to_string();
     let committer = (fields.next()?.to_string(), fields.next()?.to_string());
-    let message = fields.next()?.to_string();
+    let message = cut(fields.next()?, MAX_MESSAGE).to_string();
     let mut commit = PushedCommit {
         id,
         author,
@@ -273,7 +305,7 @@ fn parse_commit(record: &str) -> Option<PushedCommit> {
         removed: Vec::new(),
         modified: Vec::new(),
     };
-    for line in fields.next().unwrap_or_default().lines() {
+    for line in paths.lines() {
         let Some((status, path)) = line.split_once('\t') else {
             continue;
         };
