@@ -25,14 +25,20 @@ enum Answer {
     Slow(Duration),
     /// Half a status line, then the connection closed.
     HangUp,
+    /// A 302 to this address.
+    Redirect(SocketAddr),
 }
 
-/// One request as received: its delivery id, event and body.
+/// One request as received: its delivery id, event, body (as JSON, or
+/// a form's `payload` field), raw body, content type and signature.
 #[derive(Debug, Clone)]
 struct Seen {
     delivery: String,
     event: String,
     body: Value,
+    raw: Vec<u8>,
+    content_type: String,
+    signature: String,
 }
 
 struct Flaky {
@@ -105,10 +111,22 @@ fn serve(mut stream: TcpStream, answer: Answer, seen: &Mutex<Vec<Seen>>) {
         }
         raw.extend_from_slice(&buf[..n]);
     }
+    let body = &raw[head_end..];
+    let parsed = serde_json::from_slice(body).unwrap_or_else(|_| {
+        // A form: its `payload` field.
+        let text = String::from_utf8_lossy(body);
+        text.strip_prefix("payload=")
+            .map(|v| percent_decode(v))
+            .and_then(|json| serde_json::from_str(&json).ok())
+            .unwrap_or(Value::Null)
+    });
     seen.lock().unwrap().push(Seen {
         delivery: header("x-gitea-delivery"),
         event: header("x-gitea-event"),
-        body: serde_json::from_slice(&raw[head_end..]).unwrap_or(Value::Null),
+        body: parsed,
+        raw: body.to_vec(),
+        content_type: header("content-type"),
+        signature: header("x-gitea-signature"),
     });
     let ok = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok";
     match answer {
@@ -125,7 +143,51 @@ fn serve(mut stream: TcpStream, answer: Answer, seen: &Mutex<Vec<Seen>>) {
         Answer::HangUp => {
             let _ = stream.write_all(b"HTTP/1.1 20");
         }
+        Answer::Redirect(to) => {
+            let _ = write!(
+                stream,
+                "HTTP/1.1 302 Found\r\nLocation: http://{to}/elsewhere\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+        }
     }
+}
+
+/// `application/x-www-form-urlencoded` text decoded.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("00");
+                out.push(u8::from_str_radix(hex, 16).unwrap_or(b'?'));
+                i += 2;
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// HMAC-SHA256 of `body` with `secret`, hex, as Python's hmac computes it
+/// (the receivers' side, not vole's code).
+fn python_hmac(secret: &str, body: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("body");
+    std::fs::write(&path, body).unwrap();
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import hmac,hashlib,sys;print(hmac.new(sys.argv[1].encode(),open(sys.argv[2],'rb').read(),hashlib.sha256).hexdigest())",
+            secret,
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 /// Retries 200 ms apart, a delivery 1 s at most.
@@ -386,4 +448,46 @@ fn the_settings_page_shows_a_failing_hook_its_deliveries_and_sends_one_again() {
             .any(|d| d["redelivery"] == true && d["status_code"] == 200)
     );
     drop(team.forge.take_server());
+}
+
+#[test]
+fn a_form_hook_is_signed_over_its_json_a_branch_filter_holds_and_a_redirect_is_not_followed() {
+    let team = Team::new(FAST_RETRIES);
+    let receiver = Flaky::start("127.0.0.1:0", &[]);
+    let elsewhere = Flaky::start("127.0.0.1:0", &[]);
+    let redirecting = Flaky::start("127.0.0.1:0", &[Answer::Redirect(elsewhere.addr)]);
+    let body = |url: String, content: &str, filter: &str| {
+        serde_json::json!({"type": "gitea", "active": true, "events": ["push"],
+            "branch_filter": filter,
+            "config": {"url": url, "content_type": content, "secret": "form secret"}})
+    };
+    let api = team.caller();
+    for made in [
+        body(format!("http://{}/form", receiver.addr), "form", "rel*"),
+        body(format!("http://{}/moved", redirecting.addr), "json", ""),
+    ] {
+        let (status, said) = api.call("POST", "/hooks", Some(made));
+        assert_eq!(status, 201, "{said}");
+    }
+    team.push("main:main");
+    team.push("main:refs/heads/release-1");
+    let seen = receiver.wait_for(1, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    let seen_all = receiver.seen();
+    assert_eq!(
+        seen_all.len(),
+        1,
+        "the branch filter let another branch through: {seen:?}"
+    );
+    let form = &seen_all[0];
+    assert_eq!(form.body["ref"], "refs/heads/release-1");
+    assert_eq!(form.content_type, "application/x-www-form-urlencoded");
+    assert!(form.raw.starts_with(b"payload="), "not a form");
+    // Gitea signs the JSON the form carries, not the form.
+    let json = percent_decode(std::str::from_utf8(&form.raw["payload=".len()..]).unwrap());
+    assert_eq!(form.signature, python_hmac("form secret", json.as_bytes()));
+    // The redirect was answered, not followed: a failed attempt, retried.
+    let redirected = redirecting.wait_for(2, Duration::from_secs(20));
+    assert!(redirected.len() >= 2, "a 302 was taken as delivered");
+    assert!(elsewhere.seen().is_empty(), "a redirect was followed");
 }
