@@ -116,7 +116,7 @@ fn serve(mut stream: TcpStream, answer: Answer, seen: &Mutex<Vec<Seen>>) {
         // A form: its `payload` field.
         let text = String::from_utf8_lossy(body);
         text.strip_prefix("payload=")
-            .map(|v| percent_decode(v))
+            .map(percent_decode)
             .and_then(|json| serde_json::from_str(&json).ok())
             .unwrap_or(Value::Null)
     });
