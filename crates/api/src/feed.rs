@@ -187,6 +187,11 @@ impl Feed {
             self.queue.record(events, self.fed)?;
             self.recorded_fed = self.fed;
             self.recorded_at = Instant::now();
+        } else if moved {
+            // Read through `fed` with no event left unrecorded: the logs
+            // may drop it. (A restart from the position recorded last
+            // reads what is left, finds none of it either.)
+            self.queue.passed(self.fed);
         }
         Ok(count)
     }

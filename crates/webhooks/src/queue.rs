@@ -189,6 +189,13 @@ impl Queue {
         Ok(())
     }
 
+    /// The feed read through `fed` and found nothing it has not recorded:
+    /// the ref and meta logs may drop what is before it.
+    pub fn passed(&self, fed: (u64, u64)) {
+        self.ref_hold.fetch_max(fed.0, Ordering::AcqRel);
+        self.meta_hold.fetch_max(fed.1, Ordering::AcqRel);
+    }
+
     /// The hooks events are kept for, with what each wants; a hook new to
     /// the queue starts after the newest event (it gets what happens from
     /// now on), durably before this returns. Blocking.
