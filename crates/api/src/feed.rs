@@ -39,6 +39,9 @@ use crate::gitea::shape::Shaper;
 /// Refs of one push given events; past it, one event says how many more.
 pub const MAX_REF_EVENTS: usize = 100;
 
+/// The feed thread's nice value: below requests and pushes.
+const FEED_NICE: i32 = 10;
+
 /// How often the logs are read for new entries.
 const POLL: Duration = Duration::from_millis(20);
 /// A read that found no event still records how far it read, at most
@@ -119,6 +122,12 @@ impl Feed {
         std::thread::Builder::new()
             .name("vole-webhooks-feed".into())
             .spawn(move || {
+                // Below the pushes: the feed's work (and the git children it
+                // starts, which inherit it) takes the cores they leave. On
+                // Linux a nice value is the thread's, not the process's.
+                if let Err(e) = rustix::process::setpriority_process(None, FEED_NICE) {
+                    tracing::debug!(error = %e, "webhooks: the feed keeps its priority");
+                }
                 loop {
                     let polled =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.poll()));

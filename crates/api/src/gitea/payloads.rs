@@ -243,12 +243,6 @@ fn commits(
     };
     let mut count = vec!["rev-list".to_string(), "--count".into()];
     count.extend(range.iter().cloned());
-    let count: Vec<&str> = count.iter().map(String::as_str).collect();
-    let total = git
-        .run_bounded(&dir, &count, GIT_BOUNDS)
-        .ok()
-        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
-        .unwrap_or(0);
     // Fields and records split at a mark no commit can hold: it is
     // random for this read, so a message cannot forge paths or fields.
     let mark = format!("vole{:032x}", rand::random::<u128>());
@@ -266,7 +260,7 @@ fn commits(
     log.extend(range);
     let log: Vec<&str> = log.iter().map(String::as_str).collect();
     let Ok(out) = git.run_bounded(&dir, &log, GIT_BOUNDS) else {
-        return (Vec::new(), total);
+        return (Vec::new(), 0);
     };
     let text = String::from_utf8_lossy(&out.stdout);
     let mut records: Vec<&str> = text.split(&format!("{mark}C")).skip(1).collect();
@@ -274,10 +268,22 @@ fn commits(
         // The last one was cut inside.
         records.pop();
     }
-    let commits = records
+    let commits: Vec<PushedCommit> = records
         .into_iter()
         .filter_map(|record| parse_commit(record, &mark))
         .collect();
+    // Most pushes bring fewer than the list holds: then it is the count,
+    // and no second git runs (the feed's git children share the cores
+    // with the pushes).
+    let total = if commits.len() < MAX_COMMITS && !out.truncated {
+        commits.len() as u64
+    } else {
+        let count: Vec<&str> = count.iter().map(String::as_str).collect();
+        git.run_bounded(&dir, &count, GIT_BOUNDS)
+            .ok()
+            .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+            .unwrap_or(commits.len() as u64)
+    };
     (commits, total)
 }
 
