@@ -44,6 +44,10 @@ const FEED_NICE: i32 = 10;
 
 /// How often the logs are read for new entries.
 const POLL: Duration = Duration::from_millis(20);
+/// How often what the feed recorded is made durable (one sync for all
+/// records since; the ref and meta logs keep what it covers till then).
+const SYNC_EVERY: Duration = Duration::from_millis(500);
+
 /// A read that found no event still records how far it read, at most
 /// this often (so the logs' compactions may drop what it passed).
 const FED_EVERY: Duration = Duration::from_secs(10);
@@ -60,6 +64,7 @@ pub struct Feed {
     fed: (u64, u64),
     recorded_fed: (u64, u64),
     recorded_at: Instant,
+    synced_at: Instant,
     pushes: PushCounts,
     /// Each repo name's incarnation as the ref log says, as far as read
     /// (`born` rows): a move belongs to the repo its name was then.
@@ -84,6 +89,7 @@ impl Feed {
             None => {
                 let fed = (ref_log.watermarks().1, meta_log.watermarks().1);
                 queue.record(Vec::new(), fed)?;
+                queue.sync()?;
                 fed
             }
         };
@@ -99,6 +105,7 @@ impl Feed {
             fed,
             recorded_fed: fed,
             recorded_at: Instant::now(),
+            synced_at: Instant::now(),
             pushes: PushCounts::default(),
             born: HashMap::new(),
             base,
@@ -196,7 +203,12 @@ impl Feed {
             self.queue.record(events, self.fed)?;
             self.recorded_fed = self.fed;
             self.recorded_at = Instant::now();
-        } else if moved {
+        }
+        if self.synced_at.elapsed() >= SYNC_EVERY {
+            self.queue.sync()?;
+            self.synced_at = Instant::now();
+        }
+        if count == 0 && moved {
             // Read through `fed` with no event left unrecorded: the logs
             // may drop it. (A restart from the position recorded last
             // reads what is left, finds none of it either.)

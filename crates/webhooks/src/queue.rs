@@ -86,6 +86,8 @@ pub struct Queue {
     pub meta_hold: Arc<AtomicU64>,
     /// The newest event's number, watched by the deliveries.
     recorded: tokio::sync::watch::Sender<u64>,
+    /// The last record not yet made durable, and the place it covers.
+    unsynced: Mutex<Option<(u64, (u64, u64))>>,
 }
 
 impl Queue {
@@ -106,6 +108,7 @@ impl Queue {
             ref_hold: Arc::new(AtomicU64::new(state.fed_ref)),
             meta_hold: Arc::new(AtomicU64::new(state.fed_meta)),
             recorded: tokio::sync::watch::Sender::new(state.head()),
+            unsynced: Mutex::new(None),
             state: Mutex::new(state),
         })
     }
@@ -148,7 +151,8 @@ impl Queue {
     }
 
     /// Records `events` (in this order) and that the feed has read
-    /// through `fed`, durably, in one transaction; blocking.
+    /// through `fed`, in one transaction, not waiting for the disk
+    /// ([`Queue::sync`] does); blocking.
     pub fn record(&self, events: Vec<NewEvent>, fed: (u64, u64)) -> Result<(), LogError> {
         let count = events.len();
         let txn = {
@@ -180,18 +184,41 @@ impl Queue {
             self.trim(&mut state);
             txn
         };
-        self.log.wait_durable(txn)?;
-        self.ref_hold.store(fed.0, Ordering::Release);
-        self.meta_hold.store(fed.1, Ordering::Release);
+        *self.unsynced.lock() = Some((txn, fed));
         if count > 0 {
             self.recorded.send_replace(self.head());
         }
         Ok(())
     }
 
-    /// The feed read through `fed` and found nothing it has not recorded:
-    /// the ref and meta logs may drop what is before it.
+    /// Makes what [`Queue::record`] wrote durable, then lets the ref and
+    /// meta logs drop what it covers. Blocking: one sync for every record
+    /// since the last (the feed calls it now and then, not per record, so
+    /// its syncs do not take the disk from the pushes'). Until then an
+    /// event may already be sent: after a power cut the feed reads its
+    /// sources again from the place last made durable and numbers the
+    /// same events the same (so the same delivery ids).
+    pub fn sync(&self) -> Result<(), LogError> {
+        let Some((txn, fed)) = *self.unsynced.lock() else {
+            return Ok(());
+        };
+        self.log.wait_durable(txn)?;
+        let mut unsynced = self.unsynced.lock();
+        if *unsynced == Some((txn, fed)) {
+            *unsynced = None;
+        }
+        self.ref_hold.fetch_max(fed.0, Ordering::AcqRel);
+        self.meta_hold.fetch_max(fed.1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The feed read through `fed` and found nothing it has not recorded
+    /// and made durable: the ref and meta logs may drop what is before
+    /// it. (With a record not yet durable, nothing moves.)
     pub fn passed(&self, fed: (u64, u64)) {
+        if self.unsynced.lock().is_some() {
+            return;
+        }
         self.ref_hold.fetch_max(fed.0, Ordering::AcqRel);
         self.meta_hold.fetch_max(fed.1, Ordering::AcqRel);
     }
