@@ -114,9 +114,7 @@ fn serve(mut stream: TcpStream, answer: Answer, seen: &Mutex<Vec<Seen>>) {
     let body = &raw[head_end..];
     let parsed = serde_json::from_slice(body).unwrap_or_else(|_| {
         // A form: its `payload` field.
-        let text = String::from_utf8_lossy(body);
-        text.strip_prefix("payload=")
-            .map(percent_decode)
+        form_payload(body)
             .and_then(|json| serde_json::from_str(&json).ok())
             .unwrap_or(Value::Null)
     });
@@ -152,24 +150,11 @@ fn serve(mut stream: TcpStream, answer: Answer, seen: &Mutex<Vec<Seen>>) {
     }
 }
 
-/// `application/x-www-form-urlencoded` text decoded.
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("00");
-                out.push(u8::from_str_radix(hex, 16).unwrap_or(b'?'));
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// A form body's `payload` field.
+fn form_payload(body: &[u8]) -> Option<String> {
+    url::form_urlencoded::parse(body)
+        .find(|(name, _)| name == "payload")
+        .map(|(_, value)| value.into_owned())
 }
 
 /// HMAC-SHA256 of `body` with `secret`, hex, as Python's hmac computes it
@@ -484,7 +469,7 @@ fn a_form_hook_is_signed_over_its_json_a_branch_filter_holds_and_a_redirect_is_n
     assert_eq!(form.content_type, "application/x-www-form-urlencoded");
     assert!(form.raw.starts_with(b"payload="), "not a form");
     // Gitea signs the JSON the form carries, not the form.
-    let json = percent_decode(std::str::from_utf8(&form.raw["payload=".len()..]).unwrap());
+    let json = form_payload(&form.raw).unwrap();
     assert_eq!(form.signature, python_hmac("form secret", json.as_bytes()));
     // The redirect was answered, not followed: a failed attempt, retried.
     let redirected = redirecting.wait_for(2, Duration::from_secs(20));

@@ -143,7 +143,10 @@ pub async fn delete_repo(
                     client: &client,
                 },
             )
-            .map_err(lifecycle_error)
+            .map_err(lifecycle_error)?;
+        // Its hooks stop delivering (they stay with its incarnation).
+        crate::gitea::hooks::deliver_to_current_hooks(&app2);
+        Ok(())
     })
     .await
     .map_err(|e| AppError::internal("repo deletion task failed", e))?

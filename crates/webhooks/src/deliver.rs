@@ -48,8 +48,6 @@ pub struct HookStatus {
     /// delay while later events wait.
     pub failing: bool,
     pub last_error: Option<String>,
-    /// Attempts at the event it is on.
-    pub attempts: u32,
 }
 
 struct HookHandle {
@@ -293,7 +291,6 @@ impl Deliveries {
                 .unwrap_or(Duration::from_secs(60));
             {
                 let mut status = status.lock();
-                status.attempts = number;
                 status.last_error = error;
                 if number as usize > retries.len() && !status.failing {
                     status.failing = true;
@@ -350,7 +347,7 @@ impl Deliveries {
             event_name: event_name.to_string(),
             url: hook.url.clone(),
             request_headers: headers.clone(),
-            request_body: cut(&body, RESPONSE_BYTES).to_string(),
+            request_body: vole_stdx::prefix(&body, RESPONSE_BYTES).to_string(),
             request_cut: body.len() > RESPONSE_BYTES,
             status: None,
             response_headers: Vec::new(),
@@ -415,7 +412,10 @@ impl Deliveries {
             .take(100)
             .map(|(name, value)| {
                 let value = String::from_utf8_lossy(value.as_bytes());
-                (name.to_string(), cut(&value, 1024).to_string())
+                (
+                    name.to_string(),
+                    vole_stdx::prefix(&value, 1024).to_string(),
+                )
             })
             .collect();
         let mut body = Vec::new();
@@ -461,18 +461,6 @@ impl Deliveries {
         }
         attempt
     }
-}
-
-/// `text`'s first `bytes` at most, cut at a character's boundary.
-fn cut(text: &str, bytes: usize) -> &str {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
 }
 
 /// The shortest retry delay, at least a second.

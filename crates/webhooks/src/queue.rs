@@ -46,7 +46,6 @@ impl Default for Bounds {
 #[derive(Debug)]
 pub struct Event {
     pub id: u64,
-    pub time_ns: i64,
     pub incarnation: String,
     pub repo: String,
     pub event: String,
@@ -393,8 +392,7 @@ impl Queue {
     /// the histories and the feed's place. Blocking.
     pub fn compact(&self) -> Result<(), LogError> {
         let (checkpoint, drop_through) = {
-            let mut state = self.state.lock();
-            state.txns_since_compaction = 0;
+            let state = self.state.lock();
             // Every transaction written is applied (both under this lock).
             let (written, _) = self.log.watermarks();
             let drop_through = state

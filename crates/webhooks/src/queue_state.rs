@@ -40,7 +40,6 @@ pub(crate) struct State {
     pub(crate) live_known: bool,
     pub(crate) fed_ref: u64,
     pub(crate) fed_meta: u64,
-    pub(crate) txns_since_compaction: u64,
 }
 
 impl State {
@@ -72,7 +71,6 @@ impl State {
 
     /// Takes one transaction's rows (`txn` 0: a checkpoint's).
     pub(crate) fn replay(&mut self, txn: u64, rows: Vec<HookRecord>) {
-        self.txns_since_compaction += 1;
         for row in rows {
             self.fed_ref = self.fed_ref.max(row.ref_seq);
             self.fed_meta = self.fed_meta.max(row.meta_seq);
@@ -103,7 +101,6 @@ impl State {
         self.bytes += row.body.len();
         let event = Arc::new(Event {
             id: row.id,
-            time_ns: row.time_ns,
             incarnation: row.incarnation,
             repo: row.repo,
             event: row.event,

@@ -115,6 +115,13 @@ fn a_hooks_queue_past_its_bound_loses_its_oldest_counted() {
     assert_eq!(queue.cursor(7), Some(7));
     assert_eq!(queue.next_after(7, |_| true).map(|e| e.id), Some(8));
     assert_eq!(queue.waiting(7), 5);
+    // A hook of another repo, behind all of them, wants none of them: its
+    // queue is empty and nothing of it was dropped.
+    assert_eq!(
+        (queue.waiting(8), queue.dropped(8).0),
+        (0, 0),
+        "another repo's events counted against a hook's queue"
+    );
 }
 
 #[test]

@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::hooks::{target_of, write};
+use super::hooks::{read, target_of};
 use super::issues::path_id;
 use super::objects::Base;
 use super::payloads::{self, RefChange};
@@ -56,7 +56,7 @@ pub async fn list(
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
-    write(&app, &repo, move |app, repo| {
+    read(&app, &repo, move |app, repo| {
         app.meta.hook(repo.incarnation_id(), id)
     })
     .await?;
@@ -94,7 +94,7 @@ pub async fn send_again(
     (id, delivery): (u64, &str),
 ) -> Result<Attempt, AppError> {
     app.quotas.meta_write(principal)?;
-    let hook = write(app, repo, move |app, repo| {
+    let hook = read(app, repo, move |app, repo| {
         app.meta.hook(repo.incarnation_id(), id)
     })
     .await?;
@@ -147,7 +147,7 @@ pub async fn test(
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
     app.quotas.meta_write(&principal)?;
-    let (hook, payload) = write(&app, &repo, move |app, repo| {
+    let (hook, payload) = read(&app, &repo, move |app, repo| {
         let hook = app.meta.hook(repo.incarnation_id(), id)?;
         let path = app.repos.path(repo);
         let branch = vole_git::repos::head_branch(&path).unwrap_or_else(|| "main".into());

@@ -235,7 +235,7 @@ pub async fn add(
 
 /// The hooks of `repo`, for one who may administer it.
 pub async fn listed(app: &Arc<ApiState>, repo: &ResolvedRepo) -> Result<Vec<Hook>, AppError> {
-    write(app, repo, |app, repo| app.meta.hooks(repo.incarnation_id())).await
+    read(app, repo, |app, repo| app.meta.hooks(repo.incarnation_id())).await
 }
 
 /// Deletes hook `id` of `repo`, by `principal` (who may administer it).
@@ -259,7 +259,7 @@ pub async fn get_hook(
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
-    let hook = write(&app, &repo, move |app, repo| {
+    let hook = read(&app, &repo, move |app, repo| {
         app.meta.hook(repo.incarnation_id(), id)
     })
     .await?;
@@ -320,14 +320,16 @@ fn server_admin(principal: &Principal) -> Result<(), AppError> {
 /// blocking pool, by a server admin.
 async fn server_hooks<T: Send + 'static>(
     app: &Arc<ApiState>,
-    principal: &Principal,
+    (principal, changes_hooks): (&Principal, bool),
     f: impl FnOnce(&ApiState) -> Result<T, vole_meta::MetaError> + Send + 'static,
 ) -> Result<T, AppError> {
     server_admin(principal)?;
     let app = app.clone();
     vole_http::spawn_blocking(move || {
         let done = f(&app).map_err(AppError::from)?;
-        deliver_to_current_hooks(&app);
+        if changes_hooks {
+            deliver_to_current_hooks(&app);
+        }
         Ok(done)
     })
     .await
@@ -339,7 +341,7 @@ pub async fn admin_list(
     State(app): State<Arc<ApiState>>,
     Extension(principal): Extension<Principal>,
 ) -> Result<Response, AppError> {
-    let hooks = server_hooks(&app, &principal, |app| app.meta.hooks("")).await?;
+    let hooks = server_hooks(&app, (&principal, false), |app| app.meta.hooks("")).await?;
     let shown: Vec<GiteaHook> = hooks.iter().map(GiteaHook::of).collect();
     Ok(Json(shown).into_response())
 }
@@ -359,7 +361,7 @@ pub async fn admin_create(
     if put.url.is_none() {
         return Err(unprocessable("a hook needs config.url"));
     }
-    let made = server_hooks(&app, &principal, move |app| {
+    let made = server_hooks(&app, (&principal, true), move |app| {
         app.meta.create_hook(("", ""), put)
     })
     .await?;
@@ -373,7 +375,7 @@ pub async fn admin_get(
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
-    let hook = server_hooks(&app, &principal, move |app| app.meta.hook("", id)).await?;
+    let hook = server_hooks(&app, (&principal, false), move |app| app.meta.hook("", id)).await?;
     Ok(Json(GiteaHook::of(&hook)).into_response())
 }
 
@@ -387,7 +389,10 @@ pub async fn admin_edit(
     server_admin(&principal)?;
     let id = path_id(&id, "hook")?;
     let put = hook_put(&app, body(payload)?).await?;
-    let edited = server_hooks(&app, &principal, move |app| app.meta.edit_hook("", id, put)).await?;
+    let edited = server_hooks(&app, (&principal, true), move |app| {
+        app.meta.edit_hook("", id, put)
+    })
+    .await?;
     Ok(Json(GiteaHook::of(&edited)).into_response())
 }
 
@@ -398,7 +403,10 @@ pub async fn admin_delete(
     Path(id): Path<String>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "hook")?;
-    server_hooks(&app, &principal, move |app| app.meta.delete_hook("", id)).await?;
+    server_hooks(&app, (&principal, true), move |app| {
+        app.meta.delete_hook("", id)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
@@ -411,6 +419,24 @@ pub(crate) async fn write<T: Send + 'static>(
     repo: &ResolvedRepo,
     f: impl FnOnce(&ApiState, &ResolvedRepo) -> Result<T, vole_meta::MetaError> + Send + 'static,
 ) -> Result<T, AppError> {
+    on_store(app, repo, f, true).await
+}
+
+/// [`write`] for a read: the deliveries are not told.
+pub(crate) async fn read<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    repo: &ResolvedRepo,
+    f: impl FnOnce(&ApiState, &ResolvedRepo) -> Result<T, vole_meta::MetaError> + Send + 'static,
+) -> Result<T, AppError> {
+    on_store(app, repo, f, false).await
+}
+
+async fn on_store<T: Send + 'static>(
+    app: &Arc<ApiState>,
+    repo: &ResolvedRepo,
+    f: impl FnOnce(&ApiState, &ResolvedRepo) -> Result<T, vole_meta::MetaError> + Send + 'static,
+    changes_hooks: bool,
+) -> Result<T, AppError> {
     if repo.incarnation_id().is_empty() {
         return Err(AppError::internal(
             "a repo without an incarnation has no hooks",
@@ -420,7 +446,9 @@ pub(crate) async fn write<T: Send + 'static>(
     let decided = repo.clone();
     blocking(app, repo, move |app| {
         let done = f(app, &decided)?;
-        deliver_to_current_hooks(app);
+        if changes_hooks {
+            deliver_to_current_hooks(app);
+        }
         Ok(done)
     })
     .await

@@ -41,13 +41,8 @@ pub(crate) fn path_id(text: &str, what: &str) -> Result<u64, AppError> {
 /// character boundary.
 pub(crate) fn cut_message(mut message: String) -> String {
     const MAX_MESSAGE_BYTES: usize = 64 * 1024;
-    if message.len() > MAX_MESSAGE_BYTES {
-        let mut cut = MAX_MESSAGE_BYTES;
-        while !message.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        message.truncate(cut);
-    }
+    let kept = vole_stdx::prefix(&message, MAX_MESSAGE_BYTES).len();
+    message.truncate(kept);
     message
 }
 

@@ -22,18 +22,6 @@ pub const MAX_MESSAGE: usize = 16 << 10;
 /// out (`total_commits` still counts them).
 pub const MAX_PUSH_PAYLOAD: usize = 256 << 10;
 
-/// `text`'s first `bytes` at most, cut at a character's boundary.
-fn cut(text: &str, bytes: usize) -> &str {
-    if text.len() <= bytes {
-        return text;
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 const GIT_BOUNDS: Bounds = Bounds {
     max_output: 1 << 20,
     deadline: std::time::Duration::from_secs(20),
@@ -300,7 +288,7 @@ fn parse_commit(record: &str, mark: &str) -> Option<PushedCommit> {
     let author = (fields.next()?.to_string(), fields.next()?.to_string());
     let author_time = fields.next()?.to_string();
     let committer = (fields.next()?.to_string(), fields.next()?.to_string());
-    let message = cut(fields.next()?, MAX_MESSAGE).to_string();
+    let message = vole_stdx::prefix(fields.next()?, MAX_MESSAGE).to_string();
     let mut commit = PushedCommit {
         id,
         author,
