@@ -33,6 +33,7 @@ mod sign_in;
 mod sites;
 mod sizes;
 mod skeleton;
+mod slow_readers;
 mod support;
 mod threads_api;
 mod transport;

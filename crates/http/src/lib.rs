@@ -8,6 +8,7 @@
 //! store's internals and no page: a service tells it how a denial reads
 //! ([`RepoSurface`]).
 
+pub mod acked;
 pub mod auth;
 pub mod browser;
 pub mod client;

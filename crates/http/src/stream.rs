@@ -21,6 +21,8 @@ use axum::body::{Body, Bytes};
 use tokio::io::AsyncRead;
 use tokio::sync::{OwnedSemaphorePermit, mpsc};
 
+use crate::acked::AckedBytes;
+
 /// The bounds of one download.
 #[derive(Debug, Clone, Copy)]
 pub struct StreamBounds {
@@ -135,7 +137,7 @@ where
     R: AsyncRead + Unpin,
 {
     let end = Instant::now() + bounds.deadline;
-    let mut floor = RateFloor::new(bounds.min_rate, bounds.window);
+    let mut floor = RateFloor::new(bounds.min_rate, bounds.window, None);
     let mut buf = bytes::BytesMut::with_capacity(CHUNK);
     loop {
         buf.reserve(CHUNK);
@@ -170,37 +172,78 @@ pub enum Sent {
     Cut(Cut),
 }
 
-/// The minimum transfer rate of one download: the client must take
-/// `min_rate` bytes a second, counted over `window` of time spent waiting
-/// on it. Shared by these downloads and the smart-HTTP transport's pump.
+/// The minimum transfer rate of one download: over any `window` of time
+/// spent waiting on the client, it must take `min_rate` bytes a second.
+/// Shared by these downloads and the smart-HTTP transport's pump.
+///
+/// The window slides (sampled every `window / 30`, at most a second): a
+/// download that starts fast and then crawls is cut one window after it
+/// slowed, not one window after the last fresh start. What the client
+/// took is what its TCP acknowledged when the connection's socket is known
+/// ([`AckedBytes`]), else what the body was handed (which the buffers
+/// between inflate by megabytes).
 #[derive(Debug)]
 pub struct RateFloor {
     need: u64,
     window: Duration,
+    tick: Duration,
     waited: Duration,
-    taken: u64,
+    handed: u64,
+    peer: Option<AckedBytes>,
+    /// (time waited, bytes taken then), oldest first; the front is the
+    /// newest sample at least one window old once there is one.
+    samples: std::collections::VecDeque<(Duration, u64)>,
 }
 
 impl RateFloor {
-    pub fn new(min_rate: u64, window: Duration) -> RateFloor {
+    pub fn new(min_rate: u64, window: Duration, peer: Option<AckedBytes>) -> RateFloor {
         RateFloor {
             need: min_rate.saturating_mul(window.as_secs().max(1)),
             window,
+            tick: (window / 30).clamp(Duration::from_millis(10), Duration::from_secs(1)),
             waited: Duration::ZERO,
-            taken: 0,
+            handed: 0,
+            peer,
+            samples: std::collections::VecDeque::from([(Duration::ZERO, 0)]),
         }
     }
 
-    /// At the end of a window of waiting: slow, or a fresh window.
+    /// For the log when a download is cut: seconds spent waiting on the
+    /// client, bytes handed to the body, bytes the client took.
+    pub fn account(&self) -> (f64, u64, u64) {
+        (self.waited.as_secs_f64(), self.handed, self.taken())
+    }
+
+    /// Bytes the client has taken so far.
+    fn taken(&self) -> u64 {
+        match &self.peer {
+            // A socket that can no longer tell has taken nothing more.
+            Some(peer) => peer
+                .since_start()
+                .unwrap_or(self.samples.back().map_or(0, |s| s.1)),
+            None => self.handed,
+        }
+    }
+
+    /// Samples what was taken now, and judges the last window.
     fn verdict(&mut self) -> Option<Cut> {
-        if self.waited < self.window {
+        let last = self.samples.back().map_or(Duration::ZERO, |s| s.0);
+        let sample = self.waited >= last + self.tick;
+        let cutoff = self.waited.checked_sub(self.window);
+        if !sample && cutoff.is_none() {
+            // Nothing to record or judge: no socket read for a fast client.
             return None;
         }
-        if self.taken < self.need {
-            return Some(Cut::Slow);
+        let taken = self.taken();
+        if sample {
+            self.samples.push_back((self.waited, taken));
         }
-        (self.waited, self.taken) = (Duration::ZERO, 0);
-        None
+        let cutoff = cutoff?;
+        while self.samples.get(1).is_some_and(|s| s.0 <= cutoff) {
+            self.samples.pop_front();
+        }
+        let (_, then) = self.samples.front().copied().unwrap_or_default();
+        (taken.saturating_sub(then) < self.need).then_some(Cut::Slow)
     }
 
     /// Sends `item` on `tx` at the client's pace, by `end` at the latest.
@@ -208,13 +251,12 @@ impl RateFloor {
         let len = item.bytes() as u64;
         let mut send = std::pin::pin!(tx.send(item));
         loop {
-            let budget = self.window.saturating_sub(self.waited);
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Sent::Cut(Cut::Deadline);
             }
             let started = Instant::now();
-            let sent = tokio::time::timeout(budget.min(left), &mut send).await;
+            let sent = tokio::time::timeout(self.tick.min(left), &mut send).await;
             self.waited += started.elapsed();
             match sent {
                 Ok(Ok(())) => break,
@@ -225,7 +267,7 @@ impl RateFloor {
                 return Sent::Cut(cut);
             }
         }
-        self.taken += len;
+        self.handed += len;
         match self.verdict() {
             Some(cut) => Sent::Cut(cut),
             None => Sent::Taken,
@@ -295,6 +337,34 @@ mod tests {
         }
         assert_eq!(pumping.await.unwrap(), None, "not cut");
         assert_eq!(got, 1000);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_starts_fast_then_crawls_is_cut_one_window_after_it_slowed() {
+        // The buffers between take a burst at once; then the client takes
+        // one chunk every 40 s (1.6 KiB/s against a 4 KiB/s floor).
+        let source = std::io::Cursor::new(vec![7u8; 8 << 20]);
+        let (tx, mut rx) = mpsc::channel(2);
+        let mut limits = bounds(30_000, 4096);
+        limits.deadline = Duration::from_secs(600);
+        let pumping = tokio::spawn(async move { pump(source, &tx, limits).await });
+        for _ in 0..16 {
+            rx.recv().await.unwrap().unwrap();
+        }
+        let slowed = tokio::time::Instant::now();
+        let reader = tokio::spawn(async move {
+            while rx.recv().await.is_some() {
+                tokio::time::sleep(Duration::from_secs(40)).await;
+            }
+        });
+        assert_eq!(pumping.await.unwrap(), Some(Cut::Slow));
+        let after = slowed.elapsed();
+        assert!(
+            after <= Duration::from_secs(32),
+            "cut {after:?} after the client slowed: the burst it took first \
+             kept counting past one window (the window does not slide)"
+        );
+        reader.abort();
     }
 
     #[tokio::test(start_paused = true)]

@@ -22,6 +22,7 @@ use tracing::Instrument;
 
 use super::child::ChildGroup;
 use vole_http::AppError;
+use vole_http::acked::AckedBytes;
 use vole_http::stream::RateFloor;
 
 /// The most the pump reads (and sends as one chunk) at a time.
@@ -151,7 +152,8 @@ pub(super) fn stream(
 ) -> Result<Response, AppError> {
     let (tx, rx) = mpsc::channel::<Bytes>(8);
     let idle = request.idle_timeout;
-    let floor = RateFloor::new(request.min_rate, request.rate_window);
+    let peer = request.connection.and_then(AckedBytes::of);
+    let floor = RateFloor::new(request.min_rate, request.rate_window, peer);
     let repo = request.repo;
     let cork = request.connection.and_then(Cork::new);
     tokio::spawn(
@@ -203,7 +205,15 @@ async fn pump(
             Sent::Taken => true,
             Sent::Gone => false,
             Sent::Cut(cut) => {
-                tracing::info!(repo, ?cut, "client reads too slowly");
+                let (waited_s, handed, taken) = floor.account();
+                tracing::info!(
+                    repo,
+                    ?cut,
+                    waited_s,
+                    handed,
+                    taken,
+                    "client reads too slowly"
+                );
                 false
             }
         }
