@@ -100,9 +100,17 @@ pub fn start_vole_with(vole: &Path, data: &Path, port: u16, extra: &[&str]) -> C
         ])
         .arg(data)
         .args(extra)
-        .env("VOLE_LOG", "warn")
+        // `VOLE_BENCH_LOG=info` runs it as a user would: a line a request,
+        // written to a file beside the data dir.
+        .env(
+            "VOLE_LOG",
+            std::env::var("VOLE_BENCH_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(match std::env::var_os("VOLE_BENCH_LOG") {
+            Some(_) => Stdio::from(std::fs::File::create(data.with_extension("log")).unwrap()),
+            None => Stdio::null(),
+        })
         .spawn()
         .expect("start vole");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -93,9 +93,8 @@ pub fn main() -> ExitCode {
 }
 
 /// Log lines are formatted where they happen and written to stderr by one
-/// background thread (one `write` per batch instead of one per line on the
-/// request path). It is not lossy: a full queue makes the logger wait.
-/// Dropping the guard flushes.
+/// background thread ([`PacedStderr`]: one `write` per batch). It is not
+/// lossy: a full queue makes the logger wait. Dropping the guard flushes.
 fn init_tracing(
     format: LogFormat,
     default_filter: &str,
@@ -110,13 +109,20 @@ fn init_tracing(
     let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
         .lossy(false)
         .thread_name("vole-log")
-        .finish(std::io::stderr());
+        .finish(PacedStderr::new());
+    let colours = std::io::stderr().is_terminal();
+    if format == LogFormat::Json || !colours {
+        crate::server::access_line::AccessLine::install(crate::server::access_line::AccessLine {
+            writer: writer.clone(),
+            json: format == LogFormat::Json,
+        });
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer);
     match format {
         // A request's lines carry its span (`request{id=...}`) either way.
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text => builder.with_ansi(colours).init(),
         LogFormat::Json => builder
             .json()
             .with_current_span(true)
@@ -124,6 +130,40 @@ fn init_tracing(
             .init(),
     }
     guard
+}
+
+/// Stderr for the log's writer thread, buffered, pausing 2 ms after each
+/// flush. tracing-appender's thread writes what is queued and flushes once
+/// the queue is empty, then blocks for the next line: on a busy server
+/// that is a wake-up and a `write` for nearly every line, which costs more
+/// than formatting it (a request line: 3.0 us of CPU in all, 1.8 us
+/// paced). Paused, the lines of the next 2 ms gather in the queue and go
+/// out in one `write`, and the threads that log wake no one. A line waits
+/// at most the pause longer; none is dropped. (The pause is this writer's
+/// own: the crate has no setting for it.)
+struct PacedStderr(std::io::BufWriter<std::io::Stderr>);
+
+impl PacedStderr {
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(2);
+
+    fn new() -> PacedStderr {
+        PacedStderr(std::io::BufWriter::with_capacity(
+            64 << 10,
+            std::io::stderr(),
+        ))
+    }
+}
+
+impl std::io::Write for PacedStderr {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.write(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()?;
+        std::thread::sleep(Self::PAUSE);
+        Ok(())
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {

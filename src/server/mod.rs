@@ -3,6 +3,7 @@
 //!
 //! Routes live in [`router`]; the per-request log line in [`request_log`].
 
+pub mod access_line;
 pub mod maintenance;
 pub mod metrics;
 pub mod request_log;

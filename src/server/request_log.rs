@@ -25,6 +25,7 @@ use http_body::Frame;
 use axum::http::{HeaderMap, HeaderValue};
 use tracing::Instrument;
 
+use super::access_line::{self, AccessLine};
 use vole_stdx::metrics::{HttpMetrics, Route};
 
 const REQUEST_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("x-request-id");
@@ -102,7 +103,7 @@ where
         };
         LoggedResponse {
             inner: inner.instrument(span.clone()),
-            line: Some((method, uri, started)),
+            line: Some((method, uri, started, id.clone())),
             metrics: self.metrics.clone(),
             echo: sent.then(|| id.clone()),
             span,
@@ -115,7 +116,7 @@ pin_project_lite::pin_project! {
     pub struct LoggedResponse<F> {
         #[pin]
         inner: tracing::instrument::Instrumented<F>,
-        line: Option<(Method, Uri, Instant)>,
+        line: Option<(Method, Uri, Instant, HeaderValue)>,
         metrics: Arc<HttpMetrics>,
         // Sent back only when the request brought it: a response that is
         // otherwise the same stays byte for byte the same (a hidden repo
@@ -134,7 +135,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse
         if let Some(id) = this.echo.take() {
             response.headers_mut().insert(REQUEST_ID, id);
         }
-        let (method, uri, started) = this.line.take().expect("polled after completion");
+        let (method, uri, started, id) = this.line.take().expect("polled after completion");
         let status = response.status().as_u16();
         let route = response
             .extensions()
@@ -155,6 +156,7 @@ impl<F: Future<Output = Result<Response, Infallible>>> Future for LoggedResponse
                     route,
                     metrics,
                     span: this.span.clone(),
+                    id,
                 },
             })
         })))
@@ -171,20 +173,41 @@ struct RequestLine {
     route: Option<Arc<str>>,
     metrics: Arc<HttpMetrics>,
     span: tracing::Span,
+    id: HeaderValue,
 }
 
 impl Drop for RequestLine {
     fn drop(&mut self) {
-        let _entered = self.span.enter();
+        let elapsed = self.started.elapsed();
         self.metrics
-            .observe(self.route.as_deref(), self.status, self.started.elapsed());
+            .observe(self.route.as_deref(), self.status, elapsed);
+        let duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3;
+        // The same line as below, formatted cheaply, where tracing would
+        // write it (`access_line`).
+        if let Some(line) = AccessLine::installed()
+            && !self.span.is_disabled()
+            && tracing::enabled!(target: access_line::TARGET, tracing::Level::INFO)
+        {
+            let fields = access_line::Fields {
+                id: self.id.to_str().unwrap_or("-"),
+                method: self.method.as_str(),
+                path: self.uri.path(),
+                status: self.status,
+                bytes: self.bytes,
+                complete: self.complete,
+                duration_ms,
+            };
+            line.write(&fields, std::time::SystemTime::now());
+            return;
+        }
+        let _entered = self.span.enter();
         tracing::info!(
             method = %self.method,
             path = %self.uri.path(),
             status = self.status,
             bytes = self.bytes,
             complete = self.complete,
-            duration_ms = (self.started.elapsed().as_secs_f64() * 1e6).round() / 1e3,
+            duration_ms,
             "request"
         );
     }

@@ -172,7 +172,11 @@ pub struct Settings {
     pub min_transfer_rate: Option<String>,
 
     /// The time of waiting on a client over which --min-transfer-rate is
-    /// measured [default: 30s].
+    /// measured; the window slides, so a download that starts fast and then
+    /// crawls is cut one window after it slowed. A clone counts what the
+    /// client's TCP acknowledged (the buffers between take megabytes at
+    /// first); other downloads count what was handed to the connection
+    /// [default: 30s].
     #[arg(long, env = "VOLE_MIN_TRANSFER_WINDOW", value_name = "DURATION")]
     pub min_transfer_window: Option<String>,
 

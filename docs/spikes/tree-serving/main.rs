@@ -1,7 +1,11 @@
 //! Benchmark harness: a site served by vole straight from git objects
 //! against nginx serving the same files exported to disk.
 //!
-//! `cargo run --release --example tree-serving [-- --rounds 3 --seconds 10]`
+//! `cargo run --release --example tree-serving [-- --rounds 3 --seconds 10 --files 300]`
+//!
+//! With `VOLE_BENCH_LOG=info`, vole logs a line a request to a file and
+//! nginx keeps its access log (both servers as installed); else neither
+//! logs requests.
 //!
 //! Needs Debian's `nginx` and `wrk`; builds the release `vole` first. Prints
 //! `server=<vole|nginx> warm_rps=.. p50_ms=.. p99_ms=.. cpu_us_per_req=.. steal_pct=..` per run,
@@ -23,7 +27,7 @@ mod common;
 use common::{arg, free_port, git, median, release_vole, sh, start_vole};
 
 /// A deterministic site of ~20 MiB: pages, styles, scripts and images.
-fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
+fn make_site(dir: &Path, count: usize) -> Vec<(String, Vec<u8>)> {
     let mut x: u64 = 0x2545F4914F6CDD1D;
     let mut next = move || {
         x ^= x << 13;
@@ -32,7 +36,7 @@ fn make_site(dir: &Path) -> Vec<(String, Vec<u8>)> {
         x
     };
     let mut files = Vec::new();
-    for i in 0..300 {
+    for i in 0..count {
         let (name, size, text) = match i % 6 {
             0..=2 => (
                 format!("section{}/page{i}.html", i % 10),
@@ -209,7 +213,7 @@ fn main() {
     let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     sh(git(&work).args(["init", "-q", "-b", "pages"]));
-    let files = make_site(&work);
+    let files = make_site(&work, arg("--files", 300) as usize);
     sh(git(&work).args(["add", "-A"]));
     sh(git(&work).args(["commit", "-q", "-m", "site"]));
     let total: usize = files.iter().map(|(_, b)| b.len()).sum();
@@ -272,11 +276,16 @@ fn main() {
     let nginx_port = free_port();
     let conf = dir.join("nginx.conf");
     let d = dir.display();
+    // With vole logging each request, nginx logs each too (its default).
+    let access_log = match std::env::var_os("VOLE_BENCH_LOG") {
+        Some(_) => format!("{d}/nginx-access.log"),
+        None => "off".to_string(),
+    };
     std::fs::write(
         &conf,
         format!(
             "worker_processes auto;\nuser root;\ndaemon off;\nerror_log {d}/nginx-error.log;\npid {d}/nginx.pid;\n\
-             events {{ worker_connections 1024; }}\nhttp {{\n access_log off;\n sendfile on;\n include /etc/nginx/mime.types;\n\
+             events {{ worker_connections 1024; }}\nhttp {{\n access_log {access_log};\n sendfile on;\n include /etc/nginx/mime.types;\n\
              client_body_temp_path {d}/nb;\n proxy_temp_path {d}/np;\n fastcgi_temp_path {d}/nf;\n uwsgi_temp_path {d}/nu;\n scgi_temp_path {d}/ns;\n\
              server {{ listen 127.0.0.1:{nginx_port}; root {root}; }}\n}}\n",
             root = export.display()
