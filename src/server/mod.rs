@@ -82,6 +82,8 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
 
     let maintenance_task = tokio::spawn(maintenance::run(app.clone()));
     let timeline_task = tokio::spawn(record_pushes(app.clone()));
+    // Listings viewed at a branch's old tip are walked at its new tip.
+    let listing_task = tokio::spawn(vole_web::listing_warm::follow_pushes(app.web.clone()));
     if app.config.anonymous_push {
         tracing::warn!(
             "anonymous push is ON: anyone who can reach this server can push (development only)"
@@ -102,6 +104,7 @@ pub async fn run(config: Config) -> anyhow::Result<()> {
     control_task.abort();
     maintenance_task.abort();
     timeline_task.abort();
+    listing_task.abort();
     if let Some(task) = metrics_task {
         task.abort();
     }

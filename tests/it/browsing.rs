@@ -8,7 +8,7 @@ use crate::support::*;
 
 /// Commits what is staged in `work`, at `seconds` past 2026-01-01 (author
 /// and committer), so history has an order by time as real history does.
-fn commit_at(work: &Path, seconds: u64, message: &str) {
+pub(crate) fn commit_at(work: &Path, seconds: u64, message: &str) {
     let date = format!("{} +0000", 1_767_225_600 + seconds);
     let out = git_env(
         work,
@@ -18,7 +18,7 @@ fn commit_at(work: &Path, seconds: u64, message: &str) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
-fn write(work: &Path, file: &str, content: &str) {
+pub(crate) fn write(work: &Path, file: &str, content: &str) {
     let path = work.join(file);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, content).unwrap();
@@ -29,7 +29,7 @@ fn write(work: &Path, file: &str, content: &str) {
 /// keeps the side's side.txt, and main's both.txt though the side changed
 /// it later; a rename, a file deleted and restored, a change of mode only,
 /// a nested directory.
-fn shaped_history(work: &Path) {
+pub(crate) fn shaped_history(work: &Path) {
     git_ok(work, &["init", "-q", "-b", "main"]);
     write(work, "a.txt", "a1\n");
     write(work, "kept.txt", "never changed\n");
@@ -83,7 +83,7 @@ fn shaped_history(work: &Path) {
 }
 
 /// (entry name, commit id linked, size shown) of each listing row.
-fn listing_rows(html: &str) -> Vec<(String, Option<String>, String)> {
+pub(crate) fn listing_rows(html: &str) -> Vec<(String, Option<String>, String)> {
     let table = html
         .split("<table class=\"listing\">")
         .nth(1)

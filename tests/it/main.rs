@@ -18,6 +18,7 @@ mod gc;
 mod gitea_api;
 mod hooks;
 mod incarnation;
+mod last_commit_index;
 mod layering;
 mod log_dump;
 mod logging;

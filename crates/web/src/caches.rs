@@ -106,6 +106,9 @@ pub struct WebCaches {
     pub listings: moka::future::Cache<ListingKey, Arc<Facts>>,
     /// Blames (`blame`).
     pub blames: moka::future::Cache<BlameKey, Arc<Blame>>,
+    /// The directories walked at each commit, which a push warms at the
+    /// new tip (`listing_warm`).
+    pub viewed: crate::listing_warm::Viewed,
 }
 
 /// Keeps a walk the clock cut for [`RETRY_CUT_WALK`] after it ended (it
@@ -166,6 +169,7 @@ impl WebCaches {
                 .weigher(weigh)
                 .support_invalidation_closures()
                 .build(),
+            viewed: Default::default(),
         }
     }
 
@@ -188,6 +192,7 @@ impl WebCaches {
         let _ = self
             .blames
             .invalidate_entries_if(with_key(gone, |k: &BlameKey| &k.0));
+        self.viewed.forget(incarnation);
     }
 }
 

@@ -15,6 +15,7 @@
 //! are shown as older than the walk went, not guessed.
 
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +54,9 @@ pub struct Touch {
 
 /// What a listing shows beside its entries, in the listing's order.
 pub struct Facts {
+    /// The entries' names as the tree holds them (what a later walk that
+    /// reaches this commit matches its entries by).
+    pub names: Vec<gix::bstr::BString>,
     /// The file's size (`None` for directories, submodules, links).
     pub sizes: Vec<Option<u64>>,
     /// Index into `commits` of the commit that last touched the entry.
@@ -76,7 +80,8 @@ impl Weigh for Touch {
 
 impl Weigh for Facts {
     fn weight(&self) -> usize {
-        self.sizes.len() * std::mem::size_of::<Option<u64>>()
+        self.names.iter().map(|n| n.len() + 24).sum::<usize>()
+            + self.sizes.len() * std::mem::size_of::<Option<u64>>()
             + self.last.len() * std::mem::size_of::<Option<u32>>()
             + self.commits.weight()
             + std::mem::size_of::<Facts>()
@@ -107,25 +112,28 @@ struct Node {
     dir: Option<ObjectId>,
 }
 
+/// What an earlier walk of the same directory found at a commit, if there
+/// was one: the last-commit index a walk stops at. An entry whose line of
+/// history reaches that commit has the answer found from there, since
+/// `git log -1 -- entry` from any commit on that line is the same one.
+pub type Known<'a> = &'a dyn Fn(ObjectId) -> Option<Arc<Facts>>;
+
 /// Walks history from `commit` for the last commit of each of `entries`
-/// (the listing of `path` at `commit`) and reads each file's size. Blocking.
+/// (the listing of `path` at `commit`) and reads each file's size; an
+/// entry that reaches a commit `known` has facts for takes its answer from
+/// them (a push's first view walks only the new commits). Blocking.
 pub fn walk(
     repo: &gix::Repository,
     commit: ObjectId,
     path: &[String],
     entries: &[TreeEntry],
     bounds: Bounds,
+    known: Known<'_>,
 ) -> Result<Facts, ReadError> {
     let started = Instant::now();
-    let sizes = entries
-        .iter()
-        .map(|e| match e.kind {
-            EntryKind::File => repo.find_header(e.id).map(|h| Some(h.size())),
-            _ => Ok(None),
-        })
-        .collect::<Result<Vec<_>, gix::Error>>()?;
+    let sizes = sizes_of(repo, entries)?;
     let mut last: Vec<Option<u32>> = vec![None; entries.len()];
-    let mut commits: Vec<Touch> = Vec::new();
+    let mut commits = Touches::default();
     let mut nodes: HashMap<ObjectId, Node> = HashMap::new();
     // Each entry not yet found follows one line of history, as `git log
     // -1 -- entry` does: it waits on exactly one queued commit.
@@ -151,8 +159,18 @@ pub fn walk(
             out_of_time = true;
             break;
         }
+        let mut here = waiting.remove(&id).unwrap_or_default();
+        if id != commit
+            && let Some(facts) = known(id)
+        {
+            let taken;
+            (taken, here) = commits.take_known(&facts, entries, here, &mut last);
+            pending -= taken;
+            if here.is_empty() {
+                continue;
+            }
+        }
         walked += 1;
-        let here = waiting.remove(&id).unwrap_or_default();
         let parents = nodes[&id].parents.clone();
         for parent in &parents {
             load(repo, path, &mut nodes, *parent)?;
@@ -171,8 +189,7 @@ pub fn walk(
                 };
                 if !found.is_empty() {
                     pending -= found.len();
-                    let index = commits.len() as u32;
-                    commits.push(touch(repo, id)?);
+                    let index = commits.add(touch(repo, id)?);
                     for entry in found {
                         last[entry] = Some(index);
                     }
@@ -194,14 +211,78 @@ pub fn walk(
         }
     }
     Ok(Facts {
+        names: entries.iter().map(|e| e.raw_name.clone()).collect(),
         sizes,
         last,
-        commits,
+        commits: commits.list,
         walked,
         cut: cut && pending > 0,
         out_of_time: out_of_time && pending > 0,
         made: Instant::now(),
     })
+}
+
+/// Each file's size (`None` for the rest).
+fn sizes_of(repo: &gix::Repository, entries: &[TreeEntry]) -> Result<Vec<Option<u64>>, ReadError> {
+    Ok(entries
+        .iter()
+        .map(|e| match e.kind {
+            EntryKind::File => repo.find_header(e.id).map(|h| Some(h.size())),
+            _ => Ok(None),
+        })
+        .collect::<Result<Vec<_>, gix::Error>>()?)
+}
+
+/// The commits a walk found, each once.
+#[derive(Default)]
+struct Touches {
+    list: Vec<Touch>,
+    by_id: HashMap<String, u32>,
+}
+
+impl Touches {
+    /// `touch`'s index, added unless it is there.
+    fn add(&mut self, touch: Touch) -> u32 {
+        let next = self.list.len() as u32;
+        *self.by_id.entry(touch.id.clone()).or_insert_with(|| {
+            self.list.push(touch);
+            next
+        })
+    }
+
+    /// Of `here` (entries waiting on a commit an earlier walk of this
+    /// directory went from), those `facts` answers, recorded in `last`:
+    /// how many, and the rest (not listed there, or not found by that
+    /// walk before its bound), which walk on.
+    fn take_known(
+        &mut self,
+        facts: &Facts,
+        entries: &[TreeEntry],
+        here: Vec<usize>,
+        last: &mut [Option<u32>],
+    ) -> (usize, Vec<usize>) {
+        let at: HashMap<&[u8], usize> = facts
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (name.as_slice(), i))
+            .collect();
+        let mut taken = 0;
+        let mut rest = Vec::new();
+        for index in here {
+            let known = at.get(entries[index].raw_name.as_slice());
+            match known.map(|i| facts.last.get(*i).copied().flatten()) {
+                Some(Some(commit)) => {
+                    last[index] = Some(self.add(facts.commits[commit as usize].clone()));
+                    taken += 1;
+                }
+                // That walk went all the way without finding it.
+                Some(None) if !facts.cut => taken += 1,
+                _ => rest.push(index),
+            }
+        }
+        (taken, rest)
+    }
 }
 
 /// Reads commit `id` into `nodes`, once.
@@ -400,133 +481,4 @@ fn touch(repo: &gix::Repository, id: ObjectId) -> Result<Touch, ReadError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::process::Command;
-
-    fn git(dir: &std::path::Path, args: &[&str], seconds: u64) {
-        let date = format!("{} +0000", 1_767_225_600 + seconds);
-        let out = Command::new("git")
-            .current_dir(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-            .args(args)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_COMMITTER_DATE", &date)
-            .env("GIT_AUTHOR_DATE", &date)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    #[tokio::test]
-    async fn a_walk_the_clock_cut_is_kept_for_a_minute_then_walked_again() {
-        let facts = |out_of_time, age: u64| Facts {
-            sizes: Vec::new(),
-            last: Vec::new(),
-            commits: Vec::new(),
-            walked: 1,
-            cut: out_of_time,
-            out_of_time,
-            made: Instant::now()
-                .checked_sub(Duration::from_secs(age))
-                .unwrap(),
-        };
-        let commit = ObjectId::from_hex(b"1111111111111111111111111111111111111111").unwrap();
-        let caches = crate::caches::WebCaches::new(1 << 20);
-        let at = |name: &str| ("i".to_string(), commit, vec![name.to_string()]);
-        let listings = &caches.listings;
-        listings
-            .insert(at("fresh"), std::sync::Arc::new(facts(true, 1)))
-            .await;
-        listings
-            .insert(at("stale"), std::sync::Arc::new(facts(true, 61)))
-            .await;
-        listings
-            .insert(at("whole"), std::sync::Arc::new(facts(false, 3600)))
-            .await;
-        assert!(listings.get(&at("fresh")).await.is_some());
-        assert!(
-            listings.get(&at("stale")).await.is_none(),
-            "a cut walk a minute old was served"
-        );
-        assert!(
-            listings.get(&at("whole")).await.is_some(),
-            "a whole walk expired"
-        );
-        // A deleted repo's walks go with it.
-        caches.forget("i");
-        assert!(
-            listings.get(&at("whole")).await.is_none(),
-            "a forgotten incarnation's walk was served"
-        );
-    }
-
-    #[test]
-    fn entries_past_the_bound_are_older_not_guessed() {
-        let dir = tempfile::tempdir().unwrap();
-        let work = dir.path();
-        git(work, &["init", "-q", "-b", "main"], 0);
-        std::fs::write(work.join("a.txt"), "0").unwrap();
-        std::fs::write(work.join("b.txt"), "never changed").unwrap();
-        git(work, &["add", "-A"], 0);
-        git(work, &["commit", "-q", "-m", "first"], 1);
-        for i in 1..=20u64 {
-            std::fs::write(work.join("a.txt"), i.to_string()).unwrap();
-            git(work, &["commit", "-q", "-am", &format!("edit {i}")], 1 + i);
-        }
-        let repo = gix::open(work.join(".git")).unwrap();
-        let tip = repo.head_id().unwrap().detach();
-        let tree = repo.find_commit(tip).unwrap().tree_id().unwrap().detach();
-        let super::super::read::Node::Tree(entries) =
-            super::super::read::lookup(&repo, tree, &[]).unwrap()
-        else {
-            panic!("the root is a tree")
-        };
-        let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["a.txt", "b.txt"]);
-        let walk = |commits| {
-            let bounds = Bounds {
-                commits,
-                time: Duration::from_secs(60),
-            };
-            walk(&repo, tip, &[], &entries, bounds).unwrap()
-        };
-        let short = walk(5);
-        assert!(short.cut, "a walk of 5 of 21 commits was not cut");
-        assert_eq!(short.walked, 5);
-        assert_eq!(
-            short.commits[short.last[0].unwrap() as usize].summary,
-            "edit 20"
-        );
-        assert_eq!(short.last[1], None, "b.txt was guessed past the bound");
-        // The time bound: none at all walks nothing, and says so.
-        let none = super::walk(
-            &repo,
-            tip,
-            &[],
-            &entries,
-            Bounds {
-                commits: MAX_WALKED,
-                time: Duration::ZERO,
-            },
-        )
-        .unwrap();
-        assert!(none.cut && none.walked == 0 && none.last == [None, None]);
-        assert!(none.out_of_time && !short.out_of_time);
-        let whole = walk(MAX_WALKED);
-        assert!(!whole.cut);
-        assert_eq!(
-            whole.walked, 21,
-            "the walk did not stop at the first commit"
-        );
-        assert_eq!(
-            whole.commits[whole.last[1].unwrap() as usize].summary,
-            "first"
-        );
-        assert_eq!(whole.sizes, [Some(2), Some(13)]);
-    }
-}
+mod tests;

@@ -40,6 +40,7 @@ mod issue;
 mod issues;
 pub mod last_commit;
 mod listing;
+pub mod listing_warm;
 mod log;
 mod markdown;
 mod new_repo;

@@ -69,7 +69,12 @@ pub(super) async fn walk_listing(
         commits: last_commit::MAX_WALKED,
         time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
     };
+    let facts_path = path.clone();
     let gix = app.gix.clone();
+    let (listings, runtime) = (
+        app.caches.listings.clone(),
+        tokio::runtime::Handle::current(),
+    );
     let walked = blocking(move || {
         let _slot = slot;
         let mut repo = read::open(&gix, &repo_path, &incarnation)?;
@@ -77,11 +82,21 @@ pub(super) async fn walk_listing(
         // then as its parent's, one right after the other: a small cache
         // of decoded objects on this walk's own handle saves the second.
         repo.object_cache_size(last_commit::OBJECT_CACHE_BYTES);
-        last_commit::walk(&repo, commit, &path, &shown, bounds).map(Arc::new)
+        // The index the walk stops at: this directory's listings already
+        // walked (a view before a push, or the warming after it).
+        let known = |at: gix::ObjectId| {
+            runtime.block_on(listings.get(&(incarnation.clone(), at, path.clone())))
+        };
+        last_commit::walk(&repo, commit, &path, &shown, bounds, &known).map(Arc::new)
     })
     .await;
     match walked {
-        Ok(facts) => Some(facts),
+        Ok(facts) => {
+            app.caches
+                .viewed
+                .note(name.incarnation_id(), commit, &facts_path);
+            Some(facts)
+        }
         Err(e) => {
             tracing::warn!(repo = %name, error = ?e, "the listing's last commits could not be found; drawn without them");
             None

@@ -1,0 +1,132 @@
+//! The walk's bounds and the last-commit index it stops at.
+
+use super::*;
+use std::process::Command;
+
+fn git(dir: &std::path::Path, args: &[&str], seconds: u64) {
+    let date = format!("{} +0000", 1_767_225_600 + seconds);
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(args)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_COMMITTER_DATE", &date)
+        .env("GIT_AUTHOR_DATE", &date)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_walk_the_clock_cut_is_kept_for_a_minute_then_walked_again() {
+    let facts = |out_of_time, age: u64| Facts {
+        names: Vec::new(),
+        sizes: Vec::new(),
+        last: Vec::new(),
+        commits: Vec::new(),
+        walked: 1,
+        cut: out_of_time,
+        out_of_time,
+        made: Instant::now()
+            .checked_sub(Duration::from_secs(age))
+            .unwrap(),
+    };
+    let commit = ObjectId::from_hex(b"1111111111111111111111111111111111111111").unwrap();
+    let caches = crate::caches::WebCaches::new(1 << 20);
+    let at = |name: &str| ("i".to_string(), commit, vec![name.to_string()]);
+    let listings = &caches.listings;
+    listings
+        .insert(at("fresh"), std::sync::Arc::new(facts(true, 1)))
+        .await;
+    listings
+        .insert(at("stale"), std::sync::Arc::new(facts(true, 61)))
+        .await;
+    listings
+        .insert(at("whole"), std::sync::Arc::new(facts(false, 3600)))
+        .await;
+    assert!(listings.get(&at("fresh")).await.is_some());
+    assert!(
+        listings.get(&at("stale")).await.is_none(),
+        "a cut walk a minute old was served"
+    );
+    assert!(
+        listings.get(&at("whole")).await.is_some(),
+        "a whole walk expired"
+    );
+    // A deleted repo's walks go with it.
+    caches.forget("i");
+    assert!(
+        listings.get(&at("whole")).await.is_none(),
+        "a forgotten incarnation's walk was served"
+    );
+}
+
+#[test]
+fn entries_past_the_bound_are_older_not_guessed() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path();
+    git(work, &["init", "-q", "-b", "main"], 0);
+    std::fs::write(work.join("a.txt"), "0").unwrap();
+    std::fs::write(work.join("b.txt"), "never changed").unwrap();
+    git(work, &["add", "-A"], 0);
+    git(work, &["commit", "-q", "-m", "first"], 1);
+    for i in 1..=20u64 {
+        std::fs::write(work.join("a.txt"), i.to_string()).unwrap();
+        git(work, &["commit", "-q", "-am", &format!("edit {i}")], 1 + i);
+    }
+    let repo = gix::open(work.join(".git")).unwrap();
+    let tip = repo.head_id().unwrap().detach();
+    let tree = repo.find_commit(tip).unwrap().tree_id().unwrap().detach();
+    let super::super::read::Node::Tree(entries) =
+        super::super::read::lookup(&repo, tree, &[]).unwrap()
+    else {
+        panic!("the root is a tree")
+    };
+    let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["a.txt", "b.txt"]);
+    let walk = |commits| {
+        let bounds = Bounds {
+            commits,
+            time: Duration::from_secs(60),
+        };
+        walk(&repo, tip, &[], &entries, bounds, &|_| None).unwrap()
+    };
+    let short = walk(5);
+    assert!(short.cut, "a walk of 5 of 21 commits was not cut");
+    assert_eq!(short.walked, 5);
+    assert_eq!(
+        short.commits[short.last[0].unwrap() as usize].summary,
+        "edit 20"
+    );
+    assert_eq!(short.last[1], None, "b.txt was guessed past the bound");
+    // The time bound: none at all walks nothing, and says so.
+    let none = super::walk(
+        &repo,
+        tip,
+        &[],
+        &entries,
+        Bounds {
+            commits: MAX_WALKED,
+            time: Duration::ZERO,
+        },
+        &|_| None,
+    )
+    .unwrap();
+    assert!(none.cut && none.walked == 0 && none.last == [None, None]);
+    assert!(none.out_of_time && !short.out_of_time);
+    let whole = walk(MAX_WALKED);
+    assert!(!whole.cut);
+    assert_eq!(
+        whole.walked, 21,
+        "the walk did not stop at the first commit"
+    );
+    assert_eq!(
+        whole.commits[whole.last[1].unwrap() as usize].summary,
+        "first"
+    );
+    assert_eq!(whole.sizes, [Some(2), Some(13)]);
+}
