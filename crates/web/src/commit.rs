@@ -71,11 +71,12 @@ pub async fn commit(
         Some((commit, Some(hit))) => Some((commit, hit)),
         Some((commit, None)) => {
             let slot = app.reads.acquire().await?;
-            let git = app.git.clone();
+            let (git, gix) = (app.git.clone(), app.gix.clone());
             let deadline = app.config.reads.deadline;
             let detail = blocking(move || {
                 let _slot = slot;
-                read::commit_detail(&git, &repo_path, commit, deadline).map(Arc::new)
+                let handle = read::open(&gix, &repo_path, &incarnation)?;
+                read::commit_detail(&git, &repo_path, &handle, commit, deadline).map(Arc::new)
             })
             .await?;
             app.caches

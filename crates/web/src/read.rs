@@ -354,31 +354,23 @@ pub const MAX_PATCH_BYTES: usize = 1024 * 1024;
 pub fn commit_detail(
     git: &vole_git::Git,
     repo: &Path,
+    handle: &gix::Repository,
     commit: ObjectId,
     deadline: std::time::Duration,
 ) -> Result<CommitDetail, ReadError> {
-    // One deadline for the page's four git runs together.
+    // One deadline for the page's git runs together.
     let started = std::time::Instant::now();
     let left = || deadline.saturating_sub(started.elapsed());
     let id = commit.to_string();
-    let (head, _) = run_git(
-        git,
-        repo,
-        &["show", "-s", "--format=%H%x00%P%x00%an%x00%at%x00%B", &id],
-        MAX_LOG_BYTES,
-        left(),
-    )?;
-    let mut parts = head.splitn(5, '\0');
-    let id = parts.next().unwrap_or_default().to_string();
-    let parents: Vec<String> = parts
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_string)
-        .collect();
-    let author = parts.next().unwrap_or_default().to_string();
-    let time = format_time(parts.next().unwrap_or_default());
-    let message = parts.next().unwrap_or_default().trim_end().to_string();
+    // The commit itself, in-process (a git run here was a third of a
+    // first view's time): what `git show -s --format=%P %an %at %B` says.
+    let found = handle.find_commit(commit)?;
+    let parents: Vec<String> = found.parent_ids().map(|p| p.to_string()).collect();
+    let signature = found.author()?;
+    let author = signature.name.to_str_lossy().into_owned();
+    let time = vole_stdx::time::seconds(signature.time()?.seconds);
+    let raw = found.message_raw()?.to_str_lossy();
+    let message = vole_stdx::prefix(raw.trim_end(), MAX_LOG_BYTES).to_string();
     // The change against the first parent (`--first-parent -m`: a merge
     // too), renames detected, in the form `what` asks for.
     let diff = |what: &[&str], max_output| {
@@ -428,16 +420,17 @@ pub fn changes(
         Some(cancel) => cancel.scope(f),
         None => f(),
     };
-    let (status, numstat, patch) = std::thread::scope(|scope| {
-        let status =
-            scope.spawn(|| in_scope(&|| diff(&["--name-status", "-z"], MAX_FILE_LIST_BYTES)));
-        let numstat = scope.spawn(|| in_scope(&|| diff(&["--numstat", "-z"], MAX_FILE_LIST_BYTES)));
+    let (listed, patch) = std::thread::scope(|scope| {
+        // The file list and the counts from one run (`--raw` is
+        // `--name-status` with the modes and ids in front).
+        let listed = scope
+            .spawn(|| in_scope(&|| diff(&["--raw", "--numstat", "-z"], 2 * MAX_FILE_LIST_BYTES)));
         // Cut while it streams: git is stopped at the bound.
         let patch = diff(&["--no-color", "-p"], MAX_PATCH_BYTES);
-        (joined(status.join()), joined(numstat.join()), patch)
+        (joined(listed.join()), patch)
     });
-    let (status, status_cut) = status?;
-    let (numstat, _) = numstat?;
+    let (listed, status_cut) = listed?;
+    let (status, numstat) = split_raw(&listed);
     let mut files = parse_name_status(&status);
     let files_truncated = status_cut || files.len() > MAX_FILES_SHOWN;
     files.truncate(MAX_FILES_SHOWN);
@@ -454,6 +447,26 @@ pub fn changes(
         patch_truncated,
         files_truncated,
     })
+}
+
+/// `--raw -z` records followed by `--numstat -z` ones (one git run): the
+/// raw records as `--name-status -z` gives them (the status, the last
+/// word of `:mode mode id id status`, and its one or two paths), and the
+/// numstat records after them.
+fn split_raw(text: &str) -> (String, String) {
+    let mut fields = text.split('\0').peekable();
+    let mut status = String::new();
+    while let Some(header) = fields.next_if(|f| f.starts_with(':')) {
+        let code = header.rsplit(' ').next().unwrap_or_default();
+        let paths = if code.starts_with(['R', 'C']) { 2 } else { 1 };
+        status.push_str(code);
+        status.push('\0');
+        for path in fields.by_ref().take(paths) {
+            status.push_str(path);
+            status.push('\0');
+        }
+    }
+    (status, fields.collect::<Vec<_>>().join("\0"))
 }
 
 /// `--name-status -z`: `S\0path\0` or, for renames and copies,
@@ -505,6 +518,57 @@ fn parse_numstat(text: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_raw_and_numstat_run_says_what_name_status_and_numstat_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let git = |args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .current_dir(dir.path())
+                .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        git(&["init", "-q"]);
+        let body: String = (0..50).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.path().join("old name.txt"), &body).unwrap();
+        std::fs::write(dir.path().join(":colon"), "x\n").unwrap();
+        std::fs::write(dir.path().join("gone.bin"), [0u8, 1, 2]).unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "one"]);
+        git(&["mv", "old name.txt", "new\tname.txt"]);
+        std::fs::write(dir.path().join("new\tname.txt"), format!("{body}more\n")).unwrap();
+        std::fs::write(dir.path().join(":colon"), "y\n").unwrap();
+        git(&["rm", "-q", "gone.bin"]);
+        std::fs::write(dir.path().join("added.txt"), "a\n").unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", "two"]);
+        let show = |what: &[&str]| {
+            let mut args = vec!["show", "--format=", "-M", "--first-parent", "-m"];
+            args.extend_from_slice(what);
+            git(&args)
+        };
+        let (status, numstat) = split_raw(&show(&["--raw", "--numstat", "-z"]));
+        assert_eq!(status, show(&["--name-status", "-z"]));
+        assert_eq!(
+            parse_numstat(&numstat),
+            parse_numstat(&show(&["--numstat", "-z"]))
+        );
+        let files = parse_name_status(&status);
+        assert_eq!(files.len(), 4, "{status:?}");
+        assert!(
+            files
+                .iter()
+                .any(|f| f.old_path.as_deref() == Some("old name.txt"))
+        );
+    }
 
     #[test]
     fn name_status_and_numstat_line_up_across_renames() {

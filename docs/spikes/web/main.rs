@@ -11,6 +11,10 @@
 //! first. Prints `page=<name> server=<vole|cgit> state=<cold|warm>
 //! p50_ms=.. p99_ms=..` and `ratio page=<name> warm_median=..` (vole/cgit).
 //!
+//! `--after-push N` then makes N pushes of one commit each and times the
+//! first view of the root tree, the deep tree and the new commit's page
+//! right after each, on vole and on cgit (`after_push.rs`).
+//!
 //! `--against <path to another build's vole>` compares two builds of vole
 //! instead (each on its own data, the same repo pushed to both): each
 //! page's requests alternate between the two in `--batches` batches, and
@@ -27,6 +31,7 @@ use std::process::Command;
 mod common;
 use common::{arg, free_port, git, median, release_vole, sh, start_vole};
 
+mod after_push;
 mod fixture;
 use fixture::{Children, make_repo, percentile, start_cgit, timed};
 
@@ -280,9 +285,13 @@ fn main() {
         ratios.push(ratio);
         println!("ratio page={page} warm_median={ratio:.3}");
     }
-    drop(children);
     println!(
         "ratio worst={:.3}",
         ratios.iter().cloned().fold(0.0, f64::max)
     );
+    let rounds = arg("--after-push", 0) as usize;
+    if rounds > 0 {
+        after_push::after_pushes(&work, [vole_port, cgit_port], rounds, files, flat);
+    }
+    drop(children);
 }
