@@ -32,7 +32,7 @@ const MAX_ROWS_DRAWN: usize = 20_000;
 /// highlighted in the background into the cache, for the next view. A
 /// first view after a push costs its git work and this, not the
 /// highlighting of every file.
-const HIGHLIGHT_WAIT: std::time::Duration = std::time::Duration::from_millis(5);
+const HIGHLIGHT_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 /// Sides one page starts highlighting, at most; the rest are drawn plain
 /// (a later view starts them).
 const MAX_SIDES_STARTED: usize = 64;

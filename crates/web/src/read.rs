@@ -403,34 +403,27 @@ pub struct Changes {
 }
 
 /// What `diff` (a git diff command, given its output options and byte
-/// bound) changed: the file list (`--name-status`), the counts
-/// (`--numstat`) and the patch, cut while it streams.
-///
-/// The three run at once, each bounded: a first view waits for the
-/// slowest of them, not for their sum (each git run is mostly its start
-/// and the repo's opening).
+/// bound) changed: the file list, the counts and the patch, from one git
+/// run (`--raw --numstat -z -p`: the records, an empty field, the patch),
+/// cut while it streams at the three bounds together. One run, not three:
+/// a first view waited for git's start and the repo's opening each time,
+/// and on two cores three at once were no faster than one after another.
 pub fn changes(
-    diff: impl Fn(&[&str], usize) -> Result<(String, bool), ReadError> + Sync,
+    diff: impl Fn(&[&str], usize) -> Result<(String, bool), ReadError>,
 ) -> Result<Changes, ReadError> {
-    let joined = |run: std::thread::Result<_>| run.unwrap_or_else(|p| std::panic::resume_unwind(p));
-    // Each thread in the request's cancel scope: a client that leaves
-    // stops all three.
-    let cancel = vole_git::Cancel::current();
-    let in_scope = |f: &(dyn Fn() -> Result<(String, bool), ReadError> + Sync)| match &cancel {
-        Some(cancel) => cancel.scope(f),
-        None => f(),
+    let (output, cut) = diff(
+        &["--raw", "--numstat", "-z", "--no-color", "-p"],
+        2 * MAX_FILE_LIST_BYTES + MAX_PATCH_BYTES,
+    )?;
+    let (records, patch) = match output.find("\0\0") {
+        Some(at) => (&output[..=at], &output[at + 2..]),
+        None => (output.as_str(), ""),
     };
-    let (listed, patch) = std::thread::scope(|scope| {
-        // The file list and the counts from one run (`--raw` is
-        // `--name-status` with the modes and ids in front).
-        let listed = scope
-            .spawn(|| in_scope(&|| diff(&["--raw", "--numstat", "-z"], 2 * MAX_FILE_LIST_BYTES)));
-        // Cut while it streams: git is stopped at the bound.
-        let patch = diff(&["--no-color", "-p"], MAX_PATCH_BYTES);
-        (joined(listed.join()), patch)
-    });
-    let (listed, status_cut) = listed?;
-    let (status, numstat) = split_raw(&listed);
+    // Cut before the patch began: the list itself is cut.
+    let status_cut = cut && patch.is_empty();
+    let patch_truncated = cut || patch.len() > MAX_PATCH_BYTES;
+    let patch = vole_stdx::prefix(patch, MAX_PATCH_BYTES);
+    let (status, numstat) = split_raw(records);
     let mut files = parse_name_status(&status);
     let files_truncated = status_cut || files.len() > MAX_FILES_SHOWN;
     files.truncate(MAX_FILES_SHOWN);
@@ -439,8 +432,7 @@ pub fn changes(
         file.added = added;
         file.removed = removed;
     }
-    let (patch, patch_truncated) = patch?;
-    let diffs = super::diff::split(&patch, patch_truncated);
+    let diffs = super::diff::split(patch, patch_truncated);
     Ok(Changes {
         files,
         diffs,
@@ -555,7 +547,10 @@ mod tests {
             args.extend_from_slice(what);
             git(&args)
         };
-        let (status, numstat) = split_raw(&show(&["--raw", "--numstat", "-z"]));
+        let whole = show(&["--raw", "--numstat", "-z", "--no-color", "-p"]);
+        let at = whole.find("\0\0").expect("records, then the patch");
+        assert_eq!(&whole[at + 2..], show(&["--no-color", "-p"]), "the patch part");
+        let (status, numstat) = split_raw(&whole[..=at]);
         assert_eq!(status, show(&["--name-status", "-z"]));
         assert_eq!(
             parse_numstat(&numstat),
