@@ -182,6 +182,8 @@ impl Drop for RequestLine {
         self.metrics
             .observe(self.route.as_deref(), self.status, elapsed);
         let duration_ms = (elapsed.as_secs_f64() * 1e6).round() / 1e3;
+        // In the request's span: a filter may name it.
+        let _entered = self.span.enter();
         // The same line as below, formatted cheaply, where tracing would
         // write it (`access_line`).
         if let Some(line) = AccessLine::installed()
@@ -200,7 +202,6 @@ impl Drop for RequestLine {
             line.write(&fields, std::time::SystemTime::now());
             return;
         }
-        let _entered = self.span.enter();
         tracing::info!(
             method = %self.method,
             path = %self.uri.path(),

@@ -33,7 +33,13 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &ResolvedRepo, resolved:
         .listings
         .optionally_get_with(
             key,
-            walk_listing(app, name, resolved.commit, resolved.path.clone(), shown),
+            walk_listing(
+                app,
+                name,
+                (resolved.commit, resolved.path.clone()),
+                shown,
+                full_bounds(app),
+            ),
         )
         .await;
     let Some(facts) = walked else {
@@ -58,17 +64,13 @@ pub(super) async fn annotate(app: &Arc<WebState>, name: &ResolvedRepo, resolved:
 pub(super) async fn walk_listing(
     app: &Arc<WebState>,
     name: &ResolvedRepo,
-    commit: gix::ObjectId,
-    path: Vec<String>,
+    (commit, path): (gix::ObjectId, Vec<String>),
     shown: Vec<read::TreeEntry>,
+    bounds: last_commit::Bounds,
 ) -> Option<Arc<last_commit::Facts>> {
     let slot = app.reads.acquire_within(LISTING_SLOT_WAIT).await?;
     let repo_path = app.repos.path(name);
     let incarnation = name.incarnation_id().to_string();
-    let bounds = last_commit::Bounds {
-        commits: last_commit::MAX_WALKED,
-        time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
-    };
     let facts_path = path.clone();
     let gix = app.gix.clone();
     let (listings, runtime) = (
@@ -84,8 +86,12 @@ pub(super) async fn walk_listing(
         repo.object_cache_size(last_commit::OBJECT_CACHE_BYTES);
         // The index the walk stops at: this directory's listings already
         // walked (a view before a push, or the warming after it).
+        // One key, its commit changed for each lookup.
+        let key = std::cell::RefCell::new((incarnation.clone(), commit, path.clone()));
         let known = |at: gix::ObjectId| {
-            runtime.block_on(listings.get(&(incarnation.clone(), at, path.clone())))
+            let mut key = key.borrow_mut();
+            key.1 = at;
+            runtime.block_on(listings.get(&*key))
         };
         last_commit::walk(&repo, commit, &path, &shown, bounds, &known).map(Arc::new)
     })
@@ -101,6 +107,14 @@ pub(super) async fn walk_listing(
             tracing::warn!(repo = %name, error = ?e, "the listing's last commits could not be found; drawn without them");
             None
         }
+    }
+}
+
+/// A view's walk: as far as the bounds of a walk go.
+pub(super) fn full_bounds(app: &WebState) -> last_commit::Bounds {
+    last_commit::Bounds {
+        commits: last_commit::MAX_WALKED,
+        time: last_commit::WALK_BUDGET.min(app.config.reads.deadline),
     }
 }
 

@@ -6,7 +6,9 @@
 //! new tip's facts are there too: for each branch a push moved, the
 //! directories viewed at its old tip are walked at its new tip, off the
 //! push's path (a task following the ref-move feed), one at a time under a
-//! read slot, at most [`MAX_WARMED`] a move.
+//! read slot, at most [`MAX_WARMED`] a push, each within [`WARM_BOUNDS`]
+//! (a walk that needs more, a new tip far from the old, is dropped, not
+//! kept cut: its view walks in full).
 //!
 //! What does not live here: the walk (`last_commit`) and the listing's
 //! cache (`listing`, `caches`).
@@ -17,15 +19,25 @@ use std::sync::Arc;
 use gix::ObjectId;
 use parking_lot::Mutex;
 
+use super::last_commit;
 use super::listing::walk_listing;
 use super::read::{self, Node};
 use super::{WebState, blocking};
 use vole_access::ResolvedRepo;
 
-/// Directories walked again at a branch's new tip, at most, per move.
+/// Directories walked again at new tips, at most, per push.
 pub const MAX_WARMED: usize = 64;
-/// (repo incarnation, commit) pairs whose viewed directories are kept.
-const COMMITS_KEPT: usize = 4096;
+/// The bounds of one warming walk.
+pub const WARM_BOUNDS: last_commit::Bounds = last_commit::Bounds {
+    commits: 1_000,
+    time: std::time::Duration::from_millis(250),
+};
+/// (repo incarnation, commit) pairs whose viewed directories are kept,
+/// with at most [`DIRS_KEPT`] directories each, of paths at most
+/// [`PATH_KEPT`] bytes long: 4 MiB of paths at the most.
+const COMMITS_KEPT: usize = 1024;
+const DIRS_KEPT: usize = 16;
+const PATH_KEPT: usize = 256;
 
 /// (repo incarnation, commit): a commit of one repo.
 type RepoCommit = (String, ObjectId);
@@ -49,9 +61,12 @@ impl Default for Viewed {
 impl Viewed {
     /// `path` was walked at `commit` in the repo of `incarnation`.
     pub fn note(&self, incarnation: &str, commit: ObjectId, path: &[String]) {
+        if path.iter().map(|s| s.len() + 1).sum::<usize>() > PATH_KEPT {
+            return;
+        }
         let mut at = self.at.lock();
         let dirs = at.get_or_insert_mut((incarnation.to_string(), commit), Vec::new);
-        if dirs.len() < MAX_WARMED && !dirs.iter().any(|d| d == path) {
+        if dirs.len() < DIRS_KEPT && !dirs.iter().any(|d| d == path) {
             dirs.push(path.to_vec());
         }
     }
@@ -107,6 +122,8 @@ async fn warm(app: &Arc<WebState>, event: &vole_hooks::recorder::RefMoveEvent) {
         name,
         incarnation: Some(incarnation),
     };
+    // (new tip, directory), each once, at most MAX_WARMED a push.
+    let mut wanted: Vec<(ObjectId, Vec<String>)> = Vec::new();
     for moved in &event.moves {
         if !moved.ref_name.starts_with("refs/heads/") {
             continue;
@@ -121,8 +138,13 @@ async fn warm(app: &Arc<WebState>, event: &vole_hooks::recorder::RefMoveEvent) {
             continue;
         };
         for dir in app.caches.viewed.dirs(repo.incarnation_id(), old) {
-            warm_one(app, &repo, new, dir).await;
+            if wanted.len() < MAX_WARMED && !wanted.iter().any(|(c, d)| *c == new && *d == dir) {
+                wanted.push((new, dir));
+            }
         }
+    }
+    for (new, dir) in wanted {
+        warm_one(app, &repo, new, dir).await;
     }
 }
 
@@ -151,8 +173,11 @@ async fn warm_one(app: &Arc<WebState>, repo: &ResolvedRepo, commit: ObjectId, di
         .take(super::browse::MAX_LISTED)
         .collect();
     let key = (repo.incarnation_id().to_string(), commit, dir.clone());
-    app.caches
-        .listings
-        .optionally_get_with(key, walk_listing(app, repo, commit, dir, shown))
-        .await;
+    if app.caches.listings.contains_key(&key) {
+        return;
+    }
+    let walked = walk_listing(app, repo, (commit, dir), shown, WARM_BOUNDS).await;
+    if let Some(facts) = walked.filter(|f| !f.cut) {
+        app.caches.listings.insert(key, facts).await;
+    }
 }

@@ -366,9 +366,16 @@ pub fn commit_detail(
     // first view's time): what `git show -s --format=%P %an %at %B` says.
     let found = handle.find_commit(commit)?;
     let parents: Vec<String> = found.parent_ids().map(|p| p.to_string()).collect();
-    let signature = found.author()?;
-    let author = signature.name.to_str_lossy().into_owned();
-    let time = vole_stdx::time::seconds(signature.time()?.seconds);
+    // An author line gix cannot read is drawn empty, as the page is
+    // still worth drawing (git shows what it can of such a commit).
+    let signature = found.author().ok();
+    let author = signature
+        .as_ref()
+        .map_or(String::new(), |s| s.name.to_str_lossy().into_owned());
+    let seconds = signature
+        .and_then(|s| s.time().ok())
+        .map_or(0, |t| t.seconds);
+    let time = vole_stdx::time::seconds(seconds);
     let raw = found.message_raw()?.to_str_lossy();
     let message = vole_stdx::prefix(raw.trim_end(), MAX_LOG_BYTES).to_string();
     // The change against the first parent (`--first-parent -m`: a merge
@@ -549,7 +556,11 @@ mod tests {
         };
         let whole = show(&["--raw", "--numstat", "-z", "--no-color", "-p"]);
         let at = whole.find("\0\0").expect("records, then the patch");
-        assert_eq!(&whole[at + 2..], show(&["--no-color", "-p"]), "the patch part");
+        assert_eq!(
+            &whole[at + 2..],
+            show(&["--no-color", "-p"]),
+            "the patch part"
+        );
         let (status, numstat) = split_raw(&whole[..=at]);
         assert_eq!(status, show(&["--name-status", "-z"]));
         assert_eq!(
