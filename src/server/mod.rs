@@ -291,7 +291,10 @@ async fn serve_until_signal(
                     let client = vole_http::client::client_ip(peer.ip(), request.headers(), &trusted);
                     request.extensions_mut().insert(axum::extract::ConnectInfo(std::net::SocketAddr::new(client, peer.port())));
                     request.extensions_mut().insert(vole_http::ConnectionFd(socket_fd));
-                    router.clone().oneshot(request.map(axum::body::Body::new))
+                    vole_http::on_connection(
+                        vole_http::ConnectionFd(socket_fd),
+                        router.clone().oneshot(request.map(axum::body::Body::new)),
+                    )
                 });
                 let connection = graceful.watch(http.serve_connection(TokioIo::new(vole_http::zero_copy::Connection::new(stream)), service));
                 tokio::spawn(async move {

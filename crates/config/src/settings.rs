@@ -173,10 +173,9 @@ pub struct Settings {
 
     /// The time of waiting on a client over which --min-transfer-rate is
     /// measured; the window slides, so a download that starts fast and then
-    /// crawls is cut one window after it slowed. A clone counts what the
+    /// crawls is cut one window after it slowed. What counts is what the
     /// client's TCP acknowledged (the buffers between take megabytes at
-    /// first); other downloads count what was handed to the connection
-    /// [default: 30s].
+    /// first) [default: 30s].
     #[arg(long, env = "VOLE_MIN_TRANSFER_WINDOW", value_name = "DURATION")]
     pub min_transfer_window: Option<String>,
 

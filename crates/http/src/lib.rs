@@ -31,4 +31,39 @@ pub use repo_access::{RepoAccess, RepoSurface};
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionFd(pub std::os::fd::RawFd);
 
+tokio::task_local! {
+    /// The socket of the request the task is handling: set by the server
+    /// around each request's future, so a download's pump, made deep in a
+    /// handler, can count what the client's TCP acknowledged
+    /// ([`acked::AckedBytes`]) without every handler passing it down.
+    static CONNECTION: ConnectionFd;
+}
+
+/// Runs `request` (a request's whole handling) with `connection` as its
+/// socket ([`current_connection`]).
+pub fn on_connection<F: std::future::Future>(
+    connection: ConnectionFd,
+    request: F,
+) -> impl std::future::Future<Output = F::Output> {
+    CONNECTION.scope(connection, request)
+}
+
+/// The socket of the request being handled, when called from its task.
+pub fn current_connection() -> Option<ConnectionFd> {
+    CONNECTION.try_with(|c| *c).ok()
+}
+
 pub use vole_stdx::spawn_blocking;
+
+#[cfg(test)]
+mod connection_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_sees_its_socket_and_nothing_else_does() {
+        assert!(current_connection().is_none(), "outside any request");
+        let seen = on_connection(ConnectionFd(7), async { current_connection() }).await;
+        assert_eq!(seen.map(|c| c.0), Some(7));
+        assert!(current_connection().is_none(), "the scope ended with it");
+    }
+}

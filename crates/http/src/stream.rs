@@ -108,9 +108,11 @@ where
     // it once the queued chunks are taken, and never looks complete.
     let cut_flag = Arc::new(parking_lot::Mutex::new(None::<Cut>));
     let flag = cut_flag.clone();
+    // Taken here, in the request's task (the pump's task has no request).
+    let peer = crate::current_connection().and_then(AckedBytes::of);
     tokio::spawn(async move {
         let _permit = permit;
-        if let Some(cut) = pump(source, &tx, bounds).await {
+        if let Some(cut) = pump(source, &tx, bounds, peer).await {
             tracing::info!(what, ?cut, "download cut");
             *flag.lock() = Some(cut);
         }
@@ -132,12 +134,13 @@ async fn pump<R>(
     mut source: R,
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
     bounds: StreamBounds,
+    peer: Option<AckedBytes>,
 ) -> Option<Cut>
 where
     R: AsyncRead + Unpin,
 {
     let end = Instant::now() + bounds.deadline;
-    let mut floor = RateFloor::new(bounds.min_rate, bounds.window, None);
+    let mut floor = RateFloor::new(bounds.min_rate, bounds.window, peer);
     let mut buf = bytes::BytesMut::with_capacity(CHUNK);
     loop {
         buf.reserve(CHUNK);
@@ -180,8 +183,9 @@ pub enum Sent {
 /// download that starts fast and then crawls is cut one window after it
 /// slowed, not one window after the last fresh start. What the client
 /// took is what its TCP acknowledged when the connection's socket is known
-/// ([`AckedBytes`]), else what the body was handed (which the buffers
-/// between inflate by megabytes).
+/// ([`AckedBytes`]: a clone's, and a download's made in its request's
+/// task), else what the body was handed (which the buffers between
+/// inflate by megabytes).
 #[derive(Debug)]
 pub struct RateFloor {
     need: u64,
@@ -309,7 +313,7 @@ mod tests {
         let source = std::io::Cursor::new(vec![7u8; 1 << 20]);
         let (tx, _rx) = mpsc::channel(2);
         let started = tokio::time::Instant::now();
-        let cut = pump(source, &tx, bounds(1000, 4096)).await;
+        let cut = pump(source, &tx, bounds(1000, 4096), None).await;
         assert_eq!(cut, Some(Cut::Slow));
         assert!(
             started.elapsed() < Duration::from_secs(3),
@@ -330,7 +334,8 @@ mod tests {
             }
         });
         let (tx, mut rx) = mpsc::channel(2);
-        let pumping = tokio::spawn(async move { pump(reader, &tx, bounds(1000, 1 << 20)).await });
+        let pumping =
+            tokio::spawn(async move { pump(reader, &tx, bounds(1000, 1 << 20), None).await });
         let mut got = 0;
         while let Some(chunk) = rx.recv().await {
             got += chunk.unwrap().len();
@@ -347,7 +352,7 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(2);
         let mut limits = bounds(30_000, 4096);
         limits.deadline = Duration::from_secs(600);
-        let pumping = tokio::spawn(async move { pump(source, &tx, limits).await });
+        let pumping = tokio::spawn(async move { pump(source, &tx, limits, None).await });
         for _ in 0..16 {
             rx.recv().await.unwrap().unwrap();
         }
@@ -373,7 +378,7 @@ mod tests {
         let (tx, _rx) = mpsc::channel(2);
         let mut limits = bounds(1000, 1);
         limits.deadline = Duration::from_secs(5);
-        assert_eq!(pump(reader, &tx, limits).await, Some(Cut::Deadline));
+        assert_eq!(pump(reader, &tx, limits, None).await, Some(Cut::Deadline));
     }
 
     #[tokio::test(start_paused = true)]
@@ -407,6 +412,6 @@ mod tests {
         let source = std::io::Cursor::new(vec![7u8; 1 << 20]);
         let (tx, rx) = mpsc::channel(2);
         drop(rx);
-        assert_eq!(pump(source, &tx, bounds(1000, 4096)).await, None);
+        assert_eq!(pump(source, &tx, bounds(1000, 4096), None).await, None);
     }
 }
