@@ -373,6 +373,28 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_client_a_little_over_the_floor_is_never_cut() {
+        // 64 KiB every 10 s (6.4 KiB/s against 4 KiB/s), for 160 s: every
+        // 30 s window holds at least two chunks.
+        let source = std::io::Cursor::new(vec![7u8; 1 << 20]);
+        let (tx, mut rx) = mpsc::channel(2);
+        let mut limits = bounds(30_000, 4096);
+        limits.deadline = Duration::from_secs(600);
+        let pumping = tokio::spawn(async move { pump(source, &tx, limits, None).await });
+        let mut got = 0;
+        while let Some(chunk) = rx.recv().await {
+            got += chunk.unwrap().len();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+        }
+        assert_eq!(
+            pumping.await.unwrap(),
+            None,
+            "a client over the floor was cut"
+        );
+        assert_eq!(got, 1 << 20);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_download_past_its_deadline_is_cut() {
         let (_writer, reader) = tokio::io::duplex(16); // never writes
         let (tx, _rx) = mpsc::channel(2);
