@@ -46,7 +46,8 @@ pub(crate) struct Fields<'a> {
     pub duration_ms: f64,
 }
 
-/// The target the line is logged under (the request log's module).
+/// The target the request span and line are logged under, whichever
+/// writes the line (what filters name: the request log's module).
 pub(crate) const TARGET: &str = "vole::server::request_log";
 
 impl AccessLine {

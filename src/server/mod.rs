@@ -290,7 +290,6 @@ async fn serve_until_signal(
                     // proxy's X-Forwarded-For when the peer is trusted.
                     let client = vole_http::client::client_ip(peer.ip(), request.headers(), &trusted);
                     request.extensions_mut().insert(axum::extract::ConnectInfo(std::net::SocketAddr::new(client, peer.port())));
-                    request.extensions_mut().insert(vole_http::ConnectionFd(socket_fd));
                     vole_http::on_connection(
                         vole_http::ConnectionFd(socket_fd),
                         router.clone().oneshot(request.map(axum::body::Body::new)),

@@ -96,7 +96,7 @@ where
         let uri = request.uri().clone();
         let (id, sent) = request_id(request.headers());
         // Only visible ASCII (checked, or a ULID).
-        let span = tracing::info_span!("request", id = id.to_str().unwrap_or("-"));
+        let span = tracing::info_span!(target: access_line::TARGET, "request", id = id.to_str().unwrap_or("-"));
         let inner = {
             let _entered = span.enter();
             self.inner.call(request)
@@ -203,6 +203,7 @@ impl Drop for RequestLine {
             return;
         }
         tracing::info!(
+            target: access_line::TARGET,
             method = %self.method,
             path = %self.uri.path(),
             status = self.status,

@@ -29,7 +29,7 @@ pub(crate) fn write(work: &Path, file: &str, content: &str) {
 /// keeps the side's side.txt, and main's both.txt though the side changed
 /// it later; a rename, a file deleted and restored, a change of mode only,
 /// a nested directory.
-pub(crate) fn shaped_history(work: &Path) {
+fn shaped_history(work: &Path) {
     git_ok(work, &["init", "-q", "-b", "main"]);
     write(work, "a.txt", "a1\n");
     write(work, "kept.txt", "never changed\n");
@@ -117,10 +117,10 @@ pub(crate) fn listing_rows(html: &str) -> Vec<(String, Option<String>, String)> 
         .collect()
 }
 
-#[test]
-fn each_entry_shows_the_commit_git_log_names_and_files_their_size() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
+/// A server (anonymous pushes on) with an empty `alice/shaped`, and a
+/// work tree beside it holding [`shaped_history`], not pushed yet.
+pub(crate) fn shaped_work(dir: &Path) -> (TestServer, std::path::PathBuf) {
+    let data = dir.join("data");
     assert!(
         run_vole(&data, &["repo", "create", "alice/shaped"])
             .status
@@ -130,9 +130,16 @@ fn each_entry_shows_the_commit_git_log_names_and_files_their_size() {
         .data(&data)
         .arg("--anonymous-push")
         .start();
-    let work = dir.path().join("work");
+    let work = dir.join("work");
     std::fs::create_dir_all(&work).unwrap();
     shaped_history(&work);
+    (server, work)
+}
+
+#[test]
+fn each_entry_shows_the_commit_git_log_names_and_files_their_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, work) = shaped_work(dir.path());
     git_ok(
         &work,
         &["push", "-q", &server.url("/alice/shaped.git"), "main"],

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use crate::browsing::{commit_at, listing_rows, shaped_history, write};
+use crate::browsing::{commit_at, listing_rows, shaped_work, write};
 use crate::support::*;
 
 const PAGES: [(&str, &str); 3] = [
@@ -44,20 +44,8 @@ fn check_every_entry(server: &TestServer, work: &Path, rev: &str, when: &str) ->
 #[test]
 fn first_views_after_pushes_name_what_git_log_names() {
     let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    assert!(
-        run_vole(&data, &["repo", "create", "alice/shaped"])
-            .status
-            .success()
-    );
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--anonymous-push")
-        .start();
+    let (server, work) = shaped_work(dir.path());
     let url = server.url("/alice/shaped.git");
-    let work = dir.path().join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    shaped_history(&work);
     git_ok(&work, &["push", "-q", &url, "main"]);
     let mut checked = check_every_entry(&server, &work, "main", "the first push");
 

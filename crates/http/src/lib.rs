@@ -24,18 +24,19 @@ pub mod zero_copy;
 pub use error::AppError;
 pub use repo_access::{RepoAccess, RepoSurface};
 
-/// The raw descriptor of the socket a request came on (a request
-/// extension, set by the server): open while the request's handler runs,
-/// since the connection waits for its response. Whoever needs the socket
-/// longer duplicates it then.
+/// The raw descriptor of the socket a request came on
+/// ([`current_connection`], set by the server): open while the request's
+/// handler runs, since the connection waits for its response. Whoever
+/// needs the socket longer duplicates it then.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnectionFd(pub std::os::fd::RawFd);
 
 tokio::task_local! {
     /// The socket of the request the task is handling: set by the server
-    /// around each request's future, so a download's pump, made deep in a
-    /// handler, can count what the client's TCP acknowledged
-    /// ([`acked::AckedBytes`]) without every handler passing it down.
+    /// around each request's future, so a download's pump or a clone's,
+    /// made deep in a handler, can cork it and count what the client's TCP
+    /// acknowledged ([`acked::AckedBytes`]) without every handler passing
+    /// it down.
     static CONNECTION: ConnectionFd;
 }
 

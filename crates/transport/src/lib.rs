@@ -44,7 +44,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Extension, State};
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 
@@ -479,7 +479,6 @@ pub async fn upload_pack(
     state: State<Arc<Transport>>,
     access: RepoAccess<Read>,
     peer: ConnectInfo<SocketAddr>,
-    connection: Option<Extension<vole_http::ConnectionFd>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
@@ -487,7 +486,7 @@ pub async fn upload_pack(
         Service::UploadPack,
         state,
         (access.repo, access.principal),
-        (peer, connection),
+        peer,
         headers,
         body,
     )
@@ -506,7 +505,7 @@ pub async fn receive_pack(
         Service::ReceivePack,
         state,
         (access.repo, access.principal),
-        (peer, None),
+        peer,
         headers,
         body,
     )
@@ -518,11 +517,7 @@ async fn service_rpc(
     State(transport): State<Arc<Transport>>,
     // The repo RepoAccess let through, and who asked.
     (repo, principal): (ResolvedRepo, Principal),
-    // The client's address, and its socket for a fetch (see below).
-    (ConnectInfo(peer), connection): (
-        ConnectInfo<SocketAddr>,
-        Option<Extension<vole_http::ConnectionFd>>,
-    ),
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, AppError> {
@@ -553,8 +548,11 @@ async fn service_rpc(
         &headers,
         peer,
     )?;
-    // A fetch's pack streams through a corked socket (`cgi::output::Cork`).
-    request.connection = connection.map(|Extension(fd)| fd);
+    // A fetch's pack streams through a corked socket (`cgi::output::Cork`),
+    // paced by what the client's TCP acknowledged.
+    if service == Service::UploadPack {
+        request.connection = vole_http::current_connection();
+    }
     if service == Service::ReceivePack {
         register_push(&transport, &repo, &principal, &mut request);
     }

@@ -150,6 +150,10 @@ async fn warm(app: &Arc<WebState>, event: &vole_hooks::recorder::RefMoveEvent) {
 
 /// Walks `dir` at `commit` into the listings' cache, unless it is there.
 async fn warm_one(app: &Arc<WebState>, repo: &ResolvedRepo, commit: ObjectId, dir: Vec<String>) {
+    let key = (repo.incarnation_id().to_string(), commit, dir.clone());
+    if app.caches.listings.contains_key(&key) {
+        return;
+    }
     let (gix, path, incarnation) = (
         app.gix.clone(),
         app.repos.path(repo),
@@ -172,10 +176,6 @@ async fn warm_one(app: &Arc<WebState>, repo: &ResolvedRepo, commit: ObjectId, di
         .into_iter()
         .take(super::browse::MAX_LISTED)
         .collect();
-    let key = (repo.incarnation_id().to_string(), commit, dir.clone());
-    if app.caches.listings.contains_key(&key) {
-        return;
-    }
     let walked = walk_listing(app, repo, (commit, dir), shown, WARM_BOUNDS).await;
     if let Some(facts) = walked.filter(|f| !f.cut) {
         app.caches.listings.insert(key, facts).await;

@@ -65,10 +65,9 @@ async fn a_walk_the_clock_cut_is_kept_for_a_minute_then_walked_again() {
     );
 }
 
-#[test]
-fn entries_past_the_bound_are_older_not_guessed() {
-    let dir = tempfile::tempdir().unwrap();
-    let work = dir.path();
+/// `a.txt` edited by each of 20 commits after the first, `b.txt` only
+/// in the first: the repo, its tip and the root's entries.
+fn edited_history(work: &std::path::Path) -> (gix::Repository, ObjectId, Vec<TreeEntry>) {
     git(work, &["init", "-q", "-b", "main"], 0);
     std::fs::write(work.join("a.txt"), "0").unwrap();
     std::fs::write(work.join("b.txt"), "never changed").unwrap();
@@ -88,6 +87,58 @@ fn entries_past_the_bound_are_older_not_guessed() {
     };
     let names: Vec<&str> = entries.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(names, ["a.txt", "b.txt"]);
+    (repo, tip, entries)
+}
+
+#[test]
+fn a_walk_stops_where_an_earlier_walk_of_the_directory_began() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, tip, entries) = edited_history(dir.path());
+    let bounds = Bounds {
+        commits: MAX_WALKED,
+        time: Duration::from_secs(60),
+    };
+    let whole = walk(&repo, tip, &[], &entries, bounds, &|_| None).unwrap();
+    // The facts of the same directory five commits back (b.txt is the
+    // same there, so its line of history goes through it).
+    let back = (0..5).fold(tip, |at, _| {
+        let commit = repo.find_commit(at).unwrap();
+        commit.parent_ids().next().unwrap().detach()
+    });
+    let tree = repo.find_commit(back).unwrap().tree_id().unwrap().detach();
+    let super::super::read::Node::Tree(listed_back) =
+        super::super::read::lookup(&repo, tree, &[]).unwrap()
+    else {
+        panic!("the root is a tree")
+    };
+    let earlier =
+        std::sync::Arc::new(walk(&repo, back, &[], &listed_back, bounds, &|_| None).unwrap());
+    let known = |at: ObjectId| (at == back).then(|| earlier.clone());
+    let indexed = walk(&repo, tip, &[], &entries, bounds, &known).unwrap();
+    let summaries = |facts: &Facts| -> Vec<String> {
+        facts
+            .last
+            .iter()
+            .map(|at| facts.commits[at.unwrap() as usize].summary.clone())
+            .collect()
+    };
+    assert_eq!(
+        summaries(&indexed),
+        summaries(&whole),
+        "the index changed an answer"
+    );
+    assert_eq!(summaries(&indexed), ["edit 20", "first"]);
+    assert!(
+        indexed.walked <= 5 && whole.walked == 21,
+        "the walk went on past the commit the index knows ({} commits walked)",
+        indexed.walked
+    );
+}
+
+#[test]
+fn entries_past_the_bound_are_older_not_guessed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, tip, entries) = edited_history(dir.path());
     let walk = |commits| {
         let bounds = Bounds {
             commits,
