@@ -781,6 +781,9 @@ fn isomorphic_git_clones_and_pushes() {
 #[test]
 fn gitoxide_clones_and_fetches() {
     // gitoxide has no push yet: it clones and fetches (protocol v2).
+    // Its reqwest is built without a TLS provider (the features vole's
+    // webhooks chose), so this client installs one, whatever ran before.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let forge = Forge::start(&["alice/repo"], &["--anonymous-push"]);
     let work = worktree(&forge.dir, "work");
     let first = commit_file(&work, "g.txt", b"gix");
