@@ -33,11 +33,7 @@ pub(crate) struct Receiver {
 
 impl Receiver {
     pub(crate) fn start(parent: &Path) -> Receiver {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         Receiver::on(parent, port)
     }
 

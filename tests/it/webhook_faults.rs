@@ -249,11 +249,7 @@ fn a_failed_delivery_is_tried_again_with_its_id_until_a_2xx_and_only_then_the_ne
 fn events_pending_when_vole_is_killed_are_all_delivered_after_the_restart_in_order() {
     let mut team = Team::new(FAST_RETRIES);
     // A port that refuses connections until the receiver starts on it.
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let hook = team.hook(&format!("http://127.0.0.1:{port}/hook"), r#"["push"]"#);
     team.push("main:main");
     let mut heads = vec![
@@ -373,11 +369,7 @@ fn a_push_of_many_refs_gives_events_up_to_a_bound_then_one_that_counts_the_rest(
 #[test]
 fn the_settings_page_shows_a_failing_hook_its_deliveries_and_sends_one_again() {
     let mut team = Team::new(&["--webhook-retry", "100ms", "--webhook-timeout", "1s"]);
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let hook = team.hook(&format!("http://127.0.0.1:{port}/hook"), r#"["push"]"#);
     team.push("main:main");
     // One retry, then failing.

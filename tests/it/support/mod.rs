@@ -905,3 +905,12 @@ pub fn browser_journey(script: &str, base: &str, shots: &Path, args: &[&str]) ->
     );
     text(&out.stdout)
 }
+
+/// A loopback port nothing listens on (it was free a moment ago).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
