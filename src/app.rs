@@ -150,6 +150,7 @@ impl Stores {
                 default_branch: config.default_branch.clone(),
                 protected_branches: config.protected_branches.clone(),
                 max_authored_bytes: config.quotas.max_meta_bytes_per_user,
+                load_in_background: true,
                 ..StoreOptions::default()
             },
         )?);

@@ -33,6 +33,9 @@ pub(super) fn call<T: serde::de::DeserializeOwned>(
             Ok(lock) => {
                 let git = Git::locate(config.git.as_deref())?;
                 let app = App::open(config.clone(), git)?;
+                // A command run once reads every repo's documents first,
+                // rather than be told to retry while they are read.
+                app.meta.wait_until_read();
                 let reply = vole_control::dispatch(&app.control, request);
                 // Folded into git before the lock goes: a copy of the data
                 // dir taken now holds the change in its repos too.

@@ -485,7 +485,7 @@ impl MetaStore {
     /// The repo's settings (defaults from the server's config, at version
     /// 0, when none are stored).
     pub fn settings(&self, repo: &RepoName) -> Result<Settings, MetaError> {
-        self.read(repo, |state| {
+        self.read_repo_level(repo, |state| {
             Ok(state
                 .index
                 .settings()
@@ -534,7 +534,7 @@ impl MetaStore {
     /// Where the repo's site is served from (the default, `refs/heads/pages`
     /// at its root, for a repo without settings or without a store entry).
     pub fn site(&self, repo: &RepoName) -> SiteSettings {
-        self.read(repo, |state| {
+        self.read_repo_level(repo, |state| {
             Ok(state
                 .index
                 .settings()

@@ -25,6 +25,10 @@ pub enum MetaError {
     /// The write would take its author past a quota (which it names).
     #[error("{0}")]
     OverQuota(String),
+    /// The repo's documents are still being read after a start (the
+    /// store reads them in the background); the message says whose.
+    #[error("{0}")]
+    Loading(String),
     /// The store cannot serve (its log failed, or a repo's metadata
     /// cannot be read); the detail is for the server's log, not clients.
     #[error("metadata is unavailable")]
@@ -47,6 +51,9 @@ pub enum Unavailable {
     },
     #[error("cannot start the fold thread")]
     Thread(#[source] Arc<std::io::Error>),
+    /// The repo was deleted while its documents were being read.
+    #[error("the repo {0} was deleted")]
+    Forgotten(String),
     /// A write was made but the audit log could not record it.
     #[error("the audit log failed")]
     Audit(#[source] Arc<dyn std::error::Error + Send + Sync>),
@@ -54,10 +61,14 @@ pub enum Unavailable {
 
 impl Unavailable {
     pub(crate) fn unreadable(repo: &str, source: fold::MetaRepoError) -> MetaError {
-        MetaError::Unavailable(Unavailable::Unreadable {
+        MetaError::Unavailable(Unavailable::unreadable_repo(repo, source))
+    }
+
+    pub(crate) fn unreadable_repo(repo: &str, source: fold::MetaRepoError) -> Unavailable {
+        Unavailable::Unreadable {
             repo: repo.to_string(),
             source: Arc::new(source),
-        })
+        }
     }
 }
 

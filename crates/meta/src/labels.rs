@@ -48,9 +48,9 @@ fn check_label_fields(put: &LabelPut) -> Result<(Option<String>, Option<String>)
 }
 
 impl MetaStore {
-    /// The repo's labels, by id.
+    /// The repo's labels, by id (read at open: no wait).
     pub fn labels(&self, repo: &RepoName) -> Result<Vec<Label>, MetaError> {
-        self.read(repo, |state| Ok(state.index.labels().cloned().collect()))
+        self.read_repo_level(repo, |state| Ok(state.index.labels().cloned().collect()))
     }
 
     /// The repo's label `serial`.

@@ -49,6 +49,7 @@ mod fold_build;
 mod fold_thread;
 pub mod index;
 pub mod labels;
+mod loading;
 mod merge_settings;
 pub mod numbered;
 mod pack;
@@ -64,7 +65,7 @@ pub mod webhooks;
 mod write;
 
 use parking_lot::{Condvar, Mutex, RwLock};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -127,6 +128,10 @@ pub struct StoreOptions {
     /// Bytes of documents one author may hold in one repo
     /// (`Index::over_authored_limit`); `None`: no limit.
     pub max_authored_bytes: Option<u64>,
+    /// Read each repo's issues, change requests and comments after the
+    /// open, on a thread of their own (`loading.rs`), so a start does not
+    /// grow with them; otherwise the open reads everything (tools, tests).
+    pub load_in_background: bool,
     /// Test seam: called at each stage of a fold cycle.
     pub fold_hook: Option<FoldHook>,
 }
@@ -141,6 +146,7 @@ impl Default for StoreOptions {
             default_branch: "main".into(),
             protected_branches: Vec::new(),
             max_authored_bytes: None,
+            load_in_background: false,
             fold_hook: None,
         }
     }
@@ -184,6 +190,8 @@ struct RepoMeta {
     packs_since_check: AtomicUsize,
     repacking: Arc<AtomicBool>,
     appender: Appender,
+    /// What of its documents is still to be read after the open.
+    loading: loading::Loading,
 }
 
 /// Appends writers' frames to the log in the order their tickets were
@@ -291,6 +299,8 @@ struct Inner {
     /// Held while labels are made, renamed or deleted, so two writers
     /// cannot make two labels of one name.
     label_gate: Mutex<()>,
+    /// The repos calls wait for, which the loader reads first.
+    loads: loading::Loads,
 }
 
 /// Holds off repacks and log compaction while it lives

@@ -18,7 +18,7 @@ impl MetaStore {
         options: StoreOptions,
     ) -> Result<MetaStore, MetaError> {
         let started = Instant::now();
-        let mut loaded = load_repos(repos, options.shards)?;
+        let mut loaded = load_repos(repos, options.shards, options.load_in_background)?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,
             ..Unfolded::default()
@@ -27,12 +27,14 @@ impl MetaStore {
             requeued,
             orphaned,
             other_incarnation,
-        } = requeue_unfolded(&mut loaded, replayed, &mut unfolded);
+        } = requeue_unfolded(&mut loaded, replayed, &mut unfolded, options.shards);
         let mut map = HashMap::new();
         let mut entities = 0;
+        let mut partial = 0;
         for (name, (mut meta, _)) in loaded {
             let state = meta.state.get_mut();
             entities += state.index.len();
+            partial += usize::from(!meta.loading.is_whole());
             map.insert(name, Arc::new(meta));
         }
         log.mark_applied(unfolded.applied());
@@ -43,6 +45,7 @@ impl MetaStore {
         tracing::info!(
             repos = map.len(),
             entities,
+            read_in_background = partial,
             requeued,
             orphaned,
             other_incarnation,
@@ -74,7 +77,15 @@ impl MetaStore {
             maintenance_holds: Arc::new(AtomicUsize::new(0)),
             serials: Mutex::new(HashMap::new()),
             label_gate: Mutex::new(()),
+            loads: loading::Loads::default(),
         });
+        if partial > 0 {
+            let loader_inner = inner.clone();
+            std::thread::Builder::new()
+                .name("vole-meta-load".into())
+                .spawn(move || loading::load_loop(loader_inner))
+                .map_err(|e| MetaError::Unavailable(Unavailable::Thread(Arc::new(e))))?;
+        }
         let folder_inner = inner.clone();
         let folder = std::thread::Builder::new()
             .name("vole-meta-fold".into())
@@ -87,13 +98,16 @@ impl MetaStore {
     }
 }
 
-/// Reads a repo's shard trees into a fresh index; returns each shard's
-/// folded sequence too.
+/// Reads a repo's shard trees into a fresh index (with `in_background`,
+/// only those of its repo-level documents, leaving the rest to the
+/// loader: `loading.rs`); returns each shard's folded sequence too.
 pub(super) fn load_repo(
     name: &str,
     git_dir: &Path,
     shards: u16,
+    in_background: bool,
 ) -> Result<(RepoMeta, HashMap<u8, u64>), MetaRepoError> {
+    let in_background = in_background && name != SYSTEM;
     let repo = fold::open_repo(git_dir)?;
     let incarnation = if name == SYSTEM {
         None
@@ -103,6 +117,7 @@ pub(super) fn load_repo(
     let mut index = index::Index::default();
     let mut folded = HashMap::new();
     let mut tips = HashMap::new();
+    let mut left = loading::Left::default();
     for shard in 0..shards {
         let shard = shard as u8;
         let tip = fold::read_shard(&repo, shard)?;
@@ -116,8 +131,21 @@ pub(super) fn load_repo(
             .tree_id()
             .map_err(read)?
             .detach();
-        read_tree(&repo, tree, &mut index)?;
+        if in_background && !loading::eager_shard(shard, shards) {
+            left.trees.push(tree);
+            continue;
+        }
+        read_tree(&repo, tree, &mut |e| {
+            index.apply(e);
+        })?;
     }
+    let loading = if in_background {
+        let loading = loading::Loading::default();
+        loading.put(left);
+        loading
+    } else {
+        loading::Loading::whole()
+    };
     Ok((
         RepoMeta {
             name: name.to_string(),
@@ -132,6 +160,7 @@ pub(super) fn load_repo(
             packs_since_check: AtomicUsize::new(0),
             repacking: Arc::new(AtomicBool::new(false)),
             appender: Appender::default(),
+            loading,
         },
         folded,
     ))
@@ -143,11 +172,15 @@ type Loaded = HashMap<String, (RepoMeta, HashMap<u8, u64>)>;
 
 /// Each repo's metadata as its shard refs hold it, with the log sequence
 /// each shard has folded through.
-fn load_repos(repos: &[(String, PathBuf)], shards: u16) -> Result<Loaded, MetaError> {
+fn load_repos(
+    repos: &[(String, PathBuf)],
+    shards: u16,
+    in_background: bool,
+) -> Result<Loaded, MetaError> {
     let mut loaded = HashMap::new();
     for (name, git_dir) in repos {
-        let (meta, folded) =
-            load_repo(name, git_dir, shards).map_err(|e| Unavailable::unreadable(name, e))?;
+        let (meta, folded) = load_repo(name, git_dir, shards, in_background)
+            .map_err(|e| Unavailable::unreadable(name, e))?;
         loaded.insert(name.clone(), (meta, folded));
     }
     Ok(loaded)
@@ -169,6 +202,7 @@ fn requeue_unfolded(
     loaded: &mut Loaded,
     replayed: Vec<(u64, MetaWrite)>,
     unfolded: &mut Unfolded,
+    shards: u16,
 ) -> Requeued {
     let mut requeued = 0usize;
     let mut orphaned = 0usize;
@@ -196,10 +230,16 @@ fn requeue_unfolded(
                 continue;
             }
         };
-        let state = meta.state.get_mut();
         let path = entity.tree_path();
         let body = fold_body(&entity, row.body);
-        state.index.apply(entity);
+        // A shard the loader has yet to read gets its records after its
+        // tree, as here.
+        if meta.loading.is_whole() || loading::eager_shard(row.shard, shards) {
+            meta.state.get_mut().index.apply(entity);
+        } else {
+            meta.loading.left_mut().replays.push(entity);
+        }
+        let state = meta.state.get_mut();
         state
             .pending
             .entry(row.shard)
@@ -224,10 +264,12 @@ fn requeue_unfolded(
     }
 }
 
+/// Every document under `tree`, handed to `found` (one that does not
+/// parse is logged and skipped).
 pub(super) fn read_tree(
     repo: &gix::Repository,
     tree: ObjectId,
-    index: &mut index::Index,
+    found: &mut dyn FnMut(Entity),
 ) -> Result<(), MetaRepoError> {
     let read = |e| MetaRepoError::ReadObject(tree, e);
     let tree = repo.find_tree(tree).map_err(read)?;
@@ -247,15 +289,13 @@ pub(super) fn read_tree(
         .collect();
     for (is_tree, is_blob, filename, id) in entries {
         if is_tree {
-            read_tree(repo, id, index)?;
+            read_tree(repo, id, found)?;
         } else if is_blob && filename.ends_with(b".json") {
             let blob = repo
                 .find_blob(id)
                 .map_err(|e| MetaRepoError::ReadObject(id, e))?;
             match serde_json::from_slice::<Entity>(&blob.data) {
-                Ok(entity) => {
-                    index.apply(entity);
-                }
+                Ok(entity) => found(entity),
                 Err(e) => {
                     tracing::warn!(blob = %id, error = %e, "metadata document does not parse; skipped")
                 }
@@ -269,7 +309,7 @@ pub(super) fn read_tree(
 /// them (writes the log holds but no fold has applied yet are not in
 /// them), read only: for `vole check`.
 pub fn folded_users(git_dir: &Path) -> Result<Vec<User>, MetaRepoError> {
-    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS)?;
+    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS, false)?;
     let state = meta.state.into_inner();
     Ok(state.index.users().cloned().collect())
 }

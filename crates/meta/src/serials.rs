@@ -31,12 +31,16 @@ impl MetaStore {
         let Ok(system) = self.system() else {
             return Ok(0);
         };
+        // Past every id stored too: a system repo restored from an older
+        // backup than the repos must not hand one out again. Found once,
+        // outside the lock (it may wait for repos still being read).
+        let stored = match self.inner.serials.lock().contains_key(&kind) {
+            true => 0,
+            false => self.max_stored_serial(kind)?,
+        };
         let mut serials = self.inner.serials.lock();
         let held = serials.entry(kind).or_insert_with(|| {
             let reserved = system.state.lock().index.reserved(kind);
-            // Past every id stored too: a system repo restored from an
-            // older backup than the repos must not hand one out again.
-            let stored = self.max_stored_serial(kind);
             Held {
                 next: reserved.max(stored) + 1,
                 reserved,
@@ -68,14 +72,21 @@ impl MetaStore {
         Ok(serial)
     }
 
-    /// The largest id of `kind` any loaded repo's documents hold.
-    fn max_stored_serial(&self, kind: SerialKind) -> u64 {
+    /// The largest id of `kind` any loaded repo's documents hold. Issues'
+    /// and comments' are in the shards read in the background: this waits
+    /// for them (at most [`loading::LOAD_WAIT`] in all).
+    fn max_stored_serial(&self, kind: SerialKind) -> Result<u64, MetaError> {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
-        repos
-            .iter()
-            .map(|meta| meta.state.lock().index.max_serial(kind))
-            .max()
-            .unwrap_or(0)
+        let deadline = Instant::now() + loading::LOAD_WAIT;
+        let mut max = 0;
+        for meta in repos {
+            if matches!(kind, SerialKind::Issue | SerialKind::Comment) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                meta.wait_whole(&self.inner, Some(left))?;
+            }
+            max = max.max(meta.state.lock().index.max_serial(kind));
+        }
+        Ok(max)
     }
 
     /// The numeric id of `repo` as it is now (its incarnation's); `None`
@@ -137,6 +148,12 @@ impl MetaStore {
             return Ok(0);
         }
         let mut written = 0;
+        // Issues, pull requests and comments from before numeric ids exist
+        // only where no issue was given one yet: elsewhere the upgrade ran
+        // at an earlier start, and this one need not wait for the repos'
+        // documents read in the background (`loading.rs`).
+        let documents_numbered =
+            self.read_system(|state| Ok(state.index.sequence(SerialKind::Issue).is_some()))?;
         let users: Vec<String> = self.read_system(|state| {
             Ok(state
                 .index
@@ -199,7 +216,10 @@ impl MetaStore {
                 self.give_repo_serial(&name)?;
                 written += 1;
             }
-            written += self.give_repo_document_serials(&meta)?;
+            if !documents_numbered {
+                meta.wait_whole(&self.inner, None)?;
+                written += self.give_repo_document_serials(&meta)?;
+            }
         }
         if written > 0 {
             tracing::warn!(

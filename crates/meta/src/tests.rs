@@ -1318,3 +1318,132 @@ fn hooks_are_kept_by_incarnation_in_the_system_repo_across_a_restart() {
             .is_err()
     );
 }
+
+/// The index of the fixture's repo, part by part ([`index::parts`]).
+fn index_parts(store: &MetaStore) -> Vec<String> {
+    let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+    index::parts(&meta.state.lock().index)
+}
+
+#[test]
+fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_and_a_compaction() {
+    let fx = Fixture::new();
+    let issue = |store: &MetaStore, title: &str, labels: &[&str]| {
+        let new = NewIssue {
+            title: title.into(),
+            body: format!("the body of {title}"),
+            labels: labels.iter().map(|l| l.to_string()).collect(),
+        };
+        store.create_issue(&repo(), new, "ann").unwrap()
+    };
+    let comment = |store: &MetaStore, number: u64, body: &str| {
+        let new = requests::NewComment { body: body.into() };
+        store
+            .comment(&repo(), ThreadKind::Issue, number, new, "bob")
+            .unwrap()
+    };
+    let edit = |store: &MetaStore, number: u64, state: IssueState| {
+        let patch = IssuePatch {
+            version: None,
+            title: Some(format!("edited {number}")),
+            body: None,
+            state: Some(state),
+            labels: Some(vec!["triaged".into()]),
+        };
+        store.edit_issue(&repo(), number, patch).unwrap();
+    };
+    {
+        // Folded: issues on many shards, labels, comments, an ACL kept
+        // in the repo's own shards, edits and a deleted comment.
+        let (_log, store) = fx.open(quick());
+        for i in 0..80 {
+            let labels: &[&str] = if i % 3 == 0 { &["bug"] } else { &[] };
+            let made = issue(&store, &format!("folded {i}"), labels);
+            if i % 4 == 0 {
+                comment(&store, made.number, &format!("on {i}"));
+            }
+        }
+        let gone = comment(&store, 2, "to delete");
+        store
+            .delete_comment(&repo(), ThreadKind::Issue, 2, &gone.id, None)
+            .unwrap();
+        edit(&store, 5, IssueState::Closed);
+        store.put_acl(&repo(), members_acl(0)).unwrap();
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    {
+        // Only in the log (the store goes as in a crash): new issues,
+        // edits of folded ones, comments; the folded records compacted away.
+        let (log, store) = fx.open(only_on_flush());
+        for i in 0..30 {
+            issue(&store, &format!("logged {i}"), &["bug", "later"]);
+        }
+        edit(&store, 7, IssueState::Closed);
+        edit(&store, 90, IssueState::Closed);
+        comment(&store, 9, "logged comment");
+        let report = store.compact_log(0).unwrap();
+        assert!(report.base_seq > 1, "nothing was compacted: {report:?}");
+        assert!(store.stats().pending > 30, "the writes were folded");
+        drop(store);
+        drop(log);
+    }
+    let at_open = {
+        let (_log, store) = fx.open(only_on_flush());
+        index_parts(&store)
+    };
+    let (_log, store) = fx.open(StoreOptions {
+        load_in_background: true,
+        ..only_on_flush()
+    });
+    let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+    store.wait_until_read();
+    assert!(meta.loading.is_whole());
+    let background = index_parts(&store);
+    for (i, (open, later)) in at_open.iter().zip(&background).enumerate() {
+        assert_eq!(
+            open, later,
+            "part {i} of the index differs between a read at open and one in the background"
+        );
+    }
+    assert_eq!(
+        at_open.len(),
+        background.len(),
+        "the indexes hold different numbers of documents"
+    );
+    // Not two empty indexes: every issue and comment is there.
+    let all = store
+        .list_issues(
+            &repo(),
+            &Filter::default(),
+            Pagination::new(1, 100).unwrap(),
+        )
+        .unwrap();
+    assert_eq!(all.total, 110);
+    assert_eq!(store.issue(&repo(), 90).unwrap().state, IssueState::Closed);
+    let page = Pagination::new(1, 10).unwrap();
+    let comments = store.comments(&repo(), ThreadKind::Issue, 9, page).unwrap();
+    assert_eq!(
+        comments.total, 2,
+        "issue #9: its folded comment and its logged one"
+    );
+}
+
+#[test]
+fn a_repo_forgotten_while_it_is_read_in_the_background_is_no_repo() {
+    let fx = Fixture::new();
+    {
+        let (_log, store) = fx.open(quick());
+        create_issues(&store, "folded ", 20);
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    let (_log, store) = fx.open(StoreOptions {
+        load_in_background: true,
+        ..quick()
+    });
+    // The repo-level documents answer at once, read or not.
+    store.settings(&repo()).unwrap();
+    store.forget_repo(&repo());
+    store.wait_until_read();
+    std::fs::remove_dir_all(&fx.git_dir).unwrap();
+    assert!(matches!(store.issue(&repo(), 1), Err(MetaError::NoRepo(_))));
+}

@@ -30,6 +30,20 @@ impl MetaStore {
     ) -> Result<T, MetaError> {
         self.check_failed()?;
         let meta = self.repo(repo)?;
+        let state = meta.whole_state(&self.inner)?;
+        f(&state)
+    }
+
+    /// [`MetaStore::read`] of the repo-level documents only (ACL,
+    /// settings, labels), which the store reads at open: no wait for the
+    /// rest (`loading.rs`).
+    pub(crate) fn read_repo_level<T>(
+        &self,
+        repo: &RepoName,
+        f: impl FnOnce(&RepoState) -> Result<T, MetaError>,
+    ) -> Result<T, MetaError> {
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
         let state = meta.state.lock();
         f(&state)
     }
@@ -76,9 +90,13 @@ impl MetaStore {
     ) -> Result<D, MetaError> {
         self.check_failed()?;
         let meta = self.repo(repo)?;
+        meta.wait_whole(&self.inner, Some(loading::LOAD_WAIT))?;
         self.write_in(&meta, build)
     }
 
+    /// [`MetaStore::write`] to a repo already looked up. It does not wait
+    /// for the repo's background read (`loading.rs`): for the system repo
+    /// (read whole at open) and repo-level documents.
     pub(crate) fn write_in<D: Into<Entity> + Clone>(
         &self,
         meta: &Arc<RepoMeta>,
@@ -168,7 +186,7 @@ impl MetaStore {
             return Ok(meta.clone());
         }
         // A repo created after open: its shard refs are read once here.
-        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards)
+        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards, false)
             .map_err(|e| Unavailable::unreadable(&key, e))?;
         let meta = Arc::new(meta);
         repos.insert(key, meta.clone());

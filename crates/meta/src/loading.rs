@@ -1,0 +1,263 @@
+//! Reading a repo's documents after the store has opened: at open the
+//! store reads only the shards of each repo's repo-level documents (ACL,
+//! settings, labels), which every clone, push and site request needs; the
+//! issues, change requests and comments on the other shards are read by
+//! one background thread, so a start costs the same whatever a repo
+//! holds. A call that needs a repo's whole index waits for it at most
+//! [`LOAD_WAIT`] (its repo is read next), then is told to retry
+//! ([`MetaError::Loading`]): a request's cost stays bounded while a large
+//! repo is read.
+
+use super::*;
+
+/// How long a call waits for its repo's documents to be read before it
+/// is told to retry.
+pub(crate) const LOAD_WAIT: Duration = Duration::from_secs(2);
+
+/// The shards every repo reads at open: those of its repo-level
+/// documents (ACL, settings, labels).
+pub(crate) fn eager_shard(shard: u8, shards: u16) -> bool {
+    shard == shard::shard_of(entity::REPO_ROOT_ID, shards)
+        || shard == shard::shard_of(numbered::LABELS_ROOT, shards)
+}
+
+/// What is left to read of one repo: shard trees, then the log records of
+/// those shards that their tips had not folded (in log order).
+#[derive(Default)]
+pub(crate) struct Left {
+    pub(crate) trees: Vec<ObjectId>,
+    pub(crate) replays: Vec<Entity>,
+}
+
+/// A repo's background read: what is left, and how it ended.
+#[derive(Default)]
+pub(crate) struct Loading {
+    left: Mutex<Left>,
+    /// `None` while reading; `Some(Ok)` once the index is whole.
+    outcome: Mutex<Option<Result<(), Unavailable>>>,
+    whole: AtomicBool,
+    /// Whole, or given up on (a tree that cannot be read).
+    done: AtomicBool,
+    ended: Condvar,
+}
+
+impl Loading {
+    /// A repo read whole at open.
+    pub(crate) fn whole() -> Loading {
+        let loading = Loading::default();
+        loading.finish(Ok(()));
+        loading
+    }
+
+    pub(crate) fn is_whole(&self) -> bool {
+        self.whole.load(Ordering::Acquire)
+    }
+
+    fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn put(&self, left: Left) {
+        *self.left.lock() = left;
+    }
+
+    pub(crate) fn left_mut(&self) -> parking_lot::MutexGuard<'_, Left> {
+        self.left.lock()
+    }
+
+    fn finish(&self, outcome: Result<(), Unavailable>) {
+        let mut ended = self.outcome.lock();
+        if outcome.is_ok() {
+            self.whole.store(true, Ordering::Release);
+        }
+        self.done.store(true, Ordering::Release);
+        *ended = Some(outcome);
+        self.ended.notify_all();
+    }
+
+    /// Waits until the index is whole, at most `bound`.
+    fn wait(&self, repo: &str, bound: Option<Duration>) -> Result<(), MetaError> {
+        let deadline = bound.map(|b| Instant::now() + b);
+        let mut ended = self.outcome.lock();
+        loop {
+            match &*ended {
+                Some(Ok(())) => return Ok(()),
+                Some(Err(Unavailable::Forgotten(name))) => {
+                    return Err(MetaError::NoRepo(name.clone()));
+                }
+                Some(Err(e)) => return Err(MetaError::Unavailable(e.clone())),
+                None => match deadline {
+                    Some(deadline) => {
+                        if self.ended.wait_until(&mut ended, deadline).timed_out()
+                            && ended.is_none()
+                        {
+                            return Err(MetaError::Loading(format!(
+                                "the issues and pull requests of {repo} are still being read \
+                                 after the server's start; retry in a few seconds"
+                            )));
+                        }
+                    }
+                    None => self.ended.wait(&mut ended),
+                },
+            }
+        }
+    }
+}
+
+impl RepoMeta {
+    /// The repo's state once its index is whole (waiting at most
+    /// [`LOAD_WAIT`] for the background read).
+    pub(crate) fn whole_state(
+        &self,
+        inner: &Inner,
+    ) -> Result<parking_lot::MutexGuard<'_, RepoState>, MetaError> {
+        self.wait_whole(inner, Some(LOAD_WAIT))?;
+        Ok(self.state.lock())
+    }
+
+    /// Waits until the index is whole (`None`: however long it takes),
+    /// asking the loader to read this repo next.
+    pub(crate) fn wait_whole(
+        &self,
+        inner: &Inner,
+        bound: Option<Duration>,
+    ) -> Result<(), MetaError> {
+        if self.loading.is_whole() {
+            return Ok(());
+        }
+        {
+            let mut wanted = inner.loads.wanted.lock();
+            if !wanted.contains(&self.name) {
+                wanted.push_back(self.name.clone());
+            }
+            inner.loads.wake.notify_one();
+        }
+        self.loading.wait(&self.name, bound)
+    }
+}
+
+impl MetaStore {
+    /// Waits until every repo's documents are read (however long it
+    /// takes): for a command run once, in-process.
+    pub fn wait_until_read(&self) {
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        for meta in repos {
+            // A repo that cannot be read says so to the command's own call.
+            let _ = meta.wait_whole(&self.inner, None);
+        }
+    }
+}
+
+/// The background loader's queue: repos a call waits for go first.
+#[derive(Default)]
+pub(crate) struct Loads {
+    wanted: Mutex<VecDeque<String>>,
+    wake: Condvar,
+}
+
+/// Reads every repo's shards left by the open, one shard at a time, the
+/// repos calls wait for first.
+pub(crate) fn load_loop(inner: Arc<Inner>) {
+    let started = Instant::now();
+    let mut current: Option<Arc<RepoMeta>> = None;
+    // The git handle of the repo being read, kept between its shards.
+    let mut handle: Option<(String, gix::Repository)> = None;
+    loop {
+        if inner.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let wanted = {
+            let mut wanted = inner.loads.wanted.lock();
+            let mut found = None;
+            while let Some(name) = wanted.pop_front() {
+                let meta = inner.repos.read().get(&name).cloned();
+                if let Some(meta) = meta.filter(|m| !m.loading.is_done()) {
+                    wanted.push_front(name);
+                    found = Some(meta);
+                    break;
+                }
+            }
+            found
+        };
+        let next = wanted
+            .or_else(|| current.take().filter(|m| !m.loading.is_done()))
+            .or_else(|| {
+                inner
+                    .repos
+                    .read()
+                    .values()
+                    .find(|m| !m.loading.is_done())
+                    .cloned()
+            });
+        let Some(meta) = next else {
+            tracing::info!(
+                load_ms = started.elapsed().as_secs_f64() * 1e3,
+                "metadata index whole"
+            );
+            return;
+        };
+        // A repo deleted meanwhile is read no further.
+        let live = inner
+            .repos
+            .read()
+            .get(&meta.name)
+            .is_some_and(|m| Arc::ptr_eq(m, &meta));
+        if !live {
+            *meta.loading.left_mut() = Left::default();
+            meta.loading
+                .finish(Err(Unavailable::Forgotten(meta.name.clone())));
+            continue;
+        }
+        load_step(&meta, &mut handle);
+        current = Some(meta);
+    }
+}
+
+/// Reads one more shard tree of `meta` into its index; after the last,
+/// its log records, and marks the index whole.
+fn load_step(meta: &RepoMeta, handle: &mut Option<(String, gix::Repository)>) {
+    let tree = meta.loading.left_mut().trees.pop();
+    let Some(tree) = tree else {
+        let replays = std::mem::take(&mut meta.loading.left_mut().replays);
+        let mut state = meta.state.lock();
+        for entity in replays {
+            state.index.apply(entity);
+        }
+        drop(state);
+        meta.loading.finish(Ok(()));
+        return;
+    };
+    if handle.as_ref().is_none_or(|(name, _)| *name != meta.name) {
+        *handle = None;
+        match fold::open_repo(&meta.git_dir) {
+            Ok(repo) => *handle = Some((meta.name.clone(), repo)),
+            Err(e) => return give_up(meta, e),
+        }
+    }
+    let Some((_, repo)) = handle.as_ref() else {
+        return;
+    };
+    // Parsed outside the lock; applied under it.
+    let mut entities = Vec::new();
+    match recovery::read_tree(repo, tree, &mut |e| entities.push(e)) {
+        Ok(()) => {
+            let mut state = meta.state.lock();
+            for entity in entities {
+                state.index.apply(entity);
+            }
+        }
+        Err(e) => give_up(meta, e),
+    }
+}
+
+/// A repo whose documents cannot be read: its calls are refused as the
+/// store's open refused them before.
+fn give_up(meta: &RepoMeta, e: fold::MetaRepoError) {
+    let e = Unavailable::unreadable_repo(&meta.name, e);
+    tracing::error!(repo = meta.name, error = %vole_stdx::error_chain::Chain(&e), "cannot read the repo's metadata");
+    *meta.loading.left_mut() = Left::default();
+    meta.loading.finish(Err(e));
+}
+
+#[cfg(test)]
+mod tests;
