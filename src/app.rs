@@ -150,7 +150,7 @@ impl Stores {
                 default_branch: config.default_branch.clone(),
                 protected_branches: config.protected_branches.clone(),
                 max_authored_bytes: config.quotas.max_meta_bytes_per_user,
-                load_in_background: true,
+                read_at_open: Some(config.meta_read_at_open),
                 ..StoreOptions::default()
             },
         )?);
@@ -163,6 +163,8 @@ impl Stores {
         meta.give_serials().map_err(|e| {
             anyhow::anyhow!(e).context("cannot give users, repos and issues their numeric ids")
         })?;
+        meta.give_serials_once_read()
+            .map_err(|e| anyhow::anyhow!(e).context("cannot start the numeric ids' upgrade"))?;
         // A repo that shared its incarnation keeps the ACL it had.
         for given in &given {
             if let Some(had) = &given.had {

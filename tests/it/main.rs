@@ -24,6 +24,7 @@ mod log_dump;
 mod logging;
 mod merges;
 mod meta;
+mod meta_startup;
 mod metrics;
 mod pack_cache;
 mod pagination;

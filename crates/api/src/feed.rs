@@ -135,6 +135,10 @@ impl Feed {
                 if let Err(e) = rustix::process::setpriority_process(None, FEED_NICE) {
                     tracing::debug!(error = %e, "webhooks: the feed keeps its priority");
                 }
+                // The payloads read the repos' issues and pull requests:
+                // fed once the start's background read has them all, not
+                // dropped while it is under way.
+                self.api.meta.wait_until_read();
                 loop {
                     let polled =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.poll()));

@@ -9,6 +9,9 @@ pub const SHUTDOWN_GRACE: &str = "30s";
 pub const QUARANTINE_MAX_AGE: &str = "1h";
 pub const CONFIG_FILE: &str = "vole.toml";
 pub const META_FOLD_INTERVAL: &str = "1s";
+/// How long a start reads metadata before it serves (the rest is read in
+/// the background).
+pub const META_READ_AT_OPEN: &str = "250ms";
 pub const META_FOLD_BATCH: usize = 64;
 pub const META_LOG_COMPACT_SIZE: &str = "64MiB";
 pub const REF_LOG_COMPACT_SIZE: &str = "0";

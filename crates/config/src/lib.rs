@@ -51,6 +51,8 @@ pub struct Config {
     pub protected_branches: Vec<String>,
     pub meta_fold_interval: Duration,
     pub meta_fold_batch: usize,
+    /// How long a start reads metadata before it serves.
+    pub meta_read_at_open: Duration,
     /// Log size past which the server compacts it by itself; 0: never.
     pub meta_log_compact_size: u64,
     pub ref_log_compact_size: u64,
@@ -128,6 +130,7 @@ impl Config {
             protected_branches,
             meta_fold_interval: meta::meta_fold_interval(&raw)?,
             meta_fold_batch: meta::meta_fold_batch(&raw)?,
+            meta_read_at_open: meta::meta_read_at_open(&raw)?,
             meta_log_compact_size: meta::meta_log_compact_size(&raw)?,
             ref_log_compact_size: meta::ref_log_compact_size(&raw)?,
             api_body_limit: meta::api_body_limit(&raw)?,

@@ -14,6 +14,14 @@ pub(crate) fn meta_fold_interval(raw: &Settings) -> Result<Duration, ConfigError
     )
 }
 
+pub(crate) fn meta_read_at_open(raw: &Settings) -> Result<Duration, ConfigError> {
+    duration(
+        "meta-read-at-open",
+        raw.meta_read_at_open.as_deref(),
+        defaults::META_READ_AT_OPEN,
+    )
+}
+
 pub(crate) fn meta_fold_batch(raw: &Settings) -> Result<usize, ConfigError> {
     positive(
         "meta-fold-batch",

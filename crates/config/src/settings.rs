@@ -272,6 +272,13 @@ pub struct Settings {
     #[arg(long, env = "VOLE_META_FOLD_INTERVAL", value_name = "DURATION")]
     pub meta_fold_interval: Option<String>,
 
+    /// How long a start reads the repos' issues, pull requests and
+    /// comments before it serves; what is left is read in the background
+    /// (a request that needs it meanwhile is answered 503 with
+    /// `Retry-After`) [default: 250ms].
+    #[arg(long, env = "VOLE_META_READ_AT_OPEN", value_name = "DURATION")]
+    pub meta_read_at_open: Option<String>,
+
     /// Metadata writes per fold commit; a shard with this many pending is
     /// folded at once [default: 64].
     #[arg(long, env = "VOLE_META_FOLD_BATCH", value_name = "N")]
@@ -361,6 +368,7 @@ impl Settings {
             protected_branches: self.protected_branches.or(lower.protected_branches),
             meta_fold_interval: self.meta_fold_interval.or(lower.meta_fold_interval),
             meta_fold_batch: self.meta_fold_batch.or(lower.meta_fold_batch),
+            meta_read_at_open: self.meta_read_at_open.or(lower.meta_read_at_open),
             meta_log_compact_size: self.meta_log_compact_size.or(lower.meta_log_compact_size),
             ref_log_compact_size: self.ref_log_compact_size.or(lower.ref_log_compact_size),
             api_body_limit: self.api_body_limit.or(lower.api_body_limit),

@@ -36,11 +36,17 @@ impl ControlState {
                 label: None,
                 author: None,
             };
-            let Ok(found) =
+            // After a start, once the repo's pull requests are read.
+            let found = self.meta.wait_read(&repo).and_then(|()| {
                 self.meta
                     .list_changes(&repo, &open, vole_stdx::page::Pagination::first(100))
-            else {
-                continue;
+            });
+            let found = match found {
+                Ok(found) => found,
+                Err(e) => {
+                    tracing::warn!(repo = %repo, error = %e, "a push is not in its pull requests' timelines");
+                    continue;
+                }
             };
             for change in found.items.iter().filter(|c| c.source_branch == branch) {
                 let range = match &moved.old {

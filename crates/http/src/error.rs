@@ -157,7 +157,7 @@ impl From<vole_meta::MetaError> for AppError {
             vole_meta::MetaError::Stale(_) | vole_meta::MetaError::Taken(_) => StatusCode::CONFLICT,
             vole_meta::MetaError::OverQuota(_) => StatusCode::FORBIDDEN,
             vole_meta::MetaError::Loading(message) => {
-                return AppError::busy(message.clone(), 2);
+                return AppError::busy(message.clone(), 1);
             }
             vole_meta::MetaError::Unavailable(_) => {
                 return AppError::unavailable("the metadata store refused a request", &e);

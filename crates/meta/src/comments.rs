@@ -160,6 +160,17 @@ impl MetaStore {
         self.read(repo, |state| Ok(state.index.open_counts()))
     }
 
+    /// [`MetaStore::open_counts`] without a wait: `None` when the repo is
+    /// not found or its issues are still being read after a start.
+    pub fn open_counts_now(&self, repo: &RepoName) -> Option<OpenCounts> {
+        let meta = self.repo(repo).ok()?;
+        if !meta.loading.is_whole() {
+            return None;
+        }
+        let counts = meta.state.lock().index.open_counts();
+        Some(counts)
+    }
+
     /// The kind of each of `numbers` the repo has a thread for (what
     /// `#N` in a text links to), in one read.
     pub fn thread_kinds(

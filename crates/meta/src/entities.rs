@@ -502,7 +502,7 @@ impl MetaStore {
         entity::check_site(&put.site, &put.site_domains)?;
         entity::check_description(&put.description)?;
         entity::check_merge_settings(&put.merge)?;
-        let written = self.write(repo, |state| {
+        let written = self.write_repo_level(repo, |state| {
             let current = state.index.settings().map_or(0, |s| s.version);
             check_version("settings", 0, current, Some(put.version))?;
             Ok(Settings {

@@ -19,7 +19,10 @@
 //! At open, each repo's shard trees are read into its index, and every log
 //! record above its shard tip's `Vole-Log-Seq` is put back in the index and
 //! the fold queue: an acknowledged write is never lost, and one already
-//! folded is never folded twice.
+//! folded is never folded twice. With `read_at_open` (the server's way)
+//! the open reads for a bounded time (the repo-level shards always) and
+//! leaves the rest to a background reader (`loading.rs`), so a start does
+//! not grow with the issues stored.
 //!
 //! # Where each part lives
 //!
@@ -28,7 +31,8 @@
 //! every operation uses), `requests.rs` (what the API sends), `entities.rs` (create, edit, read
 //! and list each kind of document), `append.rs` (the ordered appender; its decisions
 //! are the I/O-free state machine in `append_order.rs`),
-//! `recovery.rs` (opening: index rebuild and re-folding), `fold_thread.rs`
+//! `recovery.rs` (opening: index rebuild and re-folding), `loading.rs`
+//! (the rest of each repo's documents, read after the open), `fold_thread.rs`
 //! (when and what a fold cycle folds, and settling it), [`fold`] (the one
 //! CAS commit helper; the commits it builds in `fold_build.rs`), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
 //! close, compaction, figures), [`entity`] (document schemas and tree
@@ -128,10 +132,12 @@ pub struct StoreOptions {
     /// Bytes of documents one author may hold in one repo
     /// (`Index::over_authored_limit`); `None`: no limit.
     pub max_authored_bytes: Option<u64>,
-    /// Read each repo's issues, change requests and comments after the
-    /// open, on a thread of their own (`loading.rs`), so a start does not
-    /// grow with them; otherwise the open reads everything (tools, tests).
-    pub load_in_background: bool,
+    /// `Some(d)`: the open reads each repo's repo-level documents, then
+    /// its issues, change requests and comments for at most `d` in all,
+    /// and leaves the rest to a background reader (`loading.rs`), so a
+    /// start does not grow with what is stored; `None`: the open reads
+    /// everything (tools, tests).
+    pub read_at_open: Option<Duration>,
     /// Test seam: called at each stage of a fold cycle.
     pub fold_hook: Option<FoldHook>,
 }
@@ -146,7 +152,7 @@ impl Default for StoreOptions {
             default_branch: "main".into(),
             protected_branches: Vec::new(),
             max_authored_bytes: None,
-            load_in_background: false,
+            read_at_open: None,
             fold_hook: None,
         }
     }

@@ -1,18 +1,18 @@
-//! Reading a repo's documents after the store has opened: at open the
-//! store reads only the shards of each repo's repo-level documents (ACL,
-//! settings, labels), which every clone, push and site request needs; the
-//! issues, change requests and comments on the other shards are read by
-//! one background thread, so a start costs the same whatever a repo
-//! holds. A call that needs a repo's whole index waits for it at most
-//! [`LOAD_WAIT`] (its repo is read next), then is told to retry
-//! ([`MetaError::Loading`]): a request's cost stays bounded while a large
-//! repo is read.
+//! Reading a repo's documents after the store has opened. The open reads
+//! each repo's repo-level shards (ACL, settings, labels: what every clone,
+//! push and site request needs) and then its issues, change requests and
+//! comments for a bounded time ([`StoreOptions::read_at_open`]); what is
+//! left is read by one background thread, a shard at a time, the repos
+//! calls wait for first, so a start costs the same whatever the repos
+//! hold. A call that needs a repo's whole index waits for it at most
+//! [`LOAD_WAIT`], then is told to retry ([`MetaError::Loading`]): a
+//! request's cost stays bounded while a large repo is read.
 
 use super::*;
 
 /// How long a call waits for its repo's documents to be read before it
 /// is told to retry.
-pub(crate) const LOAD_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const LOAD_WAIT: Duration = Duration::from_secs(1);
 
 /// The shards every repo reads at open: those of its repo-level
 /// documents (ACL, settings, labels).
@@ -65,8 +65,13 @@ impl Loading {
         self.left.lock()
     }
 
+    /// Ends the read, once: a later outcome (a delete after the last
+    /// shard, or the last shard after a delete) changes nothing.
     fn finish(&self, outcome: Result<(), Unavailable>) {
         let mut ended = self.outcome.lock();
+        if ended.is_some() {
+            return;
+        }
         if outcome.is_ok() {
             self.whole.store(true, Ordering::Release);
         }
@@ -76,7 +81,7 @@ impl Loading {
     }
 
     /// Waits until the index is whole, at most `bound`.
-    fn wait(&self, repo: &str, bound: Option<Duration>) -> Result<(), MetaError> {
+    pub(crate) fn wait(&self, repo: &str, bound: Option<Duration>) -> Result<(), MetaError> {
         let deadline = bound.map(|b| Instant::now() + b);
         let mut ended = self.outcome.lock();
         loop {
@@ -105,6 +110,16 @@ impl Loading {
 }
 
 impl RepoMeta {
+    /// A repo deleted: the loader reads it no further, and whoever waits
+    /// for it is told there is no such repo.
+    pub(crate) fn forget_loading(&self) {
+        if !self.loading.is_done() {
+            *self.loading.left_mut() = Left::default();
+            self.loading
+                .finish(Err(Unavailable::Forgotten(self.name.clone())));
+        }
+    }
+
     /// The repo's state once its index is whole (waiting at most
     /// [`LOAD_WAIT`] for the background read).
     pub(crate) fn whole_state(
@@ -130,13 +145,20 @@ impl RepoMeta {
             if !wanted.contains(&self.name) {
                 wanted.push_back(self.name.clone());
             }
-            inner.loads.wake.notify_one();
         }
         self.loading.wait(&self.name, bound)
     }
 }
 
 impl MetaStore {
+    /// Waits until `repo`'s documents are read, however long it takes
+    /// (its repo read next): for work off a request's path that must not
+    /// be told to retry (a push's pull request timeline, a merge
+    /// recovered at start).
+    pub fn wait_read(&self, repo: &RepoName) -> Result<(), MetaError> {
+        self.repo(repo)?.wait_whole(&self.inner, None)
+    }
+
     /// Waits until every repo's documents are read (however long it
     /// takes): for a command run once, in-process.
     pub fn wait_until_read(&self) {
@@ -152,7 +174,6 @@ impl MetaStore {
 #[derive(Default)]
 pub(crate) struct Loads {
     wanted: Mutex<VecDeque<String>>,
-    wake: Condvar,
 }
 
 /// Reads every repo's shards left by the open, one shard at a time, the
@@ -161,7 +182,7 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
     let started = Instant::now();
     let mut current: Option<Arc<RepoMeta>> = None;
     // The git handle of the repo being read, kept between its shards.
-    let mut handle: Option<(String, gix::Repository)> = None;
+    let mut handle: Option<(Arc<RepoMeta>, gix::Repository)> = None;
     loop {
         if inner.stop.load(Ordering::SeqCst) {
             return;
@@ -208,14 +229,22 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
                 .finish(Err(Unavailable::Forgotten(meta.name.clone())));
             continue;
         }
-        load_step(&meta, &mut handle);
+        // A panic gives up on the repo (its calls are refused), not on
+        // every repo left.
+        let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            load_step(&meta, &mut handle)
+        }));
+        if step.is_err() {
+            handle = None;
+            give_up(&meta, fold::MetaRepoError::Panicked("metadata reader"));
+        }
         current = Some(meta);
     }
 }
 
 /// Reads one more shard tree of `meta` into its index; after the last,
 /// its log records, and marks the index whole.
-fn load_step(meta: &RepoMeta, handle: &mut Option<(String, gix::Repository)>) {
+fn load_step(meta: &Arc<RepoMeta>, handle: &mut Option<(Arc<RepoMeta>, gix::Repository)>) {
     let tree = meta.loading.left_mut().trees.pop();
     let Some(tree) = tree else {
         let replays = std::mem::take(&mut meta.loading.left_mut().replays);
@@ -227,10 +256,10 @@ fn load_step(meta: &RepoMeta, handle: &mut Option<(String, gix::Repository)>) {
         meta.loading.finish(Ok(()));
         return;
     };
-    if handle.as_ref().is_none_or(|(name, _)| *name != meta.name) {
+    if handle.as_ref().is_none_or(|(of, _)| !Arc::ptr_eq(of, meta)) {
         *handle = None;
         match fold::open_repo(&meta.git_dir) {
-            Ok(repo) => *handle = Some((meta.name.clone(), repo)),
+            Ok(repo) => *handle = Some((meta.clone(), repo)),
             Err(e) => return give_up(meta, e),
         }
     }
@@ -253,6 +282,10 @@ fn load_step(meta: &RepoMeta, handle: &mut Option<(String, gix::Repository)>) {
 /// A repo whose documents cannot be read: its calls are refused as the
 /// store's open refused them before.
 fn give_up(meta: &RepoMeta, e: fold::MetaRepoError) {
+    // Moved to the trash before the store forgot it: a delete, no failure.
+    if !meta.git_dir.exists() {
+        return meta.forget_loading();
+    }
     let e = Unavailable::unreadable_repo(&meta.name, e);
     tracing::error!(repo = meta.name, error = %vole_stdx::error_chain::Chain(&e), "cannot read the repo's metadata");
     *meta.loading.left_mut() = Left::default();

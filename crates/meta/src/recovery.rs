@@ -18,7 +18,8 @@ impl MetaStore {
         options: StoreOptions,
     ) -> Result<MetaStore, MetaError> {
         let started = Instant::now();
-        let mut loaded = load_repos(repos, options.shards, options.load_in_background)?;
+        let deadline = options.read_at_open.map(|budget| started + budget);
+        let mut loaded = load_repos(repos, options.shards, deadline)?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,
             ..Unfolded::default()
@@ -98,16 +99,16 @@ impl MetaStore {
     }
 }
 
-/// Reads a repo's shard trees into a fresh index (with `in_background`,
-/// only those of its repo-level documents, leaving the rest to the
-/// loader: `loading.rs`); returns each shard's folded sequence too.
+/// Reads a repo's shard trees into a fresh index; returns each shard's
+/// folded sequence too. Past `deadline`, only the shards of its
+/// repo-level documents: the rest is left to the loader (`loading.rs`).
 pub(super) fn load_repo(
     name: &str,
     git_dir: &Path,
     shards: u16,
-    in_background: bool,
+    deadline: Option<Instant>,
 ) -> Result<(RepoMeta, HashMap<u8, u64>), MetaRepoError> {
-    let in_background = in_background && name != SYSTEM;
+    let deadline = deadline.filter(|_| name != SYSTEM);
     let repo = fold::open_repo(git_dir)?;
     let incarnation = if name == SYSTEM {
         None
@@ -131,7 +132,8 @@ pub(super) fn load_repo(
             .tree_id()
             .map_err(read)?
             .detach();
-        if in_background && !loading::eager_shard(shard, shards) {
+        let late = deadline.is_some_and(|d| Instant::now() >= d);
+        if late && !loading::eager_shard(shard, shards) {
             left.trees.push(tree);
             continue;
         }
@@ -139,12 +141,12 @@ pub(super) fn load_repo(
             index.apply(e);
         })?;
     }
-    let loading = if in_background {
+    let loading = if left.trees.is_empty() {
+        loading::Loading::whole()
+    } else {
         let loading = loading::Loading::default();
         loading.put(left);
         loading
-    } else {
-        loading::Loading::whole()
     };
     Ok((
         RepoMeta {
@@ -175,11 +177,11 @@ type Loaded = HashMap<String, (RepoMeta, HashMap<u8, u64>)>;
 fn load_repos(
     repos: &[(String, PathBuf)],
     shards: u16,
-    in_background: bool,
+    deadline: Option<Instant>,
 ) -> Result<Loaded, MetaError> {
     let mut loaded = HashMap::new();
     for (name, git_dir) in repos {
-        let (meta, folded) = load_repo(name, git_dir, shards, in_background)
+        let (meta, folded) = load_repo(name, git_dir, shards, deadline)
             .map_err(|e| Unavailable::unreadable(name, e))?;
         loaded.insert(name.clone(), (meta, folded));
     }
@@ -309,7 +311,7 @@ pub(super) fn read_tree(
 /// them (writes the log holds but no fold has applied yet are not in
 /// them), read only: for `vole check`.
 pub fn folded_users(git_dir: &Path) -> Result<Vec<User>, MetaRepoError> {
-    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS, false)?;
+    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS, None)?;
     let state = meta.state.into_inner();
     Ok(state.index.users().cloned().collect())
 }

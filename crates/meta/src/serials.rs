@@ -82,7 +82,7 @@ impl MetaStore {
         for meta in repos {
             if matches!(kind, SerialKind::Issue | SerialKind::Comment) {
                 let left = deadline.saturating_duration_since(Instant::now());
-                meta.wait_whole(&self.inner, Some(left))?;
+                meta.loading.wait(&meta.name, Some(left))?;
             }
             max = max.max(meta.state.lock().index.max_serial(kind));
         }
@@ -148,12 +148,6 @@ impl MetaStore {
             return Ok(0);
         }
         let mut written = 0;
-        // Issues, pull requests and comments from before numeric ids exist
-        // only where no issue was given one yet: elsewhere the upgrade ran
-        // at an earlier start, and this one need not wait for the repos'
-        // documents read in the background (`loading.rs`).
-        let documents_numbered =
-            self.read_system(|state| Ok(state.index.sequence(SerialKind::Issue).is_some()))?;
         let users: Vec<String> = self.read_system(|state| {
             Ok(state
                 .index
@@ -208,6 +202,9 @@ impl MetaStore {
             .filter(|m| m.name != SYSTEM)
             .cloned()
             .collect();
+        // The repos' documents once every repo's are read: those a start
+        // left to the background get theirs from `give_serials_once_read`.
+        let all_read = repos.iter().all(|m| m.loading.is_whole());
         for meta in repos {
             let Ok(name) = RepoName::parse(&meta.name) else {
                 continue;
@@ -216,8 +213,7 @@ impl MetaStore {
                 self.give_repo_serial(&name)?;
                 written += 1;
             }
-            if !documents_numbered {
-                meta.wait_whole(&self.inner, None)?;
+            if all_read {
                 written += self.give_repo_document_serials(&meta)?;
             }
         }
@@ -228,6 +224,28 @@ impl MetaStore {
             );
         }
         Ok(written)
+    }
+
+    /// The part of [`MetaStore::give_serials`] that needs every repo's
+    /// documents, where the start left some to its background reader: run
+    /// on a thread of its own once they are read.
+    pub fn give_serials_once_read(self: &Arc<Self>) -> std::io::Result<()> {
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        if repos.iter().all(|m| m.loading.is_whole()) {
+            return Ok(());
+        }
+        let store = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("vole-meta-upgrade".into())
+            .spawn(move || {
+                if let Some(store) = store.upgrade() {
+                    store.wait_until_read();
+                    if let Err(e) = store.give_serials() {
+                        tracing::error!(error = %vole_stdx::error_chain::Chain(&e), "upgrade: cannot give the documents read after the start their numeric ids; the next start tries again");
+                    }
+                }
+            })
+            .map(drop)
     }
 
     /// The upgrade of one repo's documents (see [`MetaStore::give_serials`]).

@@ -55,6 +55,8 @@ impl MetaStore {
         let Some(meta) = forgotten else {
             return;
         };
+        // Read no further: whoever waits for it is told it is gone.
+        meta.forget_loading();
         // No fold of it is between taking its writes and settling them.
         let _folds = self.inner.fold_gate.lock();
         let dropped: Vec<u64> = std::mem::take(&mut meta.state.lock().pending)

@@ -1322,7 +1322,7 @@ fn hooks_are_kept_by_incarnation_in_the_system_repo_across_a_restart() {
 /// The index of the fixture's repo, part by part ([`index::parts`]).
 fn index_parts(store: &MetaStore) -> Vec<String> {
     let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
-    index::parts(&meta.state.lock().index)
+    index::parts::parts(&meta.state.lock().index)
 }
 
 #[test]
@@ -1381,6 +1381,18 @@ fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_
         edit(&store, 7, IssueState::Closed);
         edit(&store, 90, IssueState::Closed);
         comment(&store, 9, "logged comment");
+        // On a shard read at open, so replayed there: settings.
+        let settings = requests::SettingsPut {
+            version: 0,
+            description: "logged settings".into(),
+            default_branch: "trunk".into(),
+            protected_branches: vec!["trunk".into()],
+            protected_admins_only: false,
+            site: Default::default(),
+            site_domains: Vec::new(),
+            merge: Default::default(),
+        };
+        store.put_settings(&repo(), settings).unwrap();
         let report = store.compact_log(0).unwrap();
         assert!(report.base_seq > 1, "nothing was compacted: {report:?}");
         assert!(store.stats().pending > 30, "the writes were folded");
@@ -1392,10 +1404,12 @@ fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_
         index_parts(&store)
     };
     let (_log, store) = fx.open(StoreOptions {
-        load_in_background: true,
+        read_at_open: Some(Duration::ZERO),
         ..only_on_flush()
     });
     let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+    // What the open read is answered before the rest is read.
+    assert_eq!(store.settings(&repo()).unwrap().default_branch, "trunk");
     store.wait_until_read();
     assert!(meta.loading.is_whole());
     let background = index_parts(&store);
@@ -1437,7 +1451,7 @@ fn a_repo_forgotten_while_it_is_read_in_the_background_is_no_repo() {
         assert!(store.flush(Duration::from_secs(10)));
     }
     let (_log, store) = fx.open(StoreOptions {
-        load_in_background: true,
+        read_at_open: Some(Duration::ZERO),
         ..quick()
     });
     // The repo-level documents answer at once, read or not.

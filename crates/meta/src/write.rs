@@ -94,6 +94,18 @@ impl MetaStore {
         self.write_in(&meta, build)
     }
 
+    /// [`MetaStore::write`] of a repo-level document (settings), which the
+    /// store reads at open: no wait for the rest (`loading.rs`).
+    pub(crate) fn write_repo_level<D: Into<Entity> + Clone>(
+        &self,
+        repo: &RepoName,
+        build: impl FnOnce(&mut RepoState) -> Result<D, MetaError>,
+    ) -> Result<D, MetaError> {
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
+        self.write_in(&meta, build)
+    }
+
     /// [`MetaStore::write`] to a repo already looked up. It does not wait
     /// for the repo's background read (`loading.rs`): for the system repo
     /// (read whole at open) and repo-level documents.
@@ -186,7 +198,7 @@ impl MetaStore {
             return Ok(meta.clone());
         }
         // A repo created after open: its shard refs are read once here.
-        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards, false)
+        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards, None)
             .map_err(|e| Unavailable::unreadable(&key, e))?;
         let meta = Arc::new(meta);
         repos.insert(key, meta.clone());

@@ -51,13 +51,13 @@ pub struct Viewer {
 
 impl Viewer {
     /// How many issues and pull requests of `repo` are open (the repo
-    /// tabs show them; an in-memory count, no I/O).
-    pub fn open_counts(&self, repo: &str) -> vole_meta::OpenCounts {
-        let counts = RepoName::parse(repo)
+    /// tabs show them; an in-memory count, no I/O, no wait): `None` while
+    /// the repo's issues are still being read after a start.
+    pub fn open_counts(&self, repo: &str) -> Option<vole_meta::OpenCounts> {
+        RepoName::parse(repo)
             .ok()
             .zip(self.meta.as_ref())
-            .and_then(|(name, meta)| meta.open_counts(&name).ok());
-        counts.unwrap_or_default()
+            .and_then(|(name, meta)| meta.open_counts_now(&name))
     }
 
     /// Whether the viewer may administer repo `repo` (`owner/name`): the

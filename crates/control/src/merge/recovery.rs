@@ -45,7 +45,12 @@ impl ControlState {
         let Ok(repo) = RepoName::parse(&intent.repo) else {
             return (format!("{what}: no such repository; dropped"), true);
         };
-        match self.meta.change(&repo, number) {
+        // Decided on the repo's documents as they stand: read them first.
+        let change = self
+            .meta
+            .wait_read(&repo)
+            .and_then(|()| self.meta.change(&repo, number));
+        match change {
             Ok(change) if change.state == ChangeState::Merged => {
                 return (format!("{what}: merged already"), true);
             }
