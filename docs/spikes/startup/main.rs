@@ -19,7 +19,9 @@
 //!   listening) are reported too, and for the full one `issue_ms`: from
 //!   spawn to the first 200 of a read of its last issue (the repo's issues
 //!   are read in the background; a read before they are is answered 503
-//!   with `Retry-After`, and the harness asks again 50 ms later).
+//!   with `Retry-After`, and the harness asks again 50 ms later); each
+//!   start's resident memory (the full one's once its issues are read),
+//!   and from their medians the bytes an issue costs.
 //! - Output: `fill_per_s=`, `meta_log_bytes=`, per start `start= ms=`,
 //!   then the medians and `ratio full/empty`.
 
@@ -108,6 +110,16 @@ fn start(vole: &Path, data: &Path) -> Started {
 fn stop(mut started: Started) {
     sh(Command::new("kill").arg(started.child.id().to_string()));
     started.child.wait().unwrap();
+}
+
+/// The resident memory of process `pid`, in bytes.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// Asks for issue `number` until it is served (a 503 while the repo's
@@ -273,6 +285,7 @@ fn main() {
 
     // Starts, interleaved: empty, then full.
     let (mut empty_ms, mut full_ms, mut issue_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut rss_empty, mut rss_full) = (Vec::new(), Vec::new());
     for round in 0..starts {
         for (name, data) in [("empty", &empty), ("full", &full)] {
             let started = start(&vole, data);
@@ -282,13 +295,19 @@ fn main() {
             );
             if name == "empty" {
                 empty_ms.push(started.ms);
-                println!();
+                let rss = rss_bytes(started.child.id());
+                println!(" rss_bytes={rss}");
+                rss_empty.push(rss as f64);
             } else {
                 full_ms.push(started.ms);
                 wait_for_issue(&mut connect(started.port), &token, filled);
                 let ms = started.began.elapsed().as_secs_f64() * 1e3;
-                println!(" issue_ms={ms:.0}");
                 issue_ms.push(ms);
+                // Memory once its one repo's issues are all read (the
+                // read above needed them): what the index holds.
+                let rss = rss_bytes(started.child.id());
+                println!(" issue_ms={ms:.0} rss_bytes={rss}");
+                rss_full.push(rss as f64);
             }
             stop(started);
         }
@@ -299,4 +318,9 @@ fn main() {
         median(issue_ms)
     );
     println!("ratio full/empty={:.1}", f / e);
+    let (re, rf) = (median(rss_empty), median(rss_full));
+    println!(
+        "rss empty_bytes={re:.0} full_bytes={rf:.0} bytes_per_issue={:.0}",
+        (rf - re) / filled as f64
+    );
 }
