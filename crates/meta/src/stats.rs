@@ -10,6 +10,10 @@ pub const REPACK_WAIT: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct MetaStats {
     pub repos: usize,
+    /// Of them, those whose issues, change requests and comments are
+    /// still being read after the start (`loading.rs`).
+    pub repos_being_read: usize,
+    /// Documents in the index (those read so far).
     pub entities: usize,
     pub pending: usize,
     pub applied_seq: u64,
@@ -172,9 +176,11 @@ impl MetaStore {
     pub fn stats(&self) -> MetaStats {
         let repos = self.inner.repos.read();
         let entities = repos.values().map(|r| r.state.lock().index.len()).sum();
+        let repos_being_read = repos.values().filter(|r| !r.loading.is_whole()).count();
         let c = &self.inner.counters;
         MetaStats {
             repos: repos.len(),
+            repos_being_read,
             entities,
             pending: self.inner.pending_total.load(Ordering::SeqCst),
             applied_seq: self.inner.log.applied(),
