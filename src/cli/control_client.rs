@@ -32,10 +32,12 @@ pub(super) fn call<T: serde::de::DeserializeOwned>(
         match data.lock("vole cli") {
             Ok(lock) => {
                 let git = Git::locate(config.git.as_deref())?;
-                let app = App::open(config.clone(), git)?;
-                // A command run once reads every repo's documents first,
-                // rather than be told to retry while they are read.
-                app.meta.wait_until_read();
+                // A command run once reads every repo's documents at open,
+                // rather than be told to retry while a background read runs
+                // (which would also outlive the data dir's lock).
+                let mut config = config.clone();
+                config.meta_read_at_open = Duration::from_secs(365 * 24 * 3600);
+                let app = App::open(config, git)?;
                 let reply = vole_control::dispatch(&app.control, request);
                 // Folded into git before the lock goes: a copy of the data
                 // dir taken now holds the change in its repos too.

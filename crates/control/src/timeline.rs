@@ -36,11 +36,13 @@ impl ControlState {
                 label: None,
                 author: None,
             };
-            // After a start, once the repo's pull requests are read.
-            let found = self.meta.wait_read(&repo).and_then(|()| {
+            // After a start, once every repo's documents are read: the
+            // repo's pull requests, and every comment's id (the event
+            // takes the next one).
+            self.meta.wait_until_read();
+            let found =
                 self.meta
-                    .list_changes(&repo, &open, vole_stdx::page::Pagination::first(100))
-            });
+                    .list_changes(&repo, &open, vole_stdx::page::Pagination::first(100));
             let found = match found {
                 Ok(found) => found,
                 Err(e) => {

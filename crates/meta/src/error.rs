@@ -51,6 +51,9 @@ pub enum Unavailable {
     },
     #[error("cannot start the fold thread")]
     Thread(#[source] Arc<std::io::Error>),
+    /// The store closed before the repo's documents were read.
+    #[error("the metadata store is closing")]
+    Stopped,
     /// The repo was deleted while its documents were being read.
     #[error("the repo {0} was deleted")]
     Forgotten(String),

@@ -53,9 +53,9 @@ impl MetaStore {
         self.read_repo_level(repo, |state| Ok(state.index.labels().cloned().collect()))
     }
 
-    /// The repo's label `serial`.
+    /// The repo's label `serial` (labels are read at open: no wait).
     pub fn label(&self, repo: &RepoName, serial: u64) -> Result<Label, MetaError> {
-        self.read(repo, |state| {
+        self.read_repo_level(repo, |state| {
             state
                 .index
                 .label(serial)
@@ -77,7 +77,7 @@ impl MetaStore {
             return Ok(names.to_vec());
         }
         let missing = |names: &[String]| -> Result<Vec<String>, MetaError> {
-            self.read(repo, |state| {
+            self.read_repo_level(repo, |state| {
                 Ok(names
                     .iter()
                     .map(|n| n.trim())
@@ -89,7 +89,9 @@ impl MetaStore {
         if !missing(names)?.is_empty() {
             let _gate = self.inner.label_gate.lock();
             for name in missing(names)? {
-                if self.read(repo, |state| Ok(state.index.label_named(&name).is_some()))? {
+                if self
+                    .read_repo_level(repo, |state| Ok(state.index.label_named(&name).is_some()))?
+                {
                     continue;
                 }
                 self.create_label_locked(
@@ -151,7 +153,7 @@ impl MetaStore {
     fn create_label_locked(&self, repo: &RepoName, put: LabelPut) -> Result<Label, MetaError> {
         let (name, color) = check_label_fields(&put)?;
         let name = name.ok_or_else(|| MetaError::Invalid("a label needs a name".into()))?;
-        self.read(repo, |state| {
+        self.read_repo_level(repo, |state| {
             if let Some(taken) = state.index.label_named(&name) {
                 return Err(MetaError::Taken(format!(
                     "label {:?} exists (id {})",
@@ -177,7 +179,7 @@ impl MetaStore {
             color.as_deref().unwrap_or(DEFAULT_LABEL_COLOR),
             put.description.as_deref().unwrap_or(""),
         );
-        self.write(repo, |_| Ok(label))
+        self.write_repo_level(repo, |_| Ok(label))
     }
 
     /// Label `serial` edited; a new name is carried onto every issue and

@@ -3,16 +3,21 @@
 //! push and site request needs) and then its issues, change requests and
 //! comments for a bounded time ([`StoreOptions::read_at_open`]); what is
 //! left is read by one background thread, a shard at a time, the repos
-//! calls wait for first, so a start costs the same whatever the repos
-//! hold. A call that needs a repo's whole index waits for it at most
-//! [`LOAD_WAIT`], then is told to retry ([`MetaError::Loading`]): a
-//! request's cost stays bounded while a large repo is read.
+//! calls ask for first, so a start costs the same whatever the repos
+//! hold. A call that needs a repo's whole index before it is read is told
+//! at once to retry ([`MetaError::Loading`], a 503 with `Retry-After`):
+//! requests run on the server's few async threads, and a wait there would
+//! stall every other request. Work off a request's path waits instead
+//! ([`MetaStore::wait_read`], [`MetaStore::wait_until_read`]).
 
 use super::*;
 
-/// How long a call waits for its repo's documents to be read before it
-/// is told to retry.
-pub(crate) const LOAD_WAIT: Duration = Duration::from_secs(1);
+/// A repo with at most this many shards left to read is waited for
+/// ([`SHORT_WAIT`]) rather than answered with a retry at once.
+const FEW_SHARDS_LEFT: usize = 8;
+
+/// How long a call waits for a repo with few shards left.
+const SHORT_WAIT: Duration = Duration::from_millis(100);
 
 /// The shards every repo reads at open: those of its repo-level
 /// documents (ACL, settings, labels).
@@ -120,33 +125,46 @@ impl RepoMeta {
         }
     }
 
-    /// The repo's state once its index is whole (waiting at most
-    /// [`LOAD_WAIT`] for the background read).
+    /// The repo's state once its index is whole; until then, a retry
+    /// (and the repo read next).
     pub(crate) fn whole_state(
         &self,
         inner: &Inner,
     ) -> Result<parking_lot::MutexGuard<'_, RepoState>, MetaError> {
-        self.wait_whole(inner, Some(LOAD_WAIT))?;
+        self.ask_whole(inner)?;
         Ok(self.state.lock())
     }
 
-    /// Waits until the index is whole (`None`: however long it takes),
-    /// asking the loader to read this repo next.
-    pub(crate) fn wait_whole(
-        &self,
-        inner: &Inner,
-        bound: Option<Duration>,
-    ) -> Result<(), MetaError> {
+    /// Whether the index is whole; if not, the repo is read next and the
+    /// caller told to retry.
+    pub(crate) fn ask_whole(&self, inner: &Inner) -> Result<(), MetaError> {
         if self.loading.is_whole() {
             return Ok(());
         }
-        {
-            let mut wanted = inner.loads.wanted.lock();
-            if !wanted.contains(&self.name) {
-                wanted.push_back(self.name.clone());
-            }
+        // A repo with a few shards left (one the start's budget ran out
+        // on) is read in a moment: worth a short wait rather than a retry.
+        let few_left = self.loading.left_mut().trees.len() <= FEW_SHARDS_LEFT;
+        self.want(inner);
+        let wait = if few_left { SHORT_WAIT } else { Duration::ZERO };
+        self.loading.wait(&self.name, Some(wait))
+    }
+
+    /// Waits until the index is whole, however long it takes, the repo
+    /// read next.
+    pub(crate) fn wait_whole(&self, inner: &Inner) -> Result<(), MetaError> {
+        if self.loading.is_whole() {
+            return Ok(());
         }
-        self.loading.wait(&self.name, bound)
+        self.want(inner);
+        self.loading.wait(&self.name, None)
+    }
+
+    /// Asks the loader to read this repo next.
+    fn want(&self, inner: &Inner) {
+        let mut wanted = inner.loads.wanted.lock();
+        if !wanted.contains(&self.name) {
+            wanted.push_back(self.name.clone());
+        }
     }
 }
 
@@ -156,16 +174,17 @@ impl MetaStore {
     /// be told to retry (a push's pull request timeline, a merge
     /// recovered at start).
     pub fn wait_read(&self, repo: &RepoName) -> Result<(), MetaError> {
-        self.repo(repo)?.wait_whole(&self.inner, None)
+        self.repo(repo)?.wait_whole(&self.inner)
     }
 
     /// Waits until every repo's documents are read (however long it
-    /// takes): for a command run once, in-process.
+    /// takes), in the loader's own order: for work that needs them all
+    /// (the webhooks' feed, a pull request's timeline, an upgrade).
     pub fn wait_until_read(&self) {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
         for meta in repos {
-            // A repo that cannot be read says so to the command's own call.
-            let _ = meta.wait_whole(&self.inner, None);
+            // A repo that cannot be read says so to the caller's own call.
+            let _ = meta.loading.wait(&meta.name, None);
         }
     }
 }
@@ -185,6 +204,11 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
     let mut handle: Option<(Arc<RepoMeta>, gix::Repository)> = None;
     loop {
         if inner.stop.load(Ordering::SeqCst) {
+            // Nobody waits for a read that will not come.
+            for meta in inner.repos.read().values() {
+                *meta.loading.left_mut() = Left::default();
+                meta.loading.finish(Err(Unavailable::Stopped));
+            }
             return;
         }
         let wanted = {

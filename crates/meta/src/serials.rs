@@ -72,17 +72,23 @@ impl MetaStore {
         Ok(serial)
     }
 
-    /// The largest id of `kind` any loaded repo's documents hold. Issues'
-    /// and comments' are in the shards read in the background: this waits
-    /// for them (at most [`loading::LOAD_WAIT`] in all).
+    /// The largest id of `kind` any repo's documents hold. Issues' and
+    /// comments' are in the shards a start may leave to the background:
+    /// until every repo's are read, a retry (a repo whose read failed is
+    /// left out: it takes no writes).
     fn max_stored_serial(&self, kind: SerialKind) -> Result<u64, MetaError> {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
-        let deadline = Instant::now() + loading::LOAD_WAIT;
         let mut max = 0;
         for meta in repos {
-            if matches!(kind, SerialKind::Issue | SerialKind::Comment) {
-                let left = deadline.saturating_duration_since(Instant::now());
-                meta.loading.wait(&meta.name, Some(left))?;
+            if matches!(kind, SerialKind::Issue | SerialKind::Comment) && !meta.loading.is_whole() {
+                let waited = meta.loading.wait(&meta.name, Some(Duration::ZERO));
+                if let Err(MetaError::Loading(_)) = waited {
+                    return Err(MetaError::Loading(
+                        "the server is still reading its repos' issues after its start; \
+                         retry in a few seconds"
+                            .into(),
+                    ));
+                }
             }
             max = max.max(meta.state.lock().index.max_serial(kind));
         }
@@ -292,7 +298,14 @@ impl MetaStore {
             (todo, missing)
         };
         let count = todo.len() + label_names.len();
+        // Under the gate every label maker takes, and only names still
+        // free: the upgrade of documents read after a start runs while
+        // the server serves.
+        let _gate = self.inner.label_gate.lock();
         for name in label_names {
+            if meta.state.lock().index.label_named(&name).is_some() {
+                continue;
+            }
             let serial = self.next_serial(SerialKind::Label)?;
             self.write_in(meta, |_| {
                 Ok(new_label(serial, name, DEFAULT_LABEL_COLOR, ""))

@@ -90,7 +90,7 @@ impl MetaStore {
     ) -> Result<D, MetaError> {
         self.check_failed()?;
         let meta = self.repo(repo)?;
-        meta.wait_whole(&self.inner, Some(loading::LOAD_WAIT))?;
+        meta.ask_whole(&self.inner)?;
         self.write_in(&meta, build)
     }
 

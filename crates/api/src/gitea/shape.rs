@@ -185,7 +185,10 @@ impl<'a> Shaper<'a> {
         let settings = app.meta.settings(repo)?;
         let acl = app.meta.acl(repo)?;
         let private = app.access.visibility_of(repo, &acl) == Visibility::Private;
-        let counts = app.meta.open_counts(repo)?;
+        // Counted once the repo's issues are read after a start; until
+        // then none (a client's first call is for the repo itself, which
+        // must not fail while they are read).
+        let counts = app.meta.open_counts_now(repo).unwrap_or_default();
         let path = app.repos.path(repo);
         let head = vole_git::repos::head_branch(&path);
         let empty = !has_branches(&path);
