@@ -138,7 +138,9 @@ impl Feed {
                 // The payloads read the repos' issues and pull requests:
                 // fed once the start's background read has them all, not
                 // dropped while it is under way.
-                self.api.meta.wait_until_read();
+                if !self.api.meta.wait_until_read() {
+                    return;
+                }
                 loop {
                     let polled =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.poll()));

@@ -39,7 +39,9 @@ impl ControlState {
             // After a start, once every repo's documents are read: the
             // repo's pull requests, and every comment's id (the event
             // takes the next one).
-            self.meta.wait_until_read();
+            if !self.meta.wait_until_read() {
+                return;
+            }
             let found =
                 self.meta
                     .list_changes(&repo, &open, vole_stdx::page::Pagination::first(100));

@@ -145,7 +145,13 @@ impl RepoMeta {
         // on) is read in a moment: worth a short wait rather than a retry.
         let few_left = self.loading.left_mut().trees.len() <= FEW_SHARDS_LEFT;
         self.want(inner);
-        let wait = if few_left { SHORT_WAIT } else { Duration::ZERO };
+        // Only when the loader takes it next (nothing else asked first).
+        let next = inner.loads.wanted.lock().front() == Some(&self.name);
+        let wait = if few_left && next {
+            SHORT_WAIT
+        } else {
+            Duration::ZERO
+        };
         self.loading.wait(&self.name, Some(wait))
     }
 
@@ -171,8 +177,7 @@ impl RepoMeta {
 impl MetaStore {
     /// Waits until `repo`'s documents are read, however long it takes
     /// (its repo read next): for work off a request's path that must not
-    /// be told to retry (a push's pull request timeline, a merge
-    /// recovered at start).
+    /// be told to retry (a merge recovered at start).
     pub fn wait_read(&self, repo: &RepoName) -> Result<(), MetaError> {
         self.repo(repo)?.wait_whole(&self.inner)
     }
@@ -180,12 +185,17 @@ impl MetaStore {
     /// Waits until every repo's documents are read (however long it
     /// takes), in the loader's own order: for work that needs them all
     /// (the webhooks' feed, a pull request's timeline, an upgrade).
-    pub fn wait_until_read(&self) {
+    /// `false`: the store closed first, and the caller should stop too.
+    pub fn wait_until_read(&self) -> bool {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
         for meta in repos {
             // A repo that cannot be read says so to the caller's own call.
-            let _ = meta.loading.wait(&meta.name, None);
+            let read = meta.loading.wait(&meta.name, None);
+            if let Err(MetaError::Unavailable(Unavailable::Stopped)) = read {
+                return false;
+            }
         }
+        true
     }
 }
 

@@ -18,7 +18,10 @@ impl MetaStore {
         options: StoreOptions,
     ) -> Result<MetaStore, MetaError> {
         let started = Instant::now();
-        let deadline = options.read_at_open.map(|budget| started + budget);
+        // A budget past any instant reads everything.
+        let deadline = options
+            .read_at_open
+            .and_then(|budget| started.checked_add(budget));
         let mut loaded = load_repos(repos, options.shards, deadline)?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,

@@ -33,7 +33,7 @@ impl MetaStore {
         };
         // Past every id stored too: a system repo restored from an older
         // backup than the repos must not hand one out again. Found once,
-        // outside the lock (it may wait for repos still being read).
+        // outside the lock (a retry while repos are still being read).
         let stored = match self.inner.serials.lock().contains_key(&kind) {
             true => 0,
             false => self.max_stored_serial(kind)?,
@@ -74,8 +74,8 @@ impl MetaStore {
 
     /// The largest id of `kind` any repo's documents hold. Issues' and
     /// comments' are in the shards a start may leave to the background:
-    /// until every repo's are read, a retry (a repo whose read failed is
-    /// left out: it takes no writes).
+    /// until every repo's are read, a retry (of a repo whose read failed,
+    /// what was read: it takes no writes).
     fn max_stored_serial(&self, kind: SerialKind) -> Result<u64, MetaError> {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
         let mut max = 0;
@@ -245,7 +245,9 @@ impl MetaStore {
             .name("vole-meta-upgrade".into())
             .spawn(move || {
                 if let Some(store) = store.upgrade() {
-                    store.wait_until_read();
+                    if !store.wait_until_read() {
+                        return;
+                    }
                     if let Err(e) = store.give_serials() {
                         tracing::error!(error = %vole_stdx::error_chain::Chain(&e), "upgrade: cannot give the documents read after the start their numeric ids; the next start tries again");
                     }
@@ -301,15 +303,17 @@ impl MetaStore {
         // Under the gate every label maker takes, and only names still
         // free: the upgrade of documents read after a start runs while
         // the server serves.
-        let _gate = self.inner.label_gate.lock();
-        for name in label_names {
-            if meta.state.lock().index.label_named(&name).is_some() {
-                continue;
+        {
+            let _gate = self.inner.label_gate.lock();
+            for name in label_names {
+                if meta.state.lock().index.label_named(&name).is_some() {
+                    continue;
+                }
+                let serial = self.next_serial(SerialKind::Label)?;
+                self.write_in(meta, |_| {
+                    Ok(new_label(serial, name, DEFAULT_LABEL_COLOR, ""))
+                })?;
             }
-            let serial = self.next_serial(SerialKind::Label)?;
-            self.write_in(meta, |_| {
-                Ok(new_label(serial, name, DEFAULT_LABEL_COLOR, ""))
-            })?;
         }
         // In parallel, so the log commits the writes in groups.
         let chunk = todo.len().div_ceil(UPGRADE_WRITERS).max(1);

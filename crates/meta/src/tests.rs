@@ -1410,7 +1410,7 @@ fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_
     let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
     // What the open read is answered before the rest is read.
     assert_eq!(store.settings(&repo()).unwrap().default_branch, "trunk");
-    store.wait_until_read();
+    assert!(store.wait_until_read());
     assert!(meta.loading.is_whole());
     let background = index_parts(&store);
     for (i, (open, later)) in at_open.iter().zip(&background).enumerate() {
@@ -1457,7 +1457,7 @@ fn a_repo_forgotten_while_it_is_read_in_the_background_is_no_repo() {
     // The repo-level documents answer at once, read or not.
     store.settings(&repo()).unwrap();
     store.forget_repo(&repo());
-    store.wait_until_read();
+    assert!(store.wait_until_read());
     std::fs::remove_dir_all(&fx.git_dir).unwrap();
     assert!(matches!(store.issue(&repo(), 1), Err(MetaError::NoRepo(_))));
 }

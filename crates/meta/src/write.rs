@@ -94,6 +94,12 @@ impl MetaStore {
         self.write_in(&meta, build)
     }
 
+    /// A retry, before anything is written, while `repo`'s documents are
+    /// still being read after a start (a write that makes labels first).
+    pub(crate) fn ask_read(&self, repo: &RepoName) -> Result<(), MetaError> {
+        self.repo(repo)?.ask_whole(&self.inner)
+    }
+
     /// [`MetaStore::write`] of a repo-level document (settings), which the
     /// store reads at open: no wait for the rest (`loading.rs`).
     pub(crate) fn write_repo_level<D: Into<Entity> + Clone>(
