@@ -3,8 +3,8 @@
 //! and kill -9 in the middle of a burst of writes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -580,22 +580,12 @@ fn issue_numbers_in_git(bare: &Path) -> HashMap<u64, usize> {
 /// was not acknowledged with a 201.
 fn try_create(addr: SocketAddr, title: &str) -> Option<Value> {
     let body = json!({"title": title}).to_string();
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    let request = format!(
-        "POST {BASE}/issues HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+    let head = format!(
+        "POST {BASE}/issues HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: {}",
         body.len()
     );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let text = String::from_utf8_lossy(&raw);
-    if !text.starts_with("HTTP/1.1 201") {
-        return None;
-    }
-    serde_json::from_str(text.split("\r\n\r\n").nth(1)?).ok()
+    let r = try_http(addr, &head, body.as_bytes())?;
+    (r.status == 201).then(|| serde_json::from_slice(&r.body).ok())?
 }
 
 #[test]

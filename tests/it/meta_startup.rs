@@ -4,8 +4,7 @@
 //! once, a read of an issue before it is read is a 503 with `Retry-After`
 //! (never a 404 or a wrong answer), and every acknowledged issue is there.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -17,24 +16,14 @@ const REPO: &str = "alice/repo";
 /// Creates an issue; its number once acknowledged (`None`: refused, or
 /// the server went away).
 fn try_create(addr: SocketAddr, token: &str, title: &str) -> Option<u64> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
     let body = serde_json::json!({ "title": title }).to_string();
-    let request = format!(
-        "POST /api/v1/repos/{REPO}/issues HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+    let head = format!(
+        "POST /api/v1/repos/{REPO}/issues HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}",
         body.len()
     );
-    stream.write_all(request.as_bytes()).ok()?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).ok()?;
-    let text = String::from_utf8_lossy(&raw);
-    if !text.starts_with("HTTP/1.1 201") {
-        return None;
-    }
-    let value: serde_json::Value = serde_json::from_str(text.split("\r\n\r\n").nth(1)?).ok()?;
-    value["number"].as_u64()
+    let r = try_http(addr, &head, body.as_bytes())?;
+    let value: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+    (r.status == 201).then(|| value["number"].as_u64())?
 }
 
 #[test]

@@ -608,6 +608,23 @@ pub fn http(addr: SocketAddr, head: &str, body: &[u8]) -> HttpResponse {
     parse_response(&raw)
 }
 
+/// [`http`] that does not panic when the server is gone (killed mid-run):
+/// `None` if the request could not be sent or its answer read whole.
+pub fn try_http(addr: SocketAddr, head: &str, body: &[u8]) -> Option<HttpResponse> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    let request = format!("{head}\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).ok()?;
+    stream.write_all(body).ok()?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).ok()?;
+    raw.windows(4)
+        .any(|w| w == b"\r\n\r\n")
+        .then(|| parse_response(&raw))
+}
+
 /// Sends exactly `request` (head and body, as given) and reads to EOF.
 pub fn http_raw(addr: SocketAddr, request: &[u8]) -> HttpResponse {
     let mut stream = TcpStream::connect(addr).expect("connect");
