@@ -55,6 +55,8 @@ mod resolve;
 mod settings;
 mod settings_hooks;
 pub mod sign_in;
+#[cfg(test)]
+mod test_git;
 pub mod tokens;
 
 pub use assets::static_file;

@@ -521,20 +521,7 @@ mod tests {
     #[test]
     fn one_raw_and_numstat_run_says_what_name_status_and_numstat_say() {
         let dir = tempfile::tempdir().unwrap();
-        let git = |args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .current_dir(dir.path())
-                .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).unwrap()
-        };
+        let git = |args: &[&str]| crate::test_git::git(dir.path(), args, 0);
         git(&["init", "-q"]);
         let body: String = (0..50).map(|i| format!("line {i}\n")).collect();
         std::fs::write(dir.path().join("old name.txt"), &body).unwrap();

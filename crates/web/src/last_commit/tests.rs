@@ -1,24 +1,9 @@
 //! The walk's bounds and the last-commit index it stops at.
 
 use super::*;
-use std::process::Command;
 
 fn git(dir: &std::path::Path, args: &[&str], seconds: u64) {
-    let date = format!("{} +0000", 1_767_225_600 + seconds);
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
-        .args(args)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_COMMITTER_DATE", &date)
-        .env("GIT_AUTHOR_DATE", &date)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::test_git::git(dir, args, seconds);
 }
 
 #[tokio::test]
