@@ -58,12 +58,17 @@ impl Loading {
         self.whole.load(Ordering::Acquire)
     }
 
-    fn is_done(&self) -> bool {
-        self.done.load(Ordering::Acquire)
+    /// A repo with `left` to read in the background.
+    pub(crate) fn to_read(left: Left) -> Loading {
+        Loading {
+            left: Mutex::new(left),
+            ..Loading::default()
+        }
     }
 
-    pub(crate) fn put(&self, left: Left) {
-        *self.left.lock() = left;
+    /// Whole, or given up on.
+    pub(crate) fn is_done(&self) -> bool {
+        self.done.load(Ordering::Acquire)
     }
 
     pub(crate) fn left_mut(&self) -> parking_lot::MutexGuard<'_, Left> {

@@ -147,9 +147,7 @@ pub(super) fn load_repo(
     let loading = if left.trees.is_empty() {
         loading::Loading::whole()
     } else {
-        let loading = loading::Loading::default();
-        loading.put(left);
-        loading
+        loading::Loading::to_read(left)
     };
     Ok((
         RepoMeta {

@@ -80,15 +80,12 @@ impl MetaStore {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
         let mut max = 0;
         for meta in repos {
-            if matches!(kind, SerialKind::Issue | SerialKind::Comment) && !meta.loading.is_whole() {
-                let waited = meta.loading.wait(&meta.name, Some(Duration::ZERO));
-                if let Err(MetaError::Loading(_)) = waited {
-                    return Err(MetaError::Loading(
-                        "the server is still reading its repos' issues after its start; \
-                         retry in a few seconds"
-                            .into(),
-                    ));
-                }
+            if matches!(kind, SerialKind::Issue | SerialKind::Comment) && !meta.loading.is_done() {
+                return Err(MetaError::Loading(
+                    "the server is still reading its repos' issues after its start; \
+                     retry in a few seconds"
+                        .into(),
+                ));
             }
             max = max.max(meta.state.lock().index.max_serial(kind));
         }
