@@ -19,8 +19,6 @@ impl MetaStore {
         entity::check_body(&new.body)?;
         entity::check_labels(&new.labels)?;
         let mut new = new;
-        // A retry before the labels are made, not after.
-        self.ask_read(repo)?;
         new.labels = self.ensure_labels(repo, &new.labels)?;
         let id = self.new_id();
         let serial = self.next_serial(entity::SerialKind::Issue)?;
@@ -123,8 +121,6 @@ impl MetaStore {
             ));
         }
         let mut new = new;
-        // A retry before the labels are made, not after.
-        self.ask_read(repo)?;
         new.labels = self.ensure_labels(repo, &new.labels)?;
         let id = self.new_id();
         let serial = self.next_serial(entity::SerialKind::Issue)?;

@@ -73,6 +73,9 @@ impl MetaStore {
         repo: &RepoName,
         names: &[String],
     ) -> Result<Vec<String>, MetaError> {
+        // For an issue or pull request's write, which needs the repo's
+        // whole index: told to retry before any label is made, not after.
+        self.ask_read(repo)?;
         if self.system().is_err() {
             return Ok(names.to_vec());
         }
