@@ -89,7 +89,7 @@ impl MetaStore {
         number: u64,
         id: &str,
     ) -> Result<Comment, MetaError> {
-        self.read(repo, |state| state.comment(kind, number, id).cloned())
+        self.read(repo, |state| state.comment(kind, number, id))
     }
 
     /// A comment's body replaced; `version` is the one it replaces.
@@ -195,7 +195,7 @@ impl MetaStore {
     ) -> Result<Page<Comment>, MetaError> {
         self.read(repo, |state| {
             let thread = state.thread_id(kind, number)?;
-            Ok(state.index.comments(&thread, page))
+            state.whole_page(state.index.comments(&thread, page))
         })
     }
 
@@ -217,7 +217,7 @@ impl MetaStore {
             let mut items = Vec::new();
             let (mut pages, mut count, mut bytes) = (0usize, 0usize, 0usize);
             for comment in state.index.shown_comments(&thread) {
-                let len = comment.body.len();
+                let len = comment.body_len() as usize;
                 if pages == 0 || count == per_page || (count > 0 && bytes + len > max_bytes) {
                     pages += 1;
                     (count, bytes) = (0, 0);
@@ -229,7 +229,7 @@ impl MetaStore {
                 }
             }
             Ok(CommentPage {
-                items,
+                items: state.docs.all_whole(items)?,
                 pages: pages.max(1),
             })
         })

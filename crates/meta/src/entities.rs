@@ -81,7 +81,7 @@ impl MetaStore {
     }
 
     pub fn issue(&self, repo: &RepoName, number: u64) -> Result<Issue, MetaError> {
-        self.read(repo, |state| state.issue(number).cloned())
+        self.read(repo, |state| state.issue(number))
     }
 
     pub fn list_issues(
@@ -90,7 +90,9 @@ impl MetaStore {
         filter: &Filter<IssueState>,
         page: Pagination,
     ) -> Result<Page<Issue>, MetaError> {
-        self.read(repo, |state| Ok(state.index.issues(filter, page)))
+        self.read(repo, |state| {
+            state.whole_page(state.index.issues(filter, page))
+        })
     }
 
     /// How many issues with `filter`'s label and author are in each state.
@@ -256,7 +258,7 @@ impl MetaStore {
     }
 
     pub fn change(&self, repo: &RepoName, number: u64) -> Result<Change, MetaError> {
-        self.read(repo, |state| state.change(number).cloned())
+        self.read(repo, |state| state.change(number))
     }
 
     pub fn list_changes(
@@ -265,7 +267,9 @@ impl MetaStore {
         filter: &Filter<ChangeState>,
         page: Pagination,
     ) -> Result<Page<Change>, MetaError> {
-        self.read(repo, |state| Ok(state.index.changes(filter, page)))
+        self.read(repo, |state| {
+            state.whole_page(state.index.changes(filter, page))
+        })
     }
 
     /// How many change requests by `filter`'s author are in each state.

@@ -112,6 +112,8 @@ pub enum MetaRepoError {
     ReadRef(String, #[source] gix::Error),
     #[error("reading object {0}")]
     ReadObject(ObjectId, #[source] gix::Error),
+    #[error("the document in blob {0} does not parse")]
+    Document(ObjectId, #[source] std::sync::Arc<serde_json::Error>),
     #[error("building the commits of shard {0:02x}")]
     Build(u8, #[source] BuildError),
     #[error("{0} is not a valid ref name")]

@@ -210,6 +210,8 @@ pub(super) fn settle_fold(
 ) -> bool {
     match result {
         Ok((report, new_tips)) => {
+            // The repo's object format, as its new tips have it.
+            let hash_kind = new_tips.first().map(|(_, tip)| tip.kind());
             {
                 let mut tips = meta.tips.lock();
                 for (shard, tip) in new_tips {
@@ -244,6 +246,9 @@ pub(super) fn settle_fold(
             // `applied()` never passes it early.
             {
                 let mut state = meta.state.lock();
+                if let Some(hash_kind) = hash_kind {
+                    leave_bodies_in_git(&mut state.index, batch, hash_kind);
+                }
                 for (shard, writes) in batch {
                     if let Some(queue) = state.pending.get_mut(shard) {
                         queue.writes.drain(..writes.len());
@@ -291,6 +296,28 @@ pub(super) fn settle_fold(
                 }
             }
             false
+        }
+    }
+}
+
+/// The index leaves the long bodies of the versions it holds that `batch`
+/// folded in their blobs, which the fold wrote (a write's blob is its
+/// document's bytes).
+fn leave_bodies_in_git(
+    index: &mut index::Index,
+    batch: &[(u8, Vec<PendingWrite>)],
+    hash_kind: gix::hash::Kind,
+) {
+    for write in batch.iter().flat_map(|(_, writes)| writes) {
+        if write.body.len() <= index::stored::INLINE_BODY_BYTES {
+            continue;
+        }
+        match gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, &write.body) {
+            Ok(blob) => index.body_folded(&write.path, &write.body, blob),
+            // Left whole: the body stays in memory.
+            Err(e) => {
+                tracing::warn!(path = write.path, error = %e, "cannot hash a folded document")
+            }
         }
     }
 }

@@ -3,8 +3,13 @@
 //! ACL and settings; the bytes each author's documents hold (what
 //! `--max-meta-bytes-per-user` bounds). Rebuilt from the shard trees (plus unfolded log
 //! records) at open and updated on every write; never written anywhere.
+//! Threads and comments are held with every field but a long body, which
+//! is left in the git blob of the version held once it is folded
+//! ([`stored`]) and read back on demand ([`crate::bodies`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use gix::ObjectId;
 use vole_stdx::page::Pagination;
 
 use super::entity::{
@@ -14,6 +19,8 @@ use super::entity::{
 
 mod facets;
 use facets::Facets;
+pub mod stored;
+use stored::{Stored, stored};
 
 /// How many issues and change requests are open.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -64,14 +71,14 @@ impl<S> Default for Filter<S> {
 
 #[derive(Debug, Default)]
 pub struct Index {
-    issues: BTreeMap<u64, Issue>,
+    issues: BTreeMap<u64, Stored<Issue>>,
     issue_facets: Facets<IssueState>,
-    changes: BTreeMap<u64, Change>,
+    changes: BTreeMap<u64, Stored<Change>>,
     change_facets: Facets<ChangeState>,
     /// Thread id -> (kind, number).
     threads: HashMap<String, (ThreadKind, u64)>,
     /// Thread id -> comment id -> comment (ids are time-ordered).
-    comments: HashMap<String, BTreeMap<String, Comment>>,
+    comments: HashMap<String, BTreeMap<String, Stored<Comment>>>,
     acl: Option<Acl>,
     /// Incarnation -> its repo's ACL (the system repo's).
     repo_acls: HashMap<String, RepoAcl>,
@@ -127,15 +134,22 @@ fn authored(entity: &Entity) -> Option<(&str, u64)> {
 }
 
 fn issue_bytes(issue: &Issue) -> u64 {
+    fields_bytes(issue) + issue.body.len() as u64
+}
+
+/// An issue's bytes but its body's.
+fn fields_bytes(issue: &Issue) -> u64 {
     let labels: usize = issue.labels.iter().map(String::len).sum();
-    (issue.title.len() + issue.body.len() + labels) as u64
+    (issue.title.len() + labels) as u64
 }
 
 fn change_bytes(change: &Change) -> u64 {
-    (change.title.len()
-        + change.body.len()
-        + change.source_branch.len()
-        + change.target_branch.len()) as u64
+    change_fields_bytes(change) + change.body.len() as u64
+}
+
+/// A change request's bytes but its body's.
+fn change_fields_bytes(change: &Change) -> u64 {
+    (change.title.len() + change.source_branch.len() + change.target_branch.len()) as u64
 }
 
 mod serials;
@@ -144,8 +158,19 @@ pub use threads::{AnyThread, MAX_QUERY_BYTES, ThreadKinds, ThreadQuery, ThreadSt
 
 impl Index {
     /// Folds a document in if it is newer than what the index holds;
-    /// returns whether it was.
+    /// returns whether it was. A body is held whole until
+    /// [`Index::body_folded`] says its version is in git.
     pub fn apply(&mut self, entity: Entity) -> bool {
+        self.apply_doc(entity, None)
+    }
+
+    /// [`Index::apply`] of a document read from the blob `blob`: a long
+    /// body is left there ([`stored`]).
+    pub fn apply_folded(&mut self, entity: Entity, blob: ObjectId) -> bool {
+        self.apply_doc(entity, Some(blob))
+    }
+
+    fn apply_doc(&mut self, entity: Entity, blob: Option<ObjectId>) -> bool {
         let newer = self
             .current_version(&entity)
             .is_none_or(|v| entity.version() > v);
@@ -171,7 +196,7 @@ impl Index {
         }
         match entity {
             Entity::Issue(issue) => {
-                if let Some(old) = self.issues.get(&issue.number) {
+                if let Some(old) = self.issues.get(&issue.number).map(Stored::fields) {
                     self.issue_facets
                         .remove(old.number, old.state, &old.labels, &old.author);
                 }
@@ -180,10 +205,10 @@ impl Index {
                 self.threads
                     .insert(issue.id.clone(), (ThreadKind::Issue, issue.number));
                 self.max_number = self.max_number.max(issue.number);
-                self.issues.insert(issue.number, issue);
+                self.issues.insert(issue.number, stored(issue, blob));
             }
             Entity::Change(change) => {
-                if let Some(old) = self.changes.get(&change.number) {
+                if let Some(old) = self.changes.get(&change.number).map(Stored::fields) {
                     self.change_facets
                         .remove(old.number, old.state, &old.labels, &old.author);
                 }
@@ -192,9 +217,9 @@ impl Index {
                 self.threads
                     .insert(change.id.clone(), (ThreadKind::Change, change.number));
                 self.max_number = self.max_number.max(change.number);
-                self.changes.insert(change.number, change);
+                self.changes.insert(change.number, stored(change, blob));
             }
-            Entity::Comment(comment) => self.apply_comment(comment),
+            Entity::Comment(comment) => self.apply_comment(stored(comment, blob)),
             Entity::Acl(acl) => self.acl = Some(acl),
             Entity::RepoAcl(repo_acl) => self.apply_repo_acl(repo_acl),
             Entity::Removed(removed) => {
@@ -230,20 +255,22 @@ impl Index {
     }
 
     /// Stores a comment, keeping the counts of what people wrote.
-    fn apply_comment(&mut self, comment: Comment) {
+    fn apply_comment(&mut self, stored: Stored<Comment>) {
+        let comment = stored.fields();
         if comment.serial != 0 {
             self.comment_serials
                 .insert(comment.serial, (comment.thread.clone(), comment.id.clone()));
         }
         let said = |c: &Comment| !c.deleted && c.event.is_none();
-        let live = said(&comment);
+        let live = said(comment);
         let thread = comment.thread.clone();
+        let id = comment.id.clone();
         let was_live = self
             .comments
-            .entry(comment.thread.clone())
+            .entry(thread.clone())
             .or_default()
-            .insert(comment.id.clone(), comment)
-            .is_some_and(|old| said(&old));
+            .insert(id, stored)
+            .is_some_and(|old| said(old.fields()));
         self.said_comments =
             (self.said_comments + usize::from(live)).saturating_sub(usize::from(was_live));
         let count = self.said_by_thread.entry(thread).or_default();
@@ -293,13 +320,13 @@ impl Index {
 
     fn current_version(&self, entity: &Entity) -> Option<u64> {
         match entity {
-            Entity::Issue(e) => self.issues.get(&e.number).map(|i| i.version),
-            Entity::Change(e) => self.changes.get(&e.number).map(|c| c.version),
+            Entity::Issue(e) => self.issues.get(&e.number).map(|i| i.fields().version),
+            Entity::Change(e) => self.changes.get(&e.number).map(|c| c.fields().version),
             Entity::Comment(e) => self
                 .comments
                 .get(&e.thread)
                 .and_then(|t| t.get(&e.id))
-                .map(|c| c.version),
+                .map(|c| c.fields().version),
             Entity::Acl(_) => self.acl.as_ref().map(|a| a.version),
             Entity::Settings(_) => self.settings.as_ref().map(|s| s.version),
             Entity::User(e) => self.users.get(&User::id_of(&e.name)).map(|u| u.version),
@@ -318,19 +345,19 @@ impl Index {
     /// index holds: its author and bytes ([`authored`]).
     fn current_authored(&self, entity: &Entity) -> Option<(&str, u64)> {
         match entity {
-            Entity::Issue(e) => self
-                .issues
-                .get(&e.number)
-                .map(|i| (i.author.as_str(), issue_bytes(i))),
-            Entity::Change(e) => self
-                .changes
-                .get(&e.number)
-                .map(|c| (c.author.as_str(), change_bytes(c))),
+            Entity::Issue(e) => self.issues.get(&e.number).map(|i| {
+                let f = i.fields();
+                (f.author.as_str(), fields_bytes(f) + i.body_len())
+            }),
+            Entity::Change(e) => self.changes.get(&e.number).map(|c| {
+                let f = c.fields();
+                (f.author.as_str(), change_fields_bytes(f) + c.body_len())
+            }),
             Entity::Comment(e) => self
                 .comments
                 .get(&e.thread)
                 .and_then(|t| t.get(&e.id))
-                .map(|c| (c.author.as_str(), c.body.len() as u64)),
+                .map(|c| (c.fields().author.as_str(), c.body_len())),
             _ => None,
         }
     }
@@ -368,11 +395,11 @@ impl Index {
         self.entities == 0
     }
 
-    pub fn issue(&self, number: u64) -> Option<&Issue> {
+    pub fn issue(&self, number: u64) -> Option<&Stored<Issue>> {
         self.issues.get(&number)
     }
 
-    pub fn change(&self, number: u64) -> Option<&Change> {
+    pub fn change(&self, number: u64) -> Option<&Stored<Change>> {
         self.changes.get(&number)
     }
 
@@ -387,7 +414,7 @@ impl Index {
         }
     }
 
-    pub fn issues(&self, filter: &Filter<IssueState>, page: Pagination) -> Page<Issue> {
+    pub fn issues(&self, filter: &Filter<IssueState>, page: Pagination) -> Page<Stored<Issue>> {
         let numbers = self.issue_facets.select(
             &self.issues,
             filter.state,
@@ -397,7 +424,7 @@ impl Index {
         paginate(&numbers, page, |n| self.issues.get(n).cloned())
     }
 
-    pub fn changes(&self, filter: &Filter<ChangeState>, page: Pagination) -> Page<Change> {
+    pub fn changes(&self, filter: &Filter<ChangeState>, page: Pagination) -> Page<Stored<Change>> {
         let numbers = self.change_facets.select(
             &self.changes,
             filter.state,
@@ -437,34 +464,35 @@ impl Index {
     }
 
     /// The comment `id` of a thread, deleted or not.
-    pub fn comment(&self, thread_id: &str, id: &str) -> Option<&Comment> {
+    pub fn comment(&self, thread_id: &str, id: &str) -> Option<&Stored<Comment>> {
         self.comments.get(thread_id)?.get(id)
     }
 
     /// A thread's comments that are not deleted, in order.
-    pub fn shown_comments(&self, thread_id: &str) -> impl Iterator<Item = &Comment> {
+    pub fn shown_comments(&self, thread_id: &str) -> impl Iterator<Item = &Stored<Comment>> {
         self.comments
             .get(thread_id)
             .into_iter()
             .flat_map(|thread| thread.values())
-            .filter(|c| !c.deleted)
+            .filter(|c| !c.fields().deleted)
     }
 
     /// A thread's comments that people wrote (no event) and that are not
     /// deleted, in order: what Gitea's API lists and counts.
-    pub fn said_comments(&self, thread_id: &str) -> impl Iterator<Item = &Comment> {
-        self.shown_comments(thread_id).filter(|c| c.event.is_none())
+    pub fn said_comments(&self, thread_id: &str) -> impl Iterator<Item = &Stored<Comment>> {
+        self.shown_comments(thread_id)
+            .filter(|c| c.fields().event.is_none())
     }
 
     /// Comments of a thread, oldest first, the deleted left out.
-    pub fn comments(&self, thread_id: &str, page: Pagination) -> Page<Comment> {
+    pub fn comments(&self, thread_id: &str, page: Pagination) -> Page<Stored<Comment>> {
         let Some(thread) = self.comments.get(thread_id) else {
             return Page {
                 items: Vec::new(),
                 total: 0,
             };
         };
-        let shown = || thread.values().filter(|c| !c.deleted);
+        let shown = || thread.values().filter(|c| !c.fields().deleted);
         Page {
             items: page.slice(shown()).cloned().collect(),
             total: shown().count(),

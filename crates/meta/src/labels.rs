@@ -250,7 +250,7 @@ impl MetaStore {
             };
             for number in issues {
                 self.write(repo, |state| {
-                    let mut next = state.issue(number)?.clone();
+                    let mut next = state.issue(number)?;
                     next.labels = entities::dedup(rename(&next.labels));
                     next.replaces = Some(next.version);
                     next.version += 1;
@@ -260,7 +260,7 @@ impl MetaStore {
             }
             for number in changes {
                 self.write(repo, |state| {
-                    let mut next = state.change(number)?.clone();
+                    let mut next = state.change(number)?;
                     next.labels = entities::dedup(rename(&next.labels));
                     next.replaces = Some(next.version);
                     next.version += 1;
@@ -301,7 +301,7 @@ impl MetaStore {
         query: &index::ThreadQuery,
         page: Pagination,
     ) -> Result<Page<index::AnyThread>, MetaError> {
-        self.read(repo, |state| Ok(state.index.threads(query, page)))
+        self.read(repo, |state| state.index.threads(query, page, &state.docs))
     }
 
     /// The comments people wrote on thread `number` (events and the
@@ -320,19 +320,20 @@ impl MetaStore {
             let mut total = 0;
             let (mut shown, mut bytes) = (Vec::new(), 0);
             let kept = state.index.said_comments(&thread).filter(|c| {
-                window.since.is_none_or(|t| c.updated_at.as_str() >= t)
-                    && window.before.is_none_or(|t| c.updated_at.as_str() <= t)
+                let updated = c.fields().updated_at.as_str();
+                window.since.is_none_or(|t| updated >= t)
+                    && window.before.is_none_or(|t| updated <= t)
             });
             for comment in kept {
                 let room =
                     shown.len() < window.take && (shown.is_empty() || bytes < window.max_bytes);
                 if total >= window.skip && room {
-                    bytes += comment.body.len();
+                    bytes += comment.body_len() as usize;
                     shown.push(comment.clone());
                 }
                 total += 1;
             }
-            Ok((shown, total))
+            Ok((state.docs.all_whole(shown)?, total))
         })
     }
 
@@ -364,13 +365,13 @@ impl MetaStore {
             let comment = state
                 .index
                 .comment_by_serial(serial)
-                .filter(|c| !c.deleted)
+                .filter(|c| !c.fields().deleted)
                 .ok_or_else(|| MetaError::NotFound(format!("comment {serial} not found")))?;
             let (kind, number) = state
                 .index
-                .thread_of(&comment.thread)
+                .thread_of(&comment.fields().thread)
                 .ok_or_else(|| MetaError::NotFound(format!("comment {serial} not found")))?;
-            Ok((comment.clone(), kind, number))
+            Ok((state.docs.whole(comment)?, kind, number))
         })
     }
 
@@ -389,12 +390,12 @@ impl MetaStore {
             // page without `since`/`before` walks only as far as it
             // shows; with them, one pass counts what they keep.
             let (walk, said) = state.index.comments_by_serial();
-            let in_window = |c: &&Comment| {
-                since.is_none_or(|s| c.updated_at.as_str() >= s)
-                    && before.is_none_or(|b| c.updated_at.as_str() <= b)
+            let in_window = |c: &&Stored<Comment>| {
+                let updated = c.fields().updated_at.as_str();
+                since.is_none_or(|s| updated >= s) && before.is_none_or(|b| updated <= b)
             };
-            let shown = |c: &Comment| {
-                let (kind, number) = state.index.thread_of(&c.thread)?;
+            let shown = |c: &Stored<Comment>| {
+                let (kind, number) = state.index.thread_of(&c.fields().thread)?;
                 Some((c.clone(), kind, number))
             };
             let (items, total) = if since.is_none() && before.is_none() {
@@ -415,6 +416,10 @@ impl MetaStore {
                 }
                 (items, total)
             };
+            let items = items
+                .into_iter()
+                .map(|(c, kind, number)| Ok((state.docs.whole(&c)?, kind, number)))
+                .collect::<Result<_, MetaError>>()?;
             Ok(Page { items, total })
         })
     }

@@ -43,6 +43,7 @@
 
 mod append;
 mod append_order;
+pub mod bodies;
 mod checks;
 mod comments;
 mod entities;
@@ -85,6 +86,7 @@ use entity::{
 };
 pub use error::{AppendError, MetaError, Unavailable};
 pub use fold::{FoldHook, FoldStage, MetaRepoError, PendingWrite};
+use index::stored::Stored;
 pub use index::{Filter, OpenCounts, Page, StateCounts};
 pub use record::MetaWrite;
 pub use recovery::folded_users;
@@ -178,6 +180,8 @@ struct ShardQueue {
 
 struct RepoState {
     index: index::Index,
+    /// Reads back the bodies the index leaves in git.
+    docs: bodies::DocReader,
     /// The next write's place in the append order (see [`Appender`]).
     next_ticket: u64,
     pending: BTreeMap<u8, ShardQueue>,
@@ -307,6 +311,8 @@ struct Inner {
     label_gate: Mutex<()>,
     /// The repos calls wait for, which the loader reads first.
     loads: loading::Loads,
+    /// The bodies the indexes left in git, as last read back.
+    bodies: bodies::BodyCache,
 }
 
 /// Holds off repacks and log compaction while it lives
@@ -352,7 +358,23 @@ impl RepoState {
         self.index.max_number() + 1
     }
 
-    fn issue(&self, number: u64) -> Result<&Issue, MetaError> {
+    /// A page of documents the index holds, whole.
+    fn whole_page<T: index::stored::HasBody>(
+        &self,
+        page: Page<Stored<T>>,
+    ) -> Result<Page<T>, MetaError> {
+        Ok(Page {
+            items: self.docs.all_whole(page.items)?,
+            total: page.total,
+        })
+    }
+
+    /// Issue `number`, whole.
+    fn issue(&self, number: u64) -> Result<Issue, MetaError> {
+        self.docs.whole(self.stored_issue(number)?)
+    }
+
+    fn stored_issue(&self, number: u64) -> Result<&Stored<Issue>, MetaError> {
         self.index
             .issue(number)
             .ok_or_else(|| match self.index.kind_of_number(number) {
@@ -363,7 +385,12 @@ impl RepoState {
             })
     }
 
-    fn change(&self, number: u64) -> Result<&Change, MetaError> {
+    /// Change request `number`, whole.
+    fn change(&self, number: u64) -> Result<Change, MetaError> {
+        self.docs.whole(self.stored_change(number)?)
+    }
+
+    fn stored_change(&self, number: u64) -> Result<&Stored<Change>, MetaError> {
         self.index
             .change(number)
             .ok_or_else(|| match self.index.kind_of_number(number) {
@@ -374,18 +401,22 @@ impl RepoState {
             })
     }
 
-    fn comment(&self, kind: ThreadKind, number: u64, id: &str) -> Result<&Comment, MetaError> {
+    /// Comment `id` of thread `number`, whole (a deleted one is not
+    /// found).
+    fn comment(&self, kind: ThreadKind, number: u64, id: &str) -> Result<Comment, MetaError> {
         let thread = self.thread_id(kind, number)?;
-        self.index
+        let stored = self
+            .index
             .comment(&thread, id)
-            .filter(|c| !c.deleted)
-            .ok_or_else(|| MetaError::NotFound(format!("comment {id} not found on #{number}")))
+            .filter(|c| !c.fields().deleted)
+            .ok_or_else(|| MetaError::NotFound(format!("comment {id} not found on #{number}")))?;
+        self.docs.whole(stored)
     }
 
     fn thread_id(&self, kind: ThreadKind, number: u64) -> Result<String, MetaError> {
         Ok(match kind {
-            ThreadKind::Issue => self.issue(number)?.id.clone(),
-            ThreadKind::Change => self.change(number)?.id.clone(),
+            ThreadKind::Issue => self.stored_issue(number)?.fields().id.clone(),
+            ThreadKind::Change => self.stored_change(number)?.fields().id.clone(),
         })
     }
 }

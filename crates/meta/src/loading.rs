@@ -307,11 +307,11 @@ fn load_step(meta: &Arc<RepoMeta>, handle: &mut Option<(Arc<RepoMeta>, gix::Repo
     };
     // Parsed outside the lock; applied under it.
     let mut entities = Vec::new();
-    match recovery::read_tree(repo, tree, &mut |e| entities.push(e)) {
+    match recovery::read_tree(repo, tree, &mut |e, blob| entities.push((e, blob))) {
         Ok(()) => {
             let mut state = meta.state.lock();
-            for entity in entities {
-                state.index.apply(entity);
+            for (entity, blob) in entities {
+                state.index.apply_folded(entity, blob);
             }
         }
         Err(e) => give_up(meta, e),

@@ -22,7 +22,8 @@ impl MetaStore {
         let deadline = options
             .read_at_open
             .and_then(|budget| started.checked_add(budget));
-        let mut loaded = load_repos(repos, options.shards, deadline)?;
+        let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
+        let mut loaded = load_repos(repos, options.shards, deadline, &bodies)?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,
             ..Unfolded::default()
@@ -82,6 +83,7 @@ impl MetaStore {
             serials: Mutex::new(HashMap::new()),
             label_gate: Mutex::new(()),
             loads: loading::Loads::default(),
+            bodies,
         });
         if partial > 0 {
             let loader_inner = inner.clone();
@@ -110,9 +112,11 @@ pub(super) fn load_repo(
     git_dir: &Path,
     shards: u16,
     deadline: Option<Instant>,
+    bodies: &bodies::BodyCache,
 ) -> Result<(RepoMeta, HashMap<u8, u64>), MetaRepoError> {
     let deadline = deadline.filter(|_| name != SYSTEM);
     let repo = fold::open_repo(git_dir)?;
+    let docs = bodies::DocReader::new(name, repo.clone().into_sync(), bodies.clone());
     let incarnation = if name == SYSTEM {
         None
     } else {
@@ -140,8 +144,8 @@ pub(super) fn load_repo(
             left.trees.push(tree);
             continue;
         }
-        read_tree(&repo, tree, &mut |e| {
-            index.apply(e);
+        read_tree(&repo, tree, &mut |e, blob| {
+            index.apply_folded(e, blob);
         })?;
     }
     let loading = if left.trees.is_empty() {
@@ -156,6 +160,7 @@ pub(super) fn load_repo(
             incarnation,
             state: Mutex::new(RepoState {
                 index,
+                docs,
                 next_ticket: 0,
                 pending: BTreeMap::new(),
             }),
@@ -179,10 +184,11 @@ fn load_repos(
     repos: &[(String, PathBuf)],
     shards: u16,
     deadline: Option<Instant>,
+    bodies: &bodies::BodyCache,
 ) -> Result<Loaded, MetaError> {
     let mut loaded = HashMap::new();
     for (name, git_dir) in repos {
-        let (meta, folded) = load_repo(name, git_dir, shards, deadline)
+        let (meta, folded) = load_repo(name, git_dir, shards, deadline, bodies)
             .map_err(|e| Unavailable::unreadable(name, e))?;
         loaded.insert(name.clone(), (meta, folded));
     }
@@ -267,12 +273,12 @@ fn requeue_unfolded(
     }
 }
 
-/// Every document under `tree`, handed to `found` (one that does not
-/// parse is logged and skipped).
+/// Every document under `tree`, handed to `found` with its blob (one
+/// that does not parse is logged and skipped).
 pub(super) fn read_tree(
     repo: &gix::Repository,
     tree: ObjectId,
-    found: &mut dyn FnMut(Entity),
+    found: &mut dyn FnMut(Entity, ObjectId),
 ) -> Result<(), MetaRepoError> {
     let read = |e| MetaRepoError::ReadObject(tree, e);
     let tree = repo.find_tree(tree).map_err(read)?;
@@ -298,7 +304,7 @@ pub(super) fn read_tree(
                 .find_blob(id)
                 .map_err(|e| MetaRepoError::ReadObject(id, e))?;
             match serde_json::from_slice::<Entity>(&blob.data) {
-                Ok(entity) => found(entity),
+                Ok(entity) => found(entity, id),
                 Err(e) => {
                     tracing::warn!(blob = %id, error = %e, "metadata document does not parse; skipped")
                 }
@@ -312,7 +318,8 @@ pub(super) fn read_tree(
 /// them (writes the log holds but no fold has applied yet are not in
 /// them), read only: for `vole check`.
 pub fn folded_users(git_dir: &Path) -> Result<Vec<User>, MetaRepoError> {
-    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS, None)?;
+    let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
+    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS, None, &bodies)?;
     let state = meta.state.into_inner();
     Ok(state.index.users().cloned().collect())
 }

@@ -332,7 +332,7 @@ impl MetaStore {
                 Unnumbered::Issue(number) => {
                     let serial = self.next_serial(SerialKind::Issue)?;
                     self.write_in(meta, |state| {
-                        let mut next = state.issue(*number)?.clone();
+                        let mut next = state.issue(*number)?;
                         next.serial = serial;
                         next.replaces = Some(next.version);
                         next.version += 1;
@@ -342,7 +342,7 @@ impl MetaStore {
                 Unnumbered::Change(number) => {
                     let serial = self.next_serial(SerialKind::Issue)?;
                     self.write_in(meta, |state| {
-                        let mut next = state.change(*number)?.clone();
+                        let mut next = state.change(*number)?;
                         next.serial = serial;
                         next.replaces = Some(next.version);
                         next.version += 1;
@@ -352,10 +352,10 @@ impl MetaStore {
                 Unnumbered::Comment(thread, id) => {
                     let serial = self.next_serial(SerialKind::Comment)?;
                     self.write_in(meta, |state| {
-                        let mut next =
-                            state.index.comment(thread, id).cloned().ok_or_else(|| {
-                                MetaError::NotFound(format!("comment {id} not found"))
-                            })?;
+                        let stored = state.index.comment(thread, id).ok_or_else(|| {
+                            MetaError::NotFound(format!("comment {id} not found"))
+                        })?;
+                        let mut next = state.docs.whole(stored)?;
                         next.serial = serial;
                         next.replaces = Some(next.version);
                         next.version += 1;

@@ -1452,8 +1452,14 @@ fn a_repo_forgotten_while_it_is_read_in_the_background_is_no_repo() {
     }
     // Read as an open past its budget leaves it, with no loader to finish
     // it: only the forgetting ends the read.
-    let (meta, _) =
-        recovery::load_repo(REPO, &fx.git_dir, shard::SHARDS, Some(Instant::now())).unwrap();
+    let (meta, _) = recovery::load_repo(
+        REPO,
+        &fx.git_dir,
+        shard::SHARDS,
+        Some(Instant::now()),
+        &bodies::BodyCache::new(1 << 20),
+    )
+    .unwrap();
     assert!(
         !meta.loading.is_done(),
         "nothing was left to the background"
@@ -1475,4 +1481,116 @@ fn a_repo_forgotten_while_it_is_read_in_the_background_is_no_repo() {
         store.wait_until_read(),
         "a delete during the read hung or stopped it"
     );
+}
+
+#[test]
+fn long_bodies_are_left_in_git_once_folded_and_every_reader_reads_them_back_whole() {
+    let fx = Fixture::new();
+    let long = |what: &str| format!("{what}: {}", "a needle in a long body, ".repeat(20));
+    let (_log, store) = fx.open(quick());
+    let new_issue = |title: &str, body: String| NewIssue {
+        title: title.into(),
+        body,
+        labels: Vec::new(),
+    };
+    let long_one = store
+        .create_issue(&repo(), new_issue("long", long("issue")), "ann")
+        .unwrap();
+    let short_one = store
+        .create_issue(&repo(), new_issue("short", "short".into()), "ann")
+        .unwrap();
+    let said = store
+        .comment(
+            &repo(),
+            ThreadKind::Issue,
+            long_one.number,
+            requests::NewComment {
+                body: long("comment"),
+            },
+            "bob",
+        )
+        .unwrap();
+    let held = |number: u64| {
+        let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+        let state = meta.state.lock();
+        let issue = state.index.issue(number).unwrap();
+        let comment = state.index.comment(&long_one.id, &said.id).unwrap();
+        (
+            issue.held_body().map(str::to_string),
+            issue.body_blob().is_some(),
+            comment.held_body().is_some(),
+        )
+    };
+    // Not folded yet: held whole.
+    assert_eq!(
+        held(long_one.number),
+        (Some(long_one.body.clone()), false, true)
+    );
+    assert!(store.flush(Duration::from_secs(10)));
+    // Folded: the long bodies are left in their blobs, the short one kept.
+    assert_eq!(
+        held(long_one.number),
+        (None, true, false),
+        "the index still holds a long body its fold wrote to git"
+    );
+    assert_eq!(held(short_one.number).0.as_deref(), Some("short"));
+    // Every reader reads them back whole.
+    let page = Pagination::new(1, 10).unwrap();
+    assert_eq!(
+        store.issue(&repo(), long_one.number).unwrap().body,
+        long_one.body,
+        "a body left in git was not read back"
+    );
+    let listed = store
+        .list_issues(&repo(), &Filter::default(), page)
+        .unwrap();
+    assert!(listed.items.iter().any(|i| i.body == long_one.body));
+    let comments = store
+        .comments(&repo(), ThreadKind::Issue, long_one.number, page)
+        .unwrap();
+    assert_eq!(comments.items[0].body, said.body);
+    let one = store
+        .thread_comment(&repo(), ThreadKind::Issue, long_one.number, &said.id)
+        .unwrap();
+    assert_eq!(one.body, said.body);
+    // A text filter finds a word only the body has.
+    let query = index::ThreadQuery {
+        text: Some("NEEDLE in a long".into()),
+        state: index::ThreadState::All,
+        ..Default::default()
+    };
+    let found = store.list_threads(&repo(), &query, page).unwrap();
+    assert_eq!(
+        found.items.iter().map(|t| t.number()).collect::<Vec<_>>(),
+        [long_one.number],
+        "a body left in git was not searched"
+    );
+    // An edit of the title (a read, a change, a write back) keeps the body.
+    let patch = IssuePatch {
+        version: None,
+        title: Some("renamed".into()),
+        body: None,
+        state: None,
+        labels: None,
+    };
+    let edited = store.edit_issue(&repo(), long_one.number, patch).unwrap();
+    assert_eq!(edited.body, long_one.body);
+    assert!(store.flush(Duration::from_secs(10)));
+    assert_eq!(
+        store.issue(&repo(), long_one.number).unwrap().body,
+        long_one.body
+    );
+    // The index the folds left is the one read from the trees, entity by
+    // entity: the same bodies held, the same left in the same blobs.
+    let live = index_parts(&store);
+    drop(store);
+    let (_log, reopened) = fx.open(quick());
+    let read = index_parts(&reopened);
+    assert_eq!(live.len(), read.len());
+    for (i, (a, b)) in live.iter().zip(&read).enumerate() {
+        assert_eq!(
+            a, b,
+            "part {i} of the index differs between the live store and a read"
+        );
+    }
 }

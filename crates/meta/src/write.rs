@@ -204,8 +204,14 @@ impl MetaStore {
             return Ok(meta.clone());
         }
         // A repo created after open: its shard refs are read once here.
-        let (meta, _) = load_repo(&key, &git_dir, self.inner.options.shards, None)
-            .map_err(|e| Unavailable::unreadable(&key, e))?;
+        let (meta, _) = load_repo(
+            &key,
+            &git_dir,
+            self.inner.options.shards,
+            None,
+            &self.inner.bodies,
+        )
+        .map_err(|e| Unavailable::unreadable(&key, e))?;
         let meta = Arc::new(meta);
         repos.insert(key, meta.clone());
         Ok(meta)

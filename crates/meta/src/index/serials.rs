@@ -31,7 +31,7 @@ impl Index {
     }
 
     /// A comment by its serial, deleted or not.
-    pub fn comment_by_serial(&self, serial: u64) -> Option<&Comment> {
+    pub fn comment_by_serial(&self, serial: u64) -> Option<&Stored<Comment>> {
         let (thread, id) = self.comment_serials.get(&serial)?;
         self.comment(thread, id)
     }
@@ -39,23 +39,29 @@ impl Index {
     /// Every issue and change request, for the upgrade that gives them
     /// serials.
     pub fn all_threads(&self) -> (impl Iterator<Item = &Issue>, impl Iterator<Item = &Change>) {
-        (self.issues.values(), self.changes.values())
+        (
+            self.issues.values().map(Stored::fields),
+            self.changes.values().map(Stored::fields),
+        )
     }
 
     /// Every comment of every thread, deleted or not.
     pub fn all_comments(&self) -> impl Iterator<Item = &Comment> {
-        self.comments.values().flat_map(BTreeMap::values)
+        self.comments
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(Stored::fields)
     }
 
     /// The comments people wrote (no event) that are not deleted, by
     /// serial (oldest first), and how many there are: walked, never
     /// sorted or copied.
-    pub fn comments_by_serial(&self) -> (impl Iterator<Item = &Comment>, usize) {
+    pub fn comments_by_serial(&self) -> (impl Iterator<Item = &Stored<Comment>>, usize) {
         let walk = self
             .comment_serials
             .values()
             .filter_map(|(thread, id)| self.comment(thread, id))
-            .filter(|c| !c.deleted && c.event.is_none());
+            .filter(|c| !c.fields().deleted && c.fields().event.is_none());
         (walk, self.said_comments)
     }
 
@@ -126,8 +132,8 @@ impl Index {
             SerialKind::Issue => max(&mut self
                 .issues
                 .values()
-                .map(|i| i.serial)
-                .chain(self.changes.values().map(|c| c.serial))),
+                .map(|i| i.fields().serial)
+                .chain(self.changes.values().map(|c| c.fields().serial))),
             SerialKind::Comment => max(&mut self.comment_serials.keys().copied()),
             SerialKind::Label => max(&mut self.labels.keys().copied()),
             SerialKind::User => max(&mut self.users.values().map(|u| u.serial)),

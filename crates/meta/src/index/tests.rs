@@ -1,6 +1,16 @@
 //! The index's unit tests.
 use super::facets::Numbers;
 use super::*;
+use crate::bodies::{BodyCache, DocReader};
+
+/// A reader of bodies over an empty repo: these tests' documents are
+/// held whole, so nothing is read from it.
+fn no_docs() -> (tempfile::TempDir, DocReader) {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = gix::init_bare(dir.path()).unwrap();
+    let docs = DocReader::new("r", repo.into_sync(), BodyCache::new(1 << 20));
+    (dir, docs)
+}
 
 fn issue(number: u64, version: u64, state: IssueState, labels: &[&str]) -> Entity {
     Entity::Issue(Issue {
@@ -35,7 +45,13 @@ fn facets_follow_edits_and_older_versions_are_ignored() {
         },
         Pagination::new(1, 10).unwrap(),
     );
-    assert_eq!(open.items.iter().map(|i| i.number).collect::<Vec<_>>(), [2]);
+    assert_eq!(
+        open.items
+            .iter()
+            .map(|i| i.fields().number)
+            .collect::<Vec<_>>(),
+        [2]
+    );
     let ui = index.issues(
         &Filter {
             label: Some("ui".into()),
@@ -44,7 +60,10 @@ fn facets_follow_edits_and_older_versions_are_ignored() {
         Pagination::new(1, 10).unwrap(),
     );
     assert_eq!(
-        ui.items.iter().map(|i| i.number).collect::<Vec<_>>(),
+        ui.items
+            .iter()
+            .map(|i| i.fields().number)
+            .collect::<Vec<_>>(),
         [2, 1]
     );
     let bug = index.issues(
@@ -130,6 +149,7 @@ fn change(number: u64, state: ChangeState) -> Entity {
 /// Pages of every kind and state through the sets by state and through
 /// the scan, compared; how many threads were compared.
 fn fast_matches_scan(index: &Index, pages: &[(u64, u64)]) -> usize {
+    let (_dir, docs) = no_docs();
     let mut compared = 0;
     for kinds in [ThreadKinds::Both, ThreadKinds::Issues, ThreadKinds::Changes] {
         for state in [ThreadState::Open, ThreadState::Closed, ThreadState::All] {
@@ -146,7 +166,10 @@ fn fast_matches_scan(index: &Index, pages: &[(u64, u64)]) -> usize {
                     ..fast.clone()
                 };
                 assert!(fast.by_state_only() && !scan.by_state_only());
-                let (a, b) = (index.threads(&fast, page), index.threads(&scan, page));
+                let (a, b) = (
+                    index.threads(&fast, page, &docs).unwrap(),
+                    index.threads(&scan, page, &docs).unwrap(),
+                );
                 let numbers =
                     |p: &Page<AnyThread>| p.items.iter().map(AnyThread::number).collect::<Vec<_>>();
                 assert_eq!(numbers(&a), numbers(&b), "{kinds:?} {state:?} {page:?}");
@@ -203,7 +226,7 @@ fn the_repos_comments_walk_by_serial_and_count_only_the_live_ones() {
     }
     let walked = |index: &Index| {
         let (walk, live) = index.comments_by_serial();
-        (walk.map(|c| c.serial).collect::<Vec<_>>(), live)
+        (walk.map(|c| c.fields().serial).collect::<Vec<_>>(), live)
     };
     assert_eq!(walked(&index), (vec![1, 2, 3, 4], 4));
     // A deletion leaves the walk and the count; an older version of it
@@ -316,9 +339,11 @@ fn text_and_labels_filters_match_ascii_case_aside() {
     index.apply(titled(1, "Hello World", &["Bug"]));
     index.apply(titled(2, "aaaab crash", &["ui"]));
     index.apply(titled(3, "nothing here", &[]));
+    let (_dir, docs) = no_docs();
     let found = |query: ThreadQuery| {
         index
-            .threads(&query, Pagination::new(1, 10).unwrap())
+            .threads(&query, Pagination::new(1, 10).unwrap(), &docs)
+            .unwrap()
             .items
             .iter()
             .map(AnyThread::number)

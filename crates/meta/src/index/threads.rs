@@ -3,7 +3,10 @@
 //! state, any of some labels, author, update time and a text.
 
 use super::facets::Numbers;
+use super::stored::HasBody;
 use super::*;
+use crate::MetaError;
+use crate::bodies::DocReader;
 
 /// An issue or a change request.
 #[derive(Debug, Clone)]
@@ -42,6 +45,41 @@ pub enum ThreadState {
 /// The most bytes of a list's text filter (it is matched against every
 /// title and body the filters leave).
 pub const MAX_QUERY_BYTES: usize = 256;
+
+/// The most bodies one text filter reads back from git (the index holds
+/// bodies up to [`super::stored::INLINE_BODY_BYTES`]): the newest
+/// threads' first; past them, a thread matches by its title alone.
+pub const MAX_TEXT_BODY_READS: usize = 10_000;
+
+/// A text filter's reads of bodies the index left in git, bounded.
+struct BodyScan<'a> {
+    docs: &'a DocReader,
+    repo: Option<gix::Repository>,
+    reads_left: usize,
+    failed: Option<MetaError>,
+}
+
+impl BodyScan<'_> {
+    fn matches<T: HasBody>(&mut self, text: &TextMatch, stored: &Stored<T>) -> bool {
+        if let Some(body) = stored.held_body() {
+            return text.is_match(body);
+        }
+        let Some(blob) = stored.body_blob() else {
+            return false;
+        };
+        if self.reads_left == 0 || self.failed.is_some() {
+            return false;
+        }
+        self.reads_left -= 1;
+        match self.docs.body(&mut self.repo, blob) {
+            Ok(body) => text.is_match(&*body),
+            Err(e) => {
+                self.failed = Some(e);
+                false
+            }
+        }
+    }
+}
 
 /// A list's filters; empty ones match everything.
 #[derive(Debug, Clone, Default)]
@@ -101,14 +139,16 @@ impl ThreadQuery {
     }
 
     /// Whether a thread passes the filters its fields answer (the
-    /// labels are answered by the index's sets, the text by `text`).
-    fn keeps(
+    /// labels are answered by the index's sets, the text by `text`: its
+    /// title, then its body, read back through `scan` if need be).
+    fn keeps<T: HasBody>(
         &self,
         author: &str,
         updated: &str,
         text: Option<&TextMatch>,
         title: &str,
-        body: &str,
+        stored: &Stored<T>,
+        scan: &mut BodyScan<'_>,
     ) -> bool {
         // Names as Gitea matches them: ASCII case aside.
         if self
@@ -124,7 +164,7 @@ impl ThreadQuery {
         if self.before.as_deref().is_some_and(|b| updated > b) {
             return false;
         }
-        text.is_none_or(|text| text.is_match(title) || text.is_match(body))
+        text.is_none_or(|text| text.is_match(title) || scan.matches(text, stored))
     }
 }
 
@@ -142,10 +182,21 @@ fn text_match(text: &str) -> Option<TextMatch> {
 impl Index {
     /// A page of the issues and change requests `query` keeps, newest
     /// first.
-    pub fn threads(&self, query: &ThreadQuery, page: Pagination) -> Page<AnyThread> {
+    pub(crate) fn threads(
+        &self,
+        query: &ThreadQuery,
+        page: Pagination,
+        docs: &DocReader,
+    ) -> Result<Page<AnyThread>, MetaError> {
         if query.by_state_only() {
-            return self.threads_by_state(query, page);
+            return self.threads_by_state(query, page, docs);
         }
+        let mut scan = BodyScan {
+            docs,
+            repo: None,
+            reads_left: MAX_TEXT_BODY_READS,
+            failed: None,
+        };
         let text = query
             .text
             .as_deref()
@@ -174,14 +225,17 @@ impl Index {
             self.issues
                 .values()
                 .rev()
-                .filter(|i| match query.state {
-                    ThreadState::Open => i.state == IssueState::Open,
-                    ThreadState::Closed => i.state == IssueState::Closed,
+                .filter(|s| match query.state {
+                    ThreadState::Open => s.fields().state == IssueState::Open,
+                    ThreadState::Closed => s.fields().state == IssueState::Closed,
                     ThreadState::All => true,
                 })
-                .filter(|i| labelled(i.number))
-                .filter(|i| query.keeps(&i.author, &i.updated_at, text, &i.title, &i.body))
-                .map(|i| i.number)
+                .filter(|s| labelled(s.fields().number))
+                .filter(|s| {
+                    let i = s.fields();
+                    query.keeps(&i.author, &i.updated_at, text, &i.title, *s, &mut scan)
+                })
+                .map(|s| s.fields().number)
                 .collect()
         };
         let changes: Vec<u64> = if query.kinds == ThreadKinds::Issues {
@@ -190,34 +244,61 @@ impl Index {
             self.changes
                 .values()
                 .rev()
-                .filter(|c| match query.state {
-                    ThreadState::Open => c.state == ChangeState::Open,
-                    ThreadState::Closed => c.state != ChangeState::Open,
+                .filter(|s| match query.state {
+                    ThreadState::Open => s.fields().state == ChangeState::Open,
+                    ThreadState::Closed => s.fields().state != ChangeState::Open,
                     ThreadState::All => true,
                 })
-                .filter(|c| labelled(c.number))
-                .filter(|c| query.keeps(&c.author, &c.updated_at, text, &c.title, &c.body))
-                .map(|c| c.number)
+                .filter(|s| labelled(s.fields().number))
+                .filter(|s| {
+                    let c = s.fields();
+                    query.keeps(&c.author, &c.updated_at, text, &c.title, *s, &mut scan)
+                })
+                .map(|s| s.fields().number)
                 .collect()
         };
         // One number space: newest first across both.
         let mut numbers = issues;
         numbers.extend(changes);
         numbers.sort_unstable_by(|a, b| b.cmp(a));
-        paginate(&numbers, page, |n| {
-            self.issues
-                .get(n)
-                .cloned()
-                .map(AnyThread::Issue)
-                .or_else(|| self.changes.get(n).cloned().map(AnyThread::Change))
+        if let Some(e) = scan.failed {
+            return Err(e);
+        }
+        let items = self.whole_threads(page.slice(&numbers).copied(), docs)?;
+        Ok(Page {
+            items,
+            total: numbers.len(),
         })
+    }
+
+    /// The threads `numbers` name, whole, in order.
+    fn whole_threads(
+        &self,
+        numbers: impl Iterator<Item = u64>,
+        docs: &DocReader,
+    ) -> Result<Vec<AnyThread>, MetaError> {
+        numbers
+            .filter_map(|n| {
+                let thread = match (self.issues.get(&n), self.changes.get(&n)) {
+                    (Some(issue), _) => docs.whole(issue).map(AnyThread::Issue),
+                    (None, Some(change)) => docs.whole(change).map(AnyThread::Change),
+                    (None, None) => return None,
+                };
+                Some(thread)
+            })
+            .collect()
     }
 
     /// [`Index::threads`] when only the kinds and the state filter: the
     /// index's ranked sets by state hold the numbers in order and their
     /// count, and find a page's first number by rank, so a page costs its
     /// length, however deep it is.
-    fn threads_by_state(&self, query: &ThreadQuery, page: Pagination) -> Page<AnyThread> {
+    fn threads_by_state(
+        &self,
+        query: &ThreadQuery,
+        page: Pagination,
+        docs: &DocReader,
+    ) -> Result<Page<AnyThread>, MetaError> {
         let issue_states: &[IssueState] = match (query.kinds, query.state) {
             (ThreadKinds::Changes, _) => &[],
             (_, ThreadState::Open) => &[IssueState::Open],
@@ -249,7 +330,7 @@ impl Index {
                 // below `first` (by rank and position alone: the crate's
                 // range iterators are not relied on).
                 let mut below: Vec<usize> = sets.iter().map(|set| set.rank(&(first + 1))).collect();
-                std::iter::from_fn(|| {
+                let numbers = std::iter::from_fn(|| {
                     // The newest of the sets' next numbers (at most five).
                     let (number, i) = below
                         .iter()
@@ -260,18 +341,11 @@ impl Index {
                     below[i] -= 1;
                     Some(number)
                 })
-                .take(page.per_page())
-                .filter_map(|n| {
-                    self.issues
-                        .get(&n)
-                        .cloned()
-                        .map(AnyThread::Issue)
-                        .or_else(|| self.changes.get(&n).cloned().map(AnyThread::Change))
-                })
-                .collect()
+                .take(page.per_page());
+                self.whole_threads(numbers, docs)?
             }
         };
-        Page { items, total }
+        Ok(Page { items, total })
     }
 
     /// The open change request from `source` into `target`, if one is.
@@ -281,9 +355,10 @@ impl Index {
             .get(&ChangeState::Open)?
             .iter()
             .find(|n| {
-                self.changes
-                    .get(n)
-                    .is_some_and(|c| c.source_branch == source && c.target_branch == target)
+                self.changes.get(n).is_some_and(|c| {
+                    let c = c.fields();
+                    c.source_branch == source && c.target_branch == target
+                })
             })
             .copied()
     }

@@ -1,0 +1,127 @@
+//! The bodies the index leaves in git ([`index::stored`]), read back on
+//! demand from their blobs through one bounded cache per store.
+//!
+//! The cache is keyed by the blob's id alone: a blob's content is its id,
+//! so the body it holds cannot change under a key, whichever repo asks.
+
+use std::sync::Arc;
+
+use gix::ObjectId;
+
+use super::error::{MetaError, Unavailable};
+use super::fold::MetaRepoError;
+use super::index::stored::{HasBody, Stored};
+
+/// What the cache may hold, in bytes of bodies, by default.
+pub const BODY_CACHE_BYTES: u64 = 32 << 20;
+
+/// Bodies by the id of the blob they were read from, bounded by their
+/// bytes (a clone shares the cache).
+#[derive(Clone)]
+pub struct BodyCache(moka::sync::Cache<ObjectId, Arc<str>>);
+
+impl BodyCache {
+    pub fn new(max_bytes: u64) -> Self {
+        BodyCache(
+            moka::sync::Cache::builder()
+                .max_capacity(max_bytes)
+                // Each entry costs its text and about 64 bytes besides.
+                .weigher(|_, body: &Arc<str>| {
+                    u32::try_from(body.len().saturating_add(64)).unwrap_or(u32::MAX)
+                })
+                .build(),
+        )
+    }
+}
+
+impl std::fmt::Debug for BodyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BodyCache")
+            .field("entries", &self.0.entry_count())
+            .finish()
+    }
+}
+
+/// Reads one repo's bodies back.
+pub(crate) struct DocReader {
+    repo_name: String,
+    repo: gix::ThreadSafeRepository,
+    cache: BodyCache,
+}
+
+/// The one field of a document read back for its body.
+#[derive(serde::Deserialize)]
+struct BodyOnly {
+    body: String,
+}
+
+impl DocReader {
+    pub(crate) fn new(repo_name: &str, repo: gix::ThreadSafeRepository, cache: BodyCache) -> Self {
+        DocReader {
+            repo_name: repo_name.to_string(),
+            repo,
+            cache,
+        }
+    }
+
+    /// `stored` whole: its body read back if the index left it in git.
+    pub(crate) fn whole<T: HasBody>(&self, stored: &Stored<T>) -> Result<T, MetaError> {
+        let mut repo = None;
+        self.whole_with(&mut repo, stored.clone())
+    }
+
+    /// Every document of `stored` whole, in order (one repo handle for
+    /// all).
+    pub(crate) fn all_whole<T: HasBody>(
+        &self,
+        stored: impl IntoIterator<Item = Stored<T>>,
+    ) -> Result<Vec<T>, MetaError> {
+        let mut repo = None;
+        stored
+            .into_iter()
+            .map(|s| self.whole_with(&mut repo, s))
+            .collect()
+    }
+
+    /// The body of the document in `blob`, from the cache or the blob.
+    pub(crate) fn body(
+        &self,
+        repo: &mut Option<gix::Repository>,
+        blob: ObjectId,
+    ) -> Result<Arc<str>, MetaError> {
+        if let Some(body) = self.cache.0.get(&blob) {
+            return Ok(body);
+        }
+        let repo = repo.get_or_insert_with(|| self.repo.to_thread_local());
+        let unreadable = |e: gix::Error| {
+            MetaError::Unavailable(Unavailable::unreadable_repo(
+                &self.repo_name,
+                MetaRepoError::ReadObject(blob, e),
+            ))
+        };
+        let object = repo.find_blob(blob).map_err(unreadable)?;
+        let body: Arc<str> = serde_json::from_slice::<BodyOnly>(&object.data)
+            .map_err(|e| {
+                MetaError::Unavailable(Unavailable::unreadable_repo(
+                    &self.repo_name,
+                    MetaRepoError::Document(blob, Arc::new(e)),
+                ))
+            })?
+            .body
+            .into();
+        self.cache.0.insert(blob, body.clone());
+        Ok(body)
+    }
+
+    fn whole_with<T: HasBody>(
+        &self,
+        repo: &mut Option<gix::Repository>,
+        stored: Stored<T>,
+    ) -> Result<T, MetaError> {
+        let (mut doc, blob) = stored.into_parts();
+        if let Some(blob) = blob {
+            *doc.body_mut() = self.body(repo, blob)?.to_string();
+        }
+        Ok(doc)
+    }
+}

@@ -1,0 +1,198 @@
+//! A thread or comment as the index holds it: every field, but a body
+//! longer than [`INLINE_BODY_BYTES`] left in the git blob of the version
+//! held once that version is folded. What an issue costs the index is
+//! then its fields and at most that many bytes of body, whatever was
+//! written; the body is read back on demand ([`crate::bodies`]).
+
+use gix::ObjectId;
+
+use super::{Change, Comment, Index, Issue, ThreadKind};
+
+/// Bodies up to this long stay in the index (a read of a blob costs more
+/// than they do).
+pub const INLINE_BODY_BYTES: usize = 64;
+
+/// A document with a body: issues, change requests, comments.
+pub trait HasBody: Clone {
+    fn body(&self) -> &str;
+    fn body_mut(&mut self) -> &mut String;
+}
+
+impl HasBody for Issue {
+    fn body(&self) -> &str {
+        &self.body
+    }
+    fn body_mut(&mut self) -> &mut String {
+        &mut self.body
+    }
+}
+
+impl HasBody for Change {
+    fn body(&self) -> &str {
+        &self.body
+    }
+    fn body_mut(&mut self) -> &mut String {
+        &mut self.body
+    }
+}
+
+impl HasBody for Comment {
+    fn body(&self) -> &str {
+        &self.body
+    }
+    fn body_mut(&mut self) -> &mut String {
+        &mut self.body
+    }
+}
+
+/// A document as the index holds it. `fields()` has every field but the
+/// body when `body_blob()` names a blob: that body is read from there
+/// ([`crate::bodies::DocReader::whole`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stored<T> {
+    fields: T,
+    /// The blob of this version's document, when its body is left there
+    /// (boxed: most documents have none, and it costs them a pointer).
+    blob: Option<Box<ObjectId>>,
+    body_len: u32,
+}
+
+impl<T: HasBody> Stored<T> {
+    /// A document held whole (a write not yet folded, or a short body).
+    pub fn whole(doc: T) -> Self {
+        let body_len = u32::try_from(doc.body().len()).unwrap_or(u32::MAX);
+        Stored {
+            fields: doc,
+            blob: None,
+            body_len,
+        }
+    }
+
+    /// A document whose version is the blob `blob`: a long body is left
+    /// there.
+    pub fn in_blob(mut doc: T, blob: ObjectId) -> Self {
+        let body_len = u32::try_from(doc.body().len()).unwrap_or(u32::MAX);
+        if doc.body().len() <= INLINE_BODY_BYTES {
+            return Stored::whole(doc);
+        }
+        *doc.body_mut() = String::new();
+        Stored {
+            fields: doc,
+            blob: Some(Box::new(blob)),
+            body_len,
+        }
+    }
+
+    /// Leaves the body in `blob`, the folded blob of the version held.
+    pub fn fold_into(&mut self, blob: ObjectId) {
+        if self.blob.is_none() && self.fields.body().len() > INLINE_BODY_BYTES {
+            *self.fields.body_mut() = String::new();
+            self.blob = Some(Box::new(blob));
+        }
+    }
+
+    /// Every field; the body is empty when [`Stored::body_blob`] names a
+    /// blob.
+    pub fn fields(&self) -> &T {
+        &self.fields
+    }
+
+    /// The blob the body is to be read from, if it is not held.
+    pub fn body_blob(&self) -> Option<ObjectId> {
+        self.blob.as_deref().copied()
+    }
+
+    /// The body's length in bytes, held or not.
+    pub fn body_len(&self) -> u64 {
+        u64::from(self.body_len)
+    }
+
+    /// The body, if the index holds it.
+    pub fn held_body(&self) -> Option<&str> {
+        self.blob.is_none().then(|| self.fields.body())
+    }
+
+    /// The parts, for [`crate::bodies`].
+    pub(crate) fn into_parts(self) -> (T, Option<ObjectId>) {
+        (self.fields, self.blob.map(|b| *b))
+    }
+}
+
+/// A document held whole, or with a long body left in `blob`.
+pub(super) fn stored<T: HasBody>(doc: T, blob: Option<ObjectId>) -> Stored<T> {
+    match blob {
+        Some(blob) => Stored::in_blob(doc, blob),
+        None => Stored::whole(doc),
+    }
+}
+
+impl Index {
+    /// The document at `path` was folded as `doc`, the blob `blob`: if
+    /// that is the version the index holds, a long body is left there
+    /// from now on (a newer version, not yet folded, stays whole).
+    pub fn body_folded(&mut self, path: &str, doc: &[u8], blob: ObjectId) {
+        // What says which version a folded document is.
+        #[derive(serde::Deserialize)]
+        struct Folded {
+            id: String,
+            #[serde(default)]
+            number: u64,
+            version: u64,
+        }
+        // The body is part of the document: a short document has a
+        // short body, which the index keeps.
+        if doc.len() <= INLINE_BODY_BYTES {
+            return;
+        }
+        let kind = if path.ends_with("/issue.json") {
+            ThreadKind::Issue
+        } else if path.ends_with("/change.json") {
+            ThreadKind::Change
+        } else if path.contains("/comments/") {
+            return self.comment_folded(doc, blob);
+        } else {
+            return;
+        };
+        let Ok(folded) = serde_json::from_slice::<Folded>(doc) else {
+            return;
+        };
+        let same = |id: &str, version: u64| id == folded.id && version == folded.version;
+        match kind {
+            ThreadKind::Issue => {
+                if let Some(s) = self.issues.get_mut(&folded.number)
+                    && same(&s.fields().id, s.fields().version)
+                {
+                    s.fold_into(blob);
+                }
+            }
+            ThreadKind::Change => {
+                if let Some(s) = self.changes.get_mut(&folded.number)
+                    && same(&s.fields().id, s.fields().version)
+                {
+                    s.fold_into(blob);
+                }
+            }
+        }
+    }
+
+    /// [`Index::body_folded`] of a comment.
+    fn comment_folded(&mut self, doc: &[u8], blob: ObjectId) {
+        #[derive(serde::Deserialize)]
+        struct Folded {
+            id: String,
+            thread: String,
+            version: u64,
+        }
+        let Ok(folded) = serde_json::from_slice::<Folded>(doc) else {
+            return;
+        };
+        if let Some(s) = self
+            .comments
+            .get_mut(&folded.thread)
+            .and_then(|thread| thread.get_mut(&folded.id))
+            && s.fields().version == folded.version
+        {
+            s.fold_into(blob);
+        }
+    }
+}
