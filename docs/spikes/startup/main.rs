@@ -188,6 +188,16 @@ fn main() {
     let issues = arg("--issues", 1_000_000);
     let writers = arg("--writers", 32);
     let starts = arg("--starts", 3) as usize;
+    // Each issue's body: this many bytes of text (0: none).
+    let body_bytes = arg("--body-bytes", 0) as usize;
+    let body_of = |title: &str| -> String {
+        let mut body = format!("{title}: ");
+        while body.len() < body_bytes {
+            body.push_str("the text of an issue, as people write them. ");
+        }
+        body.truncate(body_bytes);
+        body
+    };
     let vole = release_vole();
     let dir = tempfile::tempdir().unwrap();
     let full: PathBuf = dir.path().join("full");
@@ -224,7 +234,12 @@ fn main() {
                     let mut last = (0, String::new());
                     for i in 0..per_writer {
                         let title = format!("writer {w} issue {i}");
-                        let body = serde_json::json!({ "title": title }).to_string();
+                        let body = if body_bytes == 0 {
+                            serde_json::json!({ "title": title })
+                        } else {
+                            serde_json::json!({ "title": title, "body": body_of(&title) })
+                        }
+                        .to_string();
                         let (status, answer) = request(
                             &mut stream,
                             &format!(
@@ -245,7 +260,7 @@ fn main() {
     let took = began.elapsed().as_secs_f64();
     let filled = per_writer * writers;
     println!(
-        "issues={filled} writers={writers} fill_s={took:.1} fill_per_s={:.0}",
+        "issues={filled} body_bytes={body_bytes} writers={writers} fill_s={took:.1} fill_per_s={:.0}",
         filled as f64 / took
     );
     stop(server);
@@ -271,6 +286,16 @@ fn main() {
         if let Some(title) = title {
             let value: serde_json::Value = serde_json::from_slice(&body).unwrap();
             assert_eq!(value["title"], title, "verification: issue #{number}");
+            let expected = if body_bytes == 0 {
+                String::new()
+            } else {
+                body_of(title)
+            };
+            assert_eq!(
+                value["body"],
+                expected.as_str(),
+                "verification: issue #{number}'s body"
+            );
         }
         checked += 1;
     };
