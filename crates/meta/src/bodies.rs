@@ -4,7 +4,8 @@
 //! The cache is keyed by the blob's id alone: a blob's content is its id,
 //! so the body it holds cannot change under a key, whichever repo asks.
 
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use gix::ObjectId;
 
@@ -45,7 +46,11 @@ impl std::fmt::Debug for BodyCache {
 /// Reads one repo's bodies back.
 pub(crate) struct DocReader {
     repo_name: String,
-    repo: gix::ThreadSafeRepository,
+    git_dir: PathBuf,
+    /// Opened at the first read of a body, not shared with the open's
+    /// handle: that one maps every pack the start read, and those pages
+    /// would stay resident as long as this handle lives.
+    repo: OnceLock<gix::ThreadSafeRepository>,
     cache: BodyCache,
 }
 
@@ -56,12 +61,27 @@ struct BodyOnly {
 }
 
 impl DocReader {
-    pub(crate) fn new(repo_name: &str, repo: gix::ThreadSafeRepository, cache: BodyCache) -> Self {
+    pub(crate) fn new(repo_name: &str, git_dir: &Path, cache: BodyCache) -> Self {
         DocReader {
             repo_name: repo_name.to_string(),
-            repo,
+            git_dir: git_dir.to_path_buf(),
+            repo: OnceLock::new(),
             cache,
         }
+    }
+
+    /// A handle on the repo for this thread.
+    fn open(&self) -> Result<gix::Repository, MetaError> {
+        if let Some(repo) = self.repo.get() {
+            return Ok(repo.to_thread_local());
+        }
+        let opened = vole_git::open_gix(&self.git_dir).map_err(|e| {
+            MetaError::Unavailable(Unavailable::unreadable_repo(
+                &self.repo_name,
+                MetaRepoError::Open(e),
+            ))
+        })?;
+        Ok(self.repo.get_or_init(|| opened.into_sync()).to_thread_local())
     }
 
     /// `stored` whole: its body read back if the index left it in git.
@@ -92,7 +112,10 @@ impl DocReader {
         if let Some(body) = self.cache.0.get(&blob) {
             return Ok(body);
         }
-        let repo = repo.get_or_insert_with(|| self.repo.to_thread_local());
+        let repo = match repo {
+            Some(repo) => repo,
+            None => repo.insert(self.open()?),
+        };
         let unreadable = |e: gix::Error| {
             MetaError::Unavailable(Unavailable::unreadable_repo(
                 &self.repo_name,

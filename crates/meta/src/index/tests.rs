@@ -7,8 +7,8 @@ use crate::bodies::{BodyCache, DocReader};
 /// held whole, so nothing is read from it.
 fn no_docs() -> (tempfile::TempDir, DocReader) {
     let dir = tempfile::tempdir().unwrap();
-    let repo = gix::init_bare(dir.path()).unwrap();
-    let docs = DocReader::new("r", repo.into_sync(), BodyCache::new(1 << 20));
+    gix::init_bare(dir.path()).unwrap();
+    let docs = DocReader::new("r", dir.path(), BodyCache::new(1 << 20));
     (dir, docs)
 }
 
