@@ -81,7 +81,10 @@ impl DocReader {
                 MetaRepoError::Open(e),
             ))
         })?;
-        Ok(self.repo.get_or_init(|| opened.into_sync()).to_thread_local())
+        Ok(self
+            .repo
+            .get_or_init(|| opened.into_sync())
+            .to_thread_local())
     }
 
     /// `stored` whole: its body read back if the index left it in git.

@@ -1575,22 +1575,49 @@ fn long_bodies_are_left_in_git_once_folded_and_every_reader_reads_them_back_whol
     };
     let edited = store.edit_issue(&repo(), long_one.number, patch).unwrap();
     assert_eq!(edited.body, long_one.body);
+    // A long comment deleted once folded: its emptied body is held.
+    let gone = store
+        .comment(
+            &repo(),
+            ThreadKind::Issue,
+            short_one.number,
+            requests::NewComment {
+                body: long("to delete"),
+            },
+            "bob",
+        )
+        .unwrap();
+    assert!(store.flush(Duration::from_secs(10)));
+    store
+        .delete_comment(&repo(), ThreadKind::Issue, short_one.number, &gone.id, None)
+        .unwrap();
     assert!(store.flush(Duration::from_secs(10)));
     assert_eq!(
         store.issue(&repo(), long_one.number).unwrap().body,
         long_one.body
     );
-    // The index the folds left is the one read from the trees, entity by
-    // entity: the same bodies held, the same left in the same blobs.
+    // The index the folds left is the one read from the trees at open and
+    // the one read in the background, entity by entity: the same bodies
+    // held, the same left in the same blobs.
     let live = index_parts(&store);
     drop(store);
-    let (_log, reopened) = fx.open(quick());
-    let read = index_parts(&reopened);
-    assert_eq!(live.len(), read.len());
-    for (i, (a, b)) in live.iter().zip(&read).enumerate() {
+    for read_at_open in [None, Some(Duration::ZERO)] {
+        let (_log, reopened) = fx.open(StoreOptions {
+            read_at_open,
+            ..quick()
+        });
+        assert!(reopened.wait_until_read());
+        let read = index_parts(&reopened);
+        assert_eq!(live.len(), read.len());
+        for (i, (a, b)) in live.iter().zip(&read).enumerate() {
+            assert_eq!(
+                a, b,
+                "part {i} of the index differs between the live store and a read ({read_at_open:?})"
+            );
+        }
         assert_eq!(
-            a, b,
-            "part {i} of the index differs between the live store and a read"
+            reopened.issue(&repo(), long_one.number).unwrap().body,
+            long_one.body
         );
     }
 }

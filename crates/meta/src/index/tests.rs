@@ -365,3 +365,69 @@ fn text_and_labels_filters_match_ascii_case_aside() {
     assert_eq!(found(labels(&["UI", "bug"])), [2, 1]);
     assert_eq!(found(labels(&["none"])), Vec::<u64>::new());
 }
+
+/// An issue of `body`, as an entity and as the bytes a fold writes.
+fn issue_with_body(number: u64, version: u64, body: &str) -> (Entity, Vec<u8>) {
+    let Entity::Issue(mut doc) = issue(number, version, IssueState::Open, &[]) else {
+        unreachable!()
+    };
+    doc.body = body.to_string();
+    let entity = Entity::Issue(doc);
+    let bytes = serde_json::to_vec(&entity).unwrap();
+    (entity, bytes)
+}
+
+fn blob_of(bytes: &[u8]) -> ObjectId {
+    gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, bytes).unwrap()
+}
+
+#[test]
+fn a_body_is_left_in_git_only_past_the_bound_and_only_for_the_version_held() {
+    let mut index = Index::default();
+    // At the bound a body stays; one byte past it (in characters of two
+    // bytes too) it is left in its blob.
+    let at = "a".repeat(stored::INLINE_BODY_BYTES);
+    let past = "é".repeat(stored::INLINE_BODY_BYTES / 2 + 1);
+    for (number, body, left) in [(1, at.as_str(), false), (2, past.as_str(), true)] {
+        let (entity, bytes) = issue_with_body(number, 1, body);
+        index.apply(entity);
+        index.body_folded(
+            &format!("issues/x/id{number}/issue.json"),
+            &bytes,
+            blob_of(&bytes),
+        );
+        let stored = index.issue(number).unwrap();
+        assert_eq!(
+            stored.body_blob().is_some(),
+            left,
+            "#{number}: {} bytes",
+            body.len()
+        );
+        assert_eq!(stored.held_body().is_none(), left);
+        assert_eq!(stored.body_len(), body.len() as u64);
+    }
+    // Version 2 written while version 1's fold was under way: the fold of
+    // version 1 leaves version 2 whole; its own fold leaves it in git.
+    let long = "the long body of an issue, ".repeat(4);
+    let (v1, v1_bytes) = issue_with_body(3, 1, &long);
+    let (v2, v2_bytes) = issue_with_body(3, 2, &format!("edited: {long}"));
+    index.apply(v1);
+    index.apply(v2);
+    let path = "issues/x/id3/issue.json";
+    index.body_folded(path, &v1_bytes, blob_of(&v1_bytes));
+    assert!(
+        index.issue(3).unwrap().held_body().is_some(),
+        "the fold of version 1 left version 2's body to version 1's blob"
+    );
+    index.body_folded(path, &v2_bytes, blob_of(&v2_bytes));
+    assert_eq!(
+        index.issue(3).unwrap().body_blob(),
+        Some(blob_of(&v2_bytes))
+    );
+    // The author's bytes count the body left in git.
+    let bytes: usize = [at.len(), past.len(), long.len() + "edited: ".len()]
+        .iter()
+        .map(|b| b + 1)
+        .sum();
+    assert_eq!(index.authored_bytes("ann"), bytes as u64);
+}

@@ -139,17 +139,9 @@ impl ThreadQuery {
     }
 
     /// Whether a thread passes the filters its fields answer (the
-    /// labels are answered by the index's sets, the text by `text`: its
-    /// title, then its body, read back through `scan` if need be).
-    fn keeps<T: HasBody>(
-        &self,
-        author: &str,
-        updated: &str,
-        text: Option<&TextMatch>,
-        title: &str,
-        stored: &Stored<T>,
-        scan: &mut BodyScan<'_>,
-    ) -> bool {
+    /// labels are answered by the index's sets, the text once the rest
+    /// have filtered, in [`Index::threads`]).
+    fn keeps(&self, author: &str, updated: &str) -> bool {
         // Names as Gitea matches them: ASCII case aside.
         if self
             .author
@@ -161,10 +153,7 @@ impl ThreadQuery {
         if self.since.as_deref().is_some_and(|s| updated < s) {
             return false;
         }
-        if self.before.as_deref().is_some_and(|b| updated > b) {
-            return false;
-        }
-        text.is_none_or(|text| text.is_match(title) || scan.matches(text, stored))
+        self.before.as_deref().is_none_or(|b| updated <= b)
     }
 }
 
@@ -231,10 +220,7 @@ impl Index {
                     ThreadState::All => true,
                 })
                 .filter(|s| labelled(s.fields().number))
-                .filter(|s| {
-                    let i = s.fields();
-                    query.keeps(&i.author, &i.updated_at, text, &i.title, *s, &mut scan)
-                })
+                .filter(|s| query.keeps(&s.fields().author, &s.fields().updated_at))
                 .map(|s| s.fields().number)
                 .collect()
         };
@@ -250,10 +236,7 @@ impl Index {
                     ThreadState::All => true,
                 })
                 .filter(|s| labelled(s.fields().number))
-                .filter(|s| {
-                    let c = s.fields();
-                    query.keeps(&c.author, &c.updated_at, text, &c.title, *s, &mut scan)
-                })
+                .filter(|s| query.keeps(&s.fields().author, &s.fields().updated_at))
                 .map(|s| s.fields().number)
                 .collect()
         };
@@ -261,6 +244,15 @@ impl Index {
         let mut numbers = issues;
         numbers.extend(changes);
         numbers.sort_unstable_by(|a, b| b.cmp(a));
+        // The text last, newest first across both kinds: the bodies a
+        // scan reads back from git are the newest threads'.
+        if let Some(text) = text {
+            numbers.retain(|n| match (self.issues.get(n), self.changes.get(n)) {
+                (Some(i), _) => text.is_match(&i.fields().title) || scan.matches(text, i),
+                (None, Some(c)) => text.is_match(&c.fields().title) || scan.matches(text, c),
+                (None, None) => false,
+            });
+        }
         if let Some(e) = scan.failed {
             return Err(e);
         }
