@@ -5,7 +5,7 @@
 //! so the body it holds cannot change under a key, whichever repo asks.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use gix::ObjectId;
 
@@ -26,9 +26,10 @@ impl BodyCache {
         BodyCache(
             moka::sync::Cache::builder()
                 .max_capacity(max_bytes)
-                // Each entry costs its text and about 64 bytes besides.
+                // Each entry costs its text and, in the cache's own
+                // structures, its key and links, about 160 bytes.
                 .weigher(|_, body: &Arc<str>| {
-                    u32::try_from(body.len().saturating_add(64)).unwrap_or(u32::MAX)
+                    u32::try_from(body.len().saturating_add(160)).unwrap_or(u32::MAX)
                 })
                 .build(),
         )
@@ -43,14 +44,14 @@ impl std::fmt::Debug for BodyCache {
     }
 }
 
-/// Reads one repo's bodies back.
+/// Reads one repo's bodies back. It keeps no repo handle: a read that
+/// misses the cache opens one for its batch (a page, a scan) and drops
+/// it, so no pack stays mapped for it (the open's handle, kept, held
+/// every pack the start read resident; a handle kept per repo would
+/// also hold packs a `gc` deleted).
 pub(crate) struct DocReader {
     repo_name: String,
     git_dir: PathBuf,
-    /// Opened at the first read of a body, not shared with the open's
-    /// handle: that one maps every pack the start read, and those pages
-    /// would stay resident as long as this handle lives.
-    repo: OnceLock<gix::ThreadSafeRepository>,
     cache: BodyCache,
 }
 
@@ -65,32 +66,24 @@ impl DocReader {
         DocReader {
             repo_name: repo_name.to_string(),
             git_dir: git_dir.to_path_buf(),
-            repo: OnceLock::new(),
             cache,
         }
     }
 
-    /// A handle on the repo for this thread.
+    /// A handle on the repo, for one batch of reads.
     fn open(&self) -> Result<gix::Repository, MetaError> {
-        if let Some(repo) = self.repo.get() {
-            return Ok(repo.to_thread_local());
-        }
-        let opened = vole_git::open_gix(&self.git_dir).map_err(|e| {
+        vole_git::open_gix(&self.git_dir).map_err(|e| {
             MetaError::Unavailable(Unavailable::unreadable_repo(
                 &self.repo_name,
                 MetaRepoError::Open(e),
             ))
-        })?;
-        Ok(self
-            .repo
-            .get_or_init(|| opened.into_sync())
-            .to_thread_local())
+        })
     }
 
     /// `stored` whole: its body read back if the index left it in git.
     pub(crate) fn whole<T: HasBody>(&self, stored: &Stored<T>) -> Result<T, MetaError> {
         let mut repo = None;
-        self.whole_with(&mut repo, stored.clone())
+        self.whole_in(&mut repo, stored.clone())
     }
 
     /// Every document of `stored` whole, in order (one repo handle for
@@ -102,8 +95,19 @@ impl DocReader {
         let mut repo = None;
         stored
             .into_iter()
-            .map(|s| self.whole_with(&mut repo, s))
+            .map(|s| self.whole_in(&mut repo, s))
             .collect()
+    }
+
+    /// A page of documents the index holds, whole.
+    pub(crate) fn whole_page<T: HasBody>(
+        &self,
+        page: crate::Page<Stored<T>>,
+    ) -> Result<crate::Page<T>, MetaError> {
+        Ok(crate::Page {
+            items: self.all_whole(page.items)?,
+            total: page.total,
+        })
     }
 
     /// The body of the document in `blob`, from the cache or the blob.
@@ -139,7 +143,9 @@ impl DocReader {
         Ok(body)
     }
 
-    fn whole_with<T: HasBody>(
+    /// `stored` whole, a body not cached read with `repo` (opened at the
+    /// first such read of a batch).
+    pub(crate) fn whole_in<T: HasBody>(
         &self,
         repo: &mut Option<gix::Repository>,
         stored: Stored<T>,

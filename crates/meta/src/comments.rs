@@ -89,7 +89,11 @@ impl MetaStore {
         number: u64,
         id: &str,
     ) -> Result<Comment, MetaError> {
-        self.read(repo, |state| state.comment(kind, number, id))
+        self.read_bodies(
+            repo,
+            |state| state.stored_comment(kind, number, id).cloned(),
+            |docs, comment| docs.whole(&comment),
+        )
     }
 
     /// A comment's body replaced; `version` is the one it replaces.
@@ -193,10 +197,14 @@ impl MetaStore {
         number: u64,
         page: Pagination,
     ) -> Result<Page<Comment>, MetaError> {
-        self.read(repo, |state| {
-            let thread = state.thread_id(kind, number)?;
-            state.whole_page(state.index.comments(&thread, page))
-        })
+        self.read_bodies(
+            repo,
+            |state| {
+                let thread = state.thread_id(kind, number)?;
+                Ok(state.index.comments(&thread, page))
+            },
+            |docs, page| docs.whole_page(page),
+        )
     }
 
     /// Page `page` (from 1) of a thread's comments when each page holds at
@@ -212,7 +220,7 @@ impl MetaStore {
         page: usize,
         (per_page, max_bytes): (usize, usize),
     ) -> Result<CommentPage, MetaError> {
-        self.read(repo, |state| {
+        let pick = |state: &RepoState| {
             let thread = state.thread_id(kind, number)?;
             let mut items = Vec::new();
             let (mut pages, mut count, mut bytes) = (0usize, 0usize, 0usize);
@@ -228,9 +236,12 @@ impl MetaStore {
                     items.push(comment.clone());
                 }
             }
+            Ok((items, pages.max(1)))
+        };
+        self.read_bodies(repo, pick, |docs, (items, pages)| {
             Ok(CommentPage {
-                items: state.docs.all_whole(items)?,
-                pages: pages.max(1),
+                items: docs.all_whole(items)?,
+                pages,
             })
         })
     }

@@ -80,21 +80,6 @@ impl MetaStore {
         })
     }
 
-    pub fn issue(&self, repo: &RepoName, number: u64) -> Result<Issue, MetaError> {
-        self.read(repo, |state| state.issue(number))
-    }
-
-    pub fn list_issues(
-        &self,
-        repo: &RepoName,
-        filter: &Filter<IssueState>,
-        page: Pagination,
-    ) -> Result<Page<Issue>, MetaError> {
-        self.read(repo, |state| {
-            state.whole_page(state.index.issues(filter, page))
-        })
-    }
-
     /// How many issues with `filter`'s label and author are in each state.
     pub fn issue_counts(
         &self,
@@ -254,21 +239,6 @@ impl MetaStore {
             next.version = current.version + 1;
             next.updated_at = now;
             Ok(next)
-        })
-    }
-
-    pub fn change(&self, repo: &RepoName, number: u64) -> Result<Change, MetaError> {
-        self.read(repo, |state| state.change(number))
-    }
-
-    pub fn list_changes(
-        &self,
-        repo: &RepoName,
-        filter: &Filter<ChangeState>,
-        page: Pagination,
-    ) -> Result<Page<Change>, MetaError> {
-        self.read(repo, |state| {
-            state.whole_page(state.index.changes(filter, page))
         })
     }
 

@@ -244,10 +244,12 @@ pub(super) fn settle_fold(
             // (appends take `unfolded` alone around the log write): a
             // write leaves `pending` first and `unfolded` after, so
             // `applied()` never passes it early.
+            // Read before the lock is taken: under it, look-ups alone.
+            let folded = hash_kind.map_or_else(Vec::new, |kind| folded_docs(batch, kind));
             {
                 let mut state = meta.state.lock();
-                if let Some(hash_kind) = hash_kind {
-                    leave_bodies_in_git(&mut state.index, batch, hash_kind);
+                for doc in &folded {
+                    state.index.body_folded(doc);
                 }
                 for (shard, writes) in batch {
                     if let Some(queue) = state.pending.get_mut(shard) {
@@ -300,24 +302,16 @@ pub(super) fn settle_fold(
     }
 }
 
-/// The index leaves the long bodies of the versions it holds that `batch`
-/// folded in their blobs, which the fold wrote (a write's blob is its
-/// document's bytes).
-fn leave_bodies_in_git(
-    index: &mut index::Index,
+/// The documents of `batch` whose long bodies the index may leave in the
+/// blobs the fold wrote (a write's blob is its document's bytes), if the
+/// versions folded are the ones it holds.
+fn folded_docs(
     batch: &[(u8, Vec<PendingWrite>)],
     hash_kind: gix::hash::Kind,
-) {
-    for write in batch.iter().flat_map(|(_, writes)| writes) {
-        if write.body.len() <= index::stored::INLINE_BODY_BYTES {
-            continue;
-        }
-        match gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, &write.body) {
-            Ok(blob) => index.body_folded(&write.path, &write.body, blob),
-            // Left whole: the body stays in memory.
-            Err(e) => {
-                tracing::warn!(path = write.path, error = %e, "cannot hash a folded document")
-            }
-        }
-    }
+) -> Vec<index::stored::FoldedDoc> {
+    batch
+        .iter()
+        .flat_map(|(_, writes)| writes)
+        .filter_map(|w| index::stored::FoldedDoc::read(&w.path, &w.body, hash_kind))
+        .collect()
 }

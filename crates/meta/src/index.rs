@@ -154,6 +154,7 @@ fn change_fields_bytes(change: &Change) -> u64 {
 
 mod serials;
 mod threads;
+pub(crate) use threads::ThreadPick;
 pub use threads::{AnyThread, MAX_QUERY_BYTES, ThreadKinds, ThreadQuery, ThreadState};
 
 impl Index {

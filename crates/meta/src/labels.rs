@@ -301,7 +301,35 @@ impl MetaStore {
         query: &index::ThreadQuery,
         page: Pagination,
     ) -> Result<Page<index::AnyThread>, MetaError> {
-        self.read(repo, |state| state.index.threads(query, page, &state.docs))
+        use index::ThreadPick;
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
+        let (docs, picked) = {
+            let state = meta.whole_state(&self.inner)?;
+            (state.docs.clone(), state.index.pick_threads(query, page))
+        };
+        // Bodies are read back from git after the lock is let go; the
+        // page is then picked again by number.
+        let stored = match picked {
+            ThreadPick::Page(page) => page,
+            ThreadPick::Text { text, candidates } => {
+                let kept = ThreadPick::decide(&text, candidates, &docs)?;
+                let state = meta.whole_state(&self.inner)?;
+                Page {
+                    items: state.index.stored_threads(page.slice(&kept).copied()),
+                    total: kept.len(),
+                }
+            }
+        };
+        let mut git = None;
+        Ok(Page {
+            items: stored
+                .items
+                .into_iter()
+                .map(|t| t.whole(&docs, &mut git))
+                .collect::<Result<_, _>>()?,
+            total: stored.total,
+        })
     }
 
     /// The comments people wrote on thread `number` (events and the
@@ -315,7 +343,7 @@ impl MetaStore {
         number: u64,
         window: &CommentWindow<'_>,
     ) -> Result<(Vec<Comment>, usize), MetaError> {
-        self.read(repo, |state| {
+        let pick = |state: &RepoState| {
             let thread = state.thread_id(kind, number)?;
             let mut total = 0;
             let (mut shown, mut bytes) = (Vec::new(), 0);
@@ -333,7 +361,10 @@ impl MetaStore {
                 }
                 total += 1;
             }
-            Ok((state.docs.all_whole(shown)?, total))
+            Ok((shown, total))
+        };
+        self.read_bodies(repo, pick, |docs, (shown, total)| {
+            Ok((docs.all_whole(shown)?, total))
         })
     }
 
@@ -361,7 +392,7 @@ impl MetaStore {
         repo: &RepoName,
         serial: u64,
     ) -> Result<(Comment, ThreadKind, u64), MetaError> {
-        self.read(repo, |state| {
+        let pick = |state: &RepoState| {
             let comment = state
                 .index
                 .comment_by_serial(serial)
@@ -371,7 +402,10 @@ impl MetaStore {
                 .index
                 .thread_of(&comment.fields().thread)
                 .ok_or_else(|| MetaError::NotFound(format!("comment {serial} not found")))?;
-            Ok((state.docs.whole(comment)?, kind, number))
+            Ok((comment.clone(), kind, number))
+        };
+        self.read_bodies(repo, pick, |docs, (comment, kind, number)| {
+            Ok((docs.whole(&comment)?, kind, number))
         })
     }
 
@@ -385,7 +419,7 @@ impl MetaStore {
         before: Option<&str>,
         page: Pagination,
     ) -> Result<Page<(Comment, ThreadKind, u64)>, MetaError> {
-        self.read(repo, |state| {
+        let pick = |state: &RepoState| {
             // By serial, which is Gitea's id order and creation order. A
             // page without `since`/`before` walks only as far as it
             // shows; with them, one pass counts what they keep.
@@ -416,11 +450,24 @@ impl MetaStore {
                 }
                 (items, total)
             };
-            let items = items
-                .into_iter()
-                .map(|(c, kind, number)| Ok((state.docs.whole(&c)?, kind, number)))
-                .collect::<Result<_, MetaError>>()?;
             Ok(Page { items, total })
+        };
+        self.read_bodies(repo, pick, |docs, page: Page<(Stored<Comment>, _, _)>| {
+            let (stored, places): (Vec<_>, Vec<_>) = page
+                .items
+                .into_iter()
+                .map(|(c, kind, number)| (c, (kind, number)))
+                .unzip();
+            let items = docs
+                .all_whole(stored)?
+                .into_iter()
+                .zip(places)
+                .map(|(c, (kind, number))| (c, kind, number))
+                .collect();
+            Ok(Page {
+                items,
+                total: page.total,
+            })
         })
     }
 }

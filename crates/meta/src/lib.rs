@@ -58,6 +58,7 @@ mod loading;
 mod merge_settings;
 pub mod numbered;
 mod pack;
+mod reads;
 pub mod record;
 mod recovery;
 mod repack;
@@ -180,8 +181,9 @@ struct ShardQueue {
 
 struct RepoState {
     index: index::Index,
-    /// Reads back the bodies the index leaves in git.
-    docs: bodies::DocReader,
+    /// Reads back the bodies the index leaves in git (shared with the
+    /// reads that do it after the lock is let go).
+    docs: Arc<bodies::DocReader>,
     /// The next write's place in the append order (see [`Appender`]).
     next_ticket: u64,
     pending: BTreeMap<u8, ShardQueue>,
@@ -358,17 +360,6 @@ impl RepoState {
         self.index.max_number() + 1
     }
 
-    /// A page of documents the index holds, whole.
-    fn whole_page<T: index::stored::HasBody>(
-        &self,
-        page: Page<Stored<T>>,
-    ) -> Result<Page<T>, MetaError> {
-        Ok(Page {
-            items: self.docs.all_whole(page.items)?,
-            total: page.total,
-        })
-    }
-
     /// Issue `number`, whole.
     fn issue(&self, number: u64) -> Result<Issue, MetaError> {
         self.docs.whole(self.stored_issue(number)?)
@@ -404,13 +395,20 @@ impl RepoState {
     /// Comment `id` of thread `number`, whole (a deleted one is not
     /// found).
     fn comment(&self, kind: ThreadKind, number: u64, id: &str) -> Result<Comment, MetaError> {
+        self.docs.whole(self.stored_comment(kind, number, id)?)
+    }
+
+    fn stored_comment(
+        &self,
+        kind: ThreadKind,
+        number: u64,
+        id: &str,
+    ) -> Result<&Stored<Comment>, MetaError> {
         let thread = self.thread_id(kind, number)?;
-        let stored = self
-            .index
+        self.index
             .comment(&thread, id)
             .filter(|c| !c.fields().deleted)
-            .ok_or_else(|| MetaError::NotFound(format!("comment {id} not found on #{number}")))?;
-        self.docs.whole(stored)
+            .ok_or_else(|| MetaError::NotFound(format!("comment {id} not found on #{number}")))
     }
 
     fn thread_id(&self, kind: ThreadKind, number: u64) -> Result<String, MetaError> {

@@ -116,7 +116,7 @@ pub(super) fn load_repo(
 ) -> Result<(RepoMeta, HashMap<u8, u64>), MetaRepoError> {
     let deadline = deadline.filter(|_| name != SYSTEM);
     let repo = fold::open_repo(git_dir)?;
-    let docs = bodies::DocReader::new(name, git_dir, bodies.clone());
+    let docs = Arc::new(bodies::DocReader::new(name, git_dir, bodies.clone()));
     let incarnation = if name == SYSTEM {
         None
     } else {

@@ -34,6 +34,26 @@ impl MetaStore {
         f(&state)
     }
 
+    /// [`MetaStore::read`] of documents the index may hold without their
+    /// bodies: `pick` takes them under the repo's lock, `fill` reads their
+    /// bodies back once it is let go (a body not cached is a git read,
+    /// which no other call on the repo, nor the fold, should wait for).
+    /// What `pick` took is a version as it stood: its blob stays.
+    pub(crate) fn read_bodies<S, T>(
+        &self,
+        repo: &RepoName,
+        pick: impl FnOnce(&RepoState) -> Result<S, MetaError>,
+        fill: impl FnOnce(&bodies::DocReader, S) -> Result<T, MetaError>,
+    ) -> Result<T, MetaError> {
+        self.check_failed()?;
+        let meta = self.repo(repo)?;
+        let (docs, picked) = {
+            let state = meta.whole_state(&self.inner)?;
+            (state.docs.clone(), pick(&state)?)
+        };
+        fill(&docs, picked)
+    }
+
     /// [`MetaStore::read`] of the repo-level documents only (ACL,
     /// settings, labels), which the store reads at open: no wait for the
     /// rest (`loading.rs`).

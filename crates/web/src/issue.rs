@@ -67,12 +67,16 @@ pub(crate) async fn timeline(
     editing: Option<&str>,
     page: Pagination,
 ) -> Result<Timeline, AppError> {
-    let found = app.api.meta.comment_page(
-        name,
-        (kind, number),
-        page.page(),
-        (page.per_page(), COMMENT_PAGE_BYTES),
-    )?;
+    let repo = name.clone();
+    let found = crate::meta_read(app, move |meta| {
+        meta.comment_page(
+            &repo,
+            (kind, number),
+            page.page(),
+            (page.per_page(), COMMENT_PAGE_BYTES),
+        )
+    })
+    .await?;
     let numbers =
         references(std::iter::once(body).chain(found.items.iter().map(|c| c.body.as_str())));
     let kinds = if numbers.is_empty() {
@@ -187,7 +191,8 @@ async fn issue_page(
     (edit, page): (&str, Pagination),
     error: Option<AppError>,
 ) -> Result<Response, AppError> {
-    let issue = app.api.meta.issue(name, number)?;
+    let repo = name.clone();
+    let issue = crate::meta_read(app, move |meta| meta.issue(&repo, number)).await?;
     let timeline = timeline(
         app,
         name,

@@ -110,7 +110,8 @@ pub async fn issues(
     };
     let counts = app.api.meta.issue_counts(&name, &filter)?;
     filter.state = Some(state);
-    let found = app.api.meta.list_issues(&name, &filter, page)?;
+    let (repo, listed) = (name.clone(), filter.clone());
+    let found = crate::meta_read(&app, move |meta| meta.list_issues(&repo, &listed, page)).await?;
     let tabs = [
         (IssueState::Open, "open", "Open"),
         (IssueState::Closed, "closed", "Closed"),
@@ -146,7 +147,8 @@ pub async fn pulls(
     };
     let counts = app.api.meta.change_counts(&name, &filter)?;
     filter.state = Some(state);
-    let found = app.api.meta.list_changes(&name, &filter, page)?;
+    let (repo, listed) = (name.clone(), filter.clone());
+    let found = crate::meta_read(&app, move |meta| meta.list_changes(&repo, &listed, page)).await?;
     let tabs = [
         (ChangeState::Open, "open", "Open"),
         (ChangeState::Merged, "merged", "Merged"),

@@ -153,6 +153,19 @@ pub(crate) fn render(page: impl Template) -> Result<Response, AppError> {
         .map_err(|e| AppError::internal("cannot render a page", e))
 }
 
+/// A read of the metadata store on the blocking pool: issues, pull
+/// requests and comments whose long bodies it reads back from git.
+pub(crate) async fn meta_read<T: Send + 'static>(
+    app: &WebState,
+    f: impl FnOnce(&vole_meta::MetaStore) -> Result<T, vole_meta::MetaError> + Send + 'static,
+) -> Result<T, AppError> {
+    let meta = app.api.meta.clone();
+    vole_http::spawn_blocking(move || f(&meta))
+        .await
+        .map_err(|e| AppError::internal("metadata read task failed", e))?
+        .map_err(AppError::from)
+}
+
 pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, read::ReadError> + Send + 'static,
 ) -> Result<T, AppError> {

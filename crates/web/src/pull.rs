@@ -210,7 +210,8 @@ async fn pull_page(
     (edit, page): (&str, Pagination),
     error: Option<AppError>,
 ) -> Result<Response, AppError> {
-    let change = app.api.meta.change(name, number)?;
+    let repo = name.clone();
+    let change = crate::meta_read(app, move |meta| meta.change(&repo, number)).await?;
     let timeline = timeline(
         app,
         name,

@@ -107,7 +107,7 @@ pub async fn add_comment(
             comment_on::<Change>(&app, &principal, repo.clone(), number, new).await?
         }
     };
-    let shown = shaped(&app, base, principal, move |s| {
+    let shown = shaped_blocking(&app, base, principal, move |s| {
         Ok(s.comment(&repo, (kind, number), &comment))
     })
     .await?;
@@ -129,7 +129,7 @@ pub async fn repo_comments(
     let before = rfc3339(&query, "before")?;
     let url = base.api(&format!("repos/{repo}/issues/comments"));
     let filters = repeat(&query, &["since", "before"]);
-    let (items, total) = shaped(&app, base, principal, move |s| {
+    let (items, total) = shaped_blocking(&app, base, principal, move |s| {
         let found = s
             .app
             .meta
@@ -155,7 +155,7 @@ pub async fn get_comment(
     Path((_, _, id)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let id = path_id(&id, "comment")?;
-    let shown = shaped(&app, base, principal, move |s| {
+    let shown = shaped_blocking(&app, base, principal, move |s| {
         let (comment, kind, number) = s.app.meta.comment_by_serial(&repo, id)?;
         Ok(s.comment(&repo, (kind, number), &comment))
     })
@@ -220,7 +220,7 @@ pub async fn edit_comment(
         on_thread(&params)?,
     )
     .await?;
-    let shown = shaped(&app, base, principal, move |s| {
+    let shown = shaped_blocking(&app, base, principal, move |s| {
         Ok(s.comment(&repo, (kind, number), &comment))
     })
     .await?;

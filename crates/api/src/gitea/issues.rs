@@ -47,8 +47,9 @@ pub(crate) fn cut_message(mut message: String) -> String {
 }
 
 /// Runs `f` with a [`Shaper`] on the async worker: for answers read
-/// from the store's memory alone (issues, comments, labels), which a hop
-/// to the blocking pool would only make slower.
+/// from the store's memory alone (labels, users), which a hop to the
+/// blocking pool would only make slower. Issues, pull requests and
+/// comments are not: a long body is read back from git.
 pub(crate) async fn shaped<T: Send + 'static>(
     app: &Arc<ApiState>,
     base: Base,
@@ -59,7 +60,8 @@ pub(crate) async fn shaped<T: Send + 'static>(
 }
 
 /// Runs `f` with a [`Shaper`] on the blocking pool: for answers that read
-/// files (a repo's refs and description, a branch's tip).
+/// files (a repo's refs and description, a branch's tip, the bodies of
+/// issues, pull requests and comments the index left in git).
 pub(crate) async fn shaped_blocking<T: Send + 'static>(
     app: &Arc<ApiState>,
     base: Base,
@@ -184,10 +186,9 @@ pub(crate) fn filter_labels(mut names: Vec<String>) -> Result<Vec<String>, AppEr
     Ok(names)
 }
 
-/// Runs a list's `f`: on the async worker when the index's sets answer
-/// it (by state alone); under a read slot on the blocking pool when it
-/// scans the repo's threads (a filter), as any answer of unbounded
-/// reading does.
+/// Runs a list's `f` on the blocking pool (a page's long bodies are read
+/// back from git); under a read slot too when it scans the repo's
+/// threads (a filter), as any answer of unbounded reading does.
 pub(crate) async fn listed<T: Send + 'static>(
     app: &Arc<ApiState>,
     base: Base,
@@ -198,7 +199,7 @@ pub(crate) async fn listed<T: Send + 'static>(
     if scans {
         shaped_reading(app, base, viewer, f).await
     } else {
-        shaped(app, base, viewer, f).await
+        shaped_blocking(app, base, viewer, f).await
     }
 }
 
@@ -303,7 +304,8 @@ pub async fn get(
     Path((_, _, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let number = thread_number(&number)?;
-    let issue = shaped(&app, base, principal, move |s| any_issue(s, &repo, number)).await?;
+    let issue =
+        shaped_blocking(&app, base, principal, move |s| any_issue(s, &repo, number)).await?;
     Ok(Json(issue).into_response())
 }
 
@@ -397,7 +399,7 @@ pub async fn create(
         };
         issue = edit_thread(&app, &principal, repo.clone(), issue.number, patch).await?;
     }
-    let shown = shaped(&app, base, principal, move |s| {
+    let shown = shaped_blocking(&app, base, principal, move |s| {
         Ok(s.issue(&repo, &s.repo_meta(&repo), &issue))
     })
     .await?;
@@ -509,6 +511,7 @@ pub async fn edit(
     let number = thread_number(&number)?;
     let option = body(payload)?;
     apply_edit(&app, &principal, &repo, number, option).await?;
-    let issue = shaped(&app, base, principal, move |s| any_issue(s, &repo, number)).await?;
+    let issue =
+        shaped_blocking(&app, base, principal, move |s| any_issue(s, &repo, number)).await?;
     Ok((StatusCode::CREATED, Json(issue)).into_response())
 }

@@ -6,7 +6,7 @@
 
 use gix::ObjectId;
 
-use super::{Change, Comment, Index, Issue, ThreadKind};
+use super::{Change, Comment, Index, Issue};
 
 /// Bodies up to this long stay in the index (a read of a blob costs more
 /// than they do).
@@ -126,73 +126,102 @@ pub(super) fn stored<T: HasBody>(doc: T, blob: Option<ObjectId>) -> Stored<T> {
     }
 }
 
-impl Index {
-    /// The document at `path` was folded as `doc`, the blob `blob`: if
-    /// that is the version the index holds, a long body is left there
-    /// from now on (a newer version, not yet folded, stays whole).
-    pub fn body_folded(&mut self, path: &str, doc: &[u8], blob: ObjectId) {
-        // What says which version a folded document is.
+/// Which version of which document a fold wrote, and its blob: read
+/// from the folded bytes before the repo's lock is taken.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FoldedDoc {
+    of: Folded,
+    id: String,
+    version: u64,
+    blob: ObjectId,
+}
+
+/// What a [`FoldedDoc`] is.
+#[derive(Debug, Clone, PartialEq)]
+enum Folded {
+    Issue(u64),
+    Change(u64),
+    /// On the thread of this id.
+    Comment(String),
+}
+
+impl FoldedDoc {
+    /// The folded document at `path` whose bytes are `doc`, if it is a
+    /// thread or a comment long enough to have a body the index leaves
+    /// in git (the body is part of the document: a short document has a
+    /// short body, which the index keeps).
+    pub fn read(path: &str, doc: &[u8], hash_kind: gix::hash::Kind) -> Option<FoldedDoc> {
         #[derive(serde::Deserialize)]
-        struct Folded {
+        struct Version {
             id: String,
             #[serde(default)]
             number: u64,
-            version: u64,
-        }
-        // The body is part of the document: a short document has a
-        // short body, which the index keeps.
-        if doc.len() <= INLINE_BODY_BYTES {
-            return;
-        }
-        let kind = if path.ends_with("/issue.json") {
-            ThreadKind::Issue
-        } else if path.ends_with("/change.json") {
-            ThreadKind::Change
-        } else if path.contains("/comments/") {
-            return self.comment_folded(doc, blob);
-        } else {
-            return;
-        };
-        let Ok(folded) = serde_json::from_slice::<Folded>(doc) else {
-            return;
-        };
-        let same = |id: &str, version: u64| id == folded.id && version == folded.version;
-        match kind {
-            ThreadKind::Issue => {
-                if let Some(s) = self.issues.get_mut(&folded.number)
-                    && same(&s.fields().id, s.fields().version)
-                {
-                    s.fold_into(blob);
-                }
-            }
-            ThreadKind::Change => {
-                if let Some(s) = self.changes.get_mut(&folded.number)
-                    && same(&s.fields().id, s.fields().version)
-                {
-                    s.fold_into(blob);
-                }
-            }
-        }
-    }
-
-    /// [`Index::body_folded`] of a comment.
-    fn comment_folded(&mut self, doc: &[u8], blob: ObjectId) {
-        #[derive(serde::Deserialize)]
-        struct Folded {
-            id: String,
+            #[serde(default)]
             thread: String,
             version: u64,
         }
-        let Ok(folded) = serde_json::from_slice::<Folded>(doc) else {
-            return;
+        if doc.len() <= INLINE_BODY_BYTES {
+            return None;
+        }
+        let folded: Version = serde_json::from_slice(doc).ok()?;
+        let of = if path.ends_with("/issue.json") {
+            Folded::Issue(folded.number)
+        } else if path.ends_with("/change.json") {
+            Folded::Change(folded.number)
+        } else if path.contains("/comments/") {
+            Folded::Comment(folded.thread)
+        } else {
+            return None;
         };
-        if let Some(s) = self
-            .comments
-            .get_mut(&folded.thread)
-            .and_then(|thread| thread.get_mut(&folded.id))
-            && s.fields().version == folded.version
-        {
-            s.fold_into(blob);
+        let blob = gix::objs::compute_hash(hash_kind, gix::objs::Kind::Blob, doc).ok()?;
+        Some(FoldedDoc {
+            of,
+            id: folded.id,
+            version: folded.version,
+            blob,
+        })
+    }
+}
+
+impl Index {
+    /// A fold wrote `folded`: if that is the version the index holds, a
+    /// long body is left in its blob from now on (a newer version, not
+    /// yet folded, stays whole).
+    pub fn body_folded(&mut self, folded: &FoldedDoc) {
+        fn fold<T: HasBody>(
+            stored: Option<&mut Stored<T>>,
+            id: impl Fn(&T) -> &str,
+            version: impl Fn(&T) -> u64,
+            folded: &FoldedDoc,
+        ) {
+            if let Some(s) = stored
+                && id(s.fields()) == folded.id
+                && version(s.fields()) == folded.version
+            {
+                s.fold_into(folded.blob);
+            }
+        }
+        match &folded.of {
+            Folded::Comment(thread) => fold(
+                self.comments
+                    .get_mut(thread)
+                    .and_then(|comments| comments.get_mut(&folded.id)),
+                |c: &Comment| &c.id,
+                |c| c.version,
+                folded,
+            ),
+            Folded::Issue(number) => fold(
+                self.issues.get_mut(number),
+                |i: &Issue| &i.id,
+                |i| i.version,
+                folded,
+            ),
+            Folded::Change(number) => fold(
+                self.changes.get_mut(number),
+                |c: &Change| &c.id,
+                |c| c.version,
+                folded,
+            ),
         }
     }
 }

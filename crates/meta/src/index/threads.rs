@@ -3,7 +3,6 @@
 //! state, any of some labels, author, update time and a text.
 
 use super::facets::Numbers;
-use super::stored::HasBody;
 use super::*;
 use crate::MetaError;
 use crate::bodies::DocReader;
@@ -51,33 +50,68 @@ pub const MAX_QUERY_BYTES: usize = 256;
 /// threads' first; past them, a thread matches by its title alone.
 pub const MAX_TEXT_BODY_READS: usize = 10_000;
 
-/// A text filter's reads of bodies the index left in git, bounded.
-struct BodyScan<'a> {
-    docs: &'a DocReader,
-    repo: Option<gix::Repository>,
-    reads_left: usize,
-    failed: Option<MetaError>,
+/// An issue or a change request as the index holds it (a long body left
+/// in git), picked under the repo's lock and made whole after it.
+#[derive(Debug, Clone)]
+pub(crate) enum StoredThread {
+    Issue(Stored<Issue>),
+    Change(Stored<Change>),
 }
 
-impl BodyScan<'_> {
-    fn matches<T: HasBody>(&mut self, text: &TextMatch, stored: &Stored<T>) -> bool {
-        if let Some(body) = stored.held_body() {
-            return text.is_match(body);
-        }
-        let Some(blob) = stored.body_blob() else {
-            return false;
-        };
-        if self.reads_left == 0 || self.failed.is_some() {
-            return false;
-        }
-        self.reads_left -= 1;
-        match self.docs.body(&mut self.repo, blob) {
-            Ok(body) => text.is_match(&*body),
-            Err(e) => {
-                self.failed = Some(e);
-                false
+impl StoredThread {
+    /// Whole, a body read with `repo` if need be ([`DocReader::whole_in`]).
+    pub(crate) fn whole(
+        self,
+        docs: &DocReader,
+        repo: &mut Option<gix::Repository>,
+    ) -> Result<AnyThread, MetaError> {
+        Ok(match self {
+            StoredThread::Issue(i) => AnyThread::Issue(docs.whole_in(repo, i)?),
+            StoredThread::Change(c) => AnyThread::Change(docs.whole_in(repo, c)?),
+        })
+    }
+}
+
+/// What a list picked under the repo's lock.
+pub(crate) enum ThreadPick {
+    /// Its page, to be made whole.
+    Page(Page<StoredThread>),
+    /// A text filter's candidates, newest first: `None`, kept (by its
+    /// title or a body the index holds); `Some(blob)`, kept if the body
+    /// in that blob has the text ([`ThreadPick::decide`]).
+    Text {
+        text: TextMatch,
+        candidates: Vec<(u64, Option<ObjectId>)>,
+    },
+}
+
+impl ThreadPick {
+    /// The numbers a text filter keeps, newest first: the bodies in git
+    /// read back (at most [`MAX_TEXT_BODY_READS`], the newest threads';
+    /// past them a thread is kept by its title alone), outside the
+    /// repo's lock.
+    pub(crate) fn decide(
+        text: &TextMatch,
+        candidates: Vec<(u64, Option<ObjectId>)>,
+        docs: &DocReader,
+    ) -> Result<Vec<u64>, MetaError> {
+        let mut repo = None;
+        let mut reads_left = MAX_TEXT_BODY_READS;
+        let mut kept = Vec::new();
+        for (number, blob) in candidates {
+            let keep = match blob {
+                None => true,
+                Some(_) if reads_left == 0 => false,
+                Some(blob) => {
+                    reads_left -= 1;
+                    text.is_match(&*docs.body(&mut repo, blob)?)
+                }
+            };
+            if keep {
+                kept.push(number);
             }
         }
+        Ok(kept)
     }
 }
 
@@ -159,7 +193,7 @@ impl ThreadQuery {
 
 /// `q` matched ASCII case aside, in time linear in the text searched
 /// (an automaton, not a window at every byte), without copying it.
-type TextMatch = aho_corasick::AhoCorasick;
+pub(crate) type TextMatch = aho_corasick::AhoCorasick;
 
 fn text_match(text: &str) -> Option<TextMatch> {
     aho_corasick::AhoCorasick::builder()
@@ -171,27 +205,15 @@ fn text_match(text: &str) -> Option<TextMatch> {
 impl Index {
     /// A page of the issues and change requests `query` keeps, newest
     /// first.
-    pub(crate) fn threads(
-        &self,
-        query: &ThreadQuery,
-        page: Pagination,
-        docs: &DocReader,
-    ) -> Result<Page<AnyThread>, MetaError> {
+    pub(crate) fn pick_threads(&self, query: &ThreadQuery, page: Pagination) -> ThreadPick {
         if query.by_state_only() {
-            return self.threads_by_state(query, page, docs);
+            return ThreadPick::Page(self.threads_by_state(query, page));
         }
-        let mut scan = BodyScan {
-            docs,
-            repo: None,
-            reads_left: MAX_TEXT_BODY_READS,
-            failed: None,
-        };
         let text = query
             .text
             .as_deref()
             .filter(|t| !t.is_empty())
             .and_then(text_match);
-        let text = text.as_ref();
         // The numbers that carry one of the labels asked for, from the
         // index's sets by label (names ASCII case aside): one look at
         // each of the repo's label names, not one per thread.
@@ -244,39 +266,37 @@ impl Index {
         let mut numbers = issues;
         numbers.extend(changes);
         numbers.sort_unstable_by(|a, b| b.cmp(a));
-        // The text last, newest first across both kinds: the bodies a
-        // scan reads back from git are the newest threads'.
-        if let Some(text) = text {
-            numbers.retain(|n| match (self.issues.get(n), self.changes.get(n)) {
-                (Some(i), _) => text.is_match(&i.fields().title) || scan.matches(text, i),
-                (None, Some(c)) => text.is_match(&c.fields().title) || scan.matches(text, c),
-                (None, None) => false,
+        // The text last, newest first across both kinds: what it leaves
+        // to bodies in git is read back after the lock is let go.
+        let Some(text) = text else {
+            return ThreadPick::Page(Page {
+                items: self.stored_threads(page.slice(&numbers).copied()),
+                total: numbers.len(),
             });
+        };
+        let mut candidates = Vec::new();
+        for n in numbers {
+            let (title, held, blob) = match (self.issues.get(&n), self.changes.get(&n)) {
+                (Some(i), _) => (&i.fields().title, i.held_body(), i.body_blob()),
+                (None, Some(c)) => (&c.fields().title, c.held_body(), c.body_blob()),
+                (None, None) => continue,
+            };
+            if text.is_match(title) || held.is_some_and(|body| text.is_match(body)) {
+                candidates.push((n, None));
+            } else if let Some(blob) = blob {
+                candidates.push((n, Some(blob)));
+            }
         }
-        if let Some(e) = scan.failed {
-            return Err(e);
-        }
-        let items = self.whole_threads(page.slice(&numbers).copied(), docs)?;
-        Ok(Page {
-            items,
-            total: numbers.len(),
-        })
+        ThreadPick::Text { text, candidates }
     }
 
-    /// The threads `numbers` name, whole, in order.
-    fn whole_threads(
-        &self,
-        numbers: impl Iterator<Item = u64>,
-        docs: &DocReader,
-    ) -> Result<Vec<AnyThread>, MetaError> {
+    /// The threads `numbers` name, in order.
+    pub(crate) fn stored_threads(&self, numbers: impl Iterator<Item = u64>) -> Vec<StoredThread> {
         numbers
-            .filter_map(|n| {
-                let thread = match (self.issues.get(&n), self.changes.get(&n)) {
-                    (Some(issue), _) => docs.whole(issue).map(AnyThread::Issue),
-                    (None, Some(change)) => docs.whole(change).map(AnyThread::Change),
-                    (None, None) => return None,
-                };
-                Some(thread)
+            .filter_map(|n| match (self.issues.get(&n), self.changes.get(&n)) {
+                (Some(issue), _) => Some(StoredThread::Issue(issue.clone())),
+                (None, Some(change)) => Some(StoredThread::Change(change.clone())),
+                (None, None) => None,
             })
             .collect()
     }
@@ -285,12 +305,7 @@ impl Index {
     /// index's ranked sets by state hold the numbers in order and their
     /// count, and find a page's first number by rank, so a page costs its
     /// length, however deep it is.
-    fn threads_by_state(
-        &self,
-        query: &ThreadQuery,
-        page: Pagination,
-        docs: &DocReader,
-    ) -> Result<Page<AnyThread>, MetaError> {
+    fn threads_by_state(&self, query: &ThreadQuery, page: Pagination) -> Page<StoredThread> {
         let issue_states: &[IssueState] = match (query.kinds, query.state) {
             (ThreadKinds::Changes, _) => &[],
             (_, ThreadState::Open) => &[IssueState::Open],
@@ -334,10 +349,10 @@ impl Index {
                     Some(number)
                 })
                 .take(page.per_page());
-                self.whole_threads(numbers, docs)?
+                self.stored_threads(numbers)
             }
         };
-        Ok(Page { items, total })
+        Page { items, total }
     }
 
     /// The open change request from `source` into `target`, if one is.
