@@ -13,10 +13,16 @@ use crate::support::*;
 
 const REPO: &str = "alice/repo";
 
+/// An issue's body: long enough that the index leaves it in git once
+/// folded, and read back from there after the restart.
+fn body_of(title: &str) -> String {
+    format!("{title}: {}", "the text of a long issue body. ".repeat(4))
+}
+
 /// Creates an issue; its number once acknowledged (`None`: refused, or
 /// the server went away).
 fn try_create(addr: SocketAddr, token: &str, title: &str) -> Option<u64> {
-    let body = serde_json::json!({ "title": title }).to_string();
+    let body = serde_json::json!({ "title": title, "body": body_of(title) }).to_string();
     let head = format!(
         "POST /api/v1/repos/{REPO}/issues HTTP/1.1\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}",
         body.len()
@@ -152,6 +158,11 @@ fn after_a_kill_9_during_compaction_a_start_that_reads_in_the_background_keeps_e
             );
             let value: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
             assert_eq!(value["title"], title.as_str(), "issue #{number}");
+            assert_eq!(
+                value["body"],
+                body_of(title).as_str(),
+                "issue #{number}'s body"
+            );
             break;
         }
     }
