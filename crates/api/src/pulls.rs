@@ -149,7 +149,13 @@ pub async fn is_merged(
     Path((_, _, number)): Path<(String, String, String)>,
 ) -> Result<Response, AppError> {
     let number = thread_number(&number)?;
-    match app.meta.change(&name, number) {
+    // On the blocking pool: the pull request is read whole (its body
+    // from git).
+    let meta = app.meta.clone();
+    let found = vole_http::spawn_blocking(move || meta.change(&name, number))
+        .await
+        .map_err(|e| AppError::internal("a pull request read failed", e))?;
+    match found {
         Ok(change) if change.state == ChangeState::Merged => {
             Ok(StatusCode::NO_CONTENT.into_response())
         }

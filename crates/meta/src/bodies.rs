@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 
@@ -44,14 +45,19 @@ impl std::fmt::Debug for BodyCache {
     }
 }
 
-/// Reads one repo's bodies back. It keeps no repo handle: a read that
-/// misses the cache opens one for its batch (a page, a scan) and drops
-/// it, so no pack stays mapped for it (the open's handle, kept, held
-/// every pack the start read resident; a handle kept per repo would
-/// also hold packs a `gc` deleted).
+/// How long a reader keeps the repo handle it opened: reads close
+/// together (a write's read under the repo's lock, a label rename's
+/// threads) share one, and no pack stays mapped for longer (the open's
+/// handle, kept, held every pack the start read resident; a handle kept
+/// for good would hold the packs a `gc` deleted).
+const HANDLE_KEPT: Duration = Duration::from_secs(5);
+
+/// Reads one repo's bodies back.
 pub(crate) struct DocReader {
     repo_name: String,
     git_dir: PathBuf,
+    /// The handle last opened, and when.
+    handle: parking_lot::Mutex<Option<(gix::ThreadSafeRepository, Instant)>>,
     cache: BodyCache,
 }
 
@@ -66,18 +72,31 @@ impl DocReader {
         DocReader {
             repo_name: repo_name.to_string(),
             git_dir: git_dir.to_path_buf(),
+            handle: parking_lot::Mutex::new(None),
             cache,
         }
     }
 
-    /// A handle on the repo, for one batch of reads.
+    /// A handle on the repo, for one batch of reads: the one opened in
+    /// the last [`HANDLE_KEPT`], or a new one.
     fn open(&self) -> Result<gix::Repository, MetaError> {
-        vole_git::open_gix(&self.git_dir).map_err(|e| {
-            MetaError::Unavailable(Unavailable::unreadable_repo(
-                &self.repo_name,
-                MetaRepoError::Open(e),
-            ))
-        })
+        let mut handle = self.handle.lock();
+        if let Some((repo, opened)) = handle.as_ref()
+            && opened.elapsed() < HANDLE_KEPT
+        {
+            return Ok(repo.to_thread_local());
+        }
+        let repo = vole_git::open_gix(&self.git_dir)
+            .map_err(|e| {
+                MetaError::Unavailable(Unavailable::unreadable_repo(
+                    &self.repo_name,
+                    MetaRepoError::Open(e),
+                ))
+            })?
+            .into_sync();
+        let local = repo.to_thread_local();
+        *handle = Some((repo, Instant::now()));
+        Ok(local)
     }
 
     /// `stored` whole: its body read back if the index left it in git.

@@ -56,7 +56,8 @@ pub(crate) async fn pull_raw(
     number: u64,
     raw: Raw,
 ) -> Result<Response, AppError> {
-    let change = app.api.meta.change(name, number)?;
+    let repo = name.clone();
+    let change = crate::meta_read(app, move |meta| meta.change(&repo, number)).await?;
     let range = changes_range(app, name, &change).await?;
     stream_raw(app, name, range, raw).await
 }
@@ -139,7 +140,8 @@ pub async fn pull_files(
         "files.patch" => Some(Raw::Patch),
         _ => return Err(AppError::not_found("There is no such page.")),
     };
-    let change = app.api.meta.change(&name, number)?;
+    let repo = name.clone();
+    let change = crate::meta_read(&app, move |meta| meta.change(&repo, number)).await?;
     let range = changes_range(&app, &name, &change).await?;
     if let Some(raw) = raw {
         return stream_raw(&app, &name, range, raw).await;

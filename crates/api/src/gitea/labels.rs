@@ -225,7 +225,8 @@ async fn shown_labels(
     repo: ResolvedRepo,
     number: u64,
 ) -> Result<Vec<super::objects::GiteaLabel>, AppError> {
-    shaped(app, base, principal, move |s| {
+    // On the blocking pool: the thread is read whole (its body from git).
+    shaped_blocking(app, base, principal, move |s| {
         let names = labels_of(s.app, &repo, number)?;
         Ok(s.labels(&repo, &names))
     })
