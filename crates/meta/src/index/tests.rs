@@ -464,3 +464,59 @@ fn a_body_is_left_in_git_only_past_the_bound_and_only_for_the_version_held() {
         .sum();
     assert_eq!(index.authored_bytes("ann"), bytes as u64);
 }
+
+#[test]
+fn a_text_filter_reads_bodies_left_in_git_newest_first_and_no_more_than_its_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = gix::init_bare(dir.path()).unwrap();
+    let docs = DocReader::new("r", dir.path(), BodyCache::new(1 << 20));
+    let long = "a long body that says nothing in particular, ".repeat(3);
+    let mut index = Index::default();
+    // Issues 1-6 and change requests 7-8, each body long; the text is in
+    // the bodies of 2, 5 and 7 and in the title of 1; every document
+    // folded, its body left in its blob.
+    for n in 1..=8u64 {
+        let mut entity = if n <= 6 {
+            issue(n, 1, IssueState::Open, &[])
+        } else {
+            change(n, ChangeState::Open)
+        };
+        let body = if [2, 5, 7].contains(&n) {
+            format!("{long} the NEEDLE")
+        } else {
+            long.clone()
+        };
+        match &mut entity {
+            Entity::Issue(i) => {
+                i.body = body;
+                i.title = if n == 1 { "needle".into() } else { "t".into() };
+            }
+            Entity::Change(c) => c.body = body,
+            _ => unreachable!(),
+        }
+        let bytes = serde_json::to_vec(&entity).unwrap();
+        let blob = repo.write_blob(&bytes).unwrap().detach();
+        assert!(index.apply_folded(entity, blob));
+    }
+    let query = ThreadQuery {
+        state: ThreadState::All,
+        text: Some("needle".into()),
+        ..ThreadQuery::default()
+    };
+    let ThreadPick::Text { text, candidates } =
+        index.pick_threads(&query, Pagination::new(1, 10).unwrap())
+    else {
+        panic!("a text filter was answered without its bodies");
+    };
+    // Newest first across both kinds; the title's match needs no read.
+    assert_eq!(
+        candidates.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        [8, 7, 6, 5, 4, 3, 2, 1]
+    );
+    assert!(candidates[7].1.is_none() && candidates.iter().take(7).all(|(_, b)| b.is_some()));
+    let decide =
+        |reads| ThreadPick::decide_reading(&text, candidates.clone(), &docs, reads).unwrap();
+    assert_eq!(decide(100), [7, 5, 2, 1], "every body read");
+    // Four reads: 8, 7, 6 and 5; past them, by title alone.
+    assert_eq!(decide(4), [7, 5, 1], "past the bound, bodies were read");
+}

@@ -95,8 +95,18 @@ impl ThreadPick {
         candidates: Vec<(u64, Option<ObjectId>)>,
         docs: &DocReader,
     ) -> Result<Vec<u64>, MetaError> {
+        Self::decide_reading(text, candidates, docs, MAX_TEXT_BODY_READS)
+    }
+
+    /// [`ThreadPick::decide`] reading at most `max_reads` bodies.
+    pub(crate) fn decide_reading(
+        text: &TextMatch,
+        candidates: Vec<(u64, Option<ObjectId>)>,
+        docs: &DocReader,
+        max_reads: usize,
+    ) -> Result<Vec<u64>, MetaError> {
         let mut repo = None;
-        let mut reads_left = MAX_TEXT_BODY_READS;
+        let mut reads_left = max_reads;
         let mut kept = Vec::new();
         for (number, blob) in candidates {
             let keep = match blob {
