@@ -69,6 +69,16 @@ impl Fixture {
         options: StoreOptions,
         git: Option<vole_git::Git>,
     ) -> (Arc<Log<MetaWrite>>, MetaStore) {
+        self.open_repos(options, git, &[])
+    }
+
+    /// Opens with the fixture's repo and `others` (name, git dir) listed.
+    fn open_repos(
+        &self,
+        options: StoreOptions,
+        git: Option<vole_git::Git>,
+        others: &[(&str, &Path)],
+    ) -> (Arc<Log<MetaWrite>>, MetaStore) {
         let mut replayed = Vec::new();
         let (log, _) = Log::<MetaWrite>::open(&self.log_dir, |entry| {
             if let Entry::Txn { seq, rows } = entry {
@@ -80,7 +90,13 @@ impl Fixture {
         let store = MetaStore::open(
             log.clone(),
             &self.repos_dir,
-            &[(REPO.to_string(), self.git_dir.clone())],
+            &std::iter::once((REPO.to_string(), self.git_dir.clone()))
+                .chain(
+                    others
+                        .iter()
+                        .map(|(name, dir)| (name.to_string(), dir.to_path_buf())),
+                )
+                .collect::<Vec<_>>(),
             replayed,
             git,
             options,
@@ -1319,23 +1335,41 @@ fn hooks_are_kept_by_incarnation_in_the_system_repo_across_a_restart() {
     );
 }
 
-/// The index of the fixture's repo, part by part ([`index::parts`]).
-fn index_parts(store: &MetaStore) -> Vec<String> {
-    let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+/// The index of one repo of the store, part by part ([`index::parts`]).
+fn index_parts(store: &MetaStore, name: &str) -> Vec<String> {
+    let meta = store.inner.repos.read().get(name).cloned().unwrap();
     index::parts::parts(&meta.state.lock().index)
 }
 
+/// A bare repo made at `dir` with a new incarnation, as vole makes one.
+fn make_incarnation(dir: &Path) -> vole_git::repos::Incarnation {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "--bare", "-q"]);
+    let incarnation = vole_git::repos::Incarnation::mint();
+    incarnation.write_new(dir).unwrap();
+    incarnation
+}
+
 #[test]
-fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_and_a_compaction() {
+fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_a_compaction_and_a_repo_delete()
+ {
     let fx = Fixture::new();
-    let issue = |store: &MetaStore, title: &str, labels: &[&str]| {
+    // A second repo, deleted and made again under its name in the
+    // log-only part: the new one must hold none of the old one's writes.
+    const AGAIN: &str = "ann/again";
+    let again = RepoName::parse(AGAIN).unwrap();
+    let again_dir = fx.repos_dir.join("ann/again.git");
+    let first = make_incarnation(&again_dir);
+    let create = |store: &MetaStore, repo: &RepoName, title: &str, labels: &[&str]| {
         let new = NewIssue {
             title: title.into(),
             body: format!("the body of {title}"),
             labels: labels.iter().map(|l| l.to_string()).collect(),
         };
-        store.create_issue(&repo(), new, "ann").unwrap()
+        store.create_issue(repo, new, "ann").unwrap()
     };
+    let issue =
+        |store: &MetaStore, title: &str, labels: &[&str]| create(store, &repo(), title, labels);
     let comment = |store: &MetaStore, number: u64, body: &str| {
         let new = requests::NewComment { body: body.into() };
         store
@@ -1369,6 +1403,14 @@ fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_
             .unwrap();
         edit(&store, 5, IssueState::Closed);
         store.put_acl(&repo(), members_acl(0)).unwrap();
+        for i in 0..12 {
+            create(
+                &store,
+                &again,
+                &format!("first incarnation, folded {i}"),
+                &["old"],
+            );
+        }
         assert!(store.flush(Duration::from_secs(10)));
     }
     {
@@ -1393,36 +1435,78 @@ fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_
             merge: Default::default(),
         };
         store.put_settings(&repo(), settings).unwrap();
+        // The second repo: writes of its first incarnation left in the log
+        // only, then deleted (as `vole repo delete` moves it out and
+        // forgets it) and made again, whose writes are only logged too.
+        for i in 0..6 {
+            create(
+                &store,
+                &again,
+                &format!("first incarnation, logged {i}"),
+                &["old"],
+            );
+        }
+        std::fs::remove_dir_all(&again_dir).unwrap();
+        store.forget_repo(&again);
+        let second = make_incarnation(&again_dir);
+        assert_ne!(first.id(), second.id());
+        for i in 0..4 {
+            create(&store, &again, &format!("second incarnation {i}"), &["new"]);
+        }
         let report = store.compact_log(0).unwrap();
         assert!(report.base_seq > 1, "nothing was compacted: {report:?}");
         assert!(store.stats().pending > 30, "the writes were folded");
         drop(store);
         drop(log);
     }
+    let listed: &[(&str, &Path)] = &[(AGAIN, &again_dir)];
     let at_open = {
-        let (_log, store) = fx.open(only_on_flush());
-        index_parts(&store)
+        let (_log, store) = fx.open_repos(only_on_flush(), None, listed);
+        [index_parts(&store, REPO), index_parts(&store, AGAIN)]
     };
-    let (_log, store) = fx.open(StoreOptions {
-        read_at_open: Some(Duration::ZERO),
-        ..only_on_flush()
-    });
+    let (_log, store) = fx.open_repos(
+        StoreOptions {
+            read_at_open: Some(Duration::ZERO),
+            ..only_on_flush()
+        },
+        None,
+        listed,
+    );
     let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
     // What the open read is answered before the rest is read.
     assert_eq!(store.settings(&repo()).unwrap().default_branch, "trunk");
     assert!(store.wait_until_read());
     assert!(meta.loading.is_whole());
-    let background = index_parts(&store);
-    for (i, (open, later)) in at_open.iter().zip(&background).enumerate() {
+    let background = [index_parts(&store, REPO), index_parts(&store, AGAIN)];
+    for (name, (at_open, background)) in [REPO, AGAIN].iter().zip(at_open.iter().zip(&background)) {
+        for (i, (open, later)) in at_open.iter().zip(background).enumerate() {
+            assert_eq!(
+                open, later,
+                "{name}: part {i} of the index differs between a read at open and one in the background"
+            );
+        }
         assert_eq!(
-            open, later,
-            "part {i} of the index differs between a read at open and one in the background"
+            at_open.len(),
+            background.len(),
+            "{name}: the indexes hold different numbers of documents"
         );
     }
+    // The repo made again holds its own writes, none of the deleted one's.
+    let titles: Vec<String> = store
+        .list_issues(&again, &Filter::default(), Pagination::new(1, 100).unwrap())
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|issue| issue.title.clone())
+        .collect();
     assert_eq!(
-        at_open.len(),
-        background.len(),
-        "the indexes hold different numbers of documents"
+        titles.len(),
+        4,
+        "the repo made again under the name holds {titles:?}, not its own 4 issues"
+    );
+    assert!(
+        titles.iter().all(|t| t.starts_with("second incarnation")),
+        "a write of the deleted repo of the name is in the new one's index: {titles:?}"
     );
     // Not two empty indexes: every issue and comment is there.
     let all = store
@@ -1599,7 +1683,7 @@ fn long_bodies_are_left_in_git_once_folded_and_every_reader_reads_them_back_whol
     // The index the folds left is the one read from the trees at open and
     // the one read in the background, entity by entity: the same bodies
     // held, the same left in the same blobs.
-    let live = index_parts(&store);
+    let live = index_parts(&store, REPO);
     drop(store);
     for read_at_open in [None, Some(Duration::ZERO)] {
         let (_log, reopened) = fx.open(StoreOptions {
@@ -1607,7 +1691,7 @@ fn long_bodies_are_left_in_git_once_folded_and_every_reader_reads_them_back_whol
             ..quick()
         });
         assert!(reopened.wait_until_read());
-        let read = index_parts(&reopened);
+        let read = index_parts(&reopened, REPO);
         assert_eq!(live.len(), read.len());
         for (i, (a, b)) in live.iter().zip(&read).enumerate() {
             assert_eq!(
