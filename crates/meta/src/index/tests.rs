@@ -514,9 +514,30 @@ fn a_text_filter_reads_bodies_left_in_git_newest_first_and_no_more_than_its_boun
         [8, 7, 6, 5, 4, 3, 2, 1]
     );
     assert!(candidates[7].1.is_none() && candidates.iter().take(7).all(|(_, b)| b.is_some()));
-    let decide =
-        |reads| ThreadPick::decide_reading(&text, candidates.clone(), &docs, reads).unwrap();
+    let decide_within = |reads, bytes| {
+        ThreadPick::decide_reading(&text, candidates.clone(), &docs, reads, bytes).unwrap()
+    };
+    let decide = |reads| decide_within(reads, u64::MAX);
     assert_eq!(decide(100), [7, 5, 2, 1], "every body read");
     // Four reads: 8, 7, 6 and 5; past them, by title alone.
     assert_eq!(decide(4), [7, 5, 1], "past the bound, bodies were read");
+    // The same bound in bytes: the bodies of 8, 7, 6 and 5 (and one
+    // byte short of 4's), then by title alone.
+    let lens: Vec<u64> = candidates
+        .iter()
+        .filter_map(|(_, b)| b.map(|b| b.1))
+        .collect();
+    assert_eq!(
+        lens[0],
+        long.len() as u64,
+        "a candidate's length is not its body's"
+    );
+    let four: u64 = lens.iter().take(4).sum();
+    assert_eq!(
+        decide_within(100, four + lens[4] - 1),
+        [7, 5, 1],
+        "past the bound in bytes, bodies were read"
+    );
+    assert_eq!(decide_within(100, four + lens[4]), [7, 5, 1]);
+    assert_eq!(decide_within(100, lens.iter().sum()), [7, 5, 2, 1]);
 }

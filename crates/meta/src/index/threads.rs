@@ -50,6 +50,17 @@ pub const MAX_QUERY_BYTES: usize = 256;
 /// threads' first; past them, a thread matches by its title alone.
 pub const MAX_TEXT_BODY_READS: usize = 10_000;
 
+/// The most bytes of bodies one text filter reads back from git: with
+/// [`MAX_TEXT_BODY_READS`] alone, 10,000 bodies of up to 256 KiB each
+/// would be 2.5 GiB of blobs inflated and parsed for one request. Past
+/// it, as past the count, threads match by title.
+pub const MAX_TEXT_BODY_BYTES: u64 = 32 << 20;
+
+/// A text filter's candidate: its number, and the blob its body is left
+/// in with that body's length (`None`: kept already, by its title or a
+/// body the index holds).
+pub(crate) type TextCandidate = (u64, Option<(ObjectId, u64)>);
+
 /// An issue or a change request as the index holds it (a long body left
 /// in git), picked under the repo's lock and made whole after it.
 #[derive(Debug, Clone)]
@@ -81,39 +92,54 @@ pub(crate) enum ThreadPick {
     /// in that blob has the text ([`ThreadPick::decide`]).
     Text {
         text: TextMatch,
-        candidates: Vec<(u64, Option<ObjectId>)>,
+        candidates: Vec<TextCandidate>,
     },
 }
 
 impl ThreadPick {
     /// The numbers a text filter keeps, newest first: the bodies in git
-    /// read back (at most [`MAX_TEXT_BODY_READS`], the newest threads';
-    /// past them a thread is kept by its title alone), outside the
-    /// repo's lock.
+    /// read back (at most [`MAX_TEXT_BODY_READS`] of them and
+    /// [`MAX_TEXT_BODY_BYTES`] in all, the newest threads'; from the first
+    /// past either bound on, a thread is kept by its title alone), outside
+    /// the repo's lock.
     pub(crate) fn decide(
         text: &TextMatch,
-        candidates: Vec<(u64, Option<ObjectId>)>,
+        candidates: Vec<TextCandidate>,
         docs: &DocReader,
     ) -> Result<Vec<u64>, MetaError> {
-        Self::decide_reading(text, candidates, docs, MAX_TEXT_BODY_READS)
+        Self::decide_reading(
+            text,
+            candidates,
+            docs,
+            MAX_TEXT_BODY_READS,
+            MAX_TEXT_BODY_BYTES,
+        )
     }
 
-    /// [`ThreadPick::decide`] reading at most `max_reads` bodies.
+    /// [`ThreadPick::decide`] reading at most `max_reads` bodies and
+    /// `max_bytes` of them.
     pub(crate) fn decide_reading(
         text: &TextMatch,
-        candidates: Vec<(u64, Option<ObjectId>)>,
+        candidates: Vec<TextCandidate>,
         docs: &DocReader,
         max_reads: usize,
+        max_bytes: u64,
     ) -> Result<Vec<u64>, MetaError> {
         let mut repo = None;
         let mut reads_left = max_reads;
+        let mut bytes_left = max_bytes;
         let mut kept = Vec::new();
         for (number, blob) in candidates {
             let keep = match blob {
                 None => true,
-                Some(_) if reads_left == 0 => false,
-                Some(blob) => {
+                Some((_, len)) if reads_left == 0 || len > bytes_left => {
+                    // Read no further: past a bound, the rest by title.
+                    reads_left = 0;
+                    false
+                }
+                Some((blob, len)) => {
                     reads_left -= 1;
+                    bytes_left -= len;
                     text.is_match(&*docs.body(&mut repo, blob)?)
                 }
             };
@@ -286,15 +312,25 @@ impl Index {
         };
         let mut candidates = Vec::new();
         for n in numbers {
-            let (title, held, blob) = match (self.issues.get(&n), self.changes.get(&n)) {
-                (Some(i), _) => (&i.fields().title, i.held_body(), i.body_blob()),
-                (None, Some(c)) => (&c.fields().title, c.held_body(), c.body_blob()),
+            let (title, held, blob, len) = match (self.issues.get(&n), self.changes.get(&n)) {
+                (Some(i), _) => (
+                    &i.fields().title,
+                    i.held_body(),
+                    i.body_blob(),
+                    i.body_len(),
+                ),
+                (None, Some(c)) => (
+                    &c.fields().title,
+                    c.held_body(),
+                    c.body_blob(),
+                    c.body_len(),
+                ),
                 (None, None) => continue,
             };
             if text.is_match(title) || held.is_some_and(|body| text.is_match(body)) {
                 candidates.push((n, None));
             } else if let Some(blob) = blob {
-                candidates.push((n, Some(blob)));
+                candidates.push((n, Some((blob, len))));
             }
         }
         ThreadPick::Text { text, candidates }
