@@ -2,7 +2,9 @@
 //! are dropped (`vole-pack-cache`: otherwise only a request's end
 //! evicts, and an idle server would keep them); the browser sessions'
 //! file is compacted once it has grown (`vole_sessions`), and the
-//! registration limiter forgets addresses whose hour is over; past its configured size
+//! registration limiter forgets addresses whose hour is over; the
+//! metadata's body readers let go of repo handles they no longer use;
+//! past its configured size
 //! a log is compacted by the server itself, so start-up replays only what
 //! is not yet folded (the meta log) and the disk holds what matters. A
 //! compaction copies while writes go on (`log::Log::compact`); a backup
@@ -72,6 +74,9 @@ pub async fn run(app: Arc<App>) {
         }
         // Form counts of addresses and users whose hour is over.
         app.web.form_limits.retain_recent();
+        // Repo handles the metadata's body readers no longer use.
+        let store = app.meta.clone();
+        let _ = tokio::task::spawn_blocking(move || store.release_idle_handles()).await;
         if app.meta.maintenance_held() {
             continue;
         }

@@ -83,6 +83,7 @@ impl ControlState {
             sync_object_dirs(&dir).map_err(GcError::Sync)?;
         }
         self.gix.forget(&dir);
+        self.meta.release_handles(name);
         let report = GcReport {
             repo: name.to_string(),
             bytes_before,

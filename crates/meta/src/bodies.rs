@@ -99,6 +99,25 @@ impl DocReader {
         Ok(local)
     }
 
+    /// Lets go of the handle once it is [`HANDLE_KEPT`] old, or at once
+    /// with `now` (after a `gc` deleted the packs it maps): a reader that
+    /// reads no more keeps nothing open.
+    pub(crate) fn release(&self, now: bool) {
+        let mut handle = self.handle.lock();
+        if handle
+            .as_ref()
+            .is_some_and(|(_, opened)| now || opened.elapsed() >= HANDLE_KEPT)
+        {
+            *handle = None;
+        }
+    }
+
+    /// Whether it holds a repo handle now.
+    #[cfg(test)]
+    pub(crate) fn holds_handle(&self) -> bool {
+        self.handle.lock().is_some()
+    }
+
     /// `stored` whole: its body read back if the index left it in git.
     pub(crate) fn whole<T: HasBody>(&self, stored: &Stored<T>) -> Result<T, MetaError> {
         let mut repo = None;

@@ -1,7 +1,9 @@
 //! Reads of issues and change requests: picked under the repo's lock,
-//! made whole after it (a long body is read back from git, `bodies.rs`).
+//! made whole after it (a long body is read back from git, `bodies.rs`);
+//! the rows of a list that shows no body read none.
 
 use super::*;
+use crate::index::stored::{HasBody, Stored};
 
 impl MetaStore {
     pub fn issue(&self, repo: &RepoName, number: u64) -> Result<Issue, MetaError> {
@@ -25,6 +27,21 @@ impl MetaStore {
         )
     }
 
+    /// [`MetaStore::list_issues`] without the bodies (each empty), for a
+    /// list that shows none: no blob is read.
+    pub fn list_issue_rows(
+        &self,
+        repo: &RepoName,
+        filter: &Filter<IssueState>,
+        page: Pagination,
+    ) -> Result<Page<Issue>, MetaError> {
+        self.read_bodies(
+            repo,
+            |state| Ok(state.index.issues(filter, page)),
+            |_, page| Ok(without_bodies(page)),
+        )
+    }
+
     pub fn change(&self, repo: &RepoName, number: u64) -> Result<Change, MetaError> {
         self.read_bodies(
             repo,
@@ -44,5 +61,36 @@ impl MetaStore {
             |state| Ok(state.index.changes(filter, page)),
             |docs, page| docs.whole_page(page),
         )
+    }
+
+    /// [`MetaStore::list_changes`] without the bodies (each empty), for a
+    /// list that shows none: no blob is read.
+    pub fn list_change_rows(
+        &self,
+        repo: &RepoName,
+        filter: &Filter<ChangeState>,
+        page: Pagination,
+    ) -> Result<Page<Change>, MetaError> {
+        self.read_bodies(
+            repo,
+            |state| Ok(state.index.changes(filter, page)),
+            |_, page| Ok(without_bodies(page)),
+        )
+    }
+}
+
+/// A page's documents with their bodies emptied, held or left in git.
+fn without_bodies<T: HasBody>(page: Page<Stored<T>>) -> Page<T> {
+    Page {
+        items: page
+            .items
+            .into_iter()
+            .map(|stored| {
+                let (mut doc, _) = stored.into_parts();
+                doc.body_mut().clear();
+                doc
+            })
+            .collect(),
+        total: page.total,
     }
 }

@@ -43,6 +43,28 @@ impl MetaStore {
 
     // ---- maintenance ----
 
+    /// Lets go of the repo handles the body readers opened more than 5 s
+    /// ago (the server's upkeep, every few seconds): a repo whose bodies
+    /// are read no more keeps no pack mapped for them. Takes each repo's
+    /// lock in turn: blocking.
+    pub fn release_idle_handles(&self) {
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        for meta in repos {
+            let docs = meta.state.lock().docs.clone();
+            docs.release(false);
+        }
+    }
+
+    /// Lets go of the handle `repo`'s body reader holds, at once: after a
+    /// `gc` deleted the packs it maps (their space is freed only once no
+    /// handle maps them).
+    pub fn release_handles(&self, repo: &RepoName) {
+        if let Some(meta) = self.inner.repos.read().get(&repo.to_string()).cloned() {
+            let docs = meta.state.lock().docs.clone();
+            docs.release(true);
+        }
+    }
+
     /// Drops the repo from the store, for a repo moved out of `data/repos`
     /// (deleted; [`MetaStore::flush`] first, so its copy is whole): a repo
     /// created under the name later starts afresh, and caches of what the

@@ -1625,10 +1625,32 @@ fn long_bodies_are_left_in_git_once_folded_and_every_reader_reads_them_back_whol
         long_one.body,
         "a body left in git was not read back"
     );
+    // The reader's repo handle: kept while fresh, let go at a gc's word.
+    let docs = {
+        let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+        meta.state.lock().docs.clone()
+    };
+    assert!(docs.holds_handle(), "a body read from git opened no handle");
+    store.release_idle_handles();
+    assert!(docs.holds_handle(), "a handle opened just now was let go");
+    store.release_handles(&repo());
+    assert!(
+        !docs.holds_handle(),
+        "the handle was kept past a gc's release"
+    );
     let listed = store
         .list_issues(&repo(), &Filter::default(), page)
         .unwrap();
     assert!(listed.items.iter().any(|i| i.body == long_one.body));
+    // A list that shows no body reads none.
+    let rows = store
+        .list_issue_rows(&repo(), &Filter::default(), page)
+        .unwrap();
+    assert_eq!(rows.total, listed.total);
+    assert!(
+        rows.items.iter().all(|i| i.body.is_empty()),
+        "a list's rows carry bodies"
+    );
     let comments = store
         .comments(&repo(), ThreadKind::Issue, long_one.number, page)
         .unwrap();

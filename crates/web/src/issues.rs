@@ -111,7 +111,8 @@ pub async fn issues(
     let counts = app.api.meta.issue_counts(&name, &filter)?;
     filter.state = Some(state);
     let (repo, listed) = (name.clone(), filter.clone());
-    let found = crate::meta_read(&app, move |meta| meta.list_issues(&repo, &listed, page)).await?;
+    let found =
+        crate::meta_read(&app, move |meta| meta.list_issue_rows(&repo, &listed, page)).await?;
     let tabs = [
         (IssueState::Open, "open", "Open"),
         (IssueState::Closed, "closed", "Closed"),
@@ -148,7 +149,10 @@ pub async fn pulls(
     let counts = app.api.meta.change_counts(&name, &filter)?;
     filter.state = Some(state);
     let (repo, listed) = (name.clone(), filter.clone());
-    let found = crate::meta_read(&app, move |meta| meta.list_changes(&repo, &listed, page)).await?;
+    let found = crate::meta_read(&app, move |meta| {
+        meta.list_change_rows(&repo, &listed, page)
+    })
+    .await?;
     let tabs = [
         (ChangeState::Open, "open", "Open"),
         (ChangeState::Merged, "merged", "Merged"),
