@@ -3,6 +3,8 @@
 //!
 //! The cache is keyed by the blob's id alone: a blob's content is its id,
 //! so the body it holds cannot change under a key, whichever repo asks.
+//! A reader keeps the repo handle it opened for a few seconds, and the
+//! readers of a store keep at most [`MAX_KEPT_HANDLES`] together.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,15 +19,26 @@ use super::index::stored::{HasBody, Stored};
 /// What the cache may hold, in bytes of bodies, by default.
 pub const BODY_CACHE_BYTES: u64 = 32 << 20;
 
+/// The most repo handles the body readers of one store keep between
+/// reads, all repos together: a crawl of one long body in each of
+/// thousands of repos within seconds would otherwise keep a handle (and
+/// the pack indexes it maps) for each. Past it a read opens a handle for
+/// itself and lets it go when done.
+pub const MAX_KEPT_HANDLES: usize = 64;
+
 /// Bodies by the id of the blob they were read from, bounded by their
-/// bytes (a clone shares the cache).
+/// bytes (a clone shares the cache), and the count of repo handles the
+/// readers sharing it keep.
 #[derive(Clone)]
-pub struct BodyCache(moka::sync::Cache<ObjectId, Arc<str>>);
+pub struct BodyCache {
+    bodies: moka::sync::Cache<ObjectId, Arc<str>>,
+    kept_handles: Arc<std::sync::atomic::AtomicUsize>,
+}
 
 impl BodyCache {
     pub fn new(max_bytes: u64) -> Self {
-        BodyCache(
-            moka::sync::Cache::builder()
+        BodyCache {
+            bodies: moka::sync::Cache::builder()
                 .max_capacity(max_bytes)
                 // Each entry costs its text and, in the cache's own
                 // structures, its key and links, about 160 bytes.
@@ -33,14 +46,36 @@ impl BodyCache {
                     u32::try_from(body.len().saturating_add(160)).unwrap_or(u32::MAX)
                 })
                 .build(),
-        )
+            kept_handles: Arc::default(),
+        }
+    }
+
+    /// Takes one of the [`MAX_KEPT_HANDLES`] places, if one is free.
+    fn keep_handle(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        self.kept_handles
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < MAX_KEPT_HANDLES).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    fn let_go_of_handle(&self) {
+        self.kept_handles
+            .fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+
+    /// How many handles its readers keep now.
+    #[cfg(test)]
+    pub(crate) fn kept_handles(&self) -> usize {
+        self.kept_handles.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
 impl std::fmt::Debug for BodyCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BodyCache")
-            .field("entries", &self.0.entry_count())
+            .field("entries", &self.bodies.entry_count())
             .finish()
     }
 }
@@ -61,6 +96,14 @@ pub(crate) struct DocReader {
     cache: BodyCache,
 }
 
+impl Drop for DocReader {
+    fn drop(&mut self) {
+        if self.handle.get_mut().is_some() {
+            self.cache.let_go_of_handle();
+        }
+    }
+}
+
 /// The one field of a document read back for its body.
 #[derive(serde::Deserialize)]
 struct BodyOnly {
@@ -78,13 +121,17 @@ impl DocReader {
     }
 
     /// A handle on the repo, for one batch of reads: the one opened in
-    /// the last [`HANDLE_KEPT`], or a new one.
+    /// the last [`HANDLE_KEPT`], or a new one (kept for the next reads
+    /// while fewer than [`MAX_KEPT_HANDLES`] are).
     fn open(&self) -> Result<gix::Repository, MetaError> {
         let mut handle = self.handle.lock();
         if let Some((repo, opened)) = handle.as_ref()
             && opened.elapsed() < HANDLE_KEPT
         {
             return Ok(repo.to_thread_local());
+        }
+        if handle.take().is_some() {
+            self.cache.let_go_of_handle();
         }
         let repo = vole_git::open_gix(&self.git_dir)
             .map_err(|e| {
@@ -95,7 +142,9 @@ impl DocReader {
             })?
             .into_sync();
         let local = repo.to_thread_local();
-        *handle = Some((repo, Instant::now()));
+        if self.cache.keep_handle() {
+            *handle = Some((repo, Instant::now()));
+        }
         Ok(local)
     }
 
@@ -109,6 +158,7 @@ impl DocReader {
             .is_some_and(|(_, opened)| now || opened.elapsed() >= HANDLE_KEPT)
         {
             *handle = None;
+            self.cache.let_go_of_handle();
         }
     }
 
@@ -154,7 +204,7 @@ impl DocReader {
         repo: &mut Option<gix::Repository>,
         blob: ObjectId,
     ) -> Result<Arc<str>, MetaError> {
-        if let Some(body) = self.cache.0.get(&blob) {
+        if let Some(body) = self.cache.bodies.get(&blob) {
             return Ok(body);
         }
         let repo = match repo {
@@ -177,7 +227,7 @@ impl DocReader {
             })?
             .body
             .into();
-        self.cache.0.insert(blob, body.clone());
+        self.cache.bodies.insert(blob, body.clone());
         Ok(body)
     }
 
@@ -193,5 +243,43 @@ impl DocReader {
             *doc.body_mut() = self.body(repo, blob)?.to_string();
         }
         Ok(doc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_readers_of_a_store_keep_at_most_their_bound_of_handles_and_still_read_past_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = BodyCache::new(1 << 20);
+        let over = MAX_KEPT_HANDLES + 6;
+        let readers: Vec<(DocReader, ObjectId, String)> = (0..over)
+            .map(|i| {
+                let git_dir = dir.path().join(format!("r{i}.git"));
+                let repo = gix::init_bare(&git_dir).unwrap();
+                let body = format!("the body of repo {i}");
+                let doc = serde_json::to_vec(&serde_json::json!({ "body": body })).unwrap();
+                let blob = repo.write_blob(&doc).unwrap().detach();
+                let reader = DocReader::new(&format!("ann/r{i}"), &git_dir, cache.clone());
+                (reader, blob, body)
+            })
+            .collect();
+        for (reader, blob, body) in &readers {
+            let read = reader.body(&mut None, *blob).unwrap();
+            assert_eq!(&*read, body, "a read past the bound read the wrong body");
+        }
+        let holding = readers.iter().filter(|(r, ..)| r.holds_handle()).count();
+        assert_eq!(
+            (holding, cache.kept_handles()),
+            (MAX_KEPT_HANDLES, MAX_KEPT_HANDLES),
+            "the readers keep more handles than their bound"
+        );
+        // A place let go (a gc's release, a reader dropped) is free again.
+        readers[0].0.release(true);
+        assert_eq!(cache.kept_handles(), MAX_KEPT_HANDLES - 1);
+        drop(readers);
+        assert_eq!(cache.kept_handles(), 0, "dropped readers kept their places");
     }
 }
