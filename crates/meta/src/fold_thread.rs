@@ -248,8 +248,14 @@ pub(super) fn settle_fold(
             let folded = hash_kind.map_or_else(Vec::new, |kind| folded_docs(batch, kind));
             {
                 let mut state = meta.state.lock();
-                for doc in &folded {
-                    state.index.body_folded(doc);
+                for doc in folded {
+                    // A version the background read has yet to put in
+                    // the index (a record replayed after its shard's
+                    // tree): left to the read, which takes it after its
+                    // records, under this lock.
+                    if !state.index.body_folded(&doc) && !meta.loading.is_done() {
+                        meta.loading.left_mut().folded_early.push(doc);
+                    }
                 }
                 for (shard, writes) in batch {
                     if let Some(queue) = state.pending.get_mut(shard) {

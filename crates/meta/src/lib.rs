@@ -89,6 +89,7 @@ pub use error::{AppendError, MetaError, Unavailable};
 pub use fold::{FoldHook, FoldStage, MetaRepoError, PendingWrite};
 use index::stored::Stored;
 pub use index::{Filter, OpenCounts, Page, StateCounts};
+pub use loading::LoadHook;
 pub use record::MetaWrite;
 pub use recovery::folded_users;
 pub use requests::{
@@ -143,6 +144,8 @@ pub struct StoreOptions {
     pub read_at_open: Option<Duration>,
     /// Test seam: called at each stage of a fold cycle.
     pub fold_hook: Option<FoldHook>,
+    /// Test seam: called before each step of the background read.
+    pub load_hook: Option<LoadHook>,
 }
 
 impl Default for StoreOptions {
@@ -157,6 +160,7 @@ impl Default for StoreOptions {
             max_authored_bytes: None,
             read_at_open: None,
             fold_hook: None,
+            load_hook: None,
         }
     }
 }

@@ -27,11 +27,16 @@ pub(crate) fn eager_shard(shard: u8, shards: u16) -> bool {
 }
 
 /// What is left to read of one repo: shard trees, then the log records of
-/// those shards that their tips had not folded (in log order).
+/// those shards that their tips had not folded (in log order), and the
+/// folds of those records that settled before the read applied them.
 #[derive(Default)]
 pub(crate) struct Left {
     pub(crate) trees: Vec<ObjectId>,
     pub(crate) replays: Vec<Entity>,
+    /// What folds wrote of documents the index did not hold yet: applied
+    /// after `replays`, so a long body folded while the read went on is
+    /// left in its blob as it would be in a repo read whole at open.
+    pub(crate) folded_early: Vec<index::stored::FoldedDoc>,
 }
 
 /// A repo's background read: what is left, and how it ended.
@@ -210,6 +215,11 @@ pub(crate) struct Loads {
     wanted: Mutex<VecDeque<String>>,
 }
 
+/// Called before each step of the background read (a shard's tree, or a
+/// repo's last records); tests hold the reader there (production passes
+/// none).
+pub type LoadHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Reads every repo's shards left by the open, one shard at a time, the
 /// repos calls wait for first.
 pub(crate) fn load_loop(inner: Arc<Inner>) {
@@ -270,6 +280,9 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
         }
         // A panic gives up on the repo (its calls are refused), not on
         // every repo left.
+        if let Some(hook) = &inner.options.load_hook {
+            hook();
+        }
         let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             load_step(&meta, &mut handle)
         }));
@@ -286,13 +299,25 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
 fn load_step(meta: &Arc<RepoMeta>, handle: &mut Option<(Arc<RepoMeta>, gix::Repository)>) {
     let tree = meta.loading.left_mut().trees.pop();
     let Some(tree) = tree else {
-        let replays = std::mem::take(&mut meta.loading.left_mut().replays);
+        // Under the repo's lock throughout, as the fold settles: a fold
+        // either finds the records applied and the read finished, or
+        // leaves what it wrote to `folded_early`.
         let mut state = meta.state.lock();
+        let (replays, folded_early) = {
+            let mut left = meta.loading.left_mut();
+            (
+                std::mem::take(&mut left.replays),
+                std::mem::take(&mut left.folded_early),
+            )
+        };
         for entity in replays {
             state.index.apply(entity);
         }
-        drop(state);
+        for doc in &folded_early {
+            state.index.body_folded(doc);
+        }
         meta.loading.finish(Ok(()));
+        drop(state);
         return;
     };
     if handle.as_ref().is_none_or(|(of, _)| !Arc::ptr_eq(of, meta)) {

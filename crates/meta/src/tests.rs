@@ -1727,3 +1727,77 @@ fn long_bodies_are_left_in_git_once_folded_and_every_reader_reads_them_back_whol
         );
     }
 }
+
+#[test]
+fn a_long_body_folded_before_the_background_read_applies_its_record_is_left_in_git() {
+    let fx = Fixture::new();
+    let long = |i: usize| format!("logged {i}: {}", "a long body, ".repeat(10));
+    {
+        // Folded trees for the background read to go through first.
+        let (_log, store) = fx.open(quick());
+        create_issues(&store, "folded ", 40);
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    let logged: Vec<u64> = {
+        // Only in the log, the store gone as in a crash.
+        let (log, store) = fx.open(only_on_flush());
+        let made = (0..24)
+            .map(|i| {
+                let new = NewIssue {
+                    title: format!("logged {i}"),
+                    body: long(i),
+                    labels: Vec::new(),
+                };
+                store.create_issue(&repo(), new, "ann").unwrap().number
+            })
+            .collect();
+        drop(store);
+        drop(log);
+        made
+    };
+    // The background read held before its first step until the fold has
+    // settled the requeued records.
+    let gate = Arc::new((Mutex::new(false), std::sync::Condvar::new()));
+    let hook: LoadHook = {
+        let gate = gate.clone();
+        Arc::new(move || {
+            let (open, opened) = &*gate;
+            let mut open = open.lock().unwrap();
+            while !*open {
+                open = opened.wait(open).unwrap();
+            }
+        })
+    };
+    let (_log, store) = fx.open(StoreOptions {
+        read_at_open: Some(Duration::ZERO),
+        load_hook: Some(hook),
+        ..only_on_flush()
+    });
+    let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+    let waiting = meta.loading.left_mut().replays.len();
+    assert!(
+        waiting > 0,
+        "no logged record waits for the background read: the case is not made"
+    );
+    assert!(
+        store.flush(Duration::from_secs(10)),
+        "the fold did not settle"
+    );
+    assert!(!meta.loading.is_done(), "the read ended before the fold");
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    assert!(store.wait_until_read());
+    let state = meta.state.lock();
+    for number in &logged {
+        let issue = state.index.issue(*number).unwrap();
+        assert!(
+            issue.held_body().is_none() && issue.body_blob().is_some(),
+            "issue #{number}, folded before the background read applied its record, holds \
+             its body in memory ({waiting} records waited)"
+        );
+    }
+    drop(state);
+    for (i, number) in logged.iter().enumerate() {
+        assert_eq!(store.issue(&repo(), *number).unwrap().body, long(i));
+    }
+}

@@ -186,20 +186,22 @@ impl FoldedDoc {
 impl Index {
     /// A fold wrote `folded`: if that is the version the index holds, a
     /// long body is left in its blob from now on (a newer version, not
-    /// yet folded, stays whole).
-    pub fn body_folded(&mut self, folded: &FoldedDoc) {
+    /// yet folded, stays whole). Whether it was that version.
+    pub fn body_folded(&mut self, folded: &FoldedDoc) -> bool {
         fn fold<T: HasBody>(
             stored: Option<&mut Stored<T>>,
             id: impl Fn(&T) -> &str,
             version: impl Fn(&T) -> u64,
             folded: &FoldedDoc,
-        ) {
+        ) -> bool {
             if let Some(s) = stored
                 && id(s.fields()) == folded.id
                 && version(s.fields()) == folded.version
             {
                 s.fold_into(folded.blob);
+                return true;
             }
+            false
         }
         match &folded.of {
             Folded::Comment(thread) => fold(
