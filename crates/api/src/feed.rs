@@ -521,7 +521,8 @@ fn comment_event(
             return None;
         }
         let (_, number) = s.app.meta.thread_number(repo, &comment.thread).ok()??;
-        let change = s.app.meta.change(repo, number).ok()?;
+        let change =
+            payloads::read_for_event(repo, "a pull request", s.app.meta.change(repo, number))?;
         return Some((
             "pull_request",
             payloads::pull(s, repo, "synchronized", &change),

@@ -8,6 +8,7 @@
 use serde_json::{Value, json};
 use vole_access::ResolvedRepo;
 use vole_git::Bounds;
+use vole_meta::MetaError;
 use vole_meta::entity::{Change, ChangeState, Comment, Issue, ThreadKind};
 
 use super::shape::Shaper;
@@ -142,6 +143,28 @@ pub fn pull(s: &Shaper<'_>, repo: &ResolvedRepo, action: &str, change: &Change) 
     })
 }
 
+/// What a read for an event's payload found; `None` for a document that
+/// is not there, and for one that cannot be read now (its body left in a
+/// blob that does not read), which is logged: that event is not sent.
+pub(crate) fn read_for_event<T>(
+    repo: &ResolvedRepo,
+    what: &str,
+    read: Result<T, MetaError>,
+) -> Option<T> {
+    match read {
+        Ok(found) => Some(found),
+        Err(MetaError::NotFound(_) | MetaError::NoRepo(_)) => None,
+        Err(e) => {
+            tracing::error!(
+                repo = %repo,
+                error = %vole_stdx::error_chain::Chain(&e),
+                "webhooks: {what} could not be read for an event's payload; the event is not sent"
+            );
+            None
+        }
+    }
+}
+
 /// `issue_comment`: `action` on a comment of an issue or pull request.
 pub fn comment(
     s: &Shaper<'_>,
@@ -152,9 +175,13 @@ pub fn comment(
     let meta = s.repo_meta(repo);
     let (kind, number) = s.app.meta.thread_number(repo, &comment.thread).ok()??;
     let shaped_issue = match kind {
-        ThreadKind::Issue => json!(s.issue(repo, &meta, &s.app.meta.issue(repo, number).ok()?)),
+        ThreadKind::Issue => {
+            let issue = read_for_event(repo, "an issue", s.app.meta.issue(repo, number))?;
+            json!(s.issue(repo, &meta, &issue))
+        }
         ThreadKind::Change => {
-            json!(s.change_issue(repo, &meta, &s.app.meta.change(repo, number).ok()?))
+            let change = read_for_event(repo, "a pull request", s.app.meta.change(repo, number))?;
+            json!(s.change_issue(repo, &meta, &change))
         }
     };
     Some(json!({
