@@ -107,7 +107,9 @@ pub async fn add_comment(
             comment_on::<Change>(&app, &principal, repo.clone(), number, new).await?
         }
     };
-    let shown = shaped_blocking(&app, base, principal, move |s| {
+    // Shaped from the comment in hand (no body to read back): on the
+    // async worker.
+    let shown = shaped(&app, base, principal, move |s| {
         Ok(s.comment(&repo, (kind, number), &comment))
     })
     .await?;
@@ -220,7 +222,9 @@ pub async fn edit_comment(
         on_thread(&params)?,
     )
     .await?;
-    let shown = shaped_blocking(&app, base, principal, move |s| {
+    // Shaped from the comment in hand (no body to read back): on the
+    // async worker.
+    let shown = shaped(&app, base, principal, move |s| {
         Ok(s.comment(&repo, (kind, number), &comment))
     })
     .await?;

@@ -399,7 +399,9 @@ pub async fn create(
         };
         issue = edit_thread(&app, &principal, repo.clone(), issue.number, patch).await?;
     }
-    let shown = shaped_blocking(&app, base, principal, move |s| {
+    // Shaped from the issue in hand (no body to read back): on the async
+    // worker, as before bodies were left in git.
+    let shown = shaped(&app, base, principal, move |s| {
         Ok(s.issue(&repo, &s.repo_meta(&repo), &issue))
     })
     .await?;
