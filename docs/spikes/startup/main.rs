@@ -21,7 +21,8 @@
 //!   are read in the background; a read before they are is answered 503
 //!   with `Retry-After`, and the harness asks again 50 ms later); each
 //!   start's resident memory (the full one's once its issues are read),
-//!   and from their medians the bytes an issue costs.
+//!   all of it and its anonymous part, and from the anonymous part's
+//!   medians the bytes an issue costs.
 //! - Output: `fill_per_s=`, `meta_log_bytes=`, per start `start= ms=`,
 //!   then the medians and `ratio full/empty`.
 
@@ -112,14 +113,21 @@ fn stop(mut started: Started) {
     started.child.wait().unwrap();
 }
 
-/// The resident memory of process `pid`, in bytes.
-fn rss_bytes(pid: u32) -> u64 {
+/// The resident memory of process `pid`, in bytes: all of it (`VmRSS`)
+/// and its anonymous part (`RssAnon`, the heap, where the index lives;
+/// the rest is file pages mapped, the packs a reader had open, which the
+/// kernel takes back as it needs and which a sample right after the
+/// background read can catch by the gigabyte).
+fn rss_bytes(pid: u32) -> (u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb * 1024)
+    };
+    (field("VmRSS:"), field("RssAnon:"))
 }
 
 /// Asks for issue `number` until it is served (a 503 while the repo's
@@ -311,6 +319,7 @@ fn main() {
     // Starts, interleaved: empty, then full.
     let (mut empty_ms, mut full_ms, mut issue_ms) = (Vec::new(), Vec::new(), Vec::new());
     let (mut rss_empty, mut rss_full) = (Vec::new(), Vec::new());
+    let (mut anon_empty, mut anon_full) = (Vec::new(), Vec::new());
     for round in 0..starts {
         for (name, data) in [("empty", &empty), ("full", &full)] {
             let started = start(&vole, data);
@@ -320,9 +329,10 @@ fn main() {
             );
             if name == "empty" {
                 empty_ms.push(started.ms);
-                let rss = rss_bytes(started.child.id());
-                println!(" rss_bytes={rss}");
+                let (rss, anon) = rss_bytes(started.child.id());
+                println!(" rss_bytes={rss} anon_bytes={anon}");
                 rss_empty.push(rss as f64);
+                anon_empty.push(anon as f64);
             } else {
                 full_ms.push(started.ms);
                 wait_for_issue(&mut connect(started.port), &token, filled);
@@ -330,9 +340,10 @@ fn main() {
                 issue_ms.push(ms);
                 // Memory once its one repo's issues are all read (the
                 // read above needed them): what the index holds.
-                let rss = rss_bytes(started.child.id());
-                println!(" issue_ms={ms:.0} rss_bytes={rss}");
+                let (rss, anon) = rss_bytes(started.child.id());
+                println!(" issue_ms={ms:.0} rss_bytes={rss} anon_bytes={anon}");
                 rss_full.push(rss as f64);
+                anon_full.push(anon as f64);
             }
             stop(started);
         }
@@ -344,8 +355,10 @@ fn main() {
     );
     println!("ratio full/empty={:.1}", f / e);
     let (re, rf) = (median(rss_empty), median(rss_full));
+    let (ae, af) = (median(anon_empty), median(anon_full));
     println!(
-        "rss empty_bytes={re:.0} full_bytes={rf:.0} bytes_per_issue={:.0}",
+        "rss empty_bytes={re:.0} full_bytes={rf:.0} anon_empty_bytes={ae:.0} anon_full_bytes={af:.0} bytes_per_issue={:.0} rss_bytes_per_issue={:.0}",
+        (af - ae) / filled as f64,
         (rf - re) / filled as f64
     );
 }
