@@ -248,15 +248,7 @@ pub(super) fn settle_fold(
             let folded = hash_kind.map_or_else(Vec::new, |kind| folded_docs(batch, kind));
             {
                 let mut state = meta.state.lock();
-                for doc in folded {
-                    // A version the background read has yet to put in
-                    // the index (a record replayed after its shard's
-                    // tree): left to the read, which takes it after its
-                    // records, under this lock.
-                    if !state.index.body_folded(&doc) && !meta.loading.is_done() {
-                        meta.loading.left_mut().folded_early.push(doc);
-                    }
-                }
+                bodies_folded(meta, &mut state, folded);
                 for (shard, writes) in batch {
                     if let Some(queue) = state.pending.get_mut(shard) {
                         queue.writes.drain(..writes.len());
@@ -304,6 +296,18 @@ pub(super) fn settle_fold(
                 }
             }
             false
+        }
+    }
+}
+
+/// Under the repo's lock: the index leaves in git the long bodies of the
+/// versions it holds that a fold wrote. A version the background read has
+/// yet to put in the index (a record replayed after its shard's tree) is
+/// left to the read, which takes it after its records, under this lock.
+fn bodies_folded(meta: &RepoMeta, state: &mut RepoState, folded: Vec<index::stored::FoldedDoc>) {
+    for doc in folded {
+        if !state.index.body_folded(&doc) && !meta.loading.is_done() {
+            meta.loading.left_mut().folded_early.push(doc);
         }
     }
 }
