@@ -208,6 +208,9 @@ struct RepoMeta {
     appender: Appender,
     /// What of its documents is still to be read after the open.
     loading: loading::Loading,
+    /// The reader of its bodies (the one its state holds), reached
+    /// without the repo's lock by the upkeep that lets go of its handle.
+    docs: Arc<bodies::DocReader>,
 }
 
 /// Appends writers' frames to the log in the order their tickets were

@@ -160,7 +160,7 @@ pub(super) fn load_repo(
             incarnation,
             state: Mutex::new(RepoState {
                 index,
-                docs,
+                docs: docs.clone(),
                 next_ticket: 0,
                 pending: BTreeMap::new(),
             }),
@@ -169,6 +169,7 @@ pub(super) fn load_repo(
             repacking: Arc::new(AtomicBool::new(false)),
             appender: Appender::default(),
             loading,
+            docs,
         },
         folded,
     ))

@@ -45,13 +45,12 @@ impl MetaStore {
 
     /// Lets go of the repo handles the body readers opened more than 5 s
     /// ago (the server's upkeep, every few seconds): a repo whose bodies
-    /// are read no more keeps no pack mapped for them. Takes each repo's
-    /// lock in turn: blocking.
+    /// are read no more keeps no pack mapped for them. No repo's lock is
+    /// taken; a reader opening a handle is waited for.
     pub fn release_idle_handles(&self) {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
         for meta in repos {
-            let docs = meta.state.lock().docs.clone();
-            docs.release(false);
+            meta.docs.release(false);
         }
     }
 
@@ -60,8 +59,7 @@ impl MetaStore {
     /// handle maps them).
     pub fn release_handles(&self, repo: &RepoName) {
         if let Some(meta) = self.inner.repos.read().get(&repo.to_string()).cloned() {
-            let docs = meta.state.lock().docs.clone();
-            docs.release(true);
+            meta.docs.release(true);
         }
     }
 
