@@ -35,11 +35,7 @@ impl MetaStore {
         filter: &Filter<IssueState>,
         page: Pagination,
     ) -> Result<Page<Issue>, MetaError> {
-        self.read_bodies(
-            repo,
-            |state| Ok(state.index.issues(filter, page)),
-            |_, page| Ok(without_bodies(page)),
-        )
+        self.rows(repo, |state| state.index.issues(filter, page))
     }
 
     pub fn change(&self, repo: &RepoName, number: u64) -> Result<Change, MetaError> {
@@ -71,15 +67,26 @@ impl MetaStore {
         filter: &Filter<ChangeState>,
         page: Pagination,
     ) -> Result<Page<Change>, MetaError> {
+        self.rows(repo, |state| state.index.changes(filter, page))
+    }
+}
+
+impl MetaStore {
+    /// The page `pick` takes under the repo's lock, its documents' bodies
+    /// emptied, held or left in git.
+    fn rows<T: HasBody>(
+        &self,
+        repo: &RepoName,
+        pick: impl FnOnce(&RepoState) -> Page<Stored<T>>,
+    ) -> Result<Page<T>, MetaError> {
         self.read_bodies(
             repo,
-            |state| Ok(state.index.changes(filter, page)),
+            |state| Ok(pick(state)),
             |_, page| Ok(without_bodies(page)),
         )
     }
 }
 
-/// A page's documents with their bodies emptied, held or left in git.
 fn without_bodies<T: HasBody>(page: Page<Stored<T>>) -> Page<T> {
     Page {
         items: page
