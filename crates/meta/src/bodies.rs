@@ -85,7 +85,7 @@ impl std::fmt::Debug for BodyCache {
 /// threads) share one, and no pack stays mapped for longer (the open's
 /// handle, kept, held every pack the start read resident; a handle kept
 /// for good would hold the packs a `gc` deleted).
-const HANDLE_KEPT: Duration = Duration::from_secs(5);
+pub(crate) const HANDLE_KEPT: Duration = Duration::from_secs(5);
 
 /// Reads one repo's bodies back.
 pub(crate) struct DocReader {
@@ -148,14 +148,14 @@ impl DocReader {
         Ok(local)
     }
 
-    /// Lets go of the handle once it is [`HANDLE_KEPT`] old, or at once
-    /// with `now` (after a `gc` deleted the packs it maps): a reader that
-    /// reads no more keeps nothing open.
-    pub(crate) fn release(&self, now: bool) {
+    /// Lets go of the handle if it was opened `age` ago or longer
+    /// ([`HANDLE_KEPT`] for the upkeep, so a reader that reads no more
+    /// keeps nothing open; zero after a `gc` deleted the packs it maps).
+    pub(crate) fn release_older_than(&self, age: Duration) {
         let mut handle = self.handle.lock();
         if handle
             .as_ref()
-            .is_some_and(|(_, opened)| now || opened.elapsed() >= HANDLE_KEPT)
+            .is_some_and(|(_, opened)| opened.elapsed() >= age)
         {
             *handle = None;
             self.cache.let_go_of_handle();
@@ -277,7 +277,7 @@ mod tests {
             "the readers keep more handles than their bound"
         );
         // A place let go (a gc's release, a reader dropped) is free again.
-        readers[0].0.release(true);
+        readers[0].0.release_older_than(Duration::ZERO);
         assert_eq!(cache.kept_handles(), MAX_KEPT_HANDLES - 1);
         drop(readers);
         assert_eq!(cache.kept_handles(), 0, "dropped readers kept their places");

@@ -50,7 +50,7 @@ impl MetaStore {
     pub fn release_idle_handles(&self) {
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
         for meta in repos {
-            meta.docs.release(false);
+            meta.docs.release_older_than(bodies::HANDLE_KEPT);
         }
     }
 
@@ -59,7 +59,7 @@ impl MetaStore {
     /// handle maps them).
     pub fn release_handles(&self, repo: &RepoName) {
         if let Some(meta) = self.inner.repos.read().get(&repo.to_string()).cloned() {
-            meta.docs.release(true);
+            meta.docs.release_older_than(Duration::ZERO);
         }
     }
 

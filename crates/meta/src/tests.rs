@@ -1725,6 +1725,16 @@ fn long_bodies_are_left_in_git_once_folded_and_every_reader_reads_them_back_whol
             reopened.issue(&repo(), long_one.number).unwrap().body,
             long_one.body
         );
+        // A new store's first read opened a handle; one older than the
+        // age asked for is let go.
+        let docs = {
+            let meta = reopened.inner.repos.read().get(REPO).cloned().unwrap();
+            meta.state.lock().docs.clone()
+        };
+        assert!(docs.holds_handle(), "a read from git opened no handle");
+        std::thread::sleep(Duration::from_millis(20));
+        docs.release_older_than(Duration::from_millis(10));
+        assert!(!docs.holds_handle(), "a handle older than its age was kept");
     }
 }
 
