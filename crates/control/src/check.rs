@@ -29,7 +29,7 @@
 //! server reconciles refs and re-folds metadata at start).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use vole_accounts::audit::AuditEvent;
 use vole_git::Git;
@@ -121,6 +121,7 @@ pub fn check(data: &DataDir, git: &Git) -> CheckReport {
     if let Some((_, system)) = repos.iter().find(|(name, _)| name == vole_meta::SYSTEM) {
         check_emails(system, &logged_users, &mut report);
     }
+    check_persisted_index(&log_dir, &repos, &mut report);
     if unfolded > 0 {
         report.notes.push(format!(
             "{unfolded} shard{} behind metadata writes not yet folded (normal: the server folds them)",
@@ -460,4 +461,18 @@ fn check_emails(system: &Path, logged: &HashMap<String, String>, report: &mut Ch
             ));
         }
     }
+}
+
+/// The persisted metadata index (`log/meta-index.arrow`): every shard
+/// tree it holds that is a shard tip now must hold what the tree holds.
+fn check_persisted_index(log_dir: &Path, repos: &[(String, PathBuf)], report: &mut CheckReport) {
+    let path = log_dir.join(vole_meta::persisted::FILE_NAME);
+    let checked = vole_meta::persisted::check(&path, repos);
+    if checked.shard_trees > 0 {
+        report.notes.push(format!(
+            "persisted metadata index: {} documents of {} shard trees; {} shard tips read from it at a start, {} from git",
+            checked.rows, checked.shard_trees, checked.current, checked.stale
+        ));
+    }
+    report.problems.extend(checked.problems);
 }

@@ -162,16 +162,23 @@ impl Index {
     /// returns whether it was. A body is held whole until
     /// [`Index::body_folded`] says its version is in git.
     pub fn apply(&mut self, entity: Entity) -> bool {
-        self.apply_doc(entity, None)
+        self.apply_doc(entity, None, 0)
     }
 
     /// [`Index::apply`] of a document read from the blob `blob`: a long
     /// body is left there ([`stored`]).
     pub fn apply_folded(&mut self, entity: Entity, blob: ObjectId) -> bool {
-        self.apply_doc(entity, Some(blob))
+        self.apply_doc(entity, Some(blob), 0)
     }
 
-    fn apply_doc(&mut self, entity: Entity, blob: Option<ObjectId>) -> bool {
+    /// [`Index::apply_folded`] for a document read from the persisted
+    /// index, whose body (`body_left` bytes) was left in `blob`, not in
+    /// `entity` (0: the document is whole).
+    pub fn apply_persisted(&mut self, entity: Entity, blob: ObjectId, body_left: u32) -> bool {
+        self.apply_doc(entity, Some(blob), body_left)
+    }
+
+    fn apply_doc(&mut self, entity: Entity, blob: Option<ObjectId>, body_left: u32) -> bool {
         let newer = self
             .current_version(&entity)
             .is_none_or(|v| entity.version() > v);
@@ -193,7 +200,7 @@ impl Index {
             }
         }
         if let Some((author, bytes)) = authored(&entity) {
-            *self.authored.entry(author.to_string()).or_default() += bytes;
+            *self.authored.entry(author.to_string()).or_default() += bytes + u64::from(body_left);
         }
         match entity {
             Entity::Issue(issue) => {
@@ -206,7 +213,8 @@ impl Index {
                 self.threads
                     .insert(issue.id.clone(), (ThreadKind::Issue, issue.number));
                 self.max_number = self.max_number.max(issue.number);
-                self.issues.insert(issue.number, stored(issue, blob));
+                self.issues
+                    .insert(issue.number, stored(issue, blob, body_left));
             }
             Entity::Change(change) => {
                 if let Some(old) = self.changes.get(&change.number).map(Stored::fields) {
@@ -218,9 +226,10 @@ impl Index {
                 self.threads
                     .insert(change.id.clone(), (ThreadKind::Change, change.number));
                 self.max_number = self.max_number.max(change.number);
-                self.changes.insert(change.number, stored(change, blob));
+                self.changes
+                    .insert(change.number, stored(change, blob, body_left));
             }
-            Entity::Comment(comment) => self.apply_comment(stored(comment, blob)),
+            Entity::Comment(comment) => self.apply_comment(stored(comment, blob, body_left)),
             Entity::Acl(acl) => self.acl = Some(acl),
             Entity::RepoAcl(repo_acl) => self.apply_repo_acl(repo_acl),
             Entity::Removed(removed) => {

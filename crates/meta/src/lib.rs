@@ -58,6 +58,7 @@ mod loading;
 mod merge_settings;
 pub mod numbered;
 mod pack;
+pub mod persisted;
 mod reads;
 pub mod record;
 mod recovery;
@@ -146,6 +147,10 @@ pub struct StoreOptions {
     pub fold_hook: Option<FoldHook>,
     /// Test seam: called before each step of the background read.
     pub load_hook: Option<LoadHook>,
+    /// Whether the open reads the shard trees the persisted index beside
+    /// the meta log holds from it, and writes it ([`persisted`]); on by
+    /// default.
+    pub persist_index: bool,
 }
 
 impl Default for StoreOptions {
@@ -161,6 +166,7 @@ impl Default for StoreOptions {
             read_at_open: None,
             fold_hook: None,
             load_hook: None,
+            persist_index: true,
         }
     }
 }
@@ -322,6 +328,9 @@ struct Inner {
     loads: loading::Loads,
     /// The bodies the indexes left in git, as last read back.
     bodies: bodies::BodyCache,
+    /// The persisted index while the background read goes on (read from,
+    /// and written as the shard trees are read), and when the open began.
+    persisting: Mutex<Option<(persisted::Persisting, Instant)>>,
 }
 
 /// Holds off repacks and log compaction while it lives

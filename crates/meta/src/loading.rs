@@ -229,6 +229,9 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
     let mut handle: Option<(Arc<RepoMeta>, gix::Repository)> = None;
     loop {
         if inner.stop.load(Ordering::SeqCst) {
+            // A file of part of the trees is not moved in: the old one
+            // still holds what it held.
+            inner.persisting.lock().take();
             // Nobody waits for a read that will not come.
             for meta in inner.repos.read().values() {
                 *meta.loading.left_mut() = Left::default();
@@ -260,6 +263,9 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
                     .cloned()
             });
         let Some(meta) = next else {
+            if let Some((persisting, began)) = inner.persisting.lock().take() {
+                persisting.finish(began);
+            }
             tracing::info!(
                 load_ms = started.elapsed().as_secs_f64() * 1e3,
                 "metadata index whole"
@@ -284,7 +290,7 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
             hook();
         }
         let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            load_step(&meta, &mut handle)
+            load_step(&inner, &meta, &mut handle)
         }));
         if step.is_err() {
             handle = None;
@@ -296,7 +302,11 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
 
 /// Reads one more shard tree of `meta` into its index; after the last,
 /// its log records, and marks the index whole.
-fn load_step(meta: &Arc<RepoMeta>, handle: &mut Option<(Arc<RepoMeta>, gix::Repository)>) {
+fn load_step(
+    inner: &Inner,
+    meta: &Arc<RepoMeta>,
+    handle: &mut Option<(Arc<RepoMeta>, gix::Repository)>,
+) {
     let tree = meta.loading.left_mut().trees.pop();
     let Some(tree) = tree else {
         // Under the repo's lock throughout, as the fold settles: a fold
@@ -332,11 +342,19 @@ fn load_step(meta: &Arc<RepoMeta>, handle: &mut Option<(Arc<RepoMeta>, gix::Repo
     };
     // Parsed outside the lock; applied under it.
     let mut entities = Vec::new();
-    match recovery::read_tree(repo, tree, &mut |e, blob| entities.push((e, blob))) {
+    let read = {
+        let mut persisting = inner.persisting.lock();
+        let mut none = persisted::Persisting::default();
+        let persisting = persisting.as_mut().map_or(&mut none, |(p, _)| p);
+        persisting.read_shard(repo, tree, &mut |e, blob, left| {
+            entities.push((e, blob, left))
+        })
+    };
+    match read {
         Ok(()) => {
             let mut state = meta.state.lock();
-            for (entity, blob) in entities {
-                state.index.apply_folded(entity, blob);
+            for (entity, blob, left) in entities {
+                state.index.apply_persisted(entity, blob, left);
             }
         }
         Err(e) => give_up(meta, e),

@@ -23,7 +23,11 @@ impl MetaStore {
             .read_at_open
             .and_then(|budget| started.checked_add(budget));
         let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
-        let mut loaded = load_repos(repos, options.shards, deadline, &bodies)?;
+        let mut persisting = match options.persist_index {
+            true => persisted::Persisting::begin(&persisted_path(&log)),
+            false => persisted::Persisting::default(),
+        };
+        let mut loaded = load_repos(repos, options.shards, deadline, &bodies, &mut persisting)?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,
             ..Unfolded::default()
@@ -57,6 +61,10 @@ impl MetaStore {
             index_rebuild_ms,
             "metadata index rebuilt"
         );
+        if partial == 0 {
+            persisting.finish(started);
+            persisting = persisted::Persisting::default();
+        }
         let inner = Arc::new(Inner {
             log,
             repos_dir: repos_dir.to_path_buf(),
@@ -84,8 +92,10 @@ impl MetaStore {
             label_gate: Mutex::new(()),
             loads: loading::Loads::default(),
             bodies,
+            persisting: Mutex::new(None),
         });
         if partial > 0 {
+            *inner.persisting.lock() = Some((persisting, started));
             let loader_inner = inner.clone();
             std::thread::Builder::new()
                 .name("vole-meta-load".into())
@@ -113,6 +123,7 @@ pub(super) fn load_repo(
     shards: u16,
     deadline: Option<Instant>,
     bodies: &bodies::BodyCache,
+    persisting: &mut persisted::Persisting,
 ) -> Result<(RepoMeta, HashMap<u8, u64>), MetaRepoError> {
     let deadline = deadline.filter(|_| name != SYSTEM);
     let repo = fold::open_repo(git_dir)?;
@@ -144,8 +155,8 @@ pub(super) fn load_repo(
             left.trees.push(tree);
             continue;
         }
-        read_tree(&repo, tree, &mut |e, blob| {
-            index.apply_folded(e, blob);
+        persisting.read_shard(&repo, tree, &mut |e, blob, left| {
+            index.apply_persisted(e, blob, left);
         })?;
     }
     let loading = if left.trees.is_empty() {
@@ -186,10 +197,11 @@ fn load_repos(
     shards: u16,
     deadline: Option<Instant>,
     bodies: &bodies::BodyCache,
+    persisting: &mut persisted::Persisting,
 ) -> Result<Loaded, MetaError> {
     let mut loaded = HashMap::new();
     for (name, git_dir) in repos {
-        let (meta, folded) = load_repo(name, git_dir, shards, deadline, bodies)
+        let (meta, folded) = load_repo(name, git_dir, shards, deadline, bodies, persisting)
             .map_err(|e| Unavailable::unreadable(name, e))?;
         loaded.insert(name.clone(), (meta, folded));
     }
@@ -274,53 +286,24 @@ fn requeue_unfolded(
     }
 }
 
-/// Every document under `tree`, handed to `found` with its blob (one
-/// that does not parse is logged and skipped).
-pub(super) fn read_tree(
-    repo: &gix::Repository,
-    tree: ObjectId,
-    found: &mut dyn FnMut(Entity, ObjectId),
-) -> Result<(), MetaRepoError> {
-    let read = |e| MetaRepoError::ReadObject(tree, e);
-    let tree = repo.find_tree(tree).map_err(read)?;
-    let entries: Vec<(bool, bool, Vec<u8>, ObjectId)> = tree
-        .decode()
-        .map_err(read)?
-        .entries
-        .iter()
-        .map(|e| {
-            (
-                e.mode.is_tree(),
-                e.mode.is_blob(),
-                e.filename.to_vec(),
-                e.oid.to_owned(),
-            )
-        })
-        .collect();
-    for (is_tree, is_blob, filename, id) in entries {
-        if is_tree {
-            read_tree(repo, id, found)?;
-        } else if is_blob && filename.ends_with(b".json") {
-            let blob = repo
-                .find_blob(id)
-                .map_err(|e| MetaRepoError::ReadObject(id, e))?;
-            match serde_json::from_slice::<Entity>(&blob.data) {
-                Ok(entity) => found(entity, id),
-                Err(e) => {
-                    tracing::warn!(blob = %id, error = %e, "metadata document does not parse; skipped")
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
 /// The users the system repo at `git_dir` holds as its shard refs have
 /// them (writes the log holds but no fold has applied yet are not in
 /// them), read only: for `vole check`.
 pub fn folded_users(git_dir: &Path) -> Result<Vec<User>, MetaRepoError> {
     let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
-    let (meta, _) = load_repo(SYSTEM, git_dir, crate::shard::SHARDS, None, &bodies)?;
+    let (meta, _) = load_repo(
+        SYSTEM,
+        git_dir,
+        crate::shard::SHARDS,
+        None,
+        &bodies,
+        &mut persisted::Persisting::default(),
+    )?;
     let state = meta.state.into_inner();
     Ok(state.index.users().cloned().collect())
+}
+
+/// Where the persisted index of the store on `log` lives: beside it.
+pub(crate) fn persisted_path(log: &Log<MetaWrite>) -> PathBuf {
+    log.path().with_file_name(persisted::FILE_NAME)
 }

@@ -141,6 +141,9 @@ impl MetaStore {
                 "metadata writes left unfolded at stop; they are folded at the next start"
             );
         }
+        if let Err(e) = self.persist_index(crate::persisted::PERSIST_AT_STOP) {
+            tracing::warn!(error = %e, "cannot write the persisted metadata index at stop");
+        }
     }
 
     /// Compacts the meta log: drops the records already folded and synced

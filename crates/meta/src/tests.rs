@@ -1542,6 +1542,7 @@ fn a_repo_forgotten_while_it_is_read_in_the_background_is_no_repo() {
         shard::SHARDS,
         Some(Instant::now()),
         &bodies::BodyCache::new(1 << 20),
+        &mut persisted::Persisting::default(),
     )
     .unwrap();
     assert!(

@@ -230,6 +230,7 @@ impl MetaStore {
             self.inner.options.shards,
             None,
             &self.inner.bodies,
+            &mut persisted::Persisting::default(),
         )
         .map_err(|e| Unavailable::unreadable(&key, e))?;
         let meta = Arc::new(meta);

@@ -96,7 +96,17 @@ fn write_into(
     dest: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Manifest, BackupError> {
-    let plan = plan_repo_files(data, &cut.repos)?;
+    let mut plan = plan_repo_files(data, &cut.repos)?;
+    // The persisted metadata index, as it is (it is keyed by tree ids, so
+    // any version of it is right for the refs of any cut).
+    let index = data.log_dir().join(vole_meta::persisted::FILE_NAME);
+    if let Ok(meta) = std::fs::metadata(&index) {
+        plan.push(Planned {
+            to: format!("log/{}", vole_meta::persisted::FILE_NAME),
+            from: index,
+            bytes: meta.len(),
+        });
+    }
     let log_lengths: Vec<u64> = cut
         .logs
         .iter()

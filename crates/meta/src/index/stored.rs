@@ -118,9 +118,16 @@ impl<T: HasBody> Stored<T> {
     }
 }
 
-/// A document held whole, or with a long body left in `blob`.
-pub(super) fn stored<T: HasBody>(doc: T, blob: Option<ObjectId>) -> Stored<T> {
+/// A document held whole, or with a long body left in `blob`; or, with
+/// `body_left` bytes, one whose body was already left there (read from
+/// the persisted index).
+pub(super) fn stored<T: HasBody>(doc: T, blob: Option<ObjectId>, body_left: u32) -> Stored<T> {
     match blob {
+        Some(blob) if body_left > 0 => Stored {
+            fields: doc,
+            blob: Some(Box::new(blob)),
+            body_len: body_left,
+        },
         Some(blob) => Stored::in_blob(doc, blob),
         None => Stored::whole(doc),
     }

@@ -1,0 +1,469 @@
+//! The index persisted beside the meta log (`meta-index.arrow`): every
+//! document of the shard trees last read, keyed by the id of the tree
+//! that holds it, so a start reads a shard tree it holds from the file
+//! rather than from git.
+//!
+//! **Why it is right whatever happened since it was written.** A tree id
+//! names its content: the rows of tree T are the documents of T, in any
+//! repo, at any time. A start takes a shard's rows from the file only
+//! when the shard tip's tree is one the file holds, or, inside a shard
+//! tree it does not hold, a thread's directory (`issues/<bucket>/<id>`)
+//! whose tree it holds; everything else is read from git, and the log
+//! records above the tips are replayed on top as ever. A crash, a
+//! compaction, a repo deleted and made again, a file from an older
+//! start: each only makes more of the read come from git. The file is
+//! written whole beside its place and renamed in, synced; one of
+//! another format version is not read.
+//!
+//! **When it is written.** A start writes it as it reads (the rows of
+//! every shard tree read, from the old file or from git), and moves it in
+//! once every repo is read, unless it read nothing the old file did not
+//! hold. A stop writes it again if the shard tips moved since, within a
+//! time bound, reusing the rows of the old file for every tree it still
+//! holds ([`MetaStore::persist_index`]). Bodies longer than the index
+//! keeps are left out of a row (`body_left` says how long they are), so
+//! the file holds what the index holds.
+
+mod file;
+
+pub use file::{FILE_NAME, FORMAT_VERSION, PersistError, Persisted, Row, Writing};
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+
+use crate::{MetaStore, RepoMeta};
+
+use crate::entity::Entity;
+use crate::fold::MetaRepoError;
+use crate::index::stored::INLINE_BODY_BYTES;
+
+/// The depth of a thread's directory in a shard tree
+/// (`issues/<bucket>/<id>`): the unit the file is looked up by inside a
+/// shard tree it does not hold.
+const UNIT_DEPTH: usize = 3;
+
+/// What a start's read of the shard trees does with the file.
+#[derive(Default)]
+pub(crate) struct Persisting {
+    /// The file as the last start or stop wrote it.
+    pub(crate) previous: Option<Persisted>,
+    /// The next file, written as the trees are read.
+    pub(crate) writing: Option<Writing>,
+    /// Documents read from git, and from the file.
+    pub(crate) from_git: usize,
+    pub(crate) from_file: usize,
+}
+
+impl Persisting {
+    /// The file at `path` read, and the next one begun; a file that cannot
+    /// be read is logged and read around (the trees are read from git).
+    pub(crate) fn begin(path: &std::path::Path) -> Persisting {
+        let previous = match Persisted::read(path) {
+            Ok(previous) => previous,
+            Err(e) => {
+                tracing::warn!(error = %e, "the persisted metadata index is not used; the shard trees are read from git");
+                None
+            }
+        };
+        let writing = match Writing::begin(path) {
+            Ok(writing) => Some(writing),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot write the persisted metadata index");
+                None
+            }
+        };
+        Persisting {
+            previous,
+            writing,
+            from_git: 0,
+            from_file: 0,
+        }
+    }
+
+    /// Reads shard tree `tree` of `repo` (see [`read_shard`]), its rows
+    /// added to the next file.
+    pub(crate) fn read_shard(
+        &mut self,
+        repo: &gix::Repository,
+        tree: ObjectId,
+        found: &mut dyn FnMut(Entity, ObjectId, u32),
+    ) -> Result<(), MetaRepoError> {
+        let mut rows = self.writing.as_ref().map(|_| Vec::new());
+        let read = read_shard(repo, tree, self.previous.as_ref(), rows.as_mut(), found)?;
+        self.from_git += read.from_git;
+        self.from_file += read.from_file;
+        if let (Some(writing), Some(rows)) = (self.writing.as_mut(), rows)
+            && let Err(e) = writing.shard(tree, &rows)
+        {
+            tracing::warn!(error = %e, "cannot write the persisted metadata index");
+            self.writing = None;
+        }
+        Ok(())
+    }
+
+    /// Every repo is read: the next file moved into place, unless it would
+    /// hold nothing the old one does not.
+    pub(crate) fn finish(self, started: Instant) {
+        let Some(writing) = self.writing else { return };
+        let same = self.from_git == 0
+            && self
+                .previous
+                .as_ref()
+                .is_some_and(|p| p.shards.len() == writing.shards.len());
+        if same {
+            return;
+        }
+        let rows = writing.rows;
+        match writing.finish() {
+            Ok(()) => tracing::info!(
+                rows,
+                from_git = self.from_git,
+                from_file = self.from_file,
+                ms = started.elapsed().as_secs_f64() * 1e3,
+                "persisted metadata index written"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot write the persisted metadata index"),
+        }
+    }
+}
+
+/// How long a stop spends writing the persisted index at most.
+pub const PERSIST_AT_STOP: Duration = Duration::from_secs(3);
+
+impl MetaStore {
+    /// Writes the persisted index of every repo's shard tips as they
+    /// stand, if they moved since the file was written: the old file's
+    /// rows for every tree it still holds, git for the rest. Gives up
+    /// past `bound` (the old file stays; the next start reads from git
+    /// what it does not hold, and writes the file as it reads), or while
+    /// a repo is still being read. Whether a file was written.
+    pub fn persist_index(&self, bound: Duration) -> Result<bool, PersistError> {
+        let started = Instant::now();
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        if !self.inner.options.persist_index || repos.iter().any(|r| !r.loading.is_whole()) {
+            return Ok(false);
+        }
+        let path = crate::recovery::persisted_path(&self.inner.log);
+        let previous = Persisted::read(&path).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the persisted metadata index is written again");
+            None
+        });
+        let mut trees = Vec::new();
+        for meta in &repos {
+            match shard_trees(&meta.git_dir, self.inner.options.shards) {
+                Ok(found) => trees.push((meta.git_dir.clone(), found)),
+                // Deleted meanwhile, or unreadable: its rows are left out.
+                Err(e) => {
+                    tracing::debug!(repo = meta.name, error = %e, "repo left out of the persisted index")
+                }
+            }
+        }
+        let all: HashSet<ObjectId> = trees.iter().flat_map(|(_, t)| t.iter().copied()).collect();
+        if previous
+            .as_ref()
+            .is_some_and(|p| p.shards.len() == all.len() && all.iter().all(|t| p.has_shard(t)))
+        {
+            return Ok(false);
+        }
+        let mut persisting = Persisting {
+            previous,
+            writing: Some(Writing::begin(&path)?),
+            ..Persisting::default()
+        };
+        for (git_dir, shard_trees) in trees {
+            let Ok(repo) = crate::fold::open_repo(&git_dir) else {
+                continue;
+            };
+            for tree in shard_trees {
+                if started.elapsed() > bound {
+                    tracing::info!(
+                        bound_ms = bound.as_millis() as u64,
+                        "the persisted metadata index was not written in its time; the next start writes it"
+                    );
+                    return Ok(false);
+                }
+                if let Err(e) = persisting.read_shard(&repo, tree, &mut |_, _, _| {}) {
+                    tracing::debug!(error = %e, "shard left out of the persisted index");
+                }
+            }
+        }
+        if persisting.writing.is_none() {
+            return Ok(false);
+        }
+        persisting.finish(started);
+        Ok(true)
+    }
+}
+
+/// What `vole check` found of the persisted index.
+#[derive(Debug, Default)]
+pub struct CheckedIndex {
+    /// Rows and shard trees in the file (0 and 0: there is none).
+    pub rows: usize,
+    pub shard_trees: usize,
+    /// Shard tips whose tree the file holds (a start reads them from it),
+    /// and those it does not (read from git).
+    pub current: usize,
+    pub stale: usize,
+    /// Each a line a person can act on.
+    pub problems: Vec<String>,
+}
+
+/// Checks the persisted index at `path` against the repos `repos` (name,
+/// git dir): every shard tip's tree it holds is read from git and must
+/// give the same rows, or a start would read documents the tree does not
+/// hold.
+pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> CheckedIndex {
+    let mut checked = CheckedIndex::default();
+    let persisted = match Persisted::read(path) {
+        Ok(Some(persisted)) => persisted,
+        Ok(None) => return checked,
+        Err(e) => {
+            checked.problems.push(format!(
+                "{e}; remove it (the next start reads the shard trees from git and writes it again)"
+            ));
+            return checked;
+        }
+    };
+    checked.rows = persisted.len();
+    checked.shard_trees = persisted.shards.len();
+    for (name, git_dir) in repos {
+        let trees = match shard_trees(git_dir, crate::shard::SHARDS) {
+            Ok(trees) => trees,
+            Err(e) => {
+                checked
+                    .problems
+                    .push(format!("{name}: cannot read its shard tips: {e}"));
+                continue;
+            }
+        };
+        let Ok(repo) = crate::fold::open_repo(git_dir) else {
+            continue;
+        };
+        for tree in trees {
+            let Some(range) = persisted.shards.get(&tree).cloned() else {
+                checked.stale += 1;
+                continue;
+            };
+            checked.current += 1;
+            let mut from_git = Vec::new();
+            if let Err(e) = read_shard(&repo, tree, None, Some(&mut from_git), &mut |_, _, _| {}) {
+                checked
+                    .problems
+                    .push(format!("{name}: shard tree {tree} cannot be read: {e}"));
+                continue;
+            }
+            let mut from_file: Vec<Row> = range.map(|i| persisted.row(i)).collect();
+            let key = |r: &Row| (r.blob, r.unit, r.body_left, r.doc.clone());
+            from_git.sort_by_key(key);
+            from_file.sort_by_key(key);
+            if from_git != from_file {
+                checked.problems.push(format!(
+                    "{name}: the persisted index's {} documents of shard tree {tree} are not the {} the tree holds; \
+                     remove {} (the next start reads the shard trees from git and writes it again)",
+                    from_file.len(),
+                    from_git.len(),
+                    path.display()
+                ));
+            }
+        }
+    }
+    checked
+}
+
+/// The trees of the shard tips of the repo at `git_dir`.
+fn shard_trees(git_dir: &std::path::Path, shards: u16) -> Result<Vec<ObjectId>, MetaRepoError> {
+    let repo = crate::fold::open_repo(git_dir)?;
+    let mut trees = Vec::new();
+    for shard in 0..shards {
+        let Some(tip) = crate::fold::read_shard(&repo, shard as u8)? else {
+            continue;
+        };
+        let read = |e| MetaRepoError::ReadObject(tip, e);
+        let tree = repo
+            .find_commit(tip)
+            .map_err(read)?
+            .tree_id()
+            .map_err(read)?
+            .detach();
+        trees.push(tree);
+    }
+    Ok(trees)
+}
+
+/// How much of one shard tree came from where.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct ShardRead {
+    pub(crate) from_git: usize,
+    pub(crate) from_file: usize,
+}
+
+/// Reads shard tree `tree`: from `persisted` where it holds the tree, or
+/// a thread's directory of it; from git otherwise. Each document goes to
+/// `found` with its blob and the bytes of body left out of it (0 for a
+/// document read from git, whose body is whole); and to `rows`, if given,
+/// as the file holds it.
+pub(crate) fn read_shard(
+    repo: &gix::Repository,
+    tree: ObjectId,
+    persisted: Option<&Persisted>,
+    rows: Option<&mut Vec<Row>>,
+    found: &mut dyn FnMut(Entity, ObjectId, u32),
+) -> Result<ShardRead, MetaRepoError> {
+    let mut walk = Walk {
+        repo,
+        persisted,
+        rows,
+        found,
+        read: ShardRead::default(),
+    };
+    match persisted.and_then(|p| p.shards.get(&tree)).cloned() {
+        Some(range) => walk.from_file(range),
+        None => walk.tree(tree, 0, None)?,
+    }
+    Ok(walk.read)
+}
+
+struct Walk<'a> {
+    repo: &'a gix::Repository,
+    persisted: Option<&'a Persisted>,
+    rows: Option<&'a mut Vec<Row>>,
+    found: &'a mut dyn FnMut(Entity, ObjectId, u32),
+    read: ShardRead,
+}
+
+impl Walk<'_> {
+    fn tree(
+        &mut self,
+        tree: ObjectId,
+        depth: usize,
+        unit: Option<ObjectId>,
+    ) -> Result<(), MetaRepoError> {
+        let read = |e| MetaRepoError::ReadObject(tree, e);
+        let entries: Vec<(bool, bool, bool, ObjectId)> = self
+            .repo
+            .find_tree(tree)
+            .map_err(read)?
+            .decode()
+            .map_err(read)?
+            .entries
+            .iter()
+            .map(|e| {
+                (
+                    e.mode.is_tree(),
+                    e.mode.is_blob(),
+                    e.filename.ends_with(b".json"),
+                    e.oid.to_owned(),
+                )
+            })
+            .collect();
+        for (is_tree, is_blob, is_json, id) in entries {
+            if is_tree {
+                let depth = depth + 1;
+                if depth != UNIT_DEPTH {
+                    self.tree(id, depth, unit)?;
+                } else if let Some(range) = self.persisted.and_then(|p| p.units.get(&id)).cloned() {
+                    self.from_file(range);
+                } else {
+                    self.tree(id, depth, Some(id))?;
+                }
+            } else if is_blob && is_json {
+                let blob = self
+                    .repo
+                    .find_blob(id)
+                    .map_err(|e| MetaRepoError::ReadObject(id, e))?;
+                self.from_git(unit, id, &blob.data);
+            }
+        }
+        Ok(())
+    }
+
+    fn from_git(&mut self, unit: Option<ObjectId>, blob: ObjectId, doc: &[u8]) {
+        let mut entity = match serde_json::from_slice::<Entity>(doc) {
+            Ok(entity) => entity,
+            Err(e) => {
+                tracing::warn!(blob = %blob, error = %e, "metadata document does not parse; skipped");
+                return;
+            }
+        };
+        self.read.from_git += 1;
+        if let Some(rows) = self.rows.as_mut() {
+            rows.push(row_of(&mut entity, unit, blob, doc));
+        }
+        (self.found)(entity, blob, 0);
+    }
+
+    fn from_file(&mut self, range: Range<usize>) {
+        let Some(persisted) = self.persisted else {
+            return;
+        };
+        for i in range {
+            let row = persisted.row(i);
+            match serde_json::from_slice::<Entity>(&row.doc) {
+                Ok(entity) => {
+                    self.read.from_file += 1;
+                    (self.found)(entity, row.blob, row.body_left);
+                }
+                Err(e) => {
+                    tracing::warn!(blob = %row.blob, error = %e, "persisted metadata document does not parse; skipped");
+                    continue;
+                }
+            }
+            if let Some(rows) = self.rows.as_mut() {
+                rows.push(row);
+            }
+        }
+    }
+}
+
+/// The body of a thread or comment, if it has one.
+fn body_mut(entity: &mut Entity) -> Option<&mut String> {
+    match entity {
+        Entity::Issue(e) => Some(&mut e.body),
+        Entity::Change(e) => Some(&mut e.body),
+        Entity::Comment(e) => Some(&mut e.body),
+        _ => None,
+    }
+}
+
+/// `entity` (read from blob `blob`, whose bytes are `doc`) as the file
+/// holds it: a body longer than the index keeps is left out, its length
+/// kept; `entity` is as it was when this returns.
+pub(crate) fn row_of(
+    entity: &mut Entity,
+    unit: Option<ObjectId>,
+    blob: ObjectId,
+    doc: &[u8],
+) -> Row {
+    let long = body_mut(entity)
+        .filter(|b| b.len() > INLINE_BODY_BYTES)
+        .map(std::mem::take);
+    let Some(body) = long else {
+        return Row {
+            unit,
+            blob,
+            body_left: 0,
+            doc: doc.to_vec(),
+        };
+    };
+    let (doc, body_left) = match serde_json::to_vec(entity) {
+        Ok(stripped) => (stripped, u32::try_from(body.len()).unwrap_or(u32::MAX)),
+        Err(_) => (doc.to_vec(), 0),
+    };
+    if let Some(slot) = body_mut(entity) {
+        *slot = body;
+    }
+    Row {
+        unit,
+        blob,
+        body_left,
+        doc,
+    }
+}
+
+#[cfg(test)]
+mod tests;

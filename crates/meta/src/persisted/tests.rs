@@ -1,0 +1,1 @@
+//! Tests of the persisted index: see `crates/meta/src/tests.rs`.
