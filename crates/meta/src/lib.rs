@@ -277,6 +277,10 @@ struct Counters {
     pack_nanos: AtomicU64,
     refs_nanos: AtomicU64,
     sync_nanos: AtomicU64,
+    /// Documents the reads of shard trees took from git, and from the
+    /// persisted index.
+    docs_from_git: AtomicU64,
+    docs_from_file: AtomicU64,
     /// Writes folded per cycle, for the metrics.
     fold_batch: FoldBatch,
 }

@@ -351,7 +351,12 @@ fn load_step(
         })
     };
     match read {
-        Ok(()) => {
+        Ok(read) => {
+            let c = &inner.counters;
+            c.docs_from_git
+                .fetch_add(read.from_git as u64, Ordering::Relaxed);
+            c.docs_from_file
+                .fetch_add(read.from_file as u64, Ordering::Relaxed);
             let mut state = meta.state.lock();
             for (entity, blob, left) in entities {
                 state.index.apply_persisted(entity, blob, left);

@@ -91,7 +91,7 @@ impl Persisting {
         repo: &gix::Repository,
         tree: ObjectId,
         found: &mut dyn FnMut(Entity, ObjectId, u32),
-    ) -> Result<(), MetaRepoError> {
+    ) -> Result<ShardRead, MetaRepoError> {
         let mut rows = self.writing.as_ref().map(|_| Vec::new());
         let read = read_shard(repo, tree, self.previous.as_ref(), rows.as_mut(), found)?;
         self.from_git += read.from_git;
@@ -102,7 +102,7 @@ impl Persisting {
             tracing::warn!(error = %e, "cannot write the persisted metadata index");
             self.writing = None;
         }
-        Ok(())
+        Ok(read)
     }
 
     /// Every repo is read: the next file moved into place, unless it would

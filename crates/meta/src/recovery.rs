@@ -61,6 +61,13 @@ impl MetaStore {
             index_rebuild_ms,
             "metadata index rebuilt"
         );
+        let counters = Counters::default();
+        counters
+            .docs_from_git
+            .store(persisting.from_git as u64, Ordering::Relaxed);
+        counters
+            .docs_from_file
+            .store(persisting.from_file as u64, Ordering::Relaxed);
         if partial == 0 {
             persisting.finish(started);
             persisting = persisted::Persisting::default();
@@ -83,7 +90,7 @@ impl MetaStore {
             ids: Mutex::new(ulid::Generator::new()),
             cores: vole_config::defaults::cores(),
             failed: Mutex::new(None),
-            counters: Counters::default(),
+            counters,
             index_rebuild_ms,
             settings_generation: AtomicU64::new(0),
             fold_gate: Mutex::new(()),

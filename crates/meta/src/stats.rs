@@ -30,6 +30,10 @@ pub struct MetaStats {
     pub fold_refs_ms: f64,
     pub fold_sync_ms: f64,
     pub index_rebuild_ms: f64,
+    /// Documents the reads of shard trees since the open took from git,
+    /// and from the persisted index ([`crate::persisted`]).
+    pub docs_from_git: u64,
+    pub docs_from_file: u64,
 }
 
 impl MetaStore {
@@ -219,6 +223,8 @@ impl MetaStore {
             fold_refs_ms: c.refs_nanos.load(Ordering::Relaxed) as f64 / 1e6,
             fold_sync_ms: c.sync_nanos.load(Ordering::Relaxed) as f64 / 1e6,
             index_rebuild_ms: self.inner.index_rebuild_ms,
+            docs_from_git: c.docs_from_git.load(Ordering::Relaxed),
+            docs_from_file: c.docs_from_file.load(Ordering::Relaxed),
         }
     }
 }

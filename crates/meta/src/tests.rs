@@ -1351,7 +1351,7 @@ fn make_incarnation(dir: &Path) -> vole_git::repos::Incarnation {
 }
 
 #[test]
-fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_a_compaction_and_a_repo_delete()
+fn an_index_read_in_the_background_or_from_the_persisted_index_is_the_one_read_from_git_after_writes_a_crash_a_compaction_and_a_repo_delete()
  {
     let fx = Fixture::new();
     // A second repo, deleted and made again under its name in the
@@ -1411,12 +1411,40 @@ fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_
                 &["old"],
             );
         }
-        assert!(store.flush(Duration::from_secs(10)));
+        // Long bodies, which the persisted index leaves in their blobs.
+        comment(
+            &store,
+            3,
+            &"a long comment folded before the stop ".repeat(4),
+        );
+        let patch = IssuePatch {
+            version: None,
+            title: None,
+            body: Some("a long body folded before the stop ".repeat(4)),
+            state: None,
+            labels: None,
+        };
+        store.edit_issue(&repo(), 13, patch).unwrap();
+        // A stop: the persisted index is written with these shard tips.
+        store.close(Duration::from_secs(10));
+        assert!(fx.log_dir.join(persisted::FILE_NAME).exists());
     }
     {
+        // Folded after the persisted index was written: shard tips it
+        // does not hold (an edit with a long body, a new comment).
+        let (log, store) = fx.open(only_on_flush());
+        let patch = IssuePatch {
+            version: None,
+            title: None,
+            body: Some("a body longer than the index keeps, folded after the stop ".repeat(3)),
+            state: None,
+            labels: None,
+        };
+        store.edit_issue(&repo(), 11, patch).unwrap();
+        comment(&store, 12, "folded after the stop");
+        assert!(store.flush(Duration::from_secs(10)));
         // Only in the log (the store goes as in a crash): new issues,
         // edits of folded ones, comments; the folded records compacted away.
-        let (log, store) = fx.open(only_on_flush());
         for i in 0..30 {
             issue(&store, &format!("logged {i}"), &["bug", "later"]);
         }
@@ -1460,37 +1488,71 @@ fn an_index_read_in_the_background_is_the_one_read_at_open_after_writes_a_crash_
         drop(log);
     }
     let listed: &[(&str, &Path)] = &[(AGAIN, &again_dir)];
+    // Rebuilt from git alone.
     let at_open = {
-        let (_log, store) = fx.open_repos(only_on_flush(), None, listed);
+        let options = StoreOptions {
+            persist_index: false,
+            ..only_on_flush()
+        };
+        let (_log, store) = fx.open_repos(options, None, listed);
+        assert_eq!(store.stats().docs_from_file, 0);
         [index_parts(&store, REPO), index_parts(&store, AGAIN)]
     };
-    let (_log, store) = fx.open_repos(
-        StoreOptions {
-            read_at_open: Some(Duration::ZERO),
-            ..only_on_flush()
-        },
-        None,
-        listed,
-    );
-    let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
-    // What the open read is answered before the rest is read.
-    assert_eq!(store.settings(&repo()).unwrap().default_branch, "trunk");
-    assert!(store.wait_until_read());
-    assert!(meta.loading.is_whole());
-    let background = [index_parts(&store, REPO), index_parts(&store, AGAIN)];
-    for (name, (at_open, background)) in [REPO, AGAIN].iter().zip(at_open.iter().zip(&background)) {
-        for (i, (open, later)) in at_open.iter().zip(background).enumerate() {
+    let same = |read: &[Vec<String>; 2], how: &str| {
+        for (name, (at_open, read)) in [REPO, AGAIN].iter().zip(at_open.iter().zip(read)) {
+            for (i, (open, later)) in at_open.iter().zip(read).enumerate() {
+                assert_eq!(
+                    open, later,
+                    "{name}: part {i} of the index differs between a read from git at open and {how}"
+                );
+            }
             assert_eq!(
-                open, later,
-                "{name}: part {i} of the index differs between a read at open and one in the background"
+                at_open.len(),
+                read.len(),
+                "{name}: the indexes hold different numbers of documents ({how})"
             );
         }
-        assert_eq!(
-            at_open.len(),
-            background.len(),
-            "{name}: the indexes hold different numbers of documents"
+    };
+    {
+        // In the background, the shard trees the persisted index holds
+        // from it, the others from git; the file is written again.
+        let (_log, store) = fx.open_repos(
+            StoreOptions {
+                read_at_open: Some(Duration::ZERO),
+                ..only_on_flush()
+            },
+            None,
+            listed,
+        );
+        let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+        // What the open read is answered before the rest is read.
+        assert_eq!(store.settings(&repo()).unwrap().default_branch, "trunk");
+        assert!(store.wait_until_read());
+        assert!(meta.loading.is_whole());
+        let stats = store.stats();
+        assert!(
+            stats.docs_from_file > 50 && stats.docs_from_git > 0,
+            "the read took {} documents from the persisted index and {} from git: \
+             it should take the shard trees it holds from it, and the moved ones from git",
+            stats.docs_from_file,
+            stats.docs_from_git
+        );
+        same(
+            &[index_parts(&store, REPO), index_parts(&store, AGAIN)],
+            "one in the background, partly from the persisted index",
         );
     }
+    // The file the background read wrote holds every shard tree.
+    let (_log, store) = fx.open_repos(only_on_flush(), None, listed);
+    let stats = store.stats();
+    assert_eq!(
+        stats.docs_from_git, 0,
+        "a shard tree was read from git although the persisted index written by the last start holds every tip"
+    );
+    same(
+        &[index_parts(&store, REPO), index_parts(&store, AGAIN)],
+        "one from the persisted index alone",
+    );
     // The repo made again holds its own writes, none of the deleted one's.
     let titles: Vec<String> = store
         .list_issues(&again, &Filter::default(), Pagination::new(1, 100).unwrap())
