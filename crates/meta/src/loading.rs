@@ -268,6 +268,8 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
             }
             tracing::info!(
                 load_ms = started.elapsed().as_secs_f64() * 1e3,
+                docs_from_git = inner.counters.docs_from_git.load(Ordering::Relaxed),
+                docs_from_file = inner.counters.docs_from_file.load(Ordering::Relaxed),
                 "metadata index whole"
             );
             return;

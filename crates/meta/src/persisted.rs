@@ -62,6 +62,7 @@ impl Persisting {
     /// The file at `path` read, and the next one begun; a file that cannot
     /// be read is logged and read around (the trees are read from git).
     pub(crate) fn begin(path: &std::path::Path) -> Persisting {
+        remove_unfinished(path);
         let previous = match Persisted::read(path) {
             Ok(previous) => previous,
             Err(e) => {
@@ -293,6 +294,24 @@ fn shard_trees(git_dir: &std::path::Path, shards: u16) -> Result<Vec<ObjectId>, 
         trees.push(tree);
     }
     Ok(trees)
+}
+
+/// Removes the files a process that ended while writing the index left
+/// beside it (one store opens a data dir at a time).
+fn remove_unfinished(path: &std::path::Path) {
+    let Some(dir) = path.parent() else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(file::TMP_PREFIX)
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// How much of one shard tree came from where.

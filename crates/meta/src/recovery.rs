@@ -59,6 +59,8 @@ impl MetaStore {
             orphaned,
             other_incarnation,
             index_rebuild_ms,
+            docs_from_git = persisting.from_git,
+            docs_from_file = persisting.from_file,
             "metadata index rebuilt"
         );
         let counters = Counters::default();

@@ -16,7 +16,7 @@ use super::*;
 use vole_log::{Entry, Log};
 use vole_stdx::page::Pagination;
 
-const REPO: &str = "ann/demo";
+pub(crate) const REPO: &str = "ann/demo";
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -35,15 +35,15 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-struct Fixture {
+pub(crate) struct Fixture {
     _tmp: tempfile::TempDir,
-    repos_dir: PathBuf,
-    git_dir: PathBuf,
-    log_dir: PathBuf,
+    pub(crate) repos_dir: PathBuf,
+    pub(crate) git_dir: PathBuf,
+    pub(crate) log_dir: PathBuf,
 }
 
 impl Fixture {
-    fn new() -> Fixture {
+    pub(crate) fn new() -> Fixture {
         let tmp = tempfile::tempdir().unwrap();
         let repos_dir = tmp.path().join("repos");
         let git_dir = repos_dir.join("ann/demo.git");
@@ -59,7 +59,7 @@ impl Fixture {
         }
     }
 
-    fn open(&self, options: StoreOptions) -> (Arc<Log<MetaWrite>>, MetaStore) {
+    pub(crate) fn open(&self, options: StoreOptions) -> (Arc<Log<MetaWrite>>, MetaStore) {
         self.open_with_git(options, None)
     }
 
@@ -138,7 +138,7 @@ impl Fixture {
     }
 }
 
-fn repo() -> RepoName {
+pub(crate) fn repo() -> RepoName {
     RepoName::parse(REPO).unwrap()
 }
 
@@ -151,7 +151,7 @@ fn new_issue(title: &str) -> NewIssue {
 }
 
 /// Creates `n` issues titled `{prefix}{i}`, each acknowledged.
-fn create_issues(store: &MetaStore, prefix: &str, n: usize) {
+pub(crate) fn create_issues(store: &MetaStore, prefix: &str, n: usize) {
     for i in 0..n {
         store
             .create_issue(&repo(), new_issue(&format!("{prefix}{i}")), "ann")
@@ -175,7 +175,7 @@ fn wait_until(bound: Duration, mut done: impl FnMut() -> bool) -> bool {
 }
 
 /// A store that folds only when flushed: writes stay in the log alone.
-fn only_on_flush() -> StoreOptions {
+pub(crate) fn only_on_flush() -> StoreOptions {
     StoreOptions {
         fold_interval: Duration::from_secs(3600),
         fold_batch: 1_000_000,
@@ -183,7 +183,7 @@ fn only_on_flush() -> StoreOptions {
     }
 }
 
-fn quick() -> StoreOptions {
+pub(crate) fn quick() -> StoreOptions {
     StoreOptions {
         fold_interval: Duration::from_millis(5),
         ..StoreOptions::default()
@@ -1336,7 +1336,7 @@ fn hooks_are_kept_by_incarnation_in_the_system_repo_across_a_restart() {
 }
 
 /// The index of one repo of the store, part by part ([`index::parts`]).
-fn index_parts(store: &MetaStore, name: &str) -> Vec<String> {
+pub(crate) fn index_parts(store: &MetaStore, name: &str) -> Vec<String> {
     let meta = store.inner.repos.read().get(name).cloned().unwrap();
     index::parts::parts(&meta.state.lock().index)
 }

@@ -32,6 +32,9 @@ const FORMAT_KEY: &str = "vole.meta-index.format";
 /// not read (the index is read from git and the file written again).
 pub const FORMAT_VERSION: &str = "1";
 
+/// The start of the name of a file being written.
+pub(crate) const TMP_PREFIX: &str = ".meta-index-";
+
 /// Rows per record batch written.
 const BATCH_ROWS: usize = 8192;
 
@@ -239,7 +242,7 @@ impl Writing {
         };
         let dir = path.parent().unwrap_or(Path::new("."));
         let tmp = tempfile::Builder::new()
-            .prefix(".meta-index")
+            .prefix(TMP_PREFIX)
             .tempfile_in(dir)
             .map_err(io)?;
         let file = tmp.reopen().map_err(io)?;

@@ -1,1 +1,133 @@
-//! Tests of the persisted index: see `crates/meta/src/tests.rs`.
+//! The persisted index against the trees it stands for: a file that
+//! cannot be read is read around, `check` finds rows that are not their
+//! tree's, a stop past its bound leaves the old file. (That a start's
+//! index from it is the one read from git, entity by entity, after
+//! writes, a crash, a compaction and a repo made again is in
+//! `crate::tests`.)
+
+use super::*;
+use crate::StoreOptions;
+use crate::tests::{Fixture, REPO, create_issues, index_parts, only_on_flush, quick};
+
+/// A store with `n` folded issues (some with long bodies) stopped, so the
+/// persisted index holds its shard tips; the index as read from git.
+fn stopped_with_issues(fx: &Fixture, n: usize) -> Vec<String> {
+    let (_log, store) = fx.open(quick());
+    create_issues(&store, "persisted ", n);
+    for number in [1, 2] {
+        let patch = crate::IssuePatch {
+            version: None,
+            title: None,
+            body: Some("a body longer than the index keeps ".repeat(4)),
+            state: None,
+            labels: None,
+        };
+        store
+            .edit_issue(&crate::tests::repo(), number, patch)
+            .unwrap();
+    }
+    store.close(Duration::from_secs(10));
+    let (_log, store) = fx.open(StoreOptions {
+        persist_index: false,
+        ..only_on_flush()
+    });
+    index_parts(&store, REPO)
+}
+
+#[test]
+fn a_persisted_index_that_cannot_be_read_is_read_around_and_written_again() {
+    let fx = Fixture::new();
+    let from_git = stopped_with_issues(&fx, 40);
+    let path = fx.log_dir.join(FILE_NAME);
+    for damage in [&b"not an arrow file"[..], &b""[..]] {
+        std::fs::write(&path, damage).unwrap();
+        let (_log, store) = fx.open(only_on_flush());
+        let stats = store.stats();
+        assert_eq!(stats.docs_from_file, 0);
+        assert!(stats.docs_from_git >= 40, "{stats:?}");
+        assert_eq!(
+            index_parts(&store, REPO),
+            from_git,
+            "read from git around a damaged file"
+        );
+        // Written again as the open read the trees.
+        let again = Persisted::read(&path)
+            .unwrap()
+            .expect("the file was written again");
+        assert!(again.len() >= 40);
+    }
+    // The next start reads every document from it.
+    let (_log, store) = fx.open(only_on_flush());
+    assert_eq!(store.stats().docs_from_git, 0);
+    assert_eq!(index_parts(&store, REPO), from_git);
+}
+
+#[test]
+fn check_finds_rows_that_are_not_their_trees() {
+    let fx = Fixture::new();
+    stopped_with_issues(&fx, 30);
+    let path = fx.log_dir.join(FILE_NAME);
+    let repos = vec![(REPO.to_string(), fx.git_dir.clone())];
+    let clean = check(&path, &repos);
+    assert!(clean.problems.is_empty(), "{:?}", clean.problems);
+    assert!(clean.current > 0 && clean.rows >= 30, "{clean:?}");
+    // The same file with one document's title changed: a start would
+    // read a document its tree does not hold.
+    let persisted = Persisted::read(&path).unwrap().unwrap();
+    let mut writing = Writing::begin(&path).unwrap();
+    let mut changed = 0;
+    let mut trees: Vec<(ObjectId, std::ops::Range<usize>)> = persisted
+        .shards
+        .iter()
+        .map(|(tree, range)| (*tree, range.clone()))
+        .collect();
+    trees.sort_by_key(|(_, range)| range.start);
+    for (tree, range) in trees {
+        let rows: Vec<Row> = range
+            .map(|i| {
+                let mut row = persisted.row(i);
+                let text = String::from_utf8(row.doc.clone()).unwrap();
+                if changed == 0 && text.contains("\"persisted ") {
+                    row.doc = text.replacen("\"persisted ", "\"forged ", 1).into_bytes();
+                    changed += 1;
+                }
+                row
+            })
+            .collect();
+        writing.shard(tree, &rows).unwrap();
+    }
+    writing.finish().unwrap();
+    assert_eq!(changed, 1);
+    let forged = check(&path, &repos);
+    assert_eq!(forged.problems.len(), 1, "{:?}", forged.problems);
+    assert!(
+        forged.problems[0].contains("are not the") && forged.problems[0].contains("remove"),
+        "{}",
+        forged.problems[0]
+    );
+}
+
+#[test]
+fn a_stop_past_its_bound_leaves_the_old_file() {
+    let fx = Fixture::new();
+    stopped_with_issues(&fx, 10);
+    let path = fx.log_dir.join(FILE_NAME);
+    let before = std::fs::read(&path).unwrap();
+    let (_log, store) = fx.open(quick());
+    create_issues(&store, "after ", 10);
+    assert!(store.flush(Duration::from_secs(10)));
+    assert!(!store.persist_index(Duration::ZERO).unwrap());
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "a stop past its bound replaced the file"
+    );
+    // Within its bound it is written, and holds the new tips.
+    assert!(store.persist_index(Duration::from_secs(10)).unwrap());
+    assert!(
+        !store.persist_index(Duration::from_secs(10)).unwrap(),
+        "written twice for the same tips"
+    );
+    let persisted = Persisted::read(&path).unwrap().unwrap();
+    assert!(persisted.len() >= 20, "{persisted:?}");
+}
