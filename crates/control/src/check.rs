@@ -474,5 +474,6 @@ fn check_persisted_index(log_dir: &Path, repos: &[(String, PathBuf)], report: &m
             checked.rows, checked.shard_trees, checked.current, checked.stale
         ));
     }
+    report.notes.extend(checked.note);
     report.problems.extend(checked.problems);
 }

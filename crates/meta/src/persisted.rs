@@ -212,6 +212,8 @@ pub struct CheckedIndex {
     pub stale: usize,
     /// Each a line a person can act on.
     pub problems: Vec<String>,
+    /// A file of another version (the next start writes it again).
+    pub note: Option<String>,
 }
 
 /// Checks the persisted index at `path` against the repos `repos` (name,
@@ -223,6 +225,12 @@ pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> 
     let persisted = match Persisted::read(path) {
         Ok(Some(persisted)) => persisted,
         Ok(None) => return checked,
+        Err(e @ PersistError::Format { .. }) => {
+            checked.note = Some(format!(
+                "{e}; the next start reads the shard trees from git and writes it again"
+            ));
+            return checked;
+        }
         Err(e) => {
             checked.problems.push(format!(
                 "{e}; remove it (the next start reads the shard trees from git and writes it again)"

@@ -32,6 +32,21 @@ const FORMAT_KEY: &str = "vole.meta-index.format";
 /// not read (the index is read from git and the file written again).
 pub const FORMAT_VERSION: &str = "1";
 
+/// The key of the writer's version: a long-bodied row's `doc` is the
+/// document as this build's types parse and write it back (a field an
+/// older or newer build does not know would be dropped), so a file is
+/// read only by the version of vole that wrote it, and the document
+/// schema it knew.
+const WRITER_KEY: &str = "vole.meta-index.writer";
+
+fn writer() -> String {
+    format!(
+        "vole {} schema {}",
+        env!("CARGO_PKG_VERSION"),
+        crate::entity::SCHEMA_V
+    )
+}
+
 /// The start of the name of a file being written.
 pub(crate) const TMP_PREFIX: &str = ".meta-index-";
 
@@ -69,7 +84,10 @@ pub struct Row {
 
 fn schema() -> Arc<Schema> {
     let oid = DataType::FixedSizeBinary(OID_BYTES);
-    let metadata = HashMap::from([(FORMAT_KEY.to_string(), FORMAT_VERSION.to_string())]);
+    let metadata = HashMap::from([
+        (FORMAT_KEY.to_string(), FORMAT_VERSION.to_string()),
+        (WRITER_KEY.to_string(), writer()),
+    ]);
     Arc::new(Schema::new_with_metadata(
         vec![
             Field::new("shard_tree", oid.clone(), false),
@@ -134,6 +152,17 @@ impl Persisted {
                 why: format!(
                     "format version {} where this vole reads {FORMAT_VERSION}",
                     version.as_deref().unwrap_or("(none)")
+                ),
+            });
+        }
+        let written_by = reader.schema().metadata().get(WRITER_KEY).cloned();
+        if written_by.as_deref() != Some(writer().as_str()) {
+            return Err(PersistError::Format {
+                path: path.to_path_buf(),
+                why: format!(
+                    "written by {} where this is {}",
+                    written_by.as_deref().unwrap_or("(none)"),
+                    writer()
                 ),
             });
         }
