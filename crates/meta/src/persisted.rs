@@ -56,20 +56,17 @@ pub(crate) struct Persisting {
     /// Documents read from git, and from the file.
     pub(crate) from_git: usize,
     pub(crate) from_file: usize,
+    /// The file's place, until `previous` is read from it.
+    unread: Option<std::path::PathBuf>,
 }
 
 impl Persisting {
-    /// The file at `path` read, and the next one begun; a file that cannot
-    /// be read is logged and read around (the trees are read from git).
-    pub(crate) fn begin(path: &std::path::Path) -> Persisting {
+    /// The next file begun at `path`, and the one there read now
+    /// (`read_now`) or by [`Persisting::read_previous`]: a start that
+    /// listens before its documents are read leaves the file (hundreds of
+    /// megabytes at a million issues) to its background reader.
+    pub(crate) fn begin(path: &std::path::Path, read_now: bool) -> Persisting {
         remove_unfinished(path);
-        let previous = match Persisted::read(path) {
-            Ok(previous) => previous,
-            Err(e) => {
-                tracing::warn!(error = %e, "the persisted metadata index is not used; the shard trees are read from git");
-                None
-            }
-        };
         let writing = match Writing::begin(path) {
             Ok(writing) => Some(writing),
             Err(e) => {
@@ -77,11 +74,28 @@ impl Persisting {
                 None
             }
         };
-        Persisting {
-            previous,
+        let mut persisting = Persisting {
             writing,
-            from_git: 0,
-            from_file: 0,
+            unread: Some(path.to_path_buf()),
+            ..Persisting::default()
+        };
+        if read_now {
+            persisting.read_previous();
+        }
+        persisting
+    }
+
+    /// Reads the file the last start or stop wrote, once; one that cannot
+    /// be read is logged and read around (the trees come from git).
+    pub(crate) fn read_previous(&mut self) {
+        let Some(path) = self.unread.take() else {
+            return;
+        };
+        match Persisted::read(&path) {
+            Ok(previous) => self.previous = previous,
+            Err(e) => {
+                tracing::warn!(error = %e, "the persisted metadata index is not used; the shard trees are read from git");
+            }
         }
     }
 
@@ -106,15 +120,16 @@ impl Persisting {
         Ok(read)
     }
 
-    /// Every repo is read: the next file moved into place, unless it would
-    /// hold nothing the old one does not.
-    pub(crate) fn finish(self, started: Instant) {
+    /// Every repo is read: the next file moved into place, unless it holds
+    /// the same shard trees as the old one.
+    pub(crate) fn finish(mut self, started: Instant) {
+        // Unread, it may hold what was read: compared before it is replaced.
+        self.read_previous();
         let Some(writing) = self.writing else { return };
-        let same = self.from_git == 0
-            && self
-                .previous
-                .as_ref()
-                .is_some_and(|p| p.shards.len() == writing.shards.len());
+        // The same trees: the same rows (a tree id names its content).
+        let same = self.previous.as_ref().is_some_and(|p| {
+            p.shards.len() == writing.shards.len() && writing.shards.iter().all(|t| p.has_shard(t))
+        });
         if same {
             return;
         }
