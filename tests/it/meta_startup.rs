@@ -171,7 +171,7 @@ fn after_a_kill_9_during_compaction_a_start_that_reads_in_the_background_keeps_e
 /// while the background read answers 503; how many reads were retried.
 fn every_issue_there(addr: SocketAddr, token: &str, acked: &[(u64, String)]) -> usize {
     let mut retried = 0;
-    for (number, title) in &acked {
+    for (number, title) in acked {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let r = http(

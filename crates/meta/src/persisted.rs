@@ -364,7 +364,7 @@ pub(crate) fn read_shard(
         read: ShardRead::default(),
     };
     match persisted.and_then(|p| p.shards.get(&tree)).cloned() {
-        Some(range) => walk.from_file(range),
+        Some(range) => walk.rows_from_file(range),
         None => walk.tree(tree, 0, None)?,
     }
     Ok(walk.read)
@@ -409,7 +409,7 @@ impl Walk<'_> {
                 if depth != UNIT_DEPTH {
                     self.tree(id, depth, unit)?;
                 } else if let Some(range) = self.persisted.and_then(|p| p.units.get(&id)).cloned() {
-                    self.from_file(range);
+                    self.rows_from_file(range);
                 } else {
                     self.tree(id, depth, Some(id))?;
                 }
@@ -418,13 +418,13 @@ impl Walk<'_> {
                     .repo
                     .find_blob(id)
                     .map_err(|e| MetaRepoError::ReadObject(id, e))?;
-                self.from_git(unit, id, &blob.data);
+                self.doc_from_git(unit, id, &blob.data);
             }
         }
         Ok(())
     }
 
-    fn from_git(&mut self, unit: Option<ObjectId>, blob: ObjectId, doc: &[u8]) {
+    fn doc_from_git(&mut self, unit: Option<ObjectId>, blob: ObjectId, doc: &[u8]) {
         let mut entity = match serde_json::from_slice::<Entity>(doc) {
             Ok(entity) => entity,
             Err(e) => {
@@ -439,7 +439,7 @@ impl Walk<'_> {
         (self.found)(entity, blob, 0);
     }
 
-    fn from_file(&mut self, range: Range<usize>) {
+    fn rows_from_file(&mut self, range: Range<usize>) {
         let Some(persisted) = self.persisted else {
             return;
         };

@@ -32,6 +32,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 #[path = "../common.rs"]
@@ -46,6 +47,9 @@ struct Started {
     ms: f64,
     replay_ms: f64,
     index_rebuild_ms: f64,
+    /// The background read's end, once logged: documents it took from
+    /// git and from the persisted index.
+    read_from: Arc<Mutex<Option<(u64, u64)>>>,
 }
 
 fn start(vole: &Path, data: &Path) -> Started {
@@ -96,8 +100,20 @@ fn start(vole: &Path, data: &Path) -> Started {
         }
     }
     let ms = began.elapsed().as_secs_f64() * 1e3;
-    // Keep draining its log so it never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+    // Keep draining its log so it never blocks on a full pipe, noting
+    // where the background read took its documents from.
+    let read_from = Arc::new(Mutex::new(None));
+    let noted = read_from.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+            let fields = &value["fields"];
+            if fields["message"] == "metadata index whole" {
+                let count = |k: &str| fields[k].as_u64().unwrap_or(0);
+                *noted.lock().unwrap() = Some((count("docs_from_git"), count("docs_from_file")));
+            }
+        }
+    });
     Started {
         child,
         port,
@@ -105,12 +121,17 @@ fn start(vole: &Path, data: &Path) -> Started {
         ms,
         replay_ms,
         index_rebuild_ms,
+        read_from,
     }
 }
 
-fn stop(mut started: Started) {
+/// Stops the server (SIGTERM: it folds what is queued and writes the
+/// persisted index within its bound); how long it took, in ms.
+fn stop(mut started: Started) -> f64 {
+    let began = Instant::now();
     sh(Command::new("kill").arg(started.child.id().to_string()));
     started.child.wait().unwrap();
+    began.elapsed().as_secs_f64() * 1e3
 }
 
 /// The resident memory of process `pid`, in bytes: all of it (`VmRSS`)
@@ -314,7 +335,7 @@ fn main() {
         check(1 + (k * 7919) % filled, None);
     }
     println!("verified={checked}");
-    stop(server);
+    println!("fill_stop_ms={:.0}", stop(server));
 
     // Starts, interleaved: empty, then full.
     let (mut empty_ms, mut full_ms, mut issue_ms) = (Vec::new(), Vec::new(), Vec::new());
@@ -341,9 +362,19 @@ fn main() {
                 // Memory once its one repo's issues are all read (the
                 // read above needed them): what the index holds.
                 let (rss, anon) = rss_bytes(started.child.id());
-                println!(" issue_ms={ms:.0} rss_bytes={rss} anon_bytes={anon}");
+                print!(" issue_ms={ms:.0} rss_bytes={rss} anon_bytes={anon}");
                 rss_full.push(rss as f64);
                 anon_full.push(anon as f64);
+                // Where the read took its documents from (logged once the
+                // persisted index is written or left).
+                let deadline = Instant::now() + std::time::Duration::from_secs(60);
+                while started.read_from.lock().unwrap().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                let (git, file) = started.read_from.lock().unwrap().unwrap_or_default();
+                let stop_ms = stop(started);
+                println!(" docs_from_git={git} docs_from_file={file} stop_ms={stop_ms:.0}");
+                continue;
             }
             stop(started);
         }

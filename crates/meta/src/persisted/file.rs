@@ -190,10 +190,10 @@ impl Persisted {
                     why: format!("row {row} has an object id that is not one"),
                 };
                 let tree = oid_at(batch.column(0), i).ok_or_else(bad)?;
-                if shard.is_none_or(|(t, _)| t != tree) {
-                    if let Some((t, from)) = shard.replace((tree, row)) {
-                        persisted.shards.insert(t, from..row);
-                    }
+                if shard.is_none_or(|(t, _)| t != tree)
+                    && let Some((t, from)) = shard.replace((tree, row))
+                {
+                    persisted.shards.insert(t, from..row);
                 }
                 let of = oid_at(batch.column(1), i);
                 if unit.map(|(u, _)| u) != of {
