@@ -58,6 +58,9 @@ pub(crate) struct Persisting {
     pub(crate) from_file: usize,
     /// The file's place, until `previous` is read from it.
     unread: Option<std::path::PathBuf>,
+    /// Shard trees read whole from `previous`: their rows are copied into
+    /// the next file only if it is written.
+    hits: HashSet<ObjectId>,
 }
 
 impl Persisting {
@@ -107,8 +110,12 @@ impl Persisting {
         tree: ObjectId,
         found: &mut dyn FnMut(Entity, ObjectId, u32),
     ) -> Result<ShardRead, MetaRepoError> {
-        let mut rows = self.writing.as_ref().map(|_| Vec::new());
+        let hit = self.previous.as_ref().is_some_and(|p| p.has_shard(&tree));
+        let mut rows = self.writing.as_ref().filter(|_| !hit).map(|_| Vec::new());
         let read = read_shard(repo, tree, self.previous.as_ref(), rows.as_mut(), found)?;
+        if hit {
+            self.hits.insert(tree);
+        }
         self.from_git += read.from_git;
         self.from_file += read.from_file;
         if let (Some(writing), Some(rows)) = (self.writing.as_mut(), rows)
@@ -125,13 +132,29 @@ impl Persisting {
     pub(crate) fn finish(mut self, started: Instant) {
         // Unread, it may hold what was read: compared before it is replaced.
         self.read_previous();
-        let Some(writing) = self.writing else { return };
+        let Some(mut writing) = self.writing else {
+            return;
+        };
         // The same trees: the same rows (a tree id names its content).
-        let same = self.previous.as_ref().is_some_and(|p| {
-            p.shards.len() == writing.shards.len() && writing.shards.iter().all(|t| p.has_shard(t))
-        });
+        let same = writing.shards.is_empty()
+            && self
+                .previous
+                .as_ref()
+                .is_some_and(|p| p.shards.len() == self.hits.len());
         if same {
             return;
+        }
+        if let Some(previous) = &self.previous {
+            for tree in &self.hits {
+                let Some(range) = previous.shards.get(tree) else {
+                    continue;
+                };
+                let rows: Vec<Row> = range.clone().map(|i| previous.row(i)).collect();
+                if let Err(e) = writing.shard(*tree, &rows) {
+                    tracing::warn!(error = %e, "cannot write the persisted metadata index");
+                    return;
+                }
+            }
         }
         let rows = writing.rows;
         match writing.finish() {
@@ -425,7 +448,7 @@ impl Walk<'_> {
     }
 
     fn doc_from_git(&mut self, unit: Option<ObjectId>, blob: ObjectId, doc: &[u8]) {
-        let mut entity = match serde_json::from_slice::<Entity>(doc) {
+        let mut entity = match parse(doc) {
             Ok(entity) => entity,
             Err(e) => {
                 tracing::warn!(blob = %blob, error = %e, "metadata document does not parse; skipped");
@@ -444,22 +467,44 @@ impl Walk<'_> {
             return;
         };
         for i in range {
-            let row = persisted.row(i);
-            match serde_json::from_slice::<Entity>(&row.doc) {
+            let (unit, blob, body_left, doc) = persisted.row_ref(i);
+            match parse(doc) {
                 Ok(entity) => {
                     self.read.from_file += 1;
-                    (self.found)(entity, row.blob, row.body_left);
+                    (self.found)(entity, blob, body_left);
                 }
                 Err(e) => {
-                    tracing::warn!(blob = %row.blob, error = %e, "persisted metadata document does not parse; skipped");
+                    tracing::warn!(blob = %blob, error = %e, "persisted metadata document does not parse; skipped");
                     continue;
                 }
             }
             if let Some(rows) = self.rows.as_mut() {
-                rows.push(row);
+                rows.push(Row {
+                    unit,
+                    blob,
+                    body_left,
+                    doc: doc.to_vec(),
+                });
             }
         }
     }
+}
+
+/// A document's JSON parsed: threads and comments, the bulk of what is
+/// stored, straight into their type (the tag is the first field, as the
+/// store writes them); anything else through the tagged enum, which
+/// first buffers the whole document to find its tag.
+pub(crate) fn parse(doc: &[u8]) -> serde_json::Result<Entity> {
+    if doc.starts_with(br#"{"kind":"issue","#) {
+        return serde_json::from_slice(doc).map(Entity::Issue);
+    }
+    if doc.starts_with(br#"{"kind":"comment","#) {
+        return serde_json::from_slice(doc).map(Entity::Comment);
+    }
+    if doc.starts_with(br#"{"kind":"change","#) {
+        return serde_json::from_slice(doc).map(Entity::Change);
+    }
+    serde_json::from_slice(doc)
 }
 
 /// The body of a thread or comment, if it has one.

@@ -361,17 +361,20 @@ fn main() {
                 issue_ms.push(ms);
                 // Memory once its one repo's issues are all read (the
                 // read above needed them): what the index holds.
-                let (rss, anon) = rss_bytes(started.child.id());
-                print!(" issue_ms={ms:.0} rss_bytes={rss} anon_bytes={anon}");
-                rss_full.push(rss as f64);
-                anon_full.push(anon as f64);
                 // Where the read took its documents from (logged once the
-                // persisted index is written or left).
+                // persisted index is written or left, and let go).
                 let deadline = Instant::now() + std::time::Duration::from_secs(60);
                 while started.read_from.lock().unwrap().is_none() && Instant::now() < deadline {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
                 let (git, file) = started.read_from.lock().unwrap().unwrap_or_default();
+                // What the index holds, once the read let go of the file's
+                // rows: sampled after a second.
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                let (rss, anon) = rss_bytes(started.child.id());
+                print!(" issue_ms={ms:.0} rss_bytes={rss} anon_bytes={anon}");
+                rss_full.push(rss as f64);
+                anon_full.push(anon as f64);
                 let stop_ms = stop(started);
                 println!(" docs_from_git={git} docs_from_file={file} stop_ms={stop_ms:.0}");
                 continue;

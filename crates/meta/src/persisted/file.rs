@@ -230,18 +230,29 @@ impl Persisted {
         self.shards.contains_key(tree)
     }
 
-    /// Row `row` (global).
-    pub fn row(&self, row: usize) -> Row {
+    /// Row `row` (global), its document borrowed.
+    pub fn row_ref(&self, row: usize) -> (Option<ObjectId>, ObjectId, u32, &[u8]) {
         let b = self.starts.partition_point(|&s| s <= row) - 1;
         let batch = &self.batches[b];
         let i = row - self.starts[b];
         let blob =
             oid_at(batch.column(2), i).unwrap_or_else(|| ObjectId::null(gix::hash::Kind::Sha1));
-        Row {
-            unit: oid_at(batch.column(1), i),
+        (
+            oid_at(batch.column(1), i),
             blob,
-            body_left: batch.column(3).as_primitive::<UInt32Type>().value(i),
-            doc: batch.column(4).as_binary::<i32>().value(i).to_vec(),
+            batch.column(3).as_primitive::<UInt32Type>().value(i),
+            batch.column(4).as_binary::<i32>().value(i),
+        )
+    }
+
+    /// Row `row` (global).
+    pub fn row(&self, row: usize) -> Row {
+        let (unit, blob, body_left, doc) = self.row_ref(row);
+        Row {
+            unit,
+            blob,
+            body_left,
+            doc: doc.to_vec(),
         }
     }
 }
@@ -300,7 +311,10 @@ impl Writing {
     /// A row whose ids are not SHA-1 leaves the whole tree out.
     pub fn shard(&mut self, tree: ObjectId, rows: &[Row]) -> Result<(), PersistError> {
         let sha1 = |id: &ObjectId| id.as_bytes().len() == OID_BYTES as usize;
-        if !sha1(&tree)
+        // An empty tree has no rows to find it by (and costs nothing to
+        // read from git).
+        if rows.is_empty()
+            || !sha1(&tree)
             || rows
                 .iter()
                 .any(|r| !sha1(&r.blob) || r.unit.as_ref().is_some_and(|u| !sha1(u)))

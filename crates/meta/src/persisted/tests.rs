@@ -131,3 +131,36 @@ fn a_stop_past_its_bound_leaves_the_old_file() {
     let persisted = Persisted::read(&path).unwrap().unwrap();
     assert!(persisted.len() >= 20, "{persisted:?}");
 }
+
+#[test]
+fn a_document_parsed_by_its_kind_is_the_one_the_tagged_enum_parses() {
+    let fx = Fixture::new();
+    stopped_with_issues(&fx, 20);
+    let (_log, store) = fx.open(quick());
+    let repo = crate::tests::repo();
+    let comment = crate::NewComment {
+        body: "a comment".into(),
+    };
+    store
+        .comment(&repo, crate::entity::ThreadKind::Issue, 3, comment, "bob")
+        .unwrap();
+    store.close(Duration::from_secs(10));
+    let persisted = Persisted::read(&fx.log_dir.join(FILE_NAME))
+        .unwrap()
+        .unwrap();
+    let mut by_kind = 0;
+    for i in 0..persisted.len() {
+        let (_, _, _, doc) = persisted.row_ref(i);
+        let tagged: crate::entity::Entity = serde_json::from_slice(doc).unwrap();
+        assert_eq!(
+            parse(doc).unwrap(),
+            tagged,
+            "{}",
+            String::from_utf8_lossy(doc)
+        );
+        by_kind += usize::from(
+            doc.starts_with(br#"{"kind":"issue","#) || doc.starts_with(br#"{"kind":"comment","#),
+        );
+    }
+    assert!(by_kind >= 21, "only {by_kind} documents took the quick way");
+}
