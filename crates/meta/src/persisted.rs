@@ -136,11 +136,12 @@ impl Persisting {
             return;
         };
         // The same trees: the same rows (a tree id names its content).
-        let same = writing.shards.is_empty()
-            && self
-                .previous
-                .as_ref()
-                .is_some_and(|p| p.shards.len() == self.hits.len());
+        // Trees read from git may be ones the old file holds (the open
+        // reads some from git before the file is read).
+        let same = self.previous.as_ref().is_some_and(|p| {
+            writing.shards.iter().all(|t| p.has_shard(t))
+                && self.hits.union(&writing.shards).count() == p.shards.len()
+        });
         if same {
             return;
         }
