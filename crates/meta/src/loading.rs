@@ -31,7 +31,8 @@ pub(crate) fn eager_shard(shard: u8, shards: u16) -> bool {
 /// folds of those records that settled before the read applied them.
 #[derive(Default)]
 pub(crate) struct Left {
-    pub(crate) trees: Vec<ObjectId>,
+    /// Shard trees left, with their shard.
+    pub(crate) trees: Vec<(u8, ObjectId)>,
     pub(crate) replays: Vec<Entity>,
     /// What folds wrote of documents the index did not hold yet: applied
     /// after `replays`, so a long body folded while the read went on is
@@ -205,6 +206,13 @@ impl MetaStore {
                 return false;
             }
         }
+        // And the persisted index the read writes is in place.
+        while self.inner.persisting.lock().is_some() {
+            if self.inner.stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
         true
     }
 }
@@ -234,7 +242,11 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
         if inner.stop.load(Ordering::SeqCst) {
             // A file of part of the trees is not moved in: the old one
             // still holds what it held.
-            inner.persisting.lock().take();
+            if let Some((persisting, began)) = inner.persisting.lock().take()
+                && inner.repos.read().values().all(|m| m.loading.is_whole())
+            {
+                persisting.finish(began);
+            }
             // Nobody waits for a read that will not come.
             for meta in inner.repos.read().values() {
                 *meta.loading.left_mut() = Left::default();
@@ -313,7 +325,7 @@ fn load_step(
     handle: &mut Option<(Arc<RepoMeta>, gix::Repository)>,
 ) {
     let tree = meta.loading.left_mut().trees.pop();
-    let Some(tree) = tree else {
+    let Some((shard, tree)) = tree else {
         // Under the repo's lock throughout, as the fold settles: a fold
         // either finds the records applied and the read finished, or
         // leaves what it wrote to `folded_early`.
@@ -351,7 +363,7 @@ fn load_step(
         let mut persisting = inner.persisting.lock();
         let mut none = persisted::Persisting::default();
         let persisting = persisting.as_mut().map_or(&mut none, |(p, _)| p);
-        persisting.read_shard(repo, tree, &mut |e, blob, left| {
+        persisting.read_shard(repo, (&meta.name, shard), tree, &mut |e, blob, left| {
             entities.push((e, blob, left))
         })
     };

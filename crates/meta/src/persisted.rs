@@ -26,9 +26,9 @@
 
 mod file;
 
-pub use file::{FILE_NAME, FORMAT_VERSION, PersistError, Persisted, Row, Writing};
+pub use file::{FILE_NAME, FORMAT_VERSION, PersistError, Persisted, Row, ShardRows, Writing};
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -58,9 +58,9 @@ pub(crate) struct Persisting {
     pub(crate) from_file: usize,
     /// The file's place, until `previous` is read from it.
     unread: Option<std::path::PathBuf>,
-    /// Shard trees read whole from `previous`: their rows are copied into
-    /// the next file only if it is written.
-    hits: HashSet<ObjectId>,
+    /// Shard trees read whole from `previous`, with their repo and shard:
+    /// their rows are copied into the next file only if it is written.
+    hits: HashMap<ObjectId, (String, u8)>,
 }
 
 impl Persisting {
@@ -102,24 +102,32 @@ impl Persisting {
         }
     }
 
-    /// Reads shard tree `tree` of `repo` (see [`read_shard`]), its rows
-    /// added to the next file.
+    /// Reads shard tree `tree`, the tip of `place` (see [`read_shard`]),
+    /// its rows added to the next file.
     pub(crate) fn read_shard(
         &mut self,
         repo: &gix::Repository,
+        place: (&str, u8),
         tree: ObjectId,
         found: &mut dyn FnMut(Entity, ObjectId, u32),
     ) -> Result<ShardRead, MetaRepoError> {
         let hit = self.previous.as_ref().is_some_and(|p| p.has_shard(&tree));
         let mut rows = self.writing.as_ref().filter(|_| !hit).map(|_| Vec::new());
-        let read = read_shard(repo, tree, self.previous.as_ref(), rows.as_mut(), found)?;
-        if hit {
-            self.hits.insert(tree);
+        let read = read_shard(
+            repo,
+            place,
+            tree,
+            self.previous.as_ref(),
+            rows.as_mut(),
+            found,
+        )?;
+        if hit && read.whole_from_file {
+            self.hits.insert(tree, (place.0.to_string(), place.1));
         }
         self.from_git += read.from_git;
         self.from_file += read.from_file;
         if let (Some(writing), Some(rows)) = (self.writing.as_mut(), rows)
-            && let Err(e) = writing.shard(tree, &rows)
+            && let Err(e) = writing.shard(place.0, place.1, tree, &rows)
         {
             tracing::warn!(error = %e, "cannot write the persisted metadata index");
             self.writing = None;
@@ -140,18 +148,24 @@ impl Persisting {
         // reads some from git before the file is read).
         let same = self.previous.as_ref().is_some_and(|p| {
             writing.shards.iter().all(|t| p.has_shard(t))
-                && self.hits.union(&writing.shards).count() == p.shards.len()
+                && self.hits.len()
+                    + writing
+                        .shards
+                        .iter()
+                        .filter(|t| !self.hits.contains_key(*t))
+                        .count()
+                    == p.shards.len()
         });
         if same {
             return;
         }
         if let Some(previous) = &self.previous {
-            for tree in &self.hits {
-                let Some(range) = previous.shards.get(tree) else {
+            for (tree, (repo, shard)) in &self.hits {
+                let Some(old) = previous.shard_rows(tree) else {
                     continue;
                 };
-                let rows: Vec<Row> = range.clone().map(|i| previous.row(i)).collect();
-                if let Err(e) = writing.shard(*tree, &rows) {
+                let rows: Vec<Row> = (0..old.len()).map(|i| old.row(i)).collect();
+                if let Err(e) = writing.shard(repo, *shard, *tree, &rows) {
                     tracing::warn!(error = %e, "cannot write the persisted metadata index");
                     return;
                 }
@@ -195,14 +209,17 @@ impl MetaStore {
         let mut trees = Vec::new();
         for meta in &repos {
             match shard_trees(&meta.git_dir, self.inner.options.shards) {
-                Ok(found) => trees.push((meta.git_dir.clone(), found)),
+                Ok(found) => trees.push((meta.name.clone(), meta.git_dir.clone(), found)),
                 // Deleted meanwhile, or unreadable: its rows are left out.
                 Err(e) => {
                     tracing::debug!(repo = meta.name, error = %e, "repo left out of the persisted index")
                 }
             }
         }
-        let all: HashSet<ObjectId> = trees.iter().flat_map(|(_, t)| t.iter().copied()).collect();
+        let all: HashSet<ObjectId> = trees
+            .iter()
+            .flat_map(|(_, _, t)| t.iter().map(|(_, tree)| *tree))
+            .collect();
         if previous
             .as_ref()
             .is_some_and(|p| p.shards.len() == all.len() && all.iter().all(|t| p.has_shard(t)))
@@ -214,11 +231,11 @@ impl MetaStore {
             writing: Some(Writing::begin(&path)?),
             ..Persisting::default()
         };
-        for (git_dir, shard_trees) in trees {
+        for (name, git_dir, shard_trees) in trees {
             let Ok(repo) = crate::fold::open_repo(&git_dir) else {
                 continue;
             };
-            for tree in shard_trees {
+            for (shard, tree) in shard_trees {
                 if started.elapsed() > bound {
                     tracing::info!(
                         bound_ms = bound.as_millis() as u64,
@@ -226,7 +243,9 @@ impl MetaStore {
                     );
                     return Ok(false);
                 }
-                if let Err(e) = persisting.read_shard(&repo, tree, &mut |_, _, _| {}) {
+                if let Err(e) =
+                    persisting.read_shard(&repo, (&name, shard), tree, &mut |_, _, _| {})
+                {
                     tracing::debug!(error = %e, "shard left out of the persisted index");
                 }
             }
@@ -242,7 +261,8 @@ impl MetaStore {
 /// What `vole check` found of the persisted index.
 #[derive(Debug, Default)]
 pub struct CheckedIndex {
-    /// Rows and shard trees in the file (0 and 0: there is none).
+    /// Rows of the current shard trees, and shard trees in the file (0
+    /// and 0: there is none).
     pub rows: usize,
     pub shard_trees: usize,
     /// Shard tips whose tree the file holds (a start reads them from it),
@@ -277,7 +297,6 @@ pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> 
             return checked;
         }
     };
-    checked.rows = persisted.len();
     checked.shard_trees = persisted.shards.len();
     for (name, git_dir) in repos {
         let trees = match shard_trees(git_dir, crate::shard::SHARDS) {
@@ -292,23 +311,39 @@ pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> 
         let Ok(repo) = crate::fold::open_repo(git_dir) else {
             continue;
         };
-        for tree in trees {
-            let Some(range) = persisted.shards.get(&tree).cloned() else {
+        for (shard, tree) in trees {
+            if !persisted.has_shard(&tree) {
                 checked.stale += 1;
+                continue;
+            }
+            let Some(rows) = persisted.shard_rows(&tree) else {
+                checked.problems.push(format!(
+                    "{name}: the persisted index's rows of shard tree {tree} cannot be read; remove {} \
+                     (the next start reads the shard trees from git and writes it again)",
+                    path.display()
+                ));
                 continue;
             };
             checked.current += 1;
+            checked.rows += rows.len();
             let mut from_git = Vec::new();
-            if let Err(e) = read_shard(&repo, tree, None, Some(&mut from_git), &mut |_, _, _| {}) {
+            let place = (name.as_str(), shard);
+            if let Err(e) = read_shard(
+                &repo,
+                place,
+                tree,
+                None,
+                Some(&mut from_git),
+                &mut |_, _, _| {},
+            ) {
                 checked
                     .problems
                     .push(format!("{name}: shard tree {tree} cannot be read: {e}"));
                 continue;
             }
-            let mut from_file: Vec<Row> = range.map(|i| persisted.row(i)).collect();
-            let key = |r: &Row| (r.blob, r.unit, r.body_left, r.doc.clone());
-            from_git.sort_by_key(key);
-            from_file.sort_by_key(key);
+            let mut from_file: Vec<Row> = (0..rows.len()).map(|i| rows.row(i)).collect();
+            from_git.sort();
+            from_file.sort();
             if from_git != from_file {
                 checked.problems.push(format!(
                     "{name}: the persisted index's {} documents of shard tree {tree} are not the {} the tree holds; \
@@ -323,8 +358,11 @@ pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> 
     checked
 }
 
-/// The trees of the shard tips of the repo at `git_dir`.
-fn shard_trees(git_dir: &std::path::Path, shards: u16) -> Result<Vec<ObjectId>, MetaRepoError> {
+/// The trees of the shard tips of the repo at `git_dir`, by shard.
+fn shard_trees(
+    git_dir: &std::path::Path,
+    shards: u16,
+) -> Result<Vec<(u8, ObjectId)>, MetaRepoError> {
     let repo = crate::fold::open_repo(git_dir)?;
     let mut trees = Vec::new();
     for shard in 0..shards {
@@ -338,7 +376,7 @@ fn shard_trees(git_dir: &std::path::Path, shards: u16) -> Result<Vec<ObjectId>, 
             .tree_id()
             .map_err(read)?
             .detach();
-        trees.push(tree);
+        trees.push((shard as u8, tree));
     }
     Ok(trees)
 }
@@ -366,15 +404,21 @@ fn remove_unfinished(path: &std::path::Path) {
 pub(crate) struct ShardRead {
     pub(crate) from_git: usize,
     pub(crate) from_file: usize,
+    /// The whole tree came from the file.
+    pub(crate) whole_from_file: bool,
 }
 
-/// Reads shard tree `tree`: from `persisted` where it holds the tree, or
-/// a thread's directory of it; from git otherwise. Each document goes to
-/// `found` with its blob and the bytes of body left out of it (0 for a
-/// document read from git, whose body is whole); and to `rows`, if given,
-/// as the file holds it.
+/// Reads shard tree `tree`, the tip of shard `place.1` of repo `place.0`:
+/// from `persisted` where it holds the tree; else from git, but for each
+/// thread directory the file holds (looked for among the rows of the tree
+/// it holds of the same place, which a fold since changed in part). Each
+/// document goes to `found` with its blob and the bytes of body left out
+/// of it (0 for a document read from git, whose body is whole); and to
+/// `rows`, if given, as the file holds it. At most one shard tree's rows
+/// of the file are in memory at a time.
 pub(crate) fn read_shard(
     repo: &gix::Repository,
+    place: (&str, u8),
     tree: ObjectId,
     persisted: Option<&Persisted>,
     rows: Option<&mut Vec<Row>>,
@@ -382,21 +426,28 @@ pub(crate) fn read_shard(
 ) -> Result<ShardRead, MetaRepoError> {
     let mut walk = Walk {
         repo,
-        persisted,
+        old: None,
         rows,
         found,
         read: ShardRead::default(),
     };
-    match persisted.and_then(|p| p.shards.get(&tree)).cloned() {
-        Some(range) => walk.rows_from_file(range),
-        None => walk.tree(tree, 0, None)?,
+    if let Some(whole) = persisted.and_then(|p| p.shard_rows(&tree)) {
+        walk.rows_from_file(&whole, 0..whole.len());
+        walk.read.whole_from_file = true;
+        return Ok(walk.read);
     }
+    let old = persisted
+        .and_then(|p| p.tree_at(place.0, place.1))
+        .and_then(|old| persisted?.shard_rows(&old));
+    walk.old = old.as_ref();
+    walk.tree(tree, 0, None)?;
     Ok(walk.read)
 }
 
 struct Walk<'a> {
     repo: &'a gix::Repository,
-    persisted: Option<&'a Persisted>,
+    /// The rows of the tree the file holds of the same place.
+    old: Option<&'a ShardRows>,
     rows: Option<&'a mut Vec<Row>>,
     found: &'a mut dyn FnMut(Entity, ObjectId, u32),
     read: ShardRead,
@@ -430,10 +481,13 @@ impl Walk<'_> {
         for (is_tree, is_blob, is_json, id) in entries {
             if is_tree {
                 let depth = depth + 1;
+                let old = self.old;
                 if depth != UNIT_DEPTH {
                     self.tree(id, depth, unit)?;
-                } else if let Some(range) = self.persisted.and_then(|p| p.units.get(&id)).cloned() {
-                    self.rows_from_file(range);
+                } else if let Some((old, range)) =
+                    old.and_then(|o| Some((o, o.units.get(&id)?.clone())))
+                {
+                    self.rows_from_file(old, range);
                 } else {
                     self.tree(id, depth, Some(id))?;
                 }
@@ -463,12 +517,9 @@ impl Walk<'_> {
         (self.found)(entity, blob, 0);
     }
 
-    fn rows_from_file(&mut self, range: Range<usize>) {
-        let Some(persisted) = self.persisted else {
-            return;
-        };
+    fn rows_from_file(&mut self, rows: &ShardRows, range: Range<usize>) {
         for i in range {
-            let (unit, blob, body_left, doc) = persisted.row_ref(i);
+            let (unit, blob, body_left, doc) = rows.row_ref(i);
             match parse(doc) {
                 Ok(entity) => {
                     self.read.from_file += 1;

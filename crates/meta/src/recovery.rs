@@ -161,10 +161,10 @@ pub(super) fn load_repo(
             .detach();
         let late = deadline.is_some_and(|d| Instant::now() >= d);
         if late && !loading::eager_shard(shard, shards) {
-            left.trees.push(tree);
+            left.trees.push((shard, tree));
             continue;
         }
-        persisting.read_shard(&repo, tree, &mut |e, blob, left| {
+        persisting.read_shard(&repo, (name, shard), tree, &mut |e, blob, left| {
             index.apply_persisted(e, blob, left);
         })?;
     }

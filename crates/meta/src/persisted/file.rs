@@ -1,26 +1,33 @@
 //! The persisted index's file: an Arrow IPC file of rows, one a document
 //! of a shard tree, with its format version in the schema's metadata.
 //!
-//! Rows are written a shard tree at a time, and inside a shard tree a
-//! thread's directory at a time, so the rows of each are one range: the
-//! reader finds them by tree id. Columns: `shard_tree`, `unit` (the
-//! thread directory's tree holding the document, or null), `blob` (the
-//! document's blob), `body_left` (bytes of body left in that blob and
-//! not in `doc`), `doc` (the document's JSON; a long body left out).
+//! Each record batch holds rows of one shard tree only (a large one takes
+//! several batches in a row), so the reader keeps no row in memory: it
+//! reads the file once for the tree, repo and shard of each batch, and
+//! then a shard tree's batches when that tree is read. Inside a shard
+//! tree the rows of one thread's directory are contiguous. Columns:
+//! `shard_tree`, `unit` (the thread directory's tree holding the
+//! document, or null), `blob` (the document's blob), `body_left` (bytes
+//! of body left in that blob and not in `doc`), `doc` (the document's
+//! JSON; a long body left out), `repo` and `shard` (where the tree was a
+//! tip: a hint of where to look for a thread directory unchanged since).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::builder::{BinaryBuilder, FixedSizeBinaryBuilder, UInt32Builder};
+use arrow_array::builder::{
+    BinaryBuilder, FixedSizeBinaryBuilder, StringBuilder, UInt8Builder, UInt32Builder,
+};
 use arrow_array::cast::AsArray;
-use arrow_array::types::UInt32Type;
+use arrow_array::types::{UInt8Type, UInt32Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use gix::ObjectId;
+use parking_lot::Mutex;
 
 /// The file's name, beside the meta log.
 pub const FILE_NAME: &str = "meta-index.arrow";
@@ -30,7 +37,7 @@ const FORMAT_KEY: &str = "vole.meta-index.format";
 
 /// Bumped whenever what a row means changes: a file of another version is
 /// not read (the index is read from git and the file written again).
-pub const FORMAT_VERSION: &str = "1";
+pub const FORMAT_VERSION: &str = "2";
 
 /// The key of the writer's version: a long-bodied row's `doc` is the
 /// document as this build's types parse and write it back (a field an
@@ -50,11 +57,14 @@ fn writer() -> String {
 /// The start of the name of a file being written.
 pub(crate) const TMP_PREFIX: &str = ".meta-index-";
 
-/// Rows per record batch written.
+/// Rows per record batch written at most.
 const BATCH_ROWS: usize = 8192;
 
 /// Object ids as the file holds them (SHA-1, the metadata repos' kind).
 const OID_BYTES: i32 = 20;
+
+/// The columns the first pass reads: `shard_tree`, `repo`, `shard`.
+const PLACE_COLUMNS: [usize; 3] = [0, 5, 6];
 
 /// Why the file could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -74,7 +84,7 @@ pub enum PersistError {
 }
 
 /// One document as a row.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Row {
     pub unit: Option<ObjectId>,
     pub blob: ObjectId,
@@ -95,28 +105,11 @@ fn schema() -> Arc<Schema> {
             Field::new("blob", oid, false),
             Field::new("body_left", DataType::UInt32, false),
             Field::new("doc", DataType::Binary, false),
+            Field::new("repo", DataType::Utf8, false),
+            Field::new("shard", DataType::UInt8, false),
         ],
         metadata,
     ))
-}
-
-/// A file read whole: its rows, and where each tree's are.
-pub struct Persisted {
-    batches: Vec<RecordBatch>,
-    /// The global row number each batch starts at.
-    starts: Vec<usize>,
-    pub(crate) shards: HashMap<ObjectId, Range<usize>>,
-    pub(crate) units: HashMap<ObjectId, Range<usize>>,
-}
-
-impl std::fmt::Debug for Persisted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Persisted")
-            .field("rows", &self.len())
-            .field("shards", &self.shards.len())
-            .field("units", &self.units.len())
-            .finish()
-    }
 }
 
 fn oid_at(column: &ArrayRef, i: usize) -> Option<ObjectId> {
@@ -127,93 +120,62 @@ fn oid_at(column: &ArrayRef, i: usize) -> Option<ObjectId> {
     ObjectId::try_from(column.value(i)).ok()
 }
 
-impl Persisted {
-    /// Reads the file at `path`. `Ok(None)`: there is none.
-    pub fn read(path: &Path) -> Result<Option<Persisted>, PersistError> {
-        let io = |source| PersistError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let arrow = |source| PersistError::Arrow {
-            path: path.to_path_buf(),
-            source,
-        };
-        let file = match File::open(path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(e)),
-        };
-        let reader =
-            arrow_ipc::reader::FileReader::try_new(BufReader::new(file), None).map_err(arrow)?;
-        let version = reader.schema().metadata().get(FORMAT_KEY).cloned();
-        if version.as_deref() != Some(FORMAT_VERSION) {
-            return Err(PersistError::Format {
-                path: path.to_path_buf(),
-                why: format!(
-                    "format version {} where this vole reads {FORMAT_VERSION}",
-                    version.as_deref().unwrap_or("(none)")
-                ),
-            });
-        }
-        let written_by = reader.schema().metadata().get(WRITER_KEY).cloned();
-        if written_by.as_deref() != Some(writer().as_str()) {
-            return Err(PersistError::Format {
-                path: path.to_path_buf(),
-                why: format!(
-                    "written by {} where this is {}",
-                    written_by.as_deref().unwrap_or("(none)"),
-                    writer()
-                ),
-            });
-        }
-        if reader.schema().fields() != schema().fields() {
-            return Err(PersistError::Format {
-                path: path.to_path_buf(),
-                why: "its columns are not the format's".into(),
-            });
-        }
-        let mut persisted = Persisted {
-            batches: Vec::new(),
-            starts: Vec::new(),
-            shards: HashMap::new(),
-            units: HashMap::new(),
-        };
-        let mut at = 0;
-        let mut shard: Option<(ObjectId, usize)> = None;
+type Reader = arrow_ipc::reader::FileReader<BufReader<File>>;
+
+/// A file opened: which batches hold which shard tree, and where each
+/// tree was a tip; rows are read a shard tree at a time.
+pub struct Persisted {
+    path: PathBuf,
+    reader: Mutex<Reader>,
+    pub(crate) shards: HashMap<ObjectId, Vec<usize>>,
+    /// (repo, shard) → the tree the file holds for it.
+    places: HashMap<(String, u8), ObjectId>,
+}
+
+impl std::fmt::Debug for Persisted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Persisted")
+            .field("path", &self.path)
+            .field("shards", &self.shards.len())
+            .finish()
+    }
+}
+
+/// The rows of one shard tree, read from the file, with where each thread
+/// directory's are.
+pub struct ShardRows {
+    batches: Vec<RecordBatch>,
+    starts: Vec<usize>,
+    pub(crate) units: HashMap<ObjectId, Range<usize>>,
+}
+
+impl ShardRows {
+    fn new(batches: Vec<RecordBatch>) -> ShardRows {
+        let mut starts = Vec::with_capacity(batches.len());
+        let mut units = HashMap::new();
         let mut unit: Option<(ObjectId, usize)> = None;
-        for batch in reader {
-            let batch = batch.map_err(arrow)?;
+        let mut at = 0;
+        for batch in &batches {
+            starts.push(at);
             for i in 0..batch.num_rows() {
-                let row = at + i;
-                let bad = || PersistError::Format {
-                    path: path.to_path_buf(),
-                    why: format!("row {row} has an object id that is not one"),
-                };
-                let tree = oid_at(batch.column(0), i).ok_or_else(bad)?;
-                if shard.is_none_or(|(t, _)| t != tree)
-                    && let Some((t, from)) = shard.replace((tree, row))
-                {
-                    persisted.shards.insert(t, from..row);
-                }
                 let of = oid_at(batch.column(1), i);
                 if unit.map(|(u, _)| u) != of {
                     if let Some((u, from)) = unit.take() {
-                        persisted.units.insert(u, from..row);
+                        units.insert(u, from..at + i);
                     }
-                    unit = of.map(|u| (u, row));
+                    unit = of.map(|u| (u, at + i));
                 }
             }
-            persisted.starts.push(at);
             at += batch.num_rows();
-            persisted.batches.push(batch);
-        }
-        if let Some((t, from)) = shard {
-            persisted.shards.insert(t, from..at);
         }
         if let Some((u, from)) = unit {
-            persisted.units.insert(u, from..at);
+            units.insert(u, from..at);
         }
-        Ok(Some(persisted))
+        ShardRows {
+            batches,
+            starts,
+            units,
+        }
     }
 
     /// Rows in all.
@@ -225,12 +187,7 @@ impl Persisted {
         self.len() == 0
     }
 
-    /// Whether the file holds shard tree `tree`.
-    pub fn has_shard(&self, tree: &ObjectId) -> bool {
-        self.shards.contains_key(tree)
-    }
-
-    /// Row `row` (global), its document borrowed.
+    /// Row `row`, its document borrowed.
     pub fn row_ref(&self, row: usize) -> (Option<ObjectId>, ObjectId, u32, &[u8]) {
         let b = self.starts.partition_point(|&s| s <= row) - 1;
         let batch = &self.batches[b];
@@ -245,7 +202,7 @@ impl Persisted {
         )
     }
 
-    /// Row `row` (global).
+    /// Row `row`.
     pub fn row(&self, row: usize) -> Row {
         let (unit, blob, body_left, doc) = self.row_ref(row);
         Row {
@@ -255,6 +212,128 @@ impl Persisted {
             doc: doc.to_vec(),
         }
     }
+}
+
+impl Persisted {
+    /// Opens the file at `path` and reads where its shard trees are.
+    /// `Ok(None)`: there is none.
+    pub fn read(path: &Path) -> Result<Option<Persisted>, PersistError> {
+        let arrow = |source| PersistError::Arrow {
+            path: path.to_path_buf(),
+            source,
+        };
+        let Some(reader) = open(path, None)? else {
+            return Ok(None);
+        };
+        check_schema(path, &reader)?;
+        let Some(places) = open(path, Some(PLACE_COLUMNS.to_vec()))? else {
+            return Ok(None);
+        };
+        let mut shards: HashMap<ObjectId, Vec<usize>> = HashMap::new();
+        let mut places_of = HashMap::new();
+        for (index, batch) in places.enumerate() {
+            let batch = batch.map_err(arrow)?;
+            if batch.num_rows() == 0 {
+                continue;
+            }
+            let tree = oid_at(batch.column(0), 0).ok_or_else(|| PersistError::Format {
+                path: path.to_path_buf(),
+                why: format!("batch {index} has a shard tree id that is not one"),
+            })?;
+            shards.entry(tree).or_default().push(index);
+            let repo = batch.column(1).as_string::<i32>().value(0).to_string();
+            let shard = batch.column(2).as_primitive::<UInt8Type>().value(0);
+            places_of.insert((repo, shard), tree);
+        }
+        Ok(Some(Persisted {
+            path: path.to_path_buf(),
+            reader: Mutex::new(reader),
+            shards,
+            places: places_of,
+        }))
+    }
+
+    /// Whether the file holds shard tree `tree`.
+    pub fn has_shard(&self, tree: &ObjectId) -> bool {
+        self.shards.contains_key(tree)
+    }
+
+    /// The tree the file holds of `shard` of `repo`, if any.
+    pub fn tree_at(&self, repo: &str, shard: u8) -> Option<ObjectId> {
+        self.places.get(&(repo.to_string(), shard)).copied()
+    }
+
+    /// The rows of shard tree `tree`, read from the file; `None`: it holds
+    /// none, or they cannot be read (logged: the tree is read from git).
+    pub fn shard_rows(&self, tree: &ObjectId) -> Option<ShardRows> {
+        let batches = self.shards.get(tree)?;
+        let mut reader = self.reader.lock();
+        let mut read = Vec::with_capacity(batches.len());
+        for &index in batches {
+            let batch = reader
+                .set_index(index)
+                .and_then(|()| reader.next().transpose())
+                .map(|b| b.filter(|b| oid_at(b.column(0), 0).as_ref() == Some(tree)));
+            match batch {
+                Ok(Some(batch)) => read.push(batch),
+                Ok(None) => {
+                    tracing::warn!(path = %self.path.display(), tree = %tree, "a batch of the persisted metadata index is not its tree's; the tree is read from git");
+                    return None;
+                }
+                Err(e) => {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot read the persisted metadata index; the tree is read from git");
+                    return None;
+                }
+            }
+        }
+        Some(ShardRows::new(read))
+    }
+}
+
+fn open(path: &Path, projection: Option<Vec<usize>>) -> Result<Option<Reader>, PersistError> {
+    let file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(PersistError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    arrow_ipc::reader::FileReader::try_new(BufReader::new(file), projection)
+        .map(Some)
+        .map_err(|source| PersistError::Arrow {
+            path: path.to_path_buf(),
+            source,
+        })
+}
+
+fn check_schema(path: &Path, reader: &Reader) -> Result<(), PersistError> {
+    let format = |why: String| PersistError::Format {
+        path: path.to_path_buf(),
+        why,
+    };
+    let schema = reader.schema();
+    let version = schema.metadata().get(FORMAT_KEY).cloned();
+    if version.as_deref() != Some(FORMAT_VERSION) {
+        return Err(format(format!(
+            "format version {} where this vole reads {FORMAT_VERSION}",
+            version.as_deref().unwrap_or("(none)")
+        )));
+    }
+    let written_by = schema.metadata().get(WRITER_KEY).cloned();
+    if written_by.as_deref() != Some(writer().as_str()) {
+        return Err(format(format!(
+            "written by {} where this is {}",
+            written_by.as_deref().unwrap_or("(none)"),
+            writer()
+        )));
+    }
+    if schema.fields() != crate::persisted::file::schema().fields() {
+        return Err(format("its columns are not the format's".into()));
+    }
+    Ok(())
 }
 
 /// A file being written, a shard tree at a time, into a temporary file
@@ -268,9 +347,11 @@ pub struct Writing {
     blobs: FixedSizeBinaryBuilder,
     lefts: UInt32Builder,
     docs: BinaryBuilder,
+    repos: StringBuilder,
+    shard_numbers: UInt8Builder,
     pending: usize,
     pub(crate) rows: usize,
-    pub(crate) shards: std::collections::HashSet<ObjectId>,
+    pub(crate) shards: HashSet<ObjectId>,
 }
 
 impl Writing {
@@ -300,16 +381,25 @@ impl Writing {
             blobs: FixedSizeBinaryBuilder::new(OID_BYTES),
             lefts: UInt32Builder::new(),
             docs: BinaryBuilder::new(),
+            repos: StringBuilder::new(),
+            shard_numbers: UInt8Builder::new(),
             pending: 0,
             rows: 0,
-            shards: Default::default(),
+            shards: HashSet::new(),
         })
     }
 
-    /// Adds the rows of shard tree `tree` (each once: a second call for
-    /// the same tree is ignored, as two repos can hold the same tree).
-    /// A row whose ids are not SHA-1 leaves the whole tree out.
-    pub fn shard(&mut self, tree: ObjectId, rows: &[Row]) -> Result<(), PersistError> {
+    /// Adds the rows of shard tree `tree`, the tip of `shard` of `repo`
+    /// (each tree once: a second call for the same tree is ignored, as
+    /// two repos can hold the same tree). A row whose ids are not SHA-1
+    /// leaves the whole tree out.
+    pub fn shard(
+        &mut self,
+        repo: &str,
+        shard: u8,
+        tree: ObjectId,
+        rows: &[Row],
+    ) -> Result<(), PersistError> {
         let sha1 = |id: &ObjectId| id.as_bytes().len() == OID_BYTES as usize;
         // An empty tree has no rows to find it by (and costs nothing to
         // read from git).
@@ -322,6 +412,8 @@ impl Writing {
         {
             return Ok(());
         }
+        // No batch holds two trees.
+        self.flush_batch()?;
         for row in rows {
             let path = &self.path;
             let arrow = |source| PersistError::Arrow {
@@ -338,6 +430,8 @@ impl Writing {
                 .map_err(arrow)?;
             self.lefts.append_value(row.body_left);
             self.docs.append_value(&row.doc);
+            self.repos.append_value(repo);
+            self.shard_numbers.append_value(shard);
             self.pending += 1;
             self.rows += 1;
             if self.pending >= BATCH_ROWS {
@@ -364,6 +458,8 @@ impl Writing {
             Arc::new(self.blobs.finish()),
             Arc::new(self.lefts.finish()),
             Arc::new(self.docs.finish()),
+            Arc::new(self.repos.finish()),
+            Arc::new(self.shard_numbers.finish()),
         ];
         self.pending = 0;
         let batch = RecordBatch::try_new(schema(), columns).map_err(|e| self.arrow_error(e))?;
