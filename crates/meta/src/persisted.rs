@@ -8,7 +8,8 @@
 //! repo, at any time. A start takes a shard's rows from the file only
 //! when the shard tip's tree is one the file holds, or, inside a shard
 //! tree it does not hold, a thread's directory (`issues/<bucket>/<id>`)
-//! whose tree it holds; everything else is read from git, and the log
+//! whose tree it holds (among the rows of the tree it holds of the same
+//! repo and shard); everything else is read from git, and the log
 //! records above the tips are replayed on top as ever. A crash, a
 //! compaction, a repo deleted and made again, a file from an older
 //! start: each only makes more of the read come from git. The file is
@@ -16,11 +17,14 @@
 //! another format version is not read.
 //!
 //! **When it is written.** A start writes it as it reads (the rows of
-//! every shard tree read, from the old file or from git), and moves it in
-//! once every repo is read, unless it read nothing the old file did not
-//! hold. A stop writes it again if the shard tips moved since, within a
+//! every shard tree read from git; those it took whole from the old file
+//! copied at the end), and moves it in once every repo is read, unless it
+//! holds the same shard trees as the old one. A stop writes it again if the shard tips moved since, within a
 //! time bound, reusing the rows of the old file for every tree it still
-//! holds ([`MetaStore::persist_index`]). Bodies longer than the index
+//! holds ([`MetaStore::persist_index`]). The file is read a shard tree
+//! at a time (`file.rs`): what it holds costs no memory but the shard
+//! being read, and the start reads it on its background reader when it
+//! listens before its documents are read. Bodies longer than the index
 //! keeps are left out of a row (`body_left` says how long they are), so
 //! the file holds what the index holds.
 
