@@ -228,6 +228,28 @@ pub(crate) struct Loads {
 /// none).
 pub type LoadHook = Arc<dyn Fn() + Send + Sync>;
 
+/// Starts the background reader if the open left repos to it (`left`),
+/// handing it the persisted index it writes; without one, the index the
+/// open read is moved in at once.
+pub(crate) fn start_loader(
+    inner: &Arc<Inner>,
+    left: bool,
+    persisting: persisted::Persisting,
+    started: Instant,
+) -> Result<(), MetaError> {
+    if !left {
+        persisting.finish(started);
+        return Ok(());
+    }
+    *inner.persisting.lock() = Some((persisting, started));
+    let loader_inner = inner.clone();
+    std::thread::Builder::new()
+        .name("vole-meta-load".into())
+        .spawn(move || load_loop(loader_inner))
+        .map_err(|e| MetaError::Unavailable(Unavailable::Thread(Arc::new(e))))?;
+    Ok(())
+}
+
 /// Reads every repo's shards left by the open, one shard at a time, the
 /// repos calls wait for first.
 pub(crate) fn load_loop(inner: Arc<Inner>) {

@@ -28,7 +28,10 @@
 //! keeps are left out of a row (`body_left` says how long they are), so
 //! the file holds what the index holds.
 
+mod check;
 mod file;
+
+pub use check::{CheckedIndex, check};
 
 pub use file::{FILE_NAME, FORMAT_VERSION, PersistError, Persisted, Row, ShardRows, Writing};
 
@@ -262,108 +265,8 @@ impl MetaStore {
     }
 }
 
-/// What `vole check` found of the persisted index.
-#[derive(Debug, Default)]
-pub struct CheckedIndex {
-    /// Rows of the current shard trees, and shard trees in the file (0
-    /// and 0: there is none).
-    pub rows: usize,
-    pub shard_trees: usize,
-    /// Shard tips whose tree the file holds (a start reads them from it),
-    /// and those it does not (read from git).
-    pub current: usize,
-    pub stale: usize,
-    /// Each a line a person can act on.
-    pub problems: Vec<String>,
-    /// A file of another version (the next start writes it again).
-    pub note: Option<String>,
-}
-
-/// Checks the persisted index at `path` against the repos `repos` (name,
-/// git dir): every shard tip's tree it holds is read from git and must
-/// give the same rows, or a start would read documents the tree does not
-/// hold.
-pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> CheckedIndex {
-    let mut checked = CheckedIndex::default();
-    let persisted = match Persisted::read(path) {
-        Ok(Some(persisted)) => persisted,
-        Ok(None) => return checked,
-        Err(e @ PersistError::Format { .. }) => {
-            checked.note = Some(format!(
-                "{e}; the next start reads the shard trees from git and writes it again"
-            ));
-            return checked;
-        }
-        Err(e) => {
-            checked.problems.push(format!(
-                "{e}; remove it (the next start reads the shard trees from git and writes it again)"
-            ));
-            return checked;
-        }
-    };
-    checked.shard_trees = persisted.shards.len();
-    for (name, git_dir) in repos {
-        let trees = match shard_trees(git_dir, crate::shard::SHARDS) {
-            Ok(trees) => trees,
-            Err(e) => {
-                checked
-                    .problems
-                    .push(format!("{name}: cannot read its shard tips: {e}"));
-                continue;
-            }
-        };
-        let Ok(repo) = crate::fold::open_repo(git_dir) else {
-            continue;
-        };
-        for (shard, tree) in trees {
-            if !persisted.has_shard(&tree) {
-                checked.stale += 1;
-                continue;
-            }
-            let Some(rows) = persisted.shard_rows(&tree) else {
-                checked.problems.push(format!(
-                    "{name}: the persisted index's rows of shard tree {tree} cannot be read; remove {} \
-                     (the next start reads the shard trees from git and writes it again)",
-                    path.display()
-                ));
-                continue;
-            };
-            checked.current += 1;
-            checked.rows += rows.len();
-            let mut from_git = Vec::new();
-            let place = (name.as_str(), shard);
-            if let Err(e) = read_shard(
-                &repo,
-                place,
-                tree,
-                None,
-                Some(&mut from_git),
-                &mut |_, _, _| {},
-            ) {
-                checked
-                    .problems
-                    .push(format!("{name}: shard tree {tree} cannot be read: {e}"));
-                continue;
-            }
-            let mut from_file: Vec<Row> = (0..rows.len()).map(|i| rows.row(i)).collect();
-            from_git.sort();
-            from_file.sort();
-            if from_git != from_file {
-                checked.problems.push(format!(
-                    "{name}: the persisted index's {} documents of shard tree {tree} are not the {} the tree holds; \
-                     remove {} (the next start reads the shard trees from git and writes it again)",
-                    from_file.len(),
-                    from_git.len(),
-                    path.display()
-                ));
-            }
-        }
-    }
-    checked
-}
-
 /// The trees of the shard tips of the repo at `git_dir`, by shard.
-fn shard_trees(
+pub(crate) fn shard_trees(
     git_dir: &std::path::Path,
     shards: u16,
 ) -> Result<Vec<(u8, ObjectId)>, MetaRepoError> {

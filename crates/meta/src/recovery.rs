@@ -63,17 +63,7 @@ impl MetaStore {
             docs_from_file = persisting.from_file,
             "metadata index rebuilt"
         );
-        let counters = Counters::default();
-        counters
-            .docs_from_git
-            .store(persisting.from_git as u64, Ordering::Relaxed);
-        counters
-            .docs_from_file
-            .store(persisting.from_file as u64, Ordering::Relaxed);
-        if partial == 0 {
-            persisting.finish(started);
-            persisting = persisted::Persisting::default();
-        }
+        let counters = Counters::read_at_open(&persisting);
         let inner = Arc::new(Inner {
             log,
             repos_dir: repos_dir.to_path_buf(),
@@ -103,14 +93,7 @@ impl MetaStore {
             bodies,
             persisting: Mutex::new(None),
         });
-        if partial > 0 {
-            *inner.persisting.lock() = Some((persisting, started));
-            let loader_inner = inner.clone();
-            std::thread::Builder::new()
-                .name("vole-meta-load".into())
-                .spawn(move || loading::load_loop(loader_inner))
-                .map_err(|e| MetaError::Unavailable(Unavailable::Thread(Arc::new(e))))?;
-        }
+        loading::start_loader(&inner, partial > 0, persisting, started)?;
         let folder_inner = inner.clone();
         let folder = std::thread::Builder::new()
             .name("vole-meta-fold".into())
@@ -315,4 +298,18 @@ pub fn folded_users(git_dir: &Path) -> Result<Vec<User>, MetaRepoError> {
 /// Where the persisted index of the store on `log` lives: beside it.
 pub(crate) fn persisted_path(log: &Log<MetaWrite>) -> PathBuf {
     log.path().with_file_name(persisted::FILE_NAME)
+}
+
+impl Counters {
+    /// The counters of a store whose open read what `persisting` counted.
+    fn read_at_open(persisting: &persisted::Persisting) -> Counters {
+        let counters = Counters::default();
+        counters
+            .docs_from_git
+            .store(persisting.from_git as u64, Ordering::Relaxed);
+        counters
+            .docs_from_file
+            .store(persisting.from_file as u64, Ordering::Relaxed);
+        counters
+    }
 }
