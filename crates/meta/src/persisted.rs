@@ -144,11 +144,12 @@ impl Persisting {
 
     /// Every repo is read: the next file moved into place, unless it holds
     /// the same shard trees as the old one.
-    pub(crate) fn finish(mut self, started: Instant) {
+    /// Whether a file was written.
+    pub(crate) fn finish(mut self, started: Instant) -> bool {
         // Unread, it may hold what was read: compared before it is replaced.
         self.read_previous();
         let Some(mut writing) = self.writing else {
-            return;
+            return false;
         };
         // The same trees: the same rows (a tree id names its content).
         // Trees read from git may be ones the old file holds (the open
@@ -164,7 +165,7 @@ impl Persisting {
                     == p.shards.len()
         });
         if same {
-            return;
+            return false;
         }
         if let Some(previous) = &self.previous {
             for (tree, (repo, shard)) in &self.hits {
@@ -174,20 +175,26 @@ impl Persisting {
                 let rows: Vec<Row> = (0..old.len()).map(|i| old.row(i)).collect();
                 if let Err(e) = writing.shard(repo, *shard, *tree, &rows) {
                     tracing::warn!(error = %e, "cannot write the persisted metadata index");
-                    return;
+                    return false;
                 }
             }
         }
         let rows = writing.rows;
         match writing.finish() {
-            Ok(()) => tracing::info!(
-                rows,
-                from_git = self.from_git,
-                from_file = self.from_file,
-                ms = started.elapsed().as_secs_f64() * 1e3,
-                "persisted metadata index written"
-            ),
-            Err(e) => tracing::warn!(error = %e, "cannot write the persisted metadata index"),
+            Ok(()) => {
+                tracing::info!(
+                    rows,
+                    from_git = self.from_git,
+                    from_file = self.from_file,
+                    ms = started.elapsed().as_secs_f64() * 1e3,
+                    "persisted metadata index written"
+                );
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot write the persisted metadata index");
+                false
+            }
         }
     }
 }
@@ -250,6 +257,15 @@ impl MetaStore {
                     );
                     return Ok(false);
                 }
+                // A tree the old file holds is copied at the end, unread.
+                if persisting
+                    .previous
+                    .as_ref()
+                    .is_some_and(|p| p.has_shard(&tree))
+                {
+                    persisting.hits.insert(tree, (name.clone(), shard));
+                    continue;
+                }
                 if let Err(e) =
                     persisting.read_shard(&repo, (&name, shard), tree, &mut |_, _, _| {})
                 {
@@ -257,11 +273,7 @@ impl MetaStore {
                 }
             }
         }
-        if persisting.writing.is_none() {
-            return Ok(false);
-        }
-        persisting.finish(started);
-        Ok(true)
+        Ok(persisting.finish(started))
     }
 }
 
@@ -338,8 +350,9 @@ pub(crate) fn read_shard(
         found,
         read: ShardRead::default(),
     };
-    if let Some(whole) = persisted.and_then(|p| p.shard_rows(&tree)) {
-        walk.rows_from_file(&whole, 0..whole.len());
+    if let Some(whole) = persisted.and_then(|p| p.shard_rows(&tree))
+        && walk.rows_from_file(&whole, 0..whole.len())
+    {
         walk.read.whole_from_file = true;
         return Ok(walk.read);
     }
@@ -391,12 +404,13 @@ impl Walk<'_> {
                 let old = self.old;
                 if depth != UNIT_DEPTH {
                     self.tree(id, depth, unit)?;
-                } else if let Some((old, range)) =
-                    old.and_then(|o| Some((o, o.units.get(&id)?.clone())))
-                {
-                    self.rows_from_file(old, range);
                 } else {
-                    self.tree(id, depth, Some(id))?;
+                    let from_file = old
+                        .and_then(|o| Some((o, o.units.get(&id)?.clone())))
+                        .is_some_and(|(o, range)| self.rows_from_file(o, range));
+                    if !from_file {
+                        self.tree(id, depth, Some(id))?;
+                    }
                 }
             } else if is_blob && is_json {
                 let blob = self
@@ -424,19 +438,28 @@ impl Walk<'_> {
         (self.found)(entity, blob, 0);
     }
 
-    fn rows_from_file(&mut self, rows: &ShardRows, range: Range<usize>) {
-        for i in range {
-            let (unit, blob, body_left, doc) = rows.row_ref(i);
+    /// The rows `range` of `rows`, each checked first: a document whole in
+    /// its row must hash to its blob and every row must parse, or none of
+    /// them is taken (`false`: the caller reads the tree from git).
+    fn rows_from_file(&mut self, rows: &ShardRows, range: Range<usize>) -> bool {
+        let mut parsed = Vec::with_capacity(range.len());
+        for i in range.clone() {
+            let (_, blob, body_left, doc) = rows.row_ref(i);
+            let hashed = body_left > 0
+                || gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, doc)
+                    .is_ok_and(|id| id == blob);
             match parse(doc) {
-                Ok(entity) => {
-                    self.read.from_file += 1;
-                    (self.found)(entity, blob, body_left);
-                }
-                Err(e) => {
-                    tracing::warn!(blob = %blob, error = %e, "persisted metadata document does not parse; skipped");
-                    continue;
+                Ok(entity) if hashed => parsed.push(entity),
+                _ => {
+                    tracing::warn!(blob = %blob, "a persisted metadata document is not its blob's; its tree is read from git");
+                    return false;
                 }
             }
+        }
+        for (i, entity) in range.zip(parsed) {
+            let (unit, blob, body_left, doc) = rows.row_ref(i);
+            self.read.from_file += 1;
+            (self.found)(entity, blob, body_left);
             if let Some(rows) = self.rows.as_mut() {
                 rows.push(Row {
                     unit,
@@ -446,6 +469,7 @@ impl Walk<'_> {
                 });
             }
         }
+        true
     }
 }
 

@@ -48,9 +48,11 @@ const WRITER_KEY: &str = "vole.meta-index.writer";
 
 fn writer() -> String {
     format!(
-        "vole {} schema {}",
+        "vole {} schema {} inline {} unit {}",
         env!("CARGO_PKG_VERSION"),
-        crate::entity::SCHEMA_V
+        crate::entity::SCHEMA_V,
+        crate::index::stored::INLINE_BODY_BYTES,
+        super::UNIT_DEPTH,
     )
 }
 

@@ -80,9 +80,9 @@ fn a_persisted_index_that_cannot_be_read_is_read_around_and_written_again() {
 }
 
 #[test]
-fn check_finds_rows_that_are_not_their_trees() {
+fn check_finds_rows_that_are_not_their_trees_and_a_start_reads_them_from_git() {
     let fx = Fixture::new();
-    stopped_with_issues(&fx, 30);
+    let from_git = stopped_with_issues(&fx, 30);
     let path = fx.log_dir.join(FILE_NAME);
     let repos = vec![(REPO.to_string(), fx.git_dir.clone())];
     let clean = check(&path, &repos);
@@ -97,7 +97,7 @@ fn check_finds_rows_that_are_not_their_trees() {
     for (tree, mut rows) in rows_of(&persisted) {
         for row in &mut rows {
             let text = String::from_utf8(row.doc.clone()).unwrap();
-            if changed == 0 && text.contains("\"persisted ") {
+            if changed == 0 && row.body_left == 0 && text.contains("\"persisted ") {
                 row.doc = text.replacen("\"persisted ", "\"forged ", 1).into_bytes();
                 changed += 1;
             }
@@ -114,6 +114,18 @@ fn check_finds_rows_that_are_not_their_trees() {
         "{}",
         forged.problems[0]
     );
+    // A start does not take the forged row: its document is not its blob.
+    let (_log, store) = fx.open(only_on_flush());
+    assert!(
+        store.stats().docs_from_git > 0,
+        "the forged tree was not read from git"
+    );
+    let read = index_parts(&store, REPO);
+    assert!(
+        !read.iter().any(|p| p.contains("forged ")),
+        "a start served the forged row"
+    );
+    assert_eq!(read, from_git);
 }
 
 #[test]
