@@ -1,13 +1,16 @@
 //! `vole check`'s part of the persisted index: every shard tip whose
-//! tree the file holds is read from git and must give the file's rows.
+//! tree the file holds, and the tree it holds of each shard that moved
+//! since (a start takes thread directories from it), is read from git
+//! and must give the file's rows.
 
 use super::{PersistError, Persisted, Row, read_shard, shard_trees};
 
 /// What `vole check` found of the persisted index.
 #[derive(Debug, Default)]
 pub struct CheckedIndex {
-    /// Rows of the current shard trees, and shard trees in the file (0
-    /// and 0: there is none).
+    /// Rows checked (of the current shard trees, and of the trees the
+    /// file holds of shards that moved since), and shard trees in the
+    /// file (0 and 0: there is none).
     pub rows: usize,
     pub shard_trees: usize,
     /// Shard tips whose tree the file holds (a start reads them from it),
@@ -43,6 +46,7 @@ pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> 
         }
     };
     checked.shard_trees = persisted.shards.len();
+    let mut checked_trees = std::collections::HashSet::new();
     for (name, git_dir) in repos {
         let trees = match shard_trees(git_dir, crate::shard::SHARDS) {
             Ok(trees) => trees,
@@ -56,49 +60,72 @@ pub fn check(path: &std::path::Path, repos: &[(String, std::path::PathBuf)]) -> 
         let Ok(repo) = crate::fold::open_repo(git_dir) else {
             continue;
         };
-        for (shard, tree) in trees {
-            if !persisted.has_shard(&tree) {
+        for (shard, tree) in &trees {
+            if !persisted.has_shard(tree) {
                 checked.stale += 1;
                 continue;
             }
-            let Some(rows) = persisted.shard_rows(&tree) else {
-                checked.problems.push(format!(
-                    "{name}: the persisted index's rows of shard tree {tree} cannot be read; remove {} \
-                     (the next start reads the shard trees from git and writes it again)",
-                    path.display()
-                ));
+            checked.current += 1;
+            checked_trees.insert(*tree);
+            compare(&persisted, &repo, (name, *shard), *tree, path, &mut checked);
+        }
+        // The tree the file holds of a shard that moved since: a start
+        // takes the thread directories it still shares from it.
+        for (shard, tip) in trees {
+            let Some(old) = persisted.tree_at(name, shard).filter(|t| *t != tip) else {
                 continue;
             };
-            checked.current += 1;
-            checked.rows += rows.len();
-            let mut from_git = Vec::new();
-            let place = (name.as_str(), shard);
-            if let Err(e) = read_shard(
-                &repo,
-                place,
-                tree,
-                None,
-                Some(&mut from_git),
-                &mut |_, _, _| {},
-            ) {
-                checked
-                    .problems
-                    .push(format!("{name}: shard tree {tree} cannot be read: {e}"));
-                continue;
-            }
-            let mut from_file: Vec<Row> = (0..rows.len()).map(|i| rows.row(i)).collect();
-            from_git.sort();
-            from_file.sort();
-            if from_git != from_file {
-                checked.problems.push(format!(
-                    "{name}: the persisted index's {} documents of shard tree {tree} are not the {} the tree holds; \
-                     remove {} (the next start reads the shard trees from git and writes it again)",
-                    from_file.len(),
-                    from_git.len(),
-                    path.display()
-                ));
+            if checked_trees.insert(old) && repo.find_tree(old).is_ok() {
+                compare(&persisted, &repo, (name, shard), old, path, &mut checked);
             }
         }
     }
     checked
+}
+
+/// Compares the file's rows of shard tree `tree` with the tree read from
+/// git; a difference is a problem.
+fn compare(
+    persisted: &Persisted,
+    repo: &gix::Repository,
+    (name, shard): (&str, u8),
+    tree: gix::ObjectId,
+    path: &std::path::Path,
+    checked: &mut CheckedIndex,
+) {
+    let remove = format!(
+        "remove {} (the next start reads the shard trees from git and writes it again)",
+        path.display()
+    );
+    let Some(rows) = persisted.shard_rows(&tree) else {
+        checked.problems.push(format!(
+            "{name}: the persisted index's rows of shard tree {tree} cannot be read; {remove}"
+        ));
+        return;
+    };
+    checked.rows += rows.len();
+    let mut from_git = Vec::new();
+    if let Err(e) = read_shard(
+        repo,
+        (name, shard),
+        tree,
+        None,
+        Some(&mut from_git),
+        &mut |_, _, _| {},
+    ) {
+        checked
+            .problems
+            .push(format!("{name}: shard tree {tree} cannot be read: {e}"));
+        return;
+    }
+    let mut from_file: Vec<Row> = (0..rows.len()).map(|i| rows.row(i)).collect();
+    from_git.sort();
+    from_file.sort();
+    if from_git != from_file {
+        checked.problems.push(format!(
+            "{name}: the persisted index's {} documents of shard tree {tree} are not the {} the tree holds; {remove}",
+            from_file.len(),
+            from_git.len(),
+        ));
+    }
 }
