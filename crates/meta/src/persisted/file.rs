@@ -260,6 +260,14 @@ impl Persisted {
         self.shards.contains_key(tree)
     }
 
+    /// The repo and shard `tree` was the tip of when written.
+    pub fn place_of(&self, tree: &ObjectId) -> Option<(String, u8)> {
+        self.places
+            .iter()
+            .find(|(_, t)| *t == tree)
+            .map(|(place, _)| place.clone())
+    }
+
     /// The tree the file holds of `shard` of `repo`, if any.
     pub fn tree_at(&self, repo: &str, shard: u8) -> Option<ObjectId> {
         self.places.get(&(repo.to_string(), shard)).copied()

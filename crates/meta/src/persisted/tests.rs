@@ -185,3 +185,55 @@ fn a_document_parsed_by_its_kind_is_the_one_the_tagged_enum_parses() {
     }
     assert!(by_kind >= 21, "only {by_kind} documents took the quick way");
 }
+
+#[test]
+fn check_finds_a_forged_row_in_the_tree_of_a_shard_that_moved_since() {
+    let fx = Fixture::new();
+    stopped_with_issues(&fx, 30);
+    let path = fx.log_dir.join(FILE_NAME);
+    let persisted = Persisted::read(&path).unwrap().unwrap();
+    let mut writing = Writing::begin(&path).unwrap();
+    let mut forged: Option<u64> = None;
+    for (tree, mut rows) in rows_of(&persisted) {
+        for row in &mut rows {
+            let text = String::from_utf8(row.doc.clone()).unwrap();
+            if forged.is_none() && row.body_left == 0 && text.contains("\"persisted ") {
+                let issue: crate::entity::Issue = serde_json::from_str(&text).unwrap();
+                forged = Some(issue.number);
+                row.doc = text.replacen("\"persisted ", "\"forged ", 1).into_bytes();
+            }
+        }
+        let (repo, shard) = persisted.place_of(&tree).unwrap();
+        writing.shard(&repo, shard, tree, &rows).unwrap();
+    }
+    drop(persisted);
+    writing.finish().unwrap();
+    let number = forged.expect("a row was forged");
+    // The forged issue's shard moves on (read and written without the
+    // file, which keeps the forged tree as that shard's old tree).
+    {
+        let (_log, store) = fx.open(StoreOptions {
+            persist_index: false,
+            ..only_on_flush()
+        });
+        let patch = crate::IssuePatch {
+            version: None,
+            title: Some("moved on".into()),
+            body: None,
+            state: None,
+            labels: None,
+        };
+        store
+            .edit_issue(&crate::tests::repo(), number, patch)
+            .unwrap();
+        assert!(store.flush(Duration::from_secs(10)));
+    }
+    let repos = vec![(REPO.to_string(), fx.git_dir.clone())];
+    let checked = check(&path, &repos);
+    assert_eq!(
+        checked.problems.len(),
+        1,
+        "check did not compare the tree the file holds of a shard that moved: {checked:?}"
+    );
+    assert!(checked.stale >= 1, "{checked:?}");
+}
