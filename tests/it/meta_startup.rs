@@ -94,13 +94,7 @@ fn after_a_kill_9_during_compaction_a_start_that_reads_in_the_background_keeps_e
         acked.len()
     );
 
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--meta-read-at-open")
-        .arg("0s")
-        .arg("--api-rate")
-        .arg("100000000")
-        .start();
+    let server = start_reading_in_background(&data);
     let opened = server
         .log
         .wait_for(&["metadata index rebuilt"], Duration::from_secs(10))
@@ -149,13 +143,7 @@ fn after_a_kill_9_during_compaction_a_start_that_reads_in_the_background_keeps_e
         said.contains("persisted metadata index:") && !said.contains(" 0 shard tips read from it"),
         "vole check said nothing of the persisted index, or found no tip in it: {said}"
     );
-    let server = TestServer::builder()
-        .data(&data)
-        .arg("--meta-read-at-open")
-        .arg("0s")
-        .arg("--api-rate")
-        .arg("100000000")
-        .start();
+    let server = start_reading_in_background(&data);
     let count = |line: &str, field: &str| -> u64 {
         line.split_whitespace()
             .find_map(|f| f.strip_prefix(field)?.strip_prefix('='))
@@ -181,6 +169,17 @@ fn after_a_kill_9_during_compaction_a_start_that_reads_in_the_background_keeps_e
         acked.len()
     );
     every_issue_there(server.addr, &token, &acked);
+}
+
+/// A server that leaves every repo's issues to its background reader.
+fn start_reading_in_background(data: &std::path::Path) -> TestServer {
+    TestServer::builder()
+        .data(data)
+        .arg("--meta-read-at-open")
+        .arg("0s")
+        .arg("--api-rate")
+        .arg("100000000")
+        .start()
 }
 
 /// Reads back every acknowledged issue (title and body), asking again

@@ -168,6 +168,17 @@ fn signature() -> gix::actor::Signature {
     }
 }
 
+/// The tree of shard commit `tip`.
+pub fn tree_of(repo: &gix::Repository, tip: ObjectId) -> Result<ObjectId, MetaRepoError> {
+    let read = |e| MetaRepoError::ReadObject(tip, e);
+    Ok(repo
+        .find_commit(tip)
+        .map_err(read)?
+        .tree_id()
+        .map_err(read)?
+        .detach())
+}
+
 /// The tip of a shard ref, read from disk (never cached).
 pub fn read_shard(repo: &gix::Repository, shard: u8) -> Result<Option<ObjectId>, MetaRepoError> {
     let name = shard_ref(shard);

@@ -288,14 +288,7 @@ pub(crate) fn shard_trees(
         let Some(tip) = crate::fold::read_shard(&repo, shard as u8)? else {
             continue;
         };
-        let read = |e| MetaRepoError::ReadObject(tip, e);
-        let tree = repo
-            .find_commit(tip)
-            .map_err(read)?
-            .tree_id()
-            .map_err(read)?
-            .detach();
-        trees.push((shard as u8, tree));
+        trees.push((shard as u8, crate::fold::tree_of(&repo, tip)?));
     }
     Ok(trees)
 }

@@ -135,13 +135,7 @@ pub(super) fn load_repo(
         tips.insert(shard, tip);
         let Some(tip) = tip else { continue };
         folded.insert(shard, fold::folded_seq(&repo, tip)?);
-        let read = |e| MetaRepoError::ReadObject(tip, e);
-        let tree = repo
-            .find_commit(tip)
-            .map_err(read)?
-            .tree_id()
-            .map_err(read)?
-            .detach();
+        let tree = fold::tree_of(&repo, tip)?;
         let late = deadline.is_some_and(|d| Instant::now() >= d);
         if late && !loading::eager_shard(shard, shards) {
             left.trees.push((shard, tree));
