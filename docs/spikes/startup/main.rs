@@ -229,8 +229,22 @@ fn main() {
     };
     let vole = release_vole();
     let dir = tempfile::tempdir().unwrap();
-    let full: PathBuf = dir.path().join("full");
-    let empty: PathBuf = dir.path().join("empty");
+    // `--keep DIR`: the data dirs live in DIR and outlast the run; a run
+    // that finds DIR filled (its `filled.json`) skips the fill and the
+    // verification and only starts.
+    let kept = common::arg_text("--keep").map(PathBuf::from);
+    let root = kept.clone().unwrap_or_else(|| dir.path().to_path_buf());
+    let full: PathBuf = root.join("full");
+    let empty: PathBuf = root.join("empty");
+    let filled_note = root.join("filled.json");
+    std::fs::create_dir_all(&root).unwrap();
+    if let Ok(note) = std::fs::read(&filled_note) {
+        let note: serde_json::Value = serde_json::from_slice(&note).unwrap();
+        let filled = note["issues"].as_u64().unwrap();
+        let token = note["token"].as_str().unwrap().to_string();
+        println!("issues={filled} kept={}", root.display());
+        return starts_only(&vole, &full, &empty, &token, filled, starts);
+    }
     for data in [&full, &empty] {
         sh(Command::new(&vole)
             .args(["repo", "create", "bench/issues", "--data"])
@@ -336,14 +350,23 @@ fn main() {
     }
     println!("verified={checked}");
     println!("fill_stop_ms={:.0}", stop(server));
+    if kept.is_some() {
+        let note = serde_json::json!({ "issues": filled, "token": token });
+        std::fs::write(&filled_note, note.to_string()).unwrap();
+    }
+    starts_only(&vole, &full, &empty, &token, filled, starts);
+}
 
+/// The interleaved starts of the empty and the full data dir, and the
+/// medians.
+fn starts_only(vole: &Path, full: &Path, empty: &Path, token: &str, filled: u64, starts: usize) {
     // Starts, interleaved: empty, then full.
     let (mut empty_ms, mut full_ms, mut issue_ms) = (Vec::new(), Vec::new(), Vec::new());
     let (mut rss_empty, mut rss_full) = (Vec::new(), Vec::new());
     let (mut anon_empty, mut anon_full) = (Vec::new(), Vec::new());
     for round in 0..starts {
-        for (name, data) in [("empty", &empty), ("full", &full)] {
-            let started = start(&vole, data);
+        for (name, data) in [("empty", empty), ("full", full)] {
+            let started = start(vole, data);
             print!(
                 "start={name} round={round} ms={:.0} replay_ms={:.0} index_rebuild_ms={:.0}",
                 started.ms, started.replay_ms, started.index_rebuild_ms
@@ -356,7 +379,7 @@ fn main() {
                 anon_empty.push(anon as f64);
             } else {
                 full_ms.push(started.ms);
-                wait_for_issue(&mut connect(started.port), &token, filled);
+                wait_for_issue(&mut connect(started.port), token, filled);
                 let ms = started.began.elapsed().as_secs_f64() * 1e3;
                 issue_ms.push(ms);
                 // Memory once its one repo's issues are all read (the
