@@ -75,8 +75,11 @@ pub struct Index {
     issue_facets: Facets<IssueState>,
     changes: BTreeMap<u64, Stored<Change>>,
     change_facets: Facets<ChangeState>,
-    /// Thread id -> (kind, number).
-    threads: HashMap<String, (ThreadKind, u64)>,
+    /// Thread id -> (kind, number). Hashed with foldhash (seeded per
+    /// process), not SipHash: a start's read inserts every thread, and
+    /// hashing the ids was a twentieth of it; the ids are the store's own
+    /// (ULIDs it made), not text a user picks.
+    threads: HashMap<String, (ThreadKind, u64), foldhash::fast::RandomState>,
     /// Thread id -> comment id -> comment (ids are time-ordered).
     comments: HashMap<String, BTreeMap<String, Stored<Comment>>>,
     acl: Option<Acl>,
@@ -179,17 +182,17 @@ impl Index {
     }
 
     fn apply_doc(&mut self, entity: Entity, blob: Option<ObjectId>, body_left: u32) -> bool {
-        let newer = self
-            .current_version(&entity)
-            .is_none_or(|v| entity.version() > v);
-        if !newer {
+        // One lookup of what the index holds when it holds nothing (a
+        // start's read, where nearly every document is new).
+        let current = self.current_version(&entity);
+        if current.is_some_and(|v| entity.version() <= v) {
             return false;
         }
-        if self.current_version(&entity).is_none() && !matches!(entity, Entity::Removed(_)) {
+        if current.is_none() && !matches!(entity, Entity::Removed(_)) {
             self.entities += 1;
         }
-        let before = self
-            .current_authored(&entity)
+        let before = current
+            .and_then(|_| self.current_authored(&entity))
             .map(|(a, b)| (a.to_string(), b));
         if let Some((author, bytes)) = before
             && let Some(total) = self.authored.get_mut(&author)
@@ -200,11 +203,20 @@ impl Index {
             }
         }
         if let Some((author, bytes)) = authored(&entity) {
-            *self.authored.entry(author.to_string()).or_default() += bytes + u64::from(body_left);
+            let bytes = bytes + u64::from(body_left);
+            match self.authored.get_mut(author) {
+                Some(total) => *total += bytes,
+                None => {
+                    self.authored.insert(author.to_string(), bytes);
+                }
+            }
         }
         match entity {
             Entity::Issue(issue) => {
-                if let Some(old) = self.issues.get(&issue.number).map(Stored::fields) {
+                if let Some(old) = current
+                    .and_then(|_| self.issues.get(&issue.number))
+                    .map(Stored::fields)
+                {
                     self.issue_facets
                         .remove(old.number, old.state, &old.labels, &old.author);
                 }
@@ -217,7 +229,10 @@ impl Index {
                     .insert(issue.number, stored(issue, blob, body_left));
             }
             Entity::Change(change) => {
-                if let Some(old) = self.changes.get(&change.number).map(Stored::fields) {
+                if let Some(old) = current
+                    .and_then(|_| self.changes.get(&change.number))
+                    .map(Stored::fields)
+                {
                     self.change_facets
                         .remove(old.number, old.state, &old.labels, &old.author);
                 }

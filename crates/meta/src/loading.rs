@@ -260,6 +260,9 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
     let mut current: Option<Arc<RepoMeta>> = None;
     // The git handle of the repo being read, kept between its shards.
     let mut handle: Option<(Arc<RepoMeta>, gix::Repository)> = None;
+    // The documents of the shard being read, kept between shards (a
+    // shard's worth of capacity, not allocated afresh for each).
+    let mut found = Vec::new();
     loop {
         if inner.stop.load(Ordering::SeqCst) {
             // A file of part of the trees is not moved in: the old one
@@ -329,10 +332,11 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
             hook();
         }
         let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            load_step(&inner, &meta, &mut handle)
+            load_step(&inner, &meta, &mut handle, &mut found)
         }));
         if step.is_err() {
             handle = None;
+            found.clear();
             give_up(&meta, fold::MetaRepoError::Panicked("metadata reader"));
         }
         current = Some(meta);
@@ -345,6 +349,7 @@ fn load_step(
     inner: &Inner,
     meta: &Arc<RepoMeta>,
     handle: &mut Option<(Arc<RepoMeta>, gix::Repository)>,
+    found: &mut Vec<persisted::Found>,
 ) {
     let tree = meta.loading.left_mut().trees.pop();
     let Some((shard, tree)) = tree else {
@@ -380,14 +385,11 @@ fn load_step(
         return;
     };
     // Parsed outside the lock; applied under it.
-    let mut entities = Vec::new();
     let read = {
         let mut persisting = inner.persisting.lock();
         let mut none = persisted::Persisting::default();
         let persisting = persisting.as_mut().map_or(&mut none, |(p, _)| p);
-        persisting.read_shard(repo, (&meta.name, shard), tree, &mut |e, blob, left| {
-            entities.push((e, blob, left))
-        })
+        persisting.read_shard(repo, (&meta.name, shard), tree, found)
     };
     match read {
         Ok(read) => {
@@ -397,11 +399,14 @@ fn load_step(
             c.docs_from_file
                 .fetch_add(read.from_file as u64, Ordering::Relaxed);
             let mut state = meta.state.lock();
-            for (entity, blob, left) in entities {
+            for (entity, blob, left) in found.drain(..) {
                 state.index.apply_persisted(entity, blob, left);
             }
         }
-        Err(e) => give_up(meta, e),
+        Err(e) => {
+            found.clear();
+            give_up(meta, e)
+        }
     }
 }
 

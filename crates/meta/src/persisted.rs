@@ -116,7 +116,7 @@ impl Persisting {
         repo: &gix::Repository,
         place: (&str, u8),
         tree: ObjectId,
-        found: &mut dyn FnMut(Entity, ObjectId, u32),
+        found: &mut Vec<Found>,
     ) -> Result<ShardRead, MetaRepoError> {
         let hit = self.previous.as_ref().is_some_and(|p| p.has_shard(&tree));
         let mut rows = self.writing.as_ref().filter(|_| !hit).map(|_| Vec::new());
@@ -266,8 +266,7 @@ impl MetaStore {
                     persisting.hits.insert(tree, (name.clone(), shard));
                     continue;
                 }
-                if let Err(e) =
-                    persisting.read_shard(&repo, (&name, shard), tree, &mut |_, _, _| {})
+                if let Err(e) = persisting.read_shard(&repo, (&name, shard), tree, &mut Vec::new())
                 {
                     tracing::debug!(error = %e, "shard left out of the persisted index");
                 }
@@ -324,7 +323,7 @@ pub(crate) struct ShardRead {
 /// from `persisted` where it holds the tree; else from git, but for each
 /// thread directory the file holds (looked for among the rows of the tree
 /// it holds of the same place, which a fold since changed in part). Each
-/// document goes to `found` with its blob and the bytes of body left out
+/// document is pushed to `found` with its blob and the bytes of body left out
 /// of it (0 for a document read from git, whose body is whole); and to
 /// `rows`, if given, as the file holds it. At most one shard tree's rows
 /// of the file are in memory at a time.
@@ -334,7 +333,7 @@ pub(crate) fn read_shard(
     tree: ObjectId,
     persisted: Option<&Persisted>,
     rows: Option<&mut Vec<Row>>,
-    found: &mut dyn FnMut(Entity, ObjectId, u32),
+    found: &mut Vec<Found>,
 ) -> Result<ShardRead, MetaRepoError> {
     let mut walk = Walk {
         repo,
@@ -362,7 +361,7 @@ struct Walk<'a> {
     /// The rows of the tree the file holds of the same place.
     old: Option<&'a ShardRows>,
     rows: Option<&'a mut Vec<Row>>,
-    found: &'a mut dyn FnMut(Entity, ObjectId, u32),
+    found: &'a mut Vec<Found>,
     read: ShardRead,
 }
 
@@ -428,43 +427,41 @@ impl Walk<'_> {
         if let Some(rows) = self.rows.as_mut() {
             rows.push(row_of(&mut entity, unit, blob, doc));
         }
-        (self.found)(entity, blob, 0);
+        self.found.push((entity, blob, 0));
     }
 
-    /// The rows `range` of `rows`, each checked first: a document whole in
-    /// its row must hash to its blob and every row must parse, or none of
+    /// The rows `range` of `rows`, each checked: a document whole in its
+    /// row must hash to its blob and every row must parse, or none of
     /// them is taken (`false`: the caller reads the tree from git).
     fn rows_from_file(&mut self, rows: &ShardRows, range: Range<usize>) -> bool {
-        let mut parsed = Vec::with_capacity(range.len());
+        // Pushed as parsed, and taken back if one is not right.
+        let taken = self.found.len();
+        self.found.reserve(range.len());
         for i in range.clone() {
             let (_, blob, body_left, doc) = rows.row_ref(i);
             let hashed = body_left > 0
                 || gix::objs::compute_hash(gix::hash::Kind::Sha1, gix::objs::Kind::Blob, doc)
                     .is_ok_and(|id| id == blob);
             match parse(doc) {
-                Ok(entity) if hashed => parsed.push(entity),
+                Ok(entity) if hashed => self.found.push((entity, blob, body_left)),
                 _ => {
+                    self.found.truncate(taken);
                     tracing::warn!(blob = %blob, "a persisted metadata document is not its blob's; its tree is read from git");
                     return false;
                 }
             }
         }
-        for (i, entity) in range.zip(parsed) {
-            let (unit, blob, body_left, doc) = rows.row_ref(i);
-            self.read.from_file += 1;
-            (self.found)(entity, blob, body_left);
-            if let Some(rows) = self.rows.as_mut() {
-                rows.push(Row {
-                    unit,
-                    blob,
-                    body_left,
-                    doc: doc.to_vec(),
-                });
-            }
+        self.read.from_file += range.len();
+        if let Some(out) = self.rows.as_mut() {
+            out.extend(range.map(|i| rows.row(i)));
         }
         true
     }
 }
+
+/// A document read, with its blob and the bytes of its body left there
+/// (0: whole).
+pub(crate) type Found = (Entity, ObjectId, u32);
 
 /// A document's JSON parsed: threads and comments, the bulk of what is
 /// stored, straight into their type (the tag is the first field, as the

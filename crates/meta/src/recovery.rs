@@ -129,6 +129,7 @@ pub(super) fn load_repo(
     let mut folded = HashMap::new();
     let mut tips = HashMap::new();
     let mut left = loading::Left::default();
+    let mut found = Vec::new();
     for shard in 0..shards {
         let shard = shard as u8;
         let tip = fold::read_shard(&repo, shard)?;
@@ -141,9 +142,10 @@ pub(super) fn load_repo(
             left.trees.push((shard, tree));
             continue;
         }
-        persisting.read_shard(&repo, (name, shard), tree, &mut |e, blob, left| {
-            index.apply_persisted(e, blob, left);
-        })?;
+        persisting.read_shard(&repo, (name, shard), tree, &mut found)?;
+        for (entity, blob, left) in found.drain(..) {
+            index.apply_persisted(entity, blob, left);
+        }
     }
     let loading = if left.trees.is_empty() {
         loading::Loading::whole()

@@ -32,15 +32,9 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     pub(super) fn add(&mut self, number: u64, state: S, labels: &[String], author: &str) {
         self.by_state.entry(state).or_default().insert(number);
         for label in labels {
-            self.by_label
-                .entry(label.clone())
-                .or_default()
-                .insert(number);
+            add_to(&mut self.by_label, label, number);
         }
-        self.by_author
-            .entry(author.to_string())
-            .or_default()
-            .insert(number);
+        add_to(&mut self.by_author, author, number);
     }
 
     pub(super) fn remove(&mut self, number: u64, state: S, labels: &[String], author: &str) {
@@ -56,7 +50,12 @@ impl<S: Eq + Hash + Copy> Facets<S> {
         for label in labels {
             drop_from(&mut self.by_label, label, number);
         }
-        drop_from(&mut self.by_author, &author.to_string(), number);
+        if let Some(set) = self.by_author.get_mut(author) {
+            set.remove(&number);
+            if set.is_empty() {
+                self.by_author.remove(author);
+            }
+        }
     }
 
     /// How many numbers match the facets with `state` (no set is copied:
@@ -106,6 +105,18 @@ impl<S: Eq + Hash + Copy> Facets<S> {
                 .filter(|n| rest.iter().all(|s| s.contains(n)))
                 .copied()
                 .collect(),
+        }
+    }
+}
+
+/// Adds `number` to `key`'s set, the key allocated only for a new set.
+fn add_to(map: &mut HashMap<String, Numbers>, key: &str, number: u64) {
+    match map.get_mut(key) {
+        Some(set) => {
+            set.insert(number);
+        }
+        None => {
+            map.insert(key.to_string(), Numbers::from_iter([number]));
         }
     }
 }

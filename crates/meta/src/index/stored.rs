@@ -50,7 +50,10 @@ impl HasBody for Comment {
 /// ([`crate::bodies::DocReader::whole`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored<T> {
-    fields: T,
+    /// Boxed: the index's maps move and shift their values as they grow
+    /// (a B-tree node's insert shifts the values after it), a pointer
+    /// rather than the whole document.
+    fields: Box<T>,
     /// The blob of this version's document, when its body is left there
     /// (boxed: most documents have none, and it costs them a pointer).
     blob: Option<Box<ObjectId>>,
@@ -62,7 +65,7 @@ impl<T: HasBody> Stored<T> {
     pub fn whole(doc: T) -> Self {
         let body_len = u32::try_from(doc.body().len()).unwrap_or(u32::MAX);
         Stored {
-            fields: doc,
+            fields: Box::new(doc),
             blob: None,
             body_len,
         }
@@ -77,7 +80,7 @@ impl<T: HasBody> Stored<T> {
         }
         *doc.body_mut() = String::new();
         Stored {
-            fields: doc,
+            fields: Box::new(doc),
             blob: Some(Box::new(blob)),
             body_len,
         }
@@ -114,7 +117,7 @@ impl<T: HasBody> Stored<T> {
 
     /// The parts, for [`crate::bodies`].
     pub(crate) fn into_parts(self) -> (T, Option<ObjectId>) {
-        (self.fields, self.blob.map(|b| *b))
+        (*self.fields, self.blob.map(|b| *b))
     }
 }
 
@@ -124,7 +127,7 @@ impl<T: HasBody> Stored<T> {
 pub(super) fn stored<T: HasBody>(doc: T, blob: Option<ObjectId>, body_left: u32) -> Stored<T> {
     match blob {
         Some(blob) if body_left > 0 => Stored {
-            fields: doc,
+            fields: Box::new(doc),
             blob: Some(Box::new(blob)),
             body_len: body_left,
         },

@@ -111,7 +111,7 @@ fn compare(
         tree,
         None,
         Some(&mut from_git),
-        &mut |_, _, _| {},
+        &mut Vec::new(),
     ) {
         checked
             .problems
