@@ -49,6 +49,9 @@ pub(crate) struct Loading {
     whole: AtomicBool,
     /// Whole, or given up on (a tree that cannot be read).
     done: AtomicBool,
+    /// Every shard read and handed on to be applied ([`apply`]): the
+    /// reader has nothing left of it.
+    handed_on: AtomicBool,
     ended: Condvar,
 }
 
@@ -75,6 +78,11 @@ impl Loading {
     /// Whole, or given up on.
     pub(crate) fn is_done(&self) -> bool {
         self.done.load(Ordering::Acquire)
+    }
+
+    /// Whether the reader has more of it to read.
+    fn to_read_more(&self) -> bool {
+        !self.is_done() && !self.handed_on.load(Ordering::Acquire)
     }
 
     pub(crate) fn left_mut(&self) -> parking_lot::MutexGuard<'_, Left> {
@@ -251,7 +259,8 @@ pub(crate) fn start_loader(
 }
 
 /// Reads every repo's shards left by the open, one shard at a time, the
-/// repos calls wait for first.
+/// repos calls wait for first; a second thread applies what it read
+/// ([`apply`]).
 pub(crate) fn load_loop(inner: Arc<Inner>) {
     let started = Instant::now();
     if let Some((persisting, _)) = inner.persisting.lock().as_mut() {
@@ -260,11 +269,10 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
     let mut current: Option<Arc<RepoMeta>> = None;
     // The git handle of the repo being read, kept between its shards.
     let mut handle: Option<(Arc<RepoMeta>, gix::Repository)> = None;
-    // The documents of the shard being read, kept between shards (a
-    // shard's worth of capacity, not allocated afresh for each).
-    let mut found = Vec::new();
+    let mut applier = apply::Applier::start();
     loop {
         if inner.stop.load(Ordering::SeqCst) {
+            applier.drain();
             // A file of part of the trees is not moved in: the old one
             // still holds what it held.
             if let Some((persisting, began)) = inner.persisting.lock().take()
@@ -284,7 +292,7 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
             let mut found = None;
             while let Some(name) = wanted.pop_front() {
                 let meta = inner.repos.read().get(&name).cloned();
-                if let Some(meta) = meta.filter(|m| !m.loading.is_done()) {
+                if let Some(meta) = meta.filter(|m| m.loading.to_read_more()) {
                     wanted.push_front(name);
                     found = Some(meta);
                     break;
@@ -293,16 +301,17 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
             found
         };
         let next = wanted
-            .or_else(|| current.take().filter(|m| !m.loading.is_done()))
+            .or_else(|| current.take().filter(|m| m.loading.to_read_more()))
             .or_else(|| {
                 inner
                     .repos
                     .read()
                     .values()
-                    .find(|m| !m.loading.is_done())
+                    .find(|m| m.loading.to_read_more())
                     .cloned()
             });
         let Some(meta) = next else {
+            applier.drain();
             if let Some((persisting, began)) = inner.persisting.lock().take() {
                 persisting.finish(began);
             }
@@ -332,47 +341,29 @@ pub(crate) fn load_loop(inner: Arc<Inner>) {
             hook();
         }
         let step = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            load_step(&inner, &meta, &mut handle, &mut found)
+            load_step(&inner, &meta, &mut handle, &applier)
         }));
         if step.is_err() {
             handle = None;
-            found.clear();
             give_up(&meta, fold::MetaRepoError::Panicked("metadata reader"));
         }
         current = Some(meta);
     }
 }
 
-/// Reads one more shard tree of `meta` into its index; after the last,
-/// its log records, and marks the index whole.
+/// Reads one more shard tree of `meta` and hands its documents on to be
+/// applied; after the last, hands on the repo's finish (its log records,
+/// and the index whole).
 fn load_step(
     inner: &Inner,
     meta: &Arc<RepoMeta>,
     handle: &mut Option<(Arc<RepoMeta>, gix::Repository)>,
-    found: &mut Vec<persisted::Found>,
+    applier: &apply::Applier,
 ) {
     let tree = meta.loading.left_mut().trees.pop();
     let Some((shard, tree)) = tree else {
-        // Under the repo's lock throughout, as the fold settles: a fold
-        // either finds the records applied and the read finished, or
-        // leaves what it wrote to `folded_early`.
-        let mut state = meta.state.lock();
-        let (replays, folded_early) = {
-            let mut left = meta.loading.left_mut();
-            (
-                std::mem::take(&mut left.replays),
-                std::mem::take(&mut left.folded_early),
-            )
-        };
-        for entity in replays {
-            state.index.apply(entity);
-        }
-        for doc in &folded_early {
-            state.index.body_folded(doc);
-        }
-        meta.loading.finish(Ok(()));
-        drop(state);
-        return;
+        meta.loading.handed_on.store(true, Ordering::Release);
+        return applier.hand_on(apply::Step::Finish(meta.clone()));
     };
     if handle.as_ref().is_none_or(|(of, _)| !Arc::ptr_eq(of, meta)) {
         *handle = None;
@@ -384,12 +375,13 @@ fn load_step(
     let Some((_, repo)) = handle.as_ref() else {
         return;
     };
-    // Parsed outside the lock; applied under it.
+    // Parsed here, outside the repo's lock; applied under it.
+    let mut found = applier.buffer();
     let read = {
         let mut persisting = inner.persisting.lock();
         let mut none = persisted::Persisting::default();
         let persisting = persisting.as_mut().map_or(&mut none, |(p, _)| p);
-        persisting.read_shard(repo, (&meta.name, shard), tree, found)
+        persisting.read_shard(repo, (&meta.name, shard), tree, &mut found)
     };
     match read {
         Ok(read) => {
@@ -398,15 +390,9 @@ fn load_step(
                 .fetch_add(read.from_git as u64, Ordering::Relaxed);
             c.docs_from_file
                 .fetch_add(read.from_file as u64, Ordering::Relaxed);
-            let mut state = meta.state.lock();
-            for (entity, blob, left) in found.drain(..) {
-                state.index.apply_persisted(entity, blob, left);
-            }
+            applier.hand_on(apply::Step::Docs(meta.clone(), found));
         }
-        Err(e) => {
-            found.clear();
-            give_up(meta, e)
-        }
+        Err(e) => give_up(meta, e),
     }
 }
 
@@ -422,6 +408,8 @@ fn give_up(meta: &RepoMeta, e: fold::MetaRepoError) {
     *meta.loading.left_mut() = Left::default();
     meta.loading.finish(Err(e));
 }
+
+mod apply;
 
 #[cfg(test)]
 mod tests;
