@@ -263,9 +263,6 @@ pub(crate) fn start_loader(
 /// ([`apply`]).
 pub(crate) fn load_loop(inner: Arc<Inner>) {
     let started = Instant::now();
-    if let Some((persisting, _)) = inner.persisting.lock().as_mut() {
-        persisting.read_previous();
-    }
     let mut current: Option<Arc<RepoMeta>> = None;
     // The git handle of the repo being read, kept between its shards.
     let mut handle: Option<(Arc<RepoMeta>, gix::Repository)> = None;

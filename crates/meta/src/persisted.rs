@@ -19,12 +19,14 @@
 //! **When it is written.** A start writes it as it reads (the rows of
 //! every shard tree read from git; those it took whole from the old file
 //! copied at the end), and moves it in once every repo is read, unless it
-//! holds the same shard trees as the old one. A stop writes it again if the shard tips moved since, within a
-//! time bound, reusing the rows of the old file for every tree it still
-//! holds ([`MetaStore::persist_index`]). The file is read a shard tree
-//! at a time (`file.rs`): what it holds costs no memory but the shard
-//! being read, and the start reads it on its background reader when it
-//! listens before its documents are read. Bodies longer than the index
+//! holds the same shard trees as the old one. A stop writes it again if
+//! the shard tips moved since, within a time bound, reusing the rows of
+//! the old file for every tree it still holds
+//! ([`MetaStore::persist_index`]). The file is read a shard tree at a
+//! time (`file.rs`): what it holds costs no memory but the shard being
+//! read; the open finds where each tree's rows are in its footer, and
+//! reads them as it reads the trees, within its budget and then on the
+//! background reader. Bodies longer than the index
 //! keeps are left out of a row (`body_left` says how long they are), so
 //! the file holds what the index holds.
 
@@ -63,19 +65,21 @@ pub(crate) struct Persisting {
     /// Documents read from git, and from the file.
     pub(crate) from_git: usize,
     pub(crate) from_file: usize,
-    /// The file's place, until `previous` is read from it.
-    unread: Option<std::path::PathBuf>,
     /// Shard trees read whole from `previous`, with their repo and shard:
     /// their rows are copied into the next file only if it is written.
     hits: HashMap<ObjectId, (String, u8)>,
 }
 
 impl Persisting {
-    /// The next file begun at `path`, and the one there read now
-    /// (`read_now`) or by [`Persisting::read_previous`]: a start that
-    /// listens before its documents are read leaves the file (hundreds of
-    /// megabytes at a million issues) to its background reader.
-    pub(crate) fn begin(path: &std::path::Path, read_now: bool) -> Persisting {
+    /// The next file begun at `path`, and the one there opened (its
+    /// footer says where each shard tree's rows are; they are read as the
+    /// trees are). One that cannot be read is logged and read around: the
+    /// trees come from git.
+    pub(crate) fn begin(path: &std::path::Path) -> Persisting {
+        let previous = Persisted::read(path).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the persisted metadata index is not used; the shard trees are read from git");
+            None
+        });
         remove_unfinished(path);
         let writing = match Writing::begin(path) {
             Ok(writing) => Some(writing),
@@ -84,28 +88,10 @@ impl Persisting {
                 None
             }
         };
-        let mut persisting = Persisting {
+        Persisting {
+            previous,
             writing,
-            unread: Some(path.to_path_buf()),
             ..Persisting::default()
-        };
-        if read_now {
-            persisting.read_previous();
-        }
-        persisting
-    }
-
-    /// Reads the file the last start or stop wrote, once; one that cannot
-    /// be read is logged and read around (the trees come from git).
-    pub(crate) fn read_previous(&mut self) {
-        let Some(path) = self.unread.take() else {
-            return;
-        };
-        match Persisted::read(&path) {
-            Ok(previous) => self.previous = previous,
-            Err(e) => {
-                tracing::warn!(error = %e, "the persisted metadata index is not used; the shard trees are read from git");
-            }
         }
     }
 
@@ -145,9 +131,7 @@ impl Persisting {
     /// Every repo is read: the next file moved into place, unless it holds
     /// the same shard trees as the old one.
     /// Whether a file was written.
-    pub(crate) fn finish(mut self, started: Instant) -> bool {
-        // Unread, it may hold what was read: compared before it is replaced.
-        self.read_previous();
+    pub(crate) fn finish(self, started: Instant) -> bool {
         let Some(mut writing) = self.writing else {
             return false;
         };

@@ -24,7 +24,7 @@ impl MetaStore {
             .and_then(|budget| started.checked_add(budget));
         let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
         let mut persisting = match options.persist_index {
-            true => persisted::Persisting::begin(&persisted_path(&log), deadline.is_none()),
+            true => persisted::Persisting::begin(&persisted_path(&log)),
             false => persisted::Persisting::default(),
         };
         let mut loaded = load_repos(repos, options.shards, deadline, &bodies, &mut persisting)?;

@@ -2,9 +2,9 @@
 //! of a shard tree, with its format version in the schema's metadata.
 //!
 //! Each record batch holds rows of one shard tree only (a large one takes
-//! several batches in a row), so the reader keeps no row in memory: it
-//! reads the file once for the tree, repo and shard of each batch, and
-//! then a shard tree's batches when that tree is read. Inside a shard
+//! several batches in a row), so the reader keeps no row in memory: the
+//! footer's metadata says the tree, repo and shard of each batch (a
+//! line each), and a shard tree's batches are read when that tree is. Inside a shard
 //! tree the rows of one thread's directory are contiguous. Columns:
 //! `shard_tree`, `unit` (the thread directory's tree holding the
 //! document, or null), `blob` (the document's blob), `body_left` (bytes
@@ -23,7 +23,7 @@ use arrow_array::builder::{
     BinaryBuilder, FixedSizeBinaryBuilder, StringBuilder, UInt8Builder, UInt32Builder,
 };
 use arrow_array::cast::AsArray;
-use arrow_array::types::{UInt8Type, UInt32Type};
+use arrow_array::types::UInt32Type;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 use gix::ObjectId;
@@ -37,7 +37,13 @@ const FORMAT_KEY: &str = "vole.meta-index.format";
 
 /// Bumped whenever what a row means changes: a file of another version is
 /// not read (the index is read from git and the file written again).
-pub const FORMAT_VERSION: &str = "2";
+pub const FORMAT_VERSION: &str = "3";
+
+/// The key, in the footer's metadata, of where each batch is: a line a
+/// batch, in order, `<shard tree> <shard> <repo>` (read at open without
+/// reading the batches: a start at a million issues read 350 MB to find
+/// them when they were only columns).
+pub(crate) const PLACES_KEY: &str = "vole.meta-index.places";
 
 /// The key of the writer's version: a long-bodied row's `doc` is the
 /// document as this build's types parse and write it back (a field an
@@ -64,9 +70,6 @@ const BATCH_ROWS: usize = 8192;
 
 /// Object ids as the file holds them (SHA-1, the metadata repos' kind).
 const OID_BYTES: i32 = 20;
-
-/// The columns the first pass reads: `shard_tree`, `repo`, `shard`.
-const PLACE_COLUMNS: [usize; 3] = [0, 5, 6];
 
 /// Why the file could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -220,32 +223,41 @@ impl Persisted {
     /// Opens the file at `path` and reads where its shard trees are.
     /// `Ok(None)`: there is none.
     pub fn read(path: &Path) -> Result<Option<Persisted>, PersistError> {
-        let arrow = |source| PersistError::Arrow {
-            path: path.to_path_buf(),
-            source,
-        };
-        let Some(reader) = open(path, None)? else {
+        let Some(reader) = open(path)? else {
             return Ok(None);
         };
         check_schema(path, &reader)?;
-        let Some(places) = open(path, Some(PLACE_COLUMNS.to_vec()))? else {
-            return Ok(None);
+        let format = |why: String| PersistError::Format {
+            path: path.to_path_buf(),
+            why,
         };
+        let lines = reader.custom_metadata().get(PLACES_KEY);
+        let lines: Vec<&str> = lines.map_or_else(Vec::new, |l| l.lines().collect());
+        if lines.len() != reader.num_batches() {
+            return Err(format(format!(
+                "{} batches and {} places of batches",
+                reader.num_batches(),
+                lines.len()
+            )));
+        }
         let mut shards: HashMap<ObjectId, Vec<usize>> = HashMap::new();
         let mut places_of = HashMap::new();
-        for (index, batch) in places.enumerate() {
-            let batch = batch.map_err(arrow)?;
-            if batch.num_rows() == 0 {
-                continue;
-            }
-            let tree = oid_at(batch.column(0), 0).ok_or_else(|| PersistError::Format {
-                path: path.to_path_buf(),
-                why: format!("batch {index} has a shard tree id that is not one"),
-            })?;
+        for (index, line) in lines.into_iter().enumerate() {
+            let mut parts = line.splitn(3, ' ');
+            let place = (
+                parts
+                    .next()
+                    .and_then(|t| ObjectId::from_hex(t.as_bytes()).ok()),
+                parts.next().and_then(|s| s.parse::<u8>().ok()),
+                parts.next(),
+            );
+            let (Some(tree), Some(shard), Some(repo)) = place else {
+                return Err(format(format!(
+                    "batch {index}'s place is not one: {line:?}"
+                )));
+            };
             shards.entry(tree).or_default().push(index);
-            let repo = batch.column(1).as_string::<i32>().value(0).to_string();
-            let shard = batch.column(2).as_primitive::<UInt8Type>().value(0);
-            places_of.insert((repo, shard), tree);
+            places_of.insert((repo.to_string(), shard), tree);
         }
         Ok(Some(Persisted {
             path: path.to_path_buf(),
@@ -300,7 +312,7 @@ impl Persisted {
     }
 }
 
-fn open(path: &Path, projection: Option<Vec<usize>>) -> Result<Option<Reader>, PersistError> {
+fn open(path: &Path) -> Result<Option<Reader>, PersistError> {
     let file = match File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -311,7 +323,7 @@ fn open(path: &Path, projection: Option<Vec<usize>>) -> Result<Option<Reader>, P
             });
         }
     };
-    arrow_ipc::reader::FileReader::try_new(BufReader::new(file), projection)
+    arrow_ipc::reader::FileReader::try_new(BufReader::new(file), None)
         .map(Some)
         .map_err(|source| PersistError::Arrow {
             path: path.to_path_buf(),
@@ -359,6 +371,10 @@ pub struct Writing {
     docs: BinaryBuilder,
     repos: StringBuilder,
     shard_numbers: UInt8Builder,
+    /// The tree, shard and repo of the rows pending.
+    pending_place: String,
+    /// A line a batch written ([`PLACES_KEY`]).
+    places: String,
     pending: usize,
     pub(crate) rows: usize,
     pub(crate) shards: HashSet<ObjectId>,
@@ -393,6 +409,8 @@ impl Writing {
             docs: BinaryBuilder::new(),
             repos: StringBuilder::new(),
             shard_numbers: UInt8Builder::new(),
+            pending_place: String::new(),
+            places: String::new(),
             pending: 0,
             rows: 0,
             shards: HashSet::new(),
@@ -424,6 +442,8 @@ impl Writing {
         }
         // No batch holds two trees.
         self.flush_batch()?;
+        // A repo name has no line break (nor does a tree id or a number).
+        self.pending_place = format!("{tree} {shard} {repo}");
         for row in rows {
             let path = &self.path;
             let arrow = |source| PersistError::Arrow {
@@ -473,13 +493,18 @@ impl Writing {
         ];
         self.pending = 0;
         let batch = RecordBatch::try_new(schema(), columns).map_err(|e| self.arrow_error(e))?;
-        self.writer.write(&batch).map_err(|e| self.arrow_error(e))
+        self.writer.write(&batch).map_err(|e| self.arrow_error(e))?;
+        self.places.push_str(&self.pending_place);
+        self.places.push('\n');
+        Ok(())
     }
 
     /// Ends the file, syncs it and moves it into place (the directory
     /// synced too).
     pub fn finish(mut self) -> Result<(), PersistError> {
         self.flush_batch()?;
+        let places = std::mem::take(&mut self.places);
+        self.writer.write_metadata(PLACES_KEY, places);
         self.writer.finish().map_err(|e| self.arrow_error(e))?;
         let path = self.path.clone();
         let io = |source| PersistError::Io {

@@ -237,3 +237,80 @@ fn check_finds_a_forged_row_in_the_tree_of_a_shard_that_moved_since() {
     );
     assert!(checked.stale >= 1, "{checked:?}");
 }
+
+/// The file at `path` written again with the same batches and `places`
+/// as its footer's place lines (none: no such key).
+fn rewrite_footer(path: &std::path::Path, places: Option<String>) {
+    let bytes = std::fs::read(path).unwrap();
+    let reader = arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
+    let schema = reader.schema();
+    let batches: Vec<arrow_array::RecordBatch> = reader.map(|b| b.unwrap()).collect();
+    let mut out = Vec::new();
+    let mut writer = arrow_ipc::writer::FileWriter::try_new(&mut out, &schema).unwrap();
+    for batch in &batches {
+        writer.write(batch).unwrap();
+    }
+    if let Some(places) = places {
+        writer.write_metadata(file::PLACES_KEY, places);
+    }
+    writer.finish().unwrap();
+    drop(writer);
+    std::fs::write(path, out).unwrap();
+}
+
+#[test]
+fn a_footer_that_does_not_place_the_batches_right_is_read_around() {
+    let fx = Fixture::new();
+    let from_git = stopped_with_issues(&fx, 40);
+    let path = fx.log_dir.join(FILE_NAME);
+    let good = std::fs::read(&path).unwrap();
+    let lines: Vec<String> = {
+        let reader =
+            arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(good.clone()), None)
+                .unwrap();
+        let places = reader.custom_metadata().get(file::PLACES_KEY).cloned();
+        places
+            .expect("the file's footer places its batches")
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert!(lines.len() >= 4, "{} batches: too few to swap", lines.len());
+    let joined = |lines: &[String]| lines.iter().map(|l| format!("{l}\n")).collect::<String>();
+    let mut swapped = lines.clone();
+    swapped.swap(0, 1);
+    let mut not_a_tree = lines.clone();
+    not_a_tree[2] = not_a_tree[2].replacen(|c: char| c.is_ascii_hexdigit(), "z", 1);
+    let cases = [
+        ("no place lines", None, true),
+        // The last batch unplaced, every other where it is.
+        (
+            "a line short",
+            Some(joined(&lines[..lines.len() - 1])),
+            true,
+        ),
+        ("a tree id that is not one", Some(joined(&not_a_tree)), true),
+        // Each batch is checked against the tree it is read for.
+        ("two batches' places swapped", Some(joined(&swapped)), false),
+    ];
+    for (case, places, unread) in cases {
+        std::fs::write(&path, &good).unwrap();
+        rewrite_footer(&path, places);
+        let (_log, store) = fx.open(only_on_flush());
+        let stats = store.stats();
+        assert!(stats.docs_from_git > 0, "{case}: nothing read from git");
+        if unread {
+            assert_eq!(stats.docs_from_file, 0, "{case}: the file was read");
+        }
+        assert_eq!(
+            index_parts(&store, REPO),
+            from_git,
+            "{case}: the index is not the trees'"
+        );
+    }
+    // The file as written reads whole.
+    std::fs::write(&path, &good).unwrap();
+    let (_log, store) = fx.open(only_on_flush());
+    assert_eq!(store.stats().docs_from_git, 0);
+    assert_eq!(index_parts(&store, REPO), from_git);
+}
