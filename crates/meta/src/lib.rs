@@ -32,7 +32,8 @@
 //! and list each kind of document), `append.rs` (the ordered appender; its decisions
 //! are the I/O-free state machine in `append_order.rs`),
 //! `recovery.rs` (opening: index rebuild and re-folding), `loading.rs`
-//! (the rest of each repo's documents, read after the open), `fold_thread.rs`
+//! (the rest of each repo's documents, read after the open; applied on a
+//! thread of its own, `loading/apply.rs`), `fold_thread.rs`
 //! (when and what a fold cycle folds, and settling it), [`fold`] (the one
 //! CAS commit helper; the commits it builds in `fold_build.rs`), `pack.rs` (its pack writer), `repack.rs`, `stats.rs` (flush,
 //! close, compaction, figures), [`entity`] (document schemas and tree

@@ -3,8 +3,8 @@
 //! push and site request needs) and then its issues, change requests and
 //! comments for a bounded time ([`StoreOptions::read_at_open`]); what is
 //! left is read by one background thread, a shard at a time, the repos
-//! calls ask for first, so a start costs the same whatever the repos
-//! hold. A call that needs a repo's whole index before it is read is told
+//! calls ask for first (a second puts what it read in the index:
+//! `apply.rs`), so a start costs the same whatever the repos hold. A call that needs a repo's whole index before it is read is told
 //! at once to retry ([`MetaError::Loading`], a 503 with `Retry-After`):
 //! requests run on the server's few async threads, and a wait there would
 //! stall every other request. Work off a request's path waits instead
@@ -231,9 +231,10 @@ pub(crate) struct Loads {
     wanted: Mutex<VecDeque<String>>,
 }
 
-/// Called before each step of the background read (a shard's tree, or a
-/// repo's last records); tests hold the reader there (production passes
-/// none).
+/// Called before each step of the background read (a shard's tree, or
+/// handing on a repo's last records); tests hold the reader there (the
+/// applying thread may still be applying what was handed on before;
+/// production passes none).
 pub type LoadHook = Arc<dyn Fn() + Send + Sync>;
 
 /// Starts the background reader if the open left repos to it (`left`),

@@ -23,8 +23,9 @@
 //! the shard tips moved since, within a time bound, reusing the rows of
 //! the old file for every tree it still holds
 //! ([`MetaStore::persist_index`]). The file is read a shard tree at a
-//! time (`file.rs`): what it holds costs no memory but the shard being
-//! read; the open finds where each tree's rows are in its footer, and
+//! time (`file.rs`): what it holds costs no memory but the few shards
+//! being read and applied (at most 4: one read, two queued, one being
+//! applied, `loading/apply.rs`); the open finds where each tree's rows are in its footer, and
 //! reads them as it reads the trees, within its budget and then on the
 //! background reader. Bodies longer than the index
 //! keeps are left out of a row (`body_left` says how long they are), so

@@ -46,7 +46,12 @@ impl Applier {
             .name("vole-meta-apply".into())
             .spawn(move || {
                 for step in steps {
-                    if let Some(buffer) = apply(step) {
+                    // Caught whole (`apply` catches its own; this is for a
+                    // panic in giving up): the thread outlives any step,
+                    // so none queued behind it is lost.
+                    let applied =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| apply(step)));
+                    if let Ok(Some(buffer)) = applied {
                         let _ = back.send(buffer);
                     }
                 }
@@ -76,8 +81,8 @@ impl Applier {
         let step = match &self.to_apply {
             Some(to_apply) => match to_apply.send(step) {
                 Ok(()) => return,
-                // The thread is gone (it cannot panic: each step is
-                // caught), so the step is applied here.
+                // The thread is gone (only if its start failed late:
+                // each step is caught), so the step is applied here.
                 Err(mpsc::SendError(step)) => step,
             },
             None => step,

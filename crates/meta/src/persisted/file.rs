@@ -40,7 +40,9 @@ const FORMAT_KEY: &str = "vole.meta-index.format";
 pub const FORMAT_VERSION: &str = "3";
 
 /// The key, in the footer's metadata, of where each batch is: a line a
-/// batch, in order, `<shard tree> <shard> <repo>` (read at open without
+/// batch, in order, `<shard tree> <shard> <rows of the tree> <repo>`
+/// (the tree's rows in all batches, so a tree missing a batch is seen;
+/// read at open without
 /// reading the batches: a start at a million issues read 350 MB to find
 /// them when they were only columns).
 pub(crate) const PLACES_KEY: &str = "vole.meta-index.places";
@@ -133,6 +135,8 @@ pub struct Persisted {
     path: PathBuf,
     reader: Mutex<Reader>,
     pub(crate) shards: HashMap<ObjectId, Vec<usize>>,
+    /// Each tree's rows, as the footer has them.
+    tree_rows: HashMap<ObjectId, usize>,
     /// (repo, shard) → the tree the file holds for it.
     places: HashMap<(String, u8), ObjectId>,
 }
@@ -241,21 +245,29 @@ impl Persisted {
             )));
         }
         let mut shards: HashMap<ObjectId, Vec<usize>> = HashMap::new();
+        let mut tree_rows = HashMap::new();
         let mut places_of = HashMap::new();
         for (index, line) in lines.into_iter().enumerate() {
-            let mut parts = line.splitn(3, ' ');
+            let mut parts = line.splitn(4, ' ');
             let place = (
                 parts
                     .next()
                     .and_then(|t| ObjectId::from_hex(t.as_bytes()).ok()),
                 parts.next().and_then(|s| s.parse::<u8>().ok()),
+                parts.next().and_then(|n| n.parse::<usize>().ok()),
                 parts.next(),
             );
-            let (Some(tree), Some(shard), Some(repo)) = place else {
+            let (Some(tree), Some(shard), Some(rows), Some(repo)) = place else {
                 return Err(format(format!(
                     "batch {index}'s place is not one: {line:?}"
                 )));
             };
+            if *tree_rows.entry(tree).or_insert(rows) != rows {
+                return Err(format(format!(
+                    "batch {index} gives tree {tree} {rows} rows where another gives {}",
+                    tree_rows[&tree]
+                )));
+            }
             shards.entry(tree).or_default().push(index);
             places_of.insert((repo.to_string(), shard), tree);
         }
@@ -263,6 +275,7 @@ impl Persisted {
             path: path.to_path_buf(),
             reader: Mutex::new(reader),
             shards,
+            tree_rows,
             places: places_of,
         }))
     }
@@ -295,7 +308,9 @@ impl Persisted {
             let batch = reader
                 .set_index(index)
                 .and_then(|()| reader.next().transpose())
-                .map(|b| b.filter(|b| oid_at(b.column(0), 0).as_ref() == Some(tree)));
+                .map(|b| {
+                    b.filter(|b| b.num_rows() > 0 && oid_at(b.column(0), 0).as_ref() == Some(tree))
+                });
             match batch {
                 Ok(Some(batch)) => read.push(batch),
                 Ok(None) => {
@@ -307,6 +322,11 @@ impl Persisted {
                     return None;
                 }
             }
+        }
+        let rows: usize = read.iter().map(RecordBatch::num_rows).sum();
+        if self.tree_rows.get(tree) != Some(&rows) {
+            tracing::warn!(path = %self.path.display(), tree = %tree, rows, "the persisted metadata index holds another count of rows of a tree than its batches do; the tree is read from git");
+            return None;
         }
         Some(ShardRows::new(read))
     }
@@ -442,8 +462,10 @@ impl Writing {
         }
         // No batch holds two trees.
         self.flush_batch()?;
-        // A repo name has no line break (nor does a tree id or a number).
-        self.pending_place = format!("{tree} {shard} {repo}");
+        // A repo name (`RepoName`: letters, digits, `._-`) has no line
+        // break; one that had would make the lines not one a batch, and
+        // the file unread.
+        self.pending_place = format!("{tree} {shard} {} {repo}", rows.len());
         for row in rows {
             let path = &self.path;
             let arrow = |source| PersistError::Arrow {

@@ -238,15 +238,21 @@ fn check_finds_a_forged_row_in_the_tree_of_a_shard_that_moved_since() {
     assert!(checked.stale >= 1, "{checked:?}");
 }
 
-/// The file at `path` written again with the same batches and `places`
-/// as its footer's place lines (none: no such key).
-fn rewrite_footer(path: &std::path::Path, places: Option<String>) {
+/// The file at `path` written again with the same batches (after an
+/// empty one, if `empty_first`) and `places` as its footer's place lines
+/// (none: no such key).
+fn rewrite_footer(path: &std::path::Path, places: Option<String>, empty_first: bool) {
     let bytes = std::fs::read(path).unwrap();
     let reader = arrow_ipc::reader::FileReader::try_new(std::io::Cursor::new(bytes), None).unwrap();
     let schema = reader.schema();
     let batches: Vec<arrow_array::RecordBatch> = reader.map(|b| b.unwrap()).collect();
     let mut out = Vec::new();
     let mut writer = arrow_ipc::writer::FileWriter::try_new(&mut out, &schema).unwrap();
+    if empty_first {
+        writer
+            .write(&arrow_array::RecordBatch::new_empty(schema.clone()))
+            .unwrap();
+    }
     for batch in &batches {
         writer.write(batch).unwrap();
     }
@@ -281,21 +287,49 @@ fn a_footer_that_does_not_place_the_batches_right_is_read_around() {
     swapped.swap(0, 1);
     let mut not_a_tree = lines.clone();
     not_a_tree[2] = not_a_tree[2].replacen(|c: char| c.is_ascii_hexdigit(), "z", 1);
+    // `<tree> <shard> <rows> <repo>`: the first tree said to have a row
+    // more than its batches hold.
+    let mut miscounted = lines.clone();
+    let parts: Vec<&str> = lines[0].splitn(4, ' ').collect();
+    let rows: usize = parts[2].parse().unwrap();
+    miscounted[0] = format!("{} {} {} {}", parts[0], parts[1], rows + 1, parts[3]);
+    // An empty batch first, placed as the first tree's.
+    let mut with_empty = vec![lines[0].clone()];
+    with_empty.extend(lines.iter().cloned());
     let cases = [
-        ("no place lines", None, true),
+        ("no place lines", None, false, true),
         // The last batch unplaced, every other where it is.
         (
             "a line short",
             Some(joined(&lines[..lines.len() - 1])),
+            false,
             true,
         ),
-        ("a tree id that is not one", Some(joined(&not_a_tree)), true),
-        // Each batch is checked against the tree it is read for.
-        ("two batches' places swapped", Some(joined(&swapped)), false),
+        (
+            "a tree id that is not one",
+            Some(joined(&not_a_tree)),
+            false,
+            true,
+        ),
+        // Each batch is checked against the tree it is read for, and each
+        // tree's batches against its count of rows.
+        (
+            "two batches' places swapped",
+            Some(joined(&swapped)),
+            false,
+            false,
+        ),
+        (
+            "a tree's rows miscounted",
+            Some(joined(&miscounted)),
+            false,
+            false,
+        ),
+        ("an empty batch", Some(joined(&with_empty)), true, false),
     ];
-    for (case, places, unread) in cases {
+    for (case, places, empty_first, unread) in cases {
         std::fs::write(&path, &good).unwrap();
-        rewrite_footer(&path, places);
+        rewrite_footer(&path, places, empty_first);
         let (_log, store) = fx.open(only_on_flush());
         let stats = store.stats();
         assert!(stats.docs_from_git > 0, "{case}: nothing read from git");
