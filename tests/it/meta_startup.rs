@@ -47,6 +47,12 @@ fn after_a_kill_9_during_compaction_a_start_that_reads_in_the_background_keeps_e
         .arg("16KiB")
         .arg("--api-rate")
         .arg("100000000")
+        // Writes that keep coming (the quotas would refuse most of them),
+        // so some are only in the log whenever the kill lands.
+        .arg("--meta-write-rate")
+        .arg("0")
+        .arg("--max-meta-bytes-per-user")
+        .arg("0")
         .start();
     let addr = server.addr;
     let acked: Arc<Mutex<Vec<(u64, String)>>> = Arc::new(Mutex::new(Vec::new()));
