@@ -4,8 +4,9 @@
 //! comments for a bounded time ([`StoreOptions::read_at_open`]); what is
 //! left is read by one background thread, a shard at a time, the repos
 //! calls ask for first (a second puts what it read in the index:
-//! `apply.rs`), so a start costs the same whatever the repos hold. A call that needs a repo's whole index before it is read is told
-//! at once to retry ([`MetaError::Loading`], a 503 with `Retry-After`):
+//! `apply.rs`), so a start costs the same whatever the repos hold. A
+//! call that needs a repo's whole index before it is read is told at
+//! once to retry ([`MetaError::Loading`], a 503 with `Retry-After`):
 //! requests run on the server's few async threads, and a wait there would
 //! stall every other request. Work off a request's path waits instead
 //! ([`MetaStore::wait_read`], [`MetaStore::wait_until_read`]).

@@ -25,11 +25,11 @@
 //! ([`MetaStore::persist_index`]). The file is read a shard tree at a
 //! time (`file.rs`): what it holds costs no memory but the few shards
 //! being read and applied (at most 4: one read, two queued, one being
-//! applied, `loading/apply.rs`); the open finds where each tree's rows are in its footer, and
-//! reads them as it reads the trees, within its budget and then on the
-//! background reader. Bodies longer than the index
-//! keeps are left out of a row (`body_left` says how long they are), so
-//! the file holds what the index holds.
+//! applied, `loading/apply.rs`); the open finds where each tree's rows
+//! are in its footer, and reads them as it reads the trees, within its
+//! budget and then on the background reader. Bodies longer than the
+//! index keeps are left out of a row (`body_left` says how long they
+//! are), so the file holds what the index holds.
 
 mod check;
 mod file;
@@ -230,6 +230,8 @@ impl MetaStore {
             writing: Some(Writing::begin(&path)?),
             ..Persisting::default()
         };
+        // What the read parses is not kept: only its rows are.
+        let mut parsed = Vec::new();
         for (name, git_dir, shard_trees) in trees {
             let Ok(repo) = crate::fold::open_repo(&git_dir) else {
                 continue;
@@ -251,10 +253,10 @@ impl MetaStore {
                     persisting.hits.insert(tree, (name.clone(), shard));
                     continue;
                 }
-                if let Err(e) = persisting.read_shard(&repo, (&name, shard), tree, &mut Vec::new())
-                {
+                if let Err(e) = persisting.read_shard(&repo, (&name, shard), tree, &mut parsed) {
                     tracing::debug!(error = %e, "shard left out of the persisted index");
                 }
+                parsed.clear();
             }
         }
         Ok(persisting.finish(started))
@@ -308,8 +310,9 @@ pub(crate) struct ShardRead {
 /// from `persisted` where it holds the tree; else from git, but for each
 /// thread directory the file holds (looked for among the rows of the tree
 /// it holds of the same place, which a fold since changed in part). Each
-/// document is pushed to `found` with its blob and the bytes of body left out
-/// of it (0 for a document read from git, whose body is whole); and to
+/// document is pushed to `found` with its blob and the bytes of body
+/// left out of it (0 for a document read from git, whose body is whole);
+/// and to
 /// `rows`, if given, as the file holds it. At most one shard tree's rows
 /// of the file are in memory at a time.
 pub(crate) fn read_shard(

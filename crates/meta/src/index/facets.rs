@@ -38,7 +38,11 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     }
 
     pub(super) fn remove(&mut self, number: u64, state: S, labels: &[String], author: &str) {
-        fn drop_from<K: Eq + Hash>(map: &mut HashMap<K, Numbers>, key: &K, number: u64) {
+        fn drop_from<K, Q>(map: &mut HashMap<K, Numbers>, key: &Q, number: u64)
+        where
+            K: Eq + Hash + std::borrow::Borrow<Q>,
+            Q: Eq + Hash + ?Sized,
+        {
             if let Some(set) = map.get_mut(key) {
                 set.remove(&number);
                 if set.is_empty() {
@@ -50,12 +54,7 @@ impl<S: Eq + Hash + Copy> Facets<S> {
         for label in labels {
             drop_from(&mut self.by_label, label, number);
         }
-        if let Some(set) = self.by_author.get_mut(author) {
-            set.remove(&number);
-            if set.is_empty() {
-                self.by_author.remove(author);
-            }
-        }
+        drop_from(&mut self.by_author, author, number);
     }
 
     /// How many numbers match the facets with `state` (no set is copied:

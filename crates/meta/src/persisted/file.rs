@@ -3,14 +3,15 @@
 //!
 //! Each record batch holds rows of one shard tree only (a large one takes
 //! several batches in a row), so the reader keeps no row in memory: the
-//! footer's metadata says the tree, repo and shard of each batch (a
-//! line each), and a shard tree's batches are read when that tree is. Inside a shard
-//! tree the rows of one thread's directory are contiguous. Columns:
-//! `shard_tree`, `unit` (the thread directory's tree holding the
-//! document, or null), `blob` (the document's blob), `body_left` (bytes
-//! of body left in that blob and not in `doc`), `doc` (the document's
-//! JSON; a long body left out), `repo` and `shard` (where the tree was a
-//! tip: a hint of where to look for a thread directory unchanged since).
+//! footer's metadata says the tree of each batch, the tree's rows, and
+//! the repo and shard it was the tip of (a hint of where to look for a
+//! thread directory unchanged since), a line a batch; a shard tree's
+//! batches are read when that tree is. Inside a shard tree the rows of
+//! one thread's directory are contiguous. Columns: `shard_tree` (each
+//! batch read is checked to be its tree's), `unit` (the thread
+//! directory's tree holding the document, or null), `blob` (the
+//! document's blob), `body_left` (bytes of body left in that blob and not
+//! in `doc`), `doc` (the document's JSON; a long body left out).
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
@@ -19,9 +20,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BinaryBuilder, FixedSizeBinaryBuilder, StringBuilder, UInt8Builder, UInt32Builder,
-};
+use arrow_array::builder::{BinaryBuilder, FixedSizeBinaryBuilder, UInt32Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt32Type;
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -40,11 +39,10 @@ const FORMAT_KEY: &str = "vole.meta-index.format";
 pub const FORMAT_VERSION: &str = "3";
 
 /// The key, in the footer's metadata, of where each batch is: a line a
-/// batch, in order, `<shard tree> <shard> <rows of the tree> <repo>`
-/// (the tree's rows in all batches, so a tree missing a batch is seen;
-/// read at open without
-/// reading the batches: a start at a million issues read 350 MB to find
-/// them when they were only columns).
+/// batch, in order, `<shard tree> <shard> <rows of the tree> <repo>` (the
+/// tree's rows in all its batches, so a tree missing a batch is seen).
+/// Read at open without reading the batches: a start at a million issues
+/// read 350 MB to find them when they were columns.
 pub(crate) const PLACES_KEY: &str = "vole.meta-index.places";
 
 /// The key of the writer's version: a long-bodied row's `doc` is the
@@ -112,8 +110,6 @@ fn schema() -> Arc<Schema> {
             Field::new("blob", oid, false),
             Field::new("body_left", DataType::UInt32, false),
             Field::new("doc", DataType::Binary, false),
-            Field::new("repo", DataType::Utf8, false),
-            Field::new("shard", DataType::UInt8, false),
         ],
         metadata,
     ))
@@ -389,8 +385,6 @@ pub struct Writing {
     blobs: FixedSizeBinaryBuilder,
     lefts: UInt32Builder,
     docs: BinaryBuilder,
-    repos: StringBuilder,
-    shard_numbers: UInt8Builder,
     /// The tree, shard and repo of the rows pending.
     pending_place: String,
     /// A line a batch written ([`PLACES_KEY`]).
@@ -427,8 +421,6 @@ impl Writing {
             blobs: FixedSizeBinaryBuilder::new(OID_BYTES),
             lefts: UInt32Builder::new(),
             docs: BinaryBuilder::new(),
-            repos: StringBuilder::new(),
-            shard_numbers: UInt8Builder::new(),
             pending_place: String::new(),
             places: String::new(),
             pending: 0,
@@ -482,8 +474,6 @@ impl Writing {
                 .map_err(arrow)?;
             self.lefts.append_value(row.body_left);
             self.docs.append_value(&row.doc);
-            self.repos.append_value(repo);
-            self.shard_numbers.append_value(shard);
             self.pending += 1;
             self.rows += 1;
             if self.pending >= BATCH_ROWS {
@@ -510,8 +500,6 @@ impl Writing {
             Arc::new(self.blobs.finish()),
             Arc::new(self.lefts.finish()),
             Arc::new(self.docs.finish()),
-            Arc::new(self.repos.finish()),
-            Arc::new(self.shard_numbers.finish()),
         ];
         self.pending = 0;
         let batch = RecordBatch::try_new(schema(), columns).map_err(|e| self.arrow_error(e))?;
