@@ -19,6 +19,8 @@ use super::entity::{
 
 mod facets;
 use facets::Facets;
+mod thread_ids;
+use thread_ids::ThreadIds;
 pub mod stored;
 use stored::{Stored, stored};
 
@@ -75,11 +77,8 @@ pub struct Index {
     issue_facets: Facets<IssueState>,
     changes: BTreeMap<u64, Stored<Change>>,
     change_facets: Facets<ChangeState>,
-    /// Thread id -> (kind, number). Hashed with foldhash (seeded per
-    /// process), not SipHash: a start's read inserts every thread, and
-    /// hashing the ids was a twentieth of it; the ids are the store's own
-    /// (ULIDs it made), not text a user picks.
-    threads: HashMap<String, (ThreadKind, u64), foldhash::fast::RandomState>,
+    /// Thread id -> (kind, number) ([`thread_ids`]).
+    threads: ThreadIds,
     /// Thread id -> comment id -> comment (ids are time-ordered).
     comments: HashMap<String, BTreeMap<String, Stored<Comment>>>,
     acl: Option<Acl>,
@@ -122,6 +121,9 @@ pub struct Index {
     /// Author -> bytes of the documents they authored, as they stand
     /// ([`authored`]).
     authored: HashMap<String, u64>,
+    /// The facets are left out while a background read puts the repo's
+    /// documents in, and built whole at its end ([`Index::defer_facets`]).
+    facets_deferred: bool,
 }
 
 mod authored;
@@ -164,33 +166,41 @@ impl Index {
         self.count_authored(&entity, current.is_some(), body_left);
         match entity {
             Entity::Issue(issue) => {
-                if let Some(old) = current
-                    .and_then(|_| self.issues.get(&issue.number))
-                    .map(Stored::fields)
-                {
+                if !self.facets_deferred {
+                    if let Some(old) = current
+                        .and_then(|_| self.issues.get(&issue.number))
+                        .map(Stored::fields)
+                    {
+                        self.issue_facets
+                            .remove(old.number, old.state, &old.labels, &old.author);
+                    }
                     self.issue_facets
-                        .remove(old.number, old.state, &old.labels, &old.author);
+                        .add(issue.number, issue.state, &issue.labels, &issue.author);
                 }
-                self.issue_facets
-                    .add(issue.number, issue.state, &issue.labels, &issue.author);
                 self.threads
-                    .insert(issue.id.clone(), (ThreadKind::Issue, issue.number));
+                    .insert(&issue.id, ThreadKind::Issue, issue.number);
                 self.max_number = self.max_number.max(issue.number);
                 self.issues
                     .insert(issue.number, stored(issue, blob, body_left));
             }
             Entity::Change(change) => {
-                if let Some(old) = current
-                    .and_then(|_| self.changes.get(&change.number))
-                    .map(Stored::fields)
-                {
-                    self.change_facets
-                        .remove(old.number, old.state, &old.labels, &old.author);
+                if !self.facets_deferred {
+                    if let Some(old) = current
+                        .and_then(|_| self.changes.get(&change.number))
+                        .map(Stored::fields)
+                    {
+                        self.change_facets
+                            .remove(old.number, old.state, &old.labels, &old.author);
+                    }
+                    self.change_facets.add(
+                        change.number,
+                        change.state,
+                        &change.labels,
+                        &change.author,
+                    );
                 }
-                self.change_facets
-                    .add(change.number, change.state, &change.labels, &change.author);
                 self.threads
-                    .insert(change.id.clone(), (ThreadKind::Change, change.number));
+                    .insert(&change.id, ThreadKind::Change, change.number);
                 self.max_number = self.max_number.max(change.number);
                 self.changes
                     .insert(change.number, stored(change, blob, body_left));
@@ -228,6 +238,43 @@ impl Index {
             }
         }
         true
+    }
+
+    /// Leaves the facets (by state, label, author) out of what is applied
+    /// until [`Index::build_deferred_facets`]: for a background read,
+    /// whose documents come in the shards' order, which is no order of
+    /// numbers. Put in one by one, each was an insert in the middle of a
+    /// ranked set's node (a shift of up to a node's thousand numbers),
+    /// a fifth of the read; built from the maps, each is an append. The
+    /// repo is not served until then (`loading.rs`).
+    pub(crate) fn defer_facets(&mut self) {
+        self.facets_deferred = true;
+    }
+
+    /// The facets built whole from the issues and change requests held,
+    /// in number order, if they were deferred.
+    pub(crate) fn build_deferred_facets(&mut self) {
+        if !std::mem::take(&mut self.facets_deferred) {
+            return;
+        }
+        self.issue_facets = Facets::default();
+        for issue in self.issues.values().map(Stored::fields) {
+            self.issue_facets
+                .add(issue.number, issue.state, &issue.labels, &issue.author);
+        }
+        self.change_facets = Facets::default();
+        for change in self.changes.values().map(Stored::fields) {
+            self.change_facets
+                .add(change.number, change.state, &change.labels, &change.author);
+        }
+    }
+
+    /// Room for `more` issues and change requests besides those held,
+    /// made at once: the thread map grown by doubling rehashed every id
+    /// it held and faulted in a fresh table each time (a tenth of a
+    /// background read of a million).
+    pub(crate) fn expect_threads(&mut self, more: usize) {
+        self.threads.reserve(more);
     }
 
     /// Stores a comment, keeping the counts of what people wrote.

@@ -67,7 +67,7 @@ impl Index {
 
     /// The kind and number of the thread of id `thread_id`.
     pub fn thread_of(&self, thread_id: &str) -> Option<(ThreadKind, u64)> {
-        self.threads.get(thread_id).copied()
+        self.threads.get(thread_id)
     }
 }
 

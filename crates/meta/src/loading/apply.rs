@@ -118,8 +118,17 @@ fn apply(step: Step) -> Option<Vec<Found>> {
                 found.clear();
                 return Some(found);
             }
+            // The shards left are about as big as this one (a document's
+            // shard is a hash of its id): room for all their threads.
+            let threads = found
+                .iter()
+                .filter(|(e, _, _)| matches!(e, Entity::Issue(_) | Entity::Change(_)))
+                .count();
+            let shards = meta.loading.left_mut().trees.len() + 1;
             let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut state = meta.state.lock();
+                state.index.defer_facets();
+                state.index.expect_threads(threads * shards);
                 for (entity, blob, left) in found.drain(..) {
                     state.index.apply_persisted(entity, blob, left);
                 }
@@ -149,6 +158,7 @@ fn apply(step: Step) -> Option<Vec<Found>> {
 /// `folded_early`.
 fn finish_read(meta: &RepoMeta) {
     let mut state = meta.state.lock();
+    state.index.build_deferred_facets();
     let (replays, folded_early) = {
         let mut left = meta.loading.left_mut();
         (
