@@ -386,7 +386,7 @@ impl Walk<'_> {
                     self.tree(id, depth, unit)?;
                 } else {
                     let from_file = old
-                        .and_then(|o| Some((o, o.units.get(&id)?.clone())))
+                        .and_then(|o| Some((o, o.unit(&id)?)))
                         .is_some_and(|(o, range)| self.rows_from_file(o, range));
                     if !from_file {
                         self.tree(id, depth, Some(id))?;

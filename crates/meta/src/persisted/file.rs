@@ -151,17 +151,41 @@ impl std::fmt::Debug for Persisted {
 pub struct ShardRows {
     batches: Vec<RecordBatch>,
     starts: Vec<usize>,
-    pub(crate) units: HashMap<ObjectId, Range<usize>>,
+    /// Each thread directory's rows, found on first use: only a tree the
+    /// file does not hold whole looks its directories up here. Made for
+    /// every tree read, it was a hash map grown afresh per shard, and the
+    /// fresh memory it faulted in was a quarter of a start's reading.
+    units: std::cell::OnceCell<HashMap<ObjectId, Range<usize>>>,
 }
 
 impl ShardRows {
     fn new(batches: Vec<RecordBatch>) -> ShardRows {
         let mut starts = Vec::with_capacity(batches.len());
-        let mut units = HashMap::new();
-        let mut unit: Option<(ObjectId, usize)> = None;
         let mut at = 0;
         for batch in &batches {
             starts.push(at);
+            at += batch.num_rows();
+        }
+        ShardRows {
+            batches,
+            starts,
+            units: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The rows of the thread directory (or other unit) `unit`.
+    pub(crate) fn unit(&self, unit: &ObjectId) -> Option<Range<usize>> {
+        self.units
+            .get_or_init(|| self.find_units())
+            .get(unit)
+            .cloned()
+    }
+
+    fn find_units(&self) -> HashMap<ObjectId, Range<usize>> {
+        let mut units = HashMap::new();
+        let mut unit: Option<(ObjectId, usize)> = None;
+        let mut at = 0;
+        for batch in &self.batches {
             for i in 0..batch.num_rows() {
                 let of = oid_at(batch.column(1), i);
                 if unit.map(|(u, _)| u) != of {
@@ -176,11 +200,7 @@ impl ShardRows {
         if let Some((u, from)) = unit {
             units.insert(u, from..at);
         }
-        ShardRows {
-            batches,
-            starts,
-            units,
-        }
+        units
     }
 
     /// Rows in all.

@@ -348,3 +348,50 @@ fn a_footer_that_does_not_place_the_batches_right_is_read_around() {
     assert_eq!(store.stats().docs_from_git, 0);
     assert_eq!(index_parts(&store, REPO), from_git);
 }
+
+#[test]
+fn a_shard_tree_that_moved_takes_its_unchanged_thread_directories_from_the_file() {
+    // Two shards: each tree holds many thread directories, and an edit
+    // moves one tree while leaving most of its directories as they were.
+    let two = |options: StoreOptions| StoreOptions {
+        shards: 2,
+        ..options
+    };
+    let fx = Fixture::new();
+    let (_log, store) = fx.open(two(quick()));
+    create_issues(&store, "unit ", 30);
+    store.close(Duration::from_secs(10));
+    // An edit the file does not see (this start neither reads nor writes
+    // it): the edited issue's shard tree moves.
+    let (_log, store) = fx.open(two(StoreOptions {
+        persist_index: false,
+        ..quick()
+    }));
+    let patch = crate::IssuePatch {
+        version: None,
+        title: Some("unit 0, edited".into()),
+        body: None,
+        state: None,
+        labels: None,
+    };
+    store.edit_issue(&crate::tests::repo(), 1, patch).unwrap();
+    store.close(Duration::from_secs(10));
+    let (_log, store) = fx.open(two(StoreOptions {
+        persist_index: false,
+        ..only_on_flush()
+    }));
+    let from_git = index_parts(&store, REPO);
+    drop(store);
+    let (_log, store) = fx.open(two(only_on_flush()));
+    let stats = store.stats();
+    assert!(
+        stats.docs_from_git >= 1 && stats.docs_from_git <= 2,
+        "the edited issue's directory alone is read from git (and the repo's own \
+         documents' if they share the tree), not the whole tree it moved: {stats:?}"
+    );
+    assert!(
+        stats.docs_from_file >= 28,
+        "the moved tree's unchanged thread directories come from the file: {stats:?}"
+    );
+    assert_eq!(index_parts(&store, REPO), from_git);
+}
