@@ -21,6 +21,7 @@ mod facets;
 use facets::Facets;
 mod thread_ids;
 use thread_ids::ThreadIds;
+pub(crate) use thread_ids::kept_as_bits as thread_id_kept_as_bits;
 pub mod stored;
 use stored::{Stored, stored};
 
@@ -246,7 +247,9 @@ impl Index {
     /// numbers. Put in one by one, each was an insert in the middle of a
     /// ranked set's node (a shift of up to a node's thousand numbers),
     /// a fifth of the read; built from the maps, each is an append. The
-    /// repo is not served until then (`loading.rs`).
+    /// repo is not served until then (`loading.rs`: every call that reads
+    /// the facets waits for the repo to be whole, and a repo given up on,
+    /// stopped or deleted during its read never is).
     pub(crate) fn defer_facets(&mut self) {
         self.facets_deferred = true;
     }

@@ -541,3 +541,102 @@ fn a_text_filter_reads_bodies_left_in_git_newest_first_and_no_more_than_its_boun
     assert_eq!(decide_within(100, four + lens[4]), [7, 5, 1]);
     assert_eq!(decide_within(100, lens.iter().sum()), [7, 5, 2, 1]);
 }
+
+/// Facets built whole at the end of a background read (some documents
+/// applied before it, as the open does, the rest in another order, some
+/// in two versions) are the sets kept document by document: the same
+/// parts, and the same deep pages by state, label and author, in sets of
+/// several ranked nodes each.
+#[test]
+fn facets_built_at_the_end_of_a_read_are_the_ones_kept_document_by_document() {
+    let mut x = 5u64;
+    let mut next = move || {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        x >> 33
+    };
+    let labels = ["bug", "ui", "docs"];
+    let authors = ["ann", "bob", "cy"];
+    let mut docs = Vec::new();
+    for n in 1..=6000u64 {
+        let versions = 1 + next() % 2;
+        for version in 1..=versions {
+            let mut entity = if n % 4 == 0 {
+                let states = [ChangeState::Open, ChangeState::Closed, ChangeState::Merged];
+                change_at(n, version, states[(next() % 3) as usize])
+            } else {
+                let states = [IssueState::Open, IssueState::Closed];
+                let label = labels[(next() % 3) as usize];
+                issue(n, version, states[(next() % 2) as usize], &[label])
+            };
+            let author = authors[(next() % 3) as usize].to_string();
+            match &mut entity {
+                Entity::Issue(i) => i.author = author,
+                Entity::Change(c) => c.author = author,
+                _ => unreachable!(),
+            }
+            docs.push(entity);
+        }
+    }
+    let mut kept = Index::default();
+    for doc in &docs {
+        kept.apply(doc.clone());
+    }
+    // Another order: a start reads the shards in theirs.
+    let mut shuffled = docs.clone();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, (next() % (i as u64 + 1)) as usize);
+    }
+    let mut built = Index::default();
+    let (at_open, in_background) = shuffled.split_at(700);
+    for doc in at_open {
+        built.apply(doc.clone());
+    }
+    built.defer_facets();
+    for doc in in_background {
+        built.apply(doc.clone());
+    }
+    assert_ne!(
+        parts::parts(&built),
+        parts::parts(&kept),
+        "anti-vacuity: the facets were left out while deferred"
+    );
+    built.build_deferred_facets();
+    let (built_parts, kept_parts) = (parts::parts(&built), parts::parts(&kept));
+    assert_eq!(built_parts.len(), kept_parts.len());
+    for (i, (b, k)) in built_parts.iter().zip(&kept_parts).enumerate() {
+        assert!(
+            b == k,
+            "part {i} of the index differs once the deferred facets are built \
+             (built {} bytes, kept {} bytes)",
+            b.len(),
+            k.len()
+        );
+    }
+    let largest = built.issue_facets.in_state(IssueState::Open);
+    assert!(largest > 2000, "anti-vacuity: {largest} in a set");
+    let compared = fast_matches_scan(&built, &[(1, 50), (19, 50), (40, 50), (61, 30)]);
+    assert!(compared > 1000, "anti-vacuity: {compared} threads compared");
+    let numbers = |page: Page<Stored<Issue>>| {
+        let items: Vec<u64> = page.items.iter().map(|i| i.fields().number).collect();
+        (items, page.total)
+    };
+    for label in labels {
+        for author in authors {
+            let filter = Filter {
+                state: Some(IssueState::Open),
+                label: Some(label.to_string()),
+                author: Some(author.to_string()),
+            };
+            for page in [1, 3, 6] {
+                let page = Pagination::new(page, 40).unwrap();
+                let (a, b) = (
+                    numbers(built.issues(&filter, page)),
+                    numbers(kept.issues(&filter, page)),
+                );
+                assert_eq!(a, b, "{label} by {author}, {page:?}");
+            }
+        }
+    }
+}

@@ -18,7 +18,8 @@ type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Hashed with foldhash (seeded per process), not SipHash: a start's
 /// read inserts every thread, and hashing was a twentieth of it; the ids
-/// are the store's own (ULIDs it made), not text a user picks.
+/// inserted are the store's own (ULIDs it made), not text a user picks
+/// (a look-up may be any text: it finds nothing).
 #[derive(Debug, Default)]
 pub(super) struct ThreadIds {
     /// A canonical ULID's two halves -> kind bit | number.
@@ -38,6 +39,11 @@ fn ulid_bits(id: &str) -> Option<(u64, u64)> {
     }
     let bits = ulid.0;
     Some(((bits >> 64) as u64, bits as u64))
+}
+
+/// Whether `id` is kept as its bits (a canonical ULID), not as text.
+pub(crate) fn kept_as_bits(id: &str) -> bool {
+    ulid_bits(id).is_some()
 }
 
 fn pack(kind: ThreadKind, number: u64) -> Option<u64> {
@@ -85,7 +91,7 @@ impl ThreadIds {
         self.other.get(id).copied()
     }
 
-    /// Room for `more` ids besides those held.
+    /// Room for `more` ids kept as bits besides those held.
     pub(super) fn reserve(&mut self, more: usize) {
         self.ulids.reserve(more);
     }

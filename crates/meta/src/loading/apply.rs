@@ -119,12 +119,17 @@ fn apply(step: Step) -> Option<Vec<Found>> {
                 return Some(found);
             }
             // The shards left are about as big as this one (a document's
-            // shard is a hash of its id): room for all their threads.
-            let threads = found
-                .iter()
-                .filter(|(e, _, _)| matches!(e, Entity::Issue(_) | Entity::Change(_)))
-                .count();
-            let shards = meta.loading.left_mut().trees.len() + 1;
+            // shard is a hash of its id): room for all their threads. The
+            // reader may be up to `QUEUED + 1` shards ahead of this one.
+            // Ids not kept as bits (none the store makes) get none.
+            let mut threads = found.iter().filter_map(|(e, _, _)| match e {
+                Entity::Issue(i) => Some(i.id.as_str()),
+                Entity::Change(c) => Some(c.id.as_str()),
+                _ => None,
+            });
+            let compact = threads.next().is_some_and(index::thread_id_kept_as_bits);
+            let threads = if compact { threads.count() + 1 } else { 0 };
+            let shards = meta.loading.left_mut().trees.len() + 1 + QUEUED + 1;
             let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut state = meta.state.lock();
                 state.index.defer_facets();
