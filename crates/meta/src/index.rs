@@ -7,7 +7,7 @@
 //! is left in the git blob of the version held once it is folded
 //! ([`stored`]) and read back on demand ([`crate::bodies`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map};
 
 use gix::ObjectId;
 use vole_stdx::page::Pagination;
@@ -155,6 +155,33 @@ impl Index {
     }
 
     fn apply_doc(&mut self, entity: Entity, blob: Option<ObjectId>, body_left: u32) -> bool {
+        let entity = match entity {
+            Entity::Issue(issue) => match self.issues.entry(issue.number) {
+                // A new issue (nearly every document of a start's read):
+                // one search of the map for the look-up and the insert,
+                // which were two random walks down a million entries.
+                btree_map::Entry::Vacant(slot) => {
+                    self.entities += 1;
+                    let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
+                    authored::add(&mut self.authored, &issue.author, bytes);
+                    if !self.facets_deferred {
+                        self.issue_facets.add(
+                            issue.number,
+                            issue.state,
+                            &issue.labels,
+                            &issue.author,
+                        );
+                    }
+                    self.threads
+                        .insert(&issue.id, ThreadKind::Issue, issue.number);
+                    self.max_number = self.max_number.max(issue.number);
+                    slot.insert(stored(issue, blob, body_left));
+                    return true;
+                }
+                btree_map::Entry::Occupied(_) => Entity::Issue(issue),
+            },
+            entity => entity,
+        };
         // One lookup of what the index holds when it holds nothing (a
         // start's read, where nearly every document is new).
         let current = self.current_version(&entity);

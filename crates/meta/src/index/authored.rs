@@ -2,6 +2,8 @@
 //! wrote (titles, bodies, labels, branch names), as `--max-meta-bytes-per-user`
 //! bounds it, kept as documents come and go.
 
+use std::collections::HashMap;
+
 use super::{Change, Entity, Index, Issue};
 
 /// The author of a document a user writes (issue, change request,
@@ -16,7 +18,7 @@ pub(super) fn authored(entity: &Entity) -> Option<(&str, u64)> {
     }
 }
 
-fn issue_bytes(issue: &Issue) -> u64 {
+pub(super) fn issue_bytes(issue: &Issue) -> u64 {
     fields_bytes(issue) + issue.body.len() as u64
 }
 
@@ -93,13 +95,18 @@ impl Index {
             }
         }
         if let Some((author, bytes)) = authored(entity) {
-            let bytes = bytes + u64::from(body_left);
-            match self.authored.get_mut(author) {
-                Some(total) => *total += bytes,
-                None => {
-                    self.authored.insert(author.to_string(), bytes);
-                }
-            }
+            add(&mut self.authored, author, bytes + u64::from(body_left));
+        }
+    }
+}
+
+/// Counts `bytes` more to `author` (the key allocated only for a new
+/// author).
+pub(super) fn add(authored: &mut HashMap<String, u64>, author: &str, bytes: u64) {
+    match authored.get_mut(author) {
+        Some(total) => *total += bytes,
+        None => {
+            authored.insert(author.to_string(), bytes);
         }
     }
 }
