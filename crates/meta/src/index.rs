@@ -20,8 +20,8 @@ use super::entity::{
 mod facets;
 use facets::Facets;
 mod thread_ids;
-use thread_ids::ThreadIds;
 pub(crate) use thread_ids::kept_as_bits as thread_id_kept_as_bits;
+use thread_ids::{ThreadIds, note_thread};
 pub mod stored;
 use stored::{Stored, stored};
 
@@ -172,9 +172,11 @@ impl Index {
                             &issue.author,
                         );
                     }
-                    self.threads
-                        .insert(&issue.id, ThreadKind::Issue, issue.number);
-                    self.max_number = self.max_number.max(issue.number);
+                    note_thread(
+                        &mut self.threads,
+                        &mut self.max_number,
+                        (&issue.id, ThreadKind::Issue, issue.number),
+                    );
                     slot.insert(stored(issue, blob, body_left));
                     return true;
                 }
@@ -205,9 +207,11 @@ impl Index {
                     self.issue_facets
                         .add(issue.number, issue.state, &issue.labels, &issue.author);
                 }
-                self.threads
-                    .insert(&issue.id, ThreadKind::Issue, issue.number);
-                self.max_number = self.max_number.max(issue.number);
+                note_thread(
+                    &mut self.threads,
+                    &mut self.max_number,
+                    (&issue.id, ThreadKind::Issue, issue.number),
+                );
                 self.issues
                     .insert(issue.number, stored(issue, blob, body_left));
             }
@@ -227,9 +231,11 @@ impl Index {
                         &change.author,
                     );
                 }
-                self.threads
-                    .insert(&change.id, ThreadKind::Change, change.number);
-                self.max_number = self.max_number.max(change.number);
+                note_thread(
+                    &mut self.threads,
+                    &mut self.max_number,
+                    (&change.id, ThreadKind::Change, change.number),
+                );
                 self.changes
                     .insert(change.number, stored(change, blob, body_left));
             }
@@ -266,45 +272,6 @@ impl Index {
             }
         }
         true
-    }
-
-    /// Leaves the facets (by state, label, author) out of what is applied
-    /// until [`Index::build_deferred_facets`]: for a background read,
-    /// whose documents come in the shards' order, which is no order of
-    /// numbers. Put in one by one, each was an insert in the middle of a
-    /// ranked set's node (a shift of up to a node's thousand numbers),
-    /// a fifth of the read; built from the maps, each is an append. The
-    /// repo is not served until then (`loading.rs`: every call that reads
-    /// the facets waits for the repo to be whole, and a repo given up on,
-    /// stopped or deleted during its read never is).
-    pub(crate) fn defer_facets(&mut self) {
-        self.facets_deferred = true;
-    }
-
-    /// The facets built whole from the issues and change requests held,
-    /// in number order, if they were deferred.
-    pub(crate) fn build_deferred_facets(&mut self) {
-        if !std::mem::take(&mut self.facets_deferred) {
-            return;
-        }
-        self.issue_facets = Facets::default();
-        for issue in self.issues.values().map(Stored::fields) {
-            self.issue_facets
-                .add(issue.number, issue.state, &issue.labels, &issue.author);
-        }
-        self.change_facets = Facets::default();
-        for change in self.changes.values().map(Stored::fields) {
-            self.change_facets
-                .add(change.number, change.state, &change.labels, &change.author);
-        }
-    }
-
-    /// Room for `more` issues and change requests besides those held,
-    /// made at once: the thread map grown by doubling rehashed every id
-    /// it held and faulted in a fresh table each time (a tenth of a
-    /// background read of a million).
-    pub(crate) fn expect_threads(&mut self, more: usize) {
-        self.threads.reserve(more);
     }
 
     /// Stores a comment, keeping the counts of what people wrote.

@@ -2,10 +2,13 @@
 //! by label, by author, and their intersections. The sets are
 //! order-statistic trees (`indexset`): besides their order, they answer
 //! the n-th number and a number's rank in about constant time, so a page
-//! deep in a list costs what its first page does.
+//! deep in a list costs what its first page does. A background read
+//! leaves them out and builds them whole at its end, in number order.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
+
+use super::{Index, Stored};
 
 /// A set of issue or change request numbers, ranked.
 pub(super) type Numbers = indexset::BTreeSet<u64>;
@@ -116,6 +119,39 @@ fn add_to(map: &mut HashMap<String, Numbers>, key: &str, number: u64) {
         }
         None => {
             map.insert(key.to_string(), Numbers::from_iter([number]));
+        }
+    }
+}
+
+impl Index {
+    /// Leaves the facets (by state, label, author) out of what is applied
+    /// until [`Index::build_deferred_facets`]: for a background read,
+    /// whose documents come in the shards' order, which is no order of
+    /// numbers. Put in one by one, each was an insert in the middle of a
+    /// ranked set's node (a shift of up to a node's thousand numbers),
+    /// a fifth of the read; built from the maps, each is an append. The
+    /// repo is not served until then (`loading.rs`: every call that reads
+    /// the facets waits for the repo to be whole, and a repo given up on,
+    /// stopped or deleted during its read never is).
+    pub(crate) fn defer_facets(&mut self) {
+        self.facets_deferred = true;
+    }
+
+    /// The facets built whole from the issues and change requests held,
+    /// in number order, if they were deferred.
+    pub(crate) fn build_deferred_facets(&mut self) {
+        if !std::mem::take(&mut self.facets_deferred) {
+            return;
+        }
+        self.issue_facets = Facets::default();
+        for issue in self.issues.values().map(Stored::fields) {
+            self.issue_facets
+                .add(issue.number, issue.state, &issue.labels, &issue.author);
+        }
+        self.change_facets = Facets::default();
+        for change in self.changes.values().map(Stored::fields) {
+            self.change_facets
+                .add(change.number, change.state, &change.labels, &change.author);
         }
     }
 }

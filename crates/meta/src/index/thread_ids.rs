@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::ThreadKind;
+use super::{Index, ThreadKind};
 
 /// The kind bit of a packed value; numbers at or past it are kept as
 /// text ids are.
@@ -105,6 +105,29 @@ impl ThreadIds {
             (ulid::Ulid(bits).to_string(), unpack(*packed))
         });
         ulids.chain(self.other.iter().map(|(id, at)| (id.clone(), *at)))
+    }
+}
+
+/// A thread put in the index: its id's kind and number, and the highest
+/// number in use (fields, not `&mut Index`: the caller may hold an entry
+/// of the map of issues).
+pub(super) fn note_thread(
+    threads: &mut ThreadIds,
+    max_number: &mut u64,
+    thread: (&str, ThreadKind, u64),
+) {
+    let (id, kind, number) = thread;
+    threads.insert(id, kind, number);
+    *max_number = (*max_number).max(number);
+}
+
+impl Index {
+    /// Room for `more` issues and change requests besides those held,
+    /// made at once: the thread map grown by doubling rehashed every id
+    /// it held and faulted in a fresh table each time (a tenth of a
+    /// background read of a million).
+    pub(crate) fn expect_threads(&mut self, more: usize) {
+        self.threads.reserve(more);
     }
 }
 
