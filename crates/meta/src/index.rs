@@ -156,31 +156,9 @@ impl Index {
 
     fn apply_doc(&mut self, entity: Entity, blob: Option<ObjectId>, body_left: u32) -> bool {
         let entity = match entity {
-            Entity::Issue(issue) => match self.issues.entry(issue.number) {
-                // A new issue (nearly every document of a start's read):
-                // one search of the map for the look-up and the insert,
-                // which were two random walks down a million entries.
-                btree_map::Entry::Vacant(slot) => {
-                    self.entities += 1;
-                    let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
-                    authored::add(&mut self.authored, &issue.author, bytes);
-                    if !self.facets_deferred {
-                        self.issue_facets.add(
-                            issue.number,
-                            issue.state,
-                            &issue.labels,
-                            &issue.author,
-                        );
-                    }
-                    note_thread(
-                        &mut self.threads,
-                        &mut self.max_number,
-                        (&issue.id, ThreadKind::Issue, issue.number),
-                    );
-                    slot.insert(stored(issue, blob, body_left));
-                    return true;
-                }
-                btree_map::Entry::Occupied(_) => Entity::Issue(issue),
+            Entity::Issue(issue) => match self.apply_new_issue(issue, blob, body_left) {
+                None => return true,
+                Some(held) => Entity::Issue(held),
             },
             entity => entity,
         };
@@ -272,6 +250,38 @@ impl Index {
             }
         }
         true
+    }
+
+    /// [`Index::apply_doc`] of an issue the index does not hold (nearly
+    /// every document of a start's read): one search of the map for the
+    /// look-up and the insert, which were two random walks down a million
+    /// entries. The issue back, not applied, if the index holds its
+    /// number.
+    fn apply_new_issue(
+        &mut self,
+        issue: Issue,
+        blob: Option<ObjectId>,
+        body_left: u32,
+    ) -> Option<Issue> {
+        match self.issues.entry(issue.number) {
+            btree_map::Entry::Vacant(slot) => {
+                self.entities += 1;
+                let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
+                authored::add(&mut self.authored, &issue.author, bytes);
+                if !self.facets_deferred {
+                    self.issue_facets
+                        .add(issue.number, issue.state, &issue.labels, &issue.author);
+                }
+                note_thread(
+                    &mut self.threads,
+                    &mut self.max_number,
+                    (&issue.id, ThreadKind::Issue, issue.number),
+                );
+                slot.insert(stored(issue, blob, body_left));
+                None
+            }
+            btree_map::Entry::Occupied(_) => Some(issue),
+        }
     }
 
     /// Stores a comment, keeping the counts of what people wrote.
