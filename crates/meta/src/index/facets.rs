@@ -111,63 +111,6 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     }
 }
 
-impl<S: Eq + Hash + Copy> Facets<S> {
-    /// The sets of every thread `all` walks (number, state, labels,
-    /// author), in number order, so that each insert is an append: by
-    /// author on a second thread, by state and label on this one (the
-    /// repo's read is done then, and its reader's core free). Both walk
-    /// the same map, each once.
-    fn built<'a, I>(all: impl Fn() -> I + Sync) -> Facets<S>
-    where
-        I: Iterator<Item = (u64, S, &'a [String], &'a str)>,
-        S: 'a,
-    {
-        std::thread::scope(|scope| {
-            let authors = std::thread::Builder::new()
-                .name("vole-meta-facets".into())
-                .spawn_scoped(scope, || authors_of(&all));
-            // A handful of states: a look-up in a short list, not a hash.
-            let mut by_state: Vec<(S, Numbers)> = Vec::new();
-            let mut by_label = HashMap::new();
-            for (number, state, labels, _) in all() {
-                match by_state.iter_mut().find(|(s, _)| *s == state) {
-                    Some((_, set)) => {
-                        set.insert(number);
-                    }
-                    None => by_state.push((state, Numbers::from_iter([number]))),
-                }
-                for label in labels {
-                    add_to(&mut by_label, label, number);
-                }
-            }
-            let by_author = match authors {
-                Ok(thread) => thread
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                // No thread to be had: on this one.
-                Err(_) => authors_of(&all),
-            };
-            Facets {
-                by_state: by_state.into_iter().collect(),
-                by_label,
-                by_author,
-            }
-        })
-    }
-}
-
-/// The sets by author of every thread `all` walks.
-fn authors_of<'a, S: 'a, I>(all: &impl Fn() -> I) -> HashMap<String, Numbers>
-where
-    I: Iterator<Item = (u64, S, &'a [String], &'a str)>,
-{
-    let mut by_author = HashMap::new();
-    for (number, _, _, author) in all() {
-        add_to(&mut by_author, author, number);
-    }
-    by_author
-}
-
 /// Adds `number` to `key`'s set, the key allocated only for a new set.
 fn add_to(map: &mut HashMap<String, Numbers>, key: &str, number: u64) {
     match map.get_mut(key) {
@@ -200,17 +143,15 @@ impl Index {
         if !std::mem::take(&mut self.facets_deferred) {
             return;
         }
-        self.issue_facets = Facets::built(|| {
-            self.issues.values().map(Stored::fields).map(|i| {
-                let labels: &[String] = &i.labels;
-                (i.number, i.state, labels, i.author.as_str())
-            })
-        });
-        self.change_facets = Facets::built(|| {
-            self.changes.values().map(Stored::fields).map(|c| {
-                let labels: &[String] = &c.labels;
-                (c.number, c.state, labels, c.author.as_str())
-            })
-        });
+        self.issue_facets = Facets::default();
+        for issue in self.issues.values().map(Stored::fields) {
+            self.issue_facets
+                .add(issue.number, issue.state, &issue.labels, &issue.author);
+        }
+        self.change_facets = Facets::default();
+        for change in self.changes.values().map(Stored::fields) {
+            self.change_facets
+                .add(change.number, change.state, &change.labels, &change.author);
+        }
     }
 }
