@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
-use super::{Change, Index, Issue, Stored};
+use super::{Index, Stored};
 
 /// A set of issue or change request numbers, ranked.
 pub(super) type Numbers = indexset::BTreeSet<u64>;
@@ -111,74 +111,6 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     }
 }
 
-/// What a thread's facets are made of: its number, state, labels and
-/// author.
-type Keys<'a, S> = (u64, S, &'a [String], &'a str);
-
-/// Below this many threads, the sets are built on one thread (the
-/// tests' few thousand are built on two, so that path is the one they
-/// check).
-const BUILT_ON_TWO: usize = if cfg!(test) { 1_000 } else { 50_000 };
-
-impl<S: Eq + Hash + Copy + Send> Facets<S> {
-    /// The sets of every thread of `all`, in number order (each insert an
-    /// append), the higher half of the numbers on a second thread: the
-    /// walk, a cache miss a thread for its boxed document, is most of
-    /// the cost, and the repo's read is done, its reader's core free. The
-    /// higher half's sets are then appended to the lower half's.
-    fn built<T: super::stored::HasBody + Sync>(
-        all: &BTreeMap<u64, Stored<T>>,
-        keys: impl Fn(&T) -> Keys<'_, S> + Sync,
-    ) -> Facets<S> {
-        let half = |range: (std::ops::Bound<u64>, std::ops::Bound<u64>)| {
-            let mut facets = Facets::default();
-            for stored in all.range(range).map(|(_, s)| s) {
-                let (number, state, labels, author) = keys(stored.fields());
-                facets.add(number, state, labels, author);
-            }
-            facets
-        };
-        use std::ops::Bound::{Excluded, Included, Unbounded};
-        let split = (all.len() >= BUILT_ON_TWO)
-            .then(|| all.keys().nth(all.len() / 2).copied())
-            .flatten();
-        let Some(split) = split else {
-            return half((Unbounded, Unbounded));
-        };
-        std::thread::scope(|scope| {
-            let higher = std::thread::Builder::new()
-                .name("vole-meta-facets".into())
-                .spawn_scoped(scope, || half((Included(split), Unbounded)));
-            let mut lower = half((Unbounded, Excluded(split)));
-            let higher = match higher {
-                Ok(thread) => thread
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                // No thread to be had: on this one.
-                Err(_) => half((Included(split), Unbounded)),
-            };
-            lower.append(higher);
-            lower
-        })
-    }
-
-    /// Appends `higher`'s sets, every number of which is above each of
-    /// this one's.
-    fn append(&mut self, higher: Facets<S>) {
-        fn join<K: Eq + Hash>(lower: &mut HashMap<K, Numbers>, higher: HashMap<K, Numbers>) {
-            for (key, numbers) in higher {
-                let set = lower.entry(key).or_default();
-                for number in numbers.iter() {
-                    set.insert(*number);
-                }
-            }
-        }
-        join(&mut self.by_state, higher.by_state);
-        join(&mut self.by_label, higher.by_label);
-        join(&mut self.by_author, higher.by_author);
-    }
-}
-
 /// Adds `number` to `key`'s set, the key allocated only for a new set.
 fn add_to(map: &mut HashMap<String, Numbers>, key: &str, number: u64) {
     match map.get_mut(key) {
@@ -211,11 +143,15 @@ impl Index {
         if !std::mem::take(&mut self.facets_deferred) {
             return;
         }
-        self.issue_facets = Facets::built(&self.issues, |i: &Issue| {
-            (i.number, i.state, &i.labels[..], i.author.as_str())
-        });
-        self.change_facets = Facets::built(&self.changes, |c: &Change| {
-            (c.number, c.state, &c.labels[..], c.author.as_str())
-        });
+        self.issue_facets = Facets::default();
+        for issue in self.issues.values().map(Stored::fields) {
+            self.issue_facets
+                .add(issue.number, issue.state, &issue.labels, &issue.author);
+        }
+        self.change_facets = Facets::default();
+        for change in self.changes.values().map(Stored::fields) {
+            self.change_facets
+                .add(change.number, change.state, &change.labels, &change.author);
+        }
     }
 }
