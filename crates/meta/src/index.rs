@@ -175,15 +175,8 @@ impl Index {
         match entity {
             Entity::Issue(issue) => {
                 if !self.facets_deferred {
-                    if let Some(old) = current
-                        .and_then(|_| self.issues.get(&issue.number))
-                        .map(Stored::fields)
-                    {
-                        self.issue_facets
-                            .remove(old.number, old.state, &old.labels, &old.author);
-                    }
-                    self.issue_facets
-                        .add(issue.number, issue.state, &issue.labels, &issue.author);
+                    let old = self.issues.get(&issue.number).map(Stored::fields);
+                    self.issue_facets.put(old, &issue);
                 }
                 note_thread(
                     &mut self.threads,
@@ -195,19 +188,8 @@ impl Index {
             }
             Entity::Change(change) => {
                 if !self.facets_deferred {
-                    if let Some(old) = current
-                        .and_then(|_| self.changes.get(&change.number))
-                        .map(Stored::fields)
-                    {
-                        self.change_facets
-                            .remove(old.number, old.state, &old.labels, &old.author);
-                    }
-                    self.change_facets.add(
-                        change.number,
-                        change.state,
-                        &change.labels,
-                        &change.author,
-                    );
+                    let old = self.changes.get(&change.number).map(Stored::fields);
+                    self.change_facets.put(old, &change);
                 }
                 note_thread(
                     &mut self.threads,
@@ -269,8 +251,7 @@ impl Index {
                 let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
                 authored::add(&mut self.authored, &issue.author, bytes);
                 if !self.facets_deferred {
-                    self.issue_facets
-                        .add(issue.number, issue.state, &issue.labels, &issue.author);
+                    self.issue_facets.put(None, &issue);
                 }
                 note_thread(
                     &mut self.threads,

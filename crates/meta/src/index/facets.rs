@@ -8,7 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
-use super::{Index, Stored};
+use super::stored::HasBody;
+use super::{Change, ChangeState, Index, Issue, IssueState, Stored};
 
 /// A set of issue or change request numbers, ranked.
 pub(super) type Numbers = indexset::BTreeSet<u64>;
@@ -31,16 +32,66 @@ impl<S> Default for Facets<S> {
     }
 }
 
+/// What the facets hold of an issue or a change request.
+pub(super) trait Faceted {
+    type State: Eq + Hash + Copy;
+    fn number(&self) -> u64;
+    fn state(&self) -> Self::State;
+    fn labels(&self) -> &[String];
+    fn author(&self) -> &str;
+}
+
+impl Faceted for Issue {
+    type State = IssueState;
+    fn number(&self) -> u64 {
+        self.number
+    }
+    fn state(&self) -> IssueState {
+        self.state
+    }
+    fn labels(&self) -> &[String] {
+        &self.labels
+    }
+    fn author(&self) -> &str {
+        &self.author
+    }
+}
+
+impl Faceted for Change {
+    type State = ChangeState;
+    fn number(&self) -> u64 {
+        self.number
+    }
+    fn state(&self) -> ChangeState {
+        self.state
+    }
+    fn labels(&self) -> &[String] {
+        &self.labels
+    }
+    fn author(&self) -> &str {
+        &self.author
+    }
+}
+
 impl<S: Eq + Hash + Copy> Facets<S> {
-    pub(super) fn add(&mut self, number: u64, state: S, labels: &[String], author: &str) {
-        self.by_state.entry(state).or_default().insert(number);
-        for label in labels {
-            add_to(&mut self.by_label, label, number);
+    /// `new` in the sets in place of `old`, the version held if any.
+    pub(super) fn put<T: Faceted<State = S>>(&mut self, old: Option<&T>, new: &T) {
+        if let Some(old) = old {
+            self.remove(old);
         }
-        add_to(&mut self.by_author, author, number);
+        self.add(new);
     }
 
-    pub(super) fn remove(&mut self, number: u64, state: S, labels: &[String], author: &str) {
+    fn add(&mut self, doc: &impl Faceted<State = S>) {
+        let number = doc.number();
+        self.by_state.entry(doc.state()).or_default().insert(number);
+        for label in doc.labels() {
+            add_to(&mut self.by_label, label, number);
+        }
+        add_to(&mut self.by_author, doc.author(), number);
+    }
+
+    fn remove(&mut self, doc: &impl Faceted<State = S>) {
         fn drop_from<K, Q>(map: &mut HashMap<K, Numbers>, key: &Q, number: u64)
         where
             K: Eq + Hash + std::borrow::Borrow<Q>,
@@ -53,11 +104,12 @@ impl<S: Eq + Hash + Copy> Facets<S> {
                 }
             }
         }
-        drop_from(&mut self.by_state, &state, number);
-        for label in labels {
+        let number = doc.number();
+        drop_from(&mut self.by_state, &doc.state(), number);
+        for label in doc.labels() {
             drop_from(&mut self.by_label, label, number);
         }
-        drop_from(&mut self.by_author, author, number);
+        drop_from(&mut self.by_author, doc.author(), number);
     }
 
     /// How many numbers match the facets with `state` (no set is copied:
@@ -111,6 +163,19 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     }
 }
 
+impl<S: Eq + Hash + Copy> Facets<S> {
+    /// The sets of `all`, walked in number order: each insert an append.
+    fn built<'a, T: Faceted<State = S> + HasBody + 'a>(
+        all: impl Iterator<Item = &'a Stored<T>>,
+    ) -> Facets<S> {
+        let mut facets = Facets::default();
+        for doc in all {
+            facets.add(doc.fields());
+        }
+        facets
+    }
+}
+
 /// Adds `number` to `key`'s set, the key allocated only for a new set.
 fn add_to(map: &mut HashMap<String, Numbers>, key: &str, number: u64) {
     match map.get_mut(key) {
@@ -143,15 +208,7 @@ impl Index {
         if !std::mem::take(&mut self.facets_deferred) {
             return;
         }
-        self.issue_facets = Facets::default();
-        for issue in self.issues.values().map(Stored::fields) {
-            self.issue_facets
-                .add(issue.number, issue.state, &issue.labels, &issue.author);
-        }
-        self.change_facets = Facets::default();
-        for change in self.changes.values().map(Stored::fields) {
-            self.change_facets
-                .add(change.number, change.state, &change.labels, &change.author);
-        }
+        self.issue_facets = Facets::built(self.issues.values());
+        self.change_facets = Facets::built(self.changes.values());
     }
 }
