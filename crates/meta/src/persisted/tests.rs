@@ -51,6 +51,20 @@ fn stopped_with_issues(fx: &Fixture, n: usize) -> Vec<String> {
     index_parts(&store, REPO)
 }
 
+/// Issue `number` of the test repo given `title`.
+fn retitle(store: &crate::MetaStore, number: u64, title: &str) {
+    let patch = crate::IssuePatch {
+        version: None,
+        title: Some(title.into()),
+        body: None,
+        state: None,
+        labels: None,
+    };
+    store
+        .edit_issue(&crate::tests::repo(), number, patch)
+        .unwrap();
+}
+
 #[test]
 fn a_persisted_index_that_cannot_be_read_is_read_around_and_written_again() {
     let fx = Fixture::new();
@@ -216,16 +230,7 @@ fn check_finds_a_forged_row_in_the_tree_of_a_shard_that_moved_since() {
             persist_index: false,
             ..only_on_flush()
         });
-        let patch = crate::IssuePatch {
-            version: None,
-            title: Some("moved on".into()),
-            body: None,
-            state: None,
-            labels: None,
-        };
-        store
-            .edit_issue(&crate::tests::repo(), number, patch)
-            .unwrap();
+        retitle(&store, number, "moved on");
         assert!(store.flush(Duration::from_secs(10)));
     }
     let repos = vec![(REPO.to_string(), fx.git_dir.clone())];
@@ -367,14 +372,7 @@ fn a_shard_tree_that_moved_takes_its_unchanged_thread_directories_from_the_file(
         persist_index: false,
         ..quick()
     }));
-    let patch = crate::IssuePatch {
-        version: None,
-        title: Some("unit 0, edited".into()),
-        body: None,
-        state: None,
-        labels: None,
-    };
-    store.edit_issue(&crate::tests::repo(), 1, patch).unwrap();
+    retitle(&store, 1, "unit 0, edited");
     store.close(Duration::from_secs(10));
     let (_log, store) = fx.open(two(StoreOptions {
         persist_index: false,
