@@ -18,7 +18,7 @@ use super::entity::{
 };
 
 mod facets;
-use facets::Facets;
+use facets::{Deferred, Facets};
 mod thread_ids;
 pub(crate) use thread_ids::kept_as_bits as thread_id_kept_as_bits;
 use thread_ids::{ThreadIds, note_thread};
@@ -122,9 +122,10 @@ pub struct Index {
     /// Author -> bytes of the documents they authored, as they stand
     /// ([`authored`]).
     authored: HashMap<String, u64>,
-    /// The facets are left out while a background read puts the repo's
-    /// documents in, and built whole at its end ([`Index::defer_facets`]).
-    facets_deferred: bool,
+    /// The facets' keys of what a background read puts in, gathered
+    /// while the facets are deferred, and built into them at its end
+    /// ([`Index::defer_facets`]).
+    deferred: Option<Box<Deferred>>,
 }
 
 mod authored;
@@ -174,10 +175,9 @@ impl Index {
         self.count_authored(&entity, current.is_some(), body_left);
         match entity {
             Entity::Issue(issue) => {
-                if !self.facets_deferred {
-                    let old = self.issues.get(&issue.number).map(Stored::fields);
-                    self.issue_facets.put(old, &issue);
-                }
+                let old = self.issues.get(&issue.number).map(Stored::fields);
+                let gathered = self.deferred.as_mut().map(|d| &mut d.issues);
+                self.issue_facets.put(old, &issue, gathered);
                 note_thread(
                     &mut self.threads,
                     &mut self.max_number,
@@ -187,10 +187,9 @@ impl Index {
                     .insert(issue.number, stored(issue, blob, body_left));
             }
             Entity::Change(change) => {
-                if !self.facets_deferred {
-                    let old = self.changes.get(&change.number).map(Stored::fields);
-                    self.change_facets.put(old, &change);
-                }
+                let old = self.changes.get(&change.number).map(Stored::fields);
+                let gathered = self.deferred.as_mut().map(|d| &mut d.changes);
+                self.change_facets.put(old, &change, gathered);
                 note_thread(
                     &mut self.threads,
                     &mut self.max_number,
@@ -250,9 +249,8 @@ impl Index {
                 self.entities += 1;
                 let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
                 authored::add(&mut self.authored, &issue.author, bytes);
-                if !self.facets_deferred {
-                    self.issue_facets.put(None, &issue);
-                }
+                let gathered = self.deferred.as_mut().map(|d| &mut d.issues);
+                self.issue_facets.put(None, &issue, gathered);
                 note_thread(
                     &mut self.threads,
                     &mut self.max_number,

@@ -3,13 +3,16 @@
 //! order-statistic trees (`indexset`): besides their order, they answer
 //! the n-th number and a number's rank in about constant time, so a page
 //! deep in a list costs what its first page does. A background read
-//! leaves them out and builds them whole at its end, in number order.
+//! gathers the keys of what it applies and builds the sets at its end,
+//! in number order ([`gathered`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 
-use super::stored::HasBody;
-use super::{Change, ChangeState, Index, Issue, IssueState, Stored};
+use super::{Change, ChangeState, Index, Issue, IssueState};
+
+mod gathered;
+pub(super) use gathered::Gathered;
 
 /// A set of issue or change request numbers, ranked.
 pub(super) type Numbers = indexset::BTreeSet<u64>;
@@ -74,12 +77,23 @@ impl Faceted for Change {
 }
 
 impl<S: Eq + Hash + Copy> Facets<S> {
-    /// `new` in the sets in place of `old`, the version held if any.
-    pub(super) fn put<T: Faceted<State = S>>(&mut self, old: Option<&T>, new: &T) {
+    /// `new` in the sets in place of `old`, the version held if any; or,
+    /// while the facets are deferred, `old` out of them and `new`'s keys
+    /// noted in `gathered` (so the sets never hold a number's keys that
+    /// `gathered` holds too).
+    pub(super) fn put<T: Faceted<State = S>>(
+        &mut self,
+        old: Option<&T>,
+        new: &T,
+        gathered: Option<&mut Gathered<S>>,
+    ) {
         if let Some(old) = old {
             self.remove(old);
         }
-        self.add(new);
+        match gathered {
+            Some(gathered) => gathered.note(new),
+            None => self.add(new),
+        }
     }
 
     fn add(&mut self, doc: &impl Faceted<State = S>) {
@@ -163,19 +177,6 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     }
 }
 
-impl<S: Eq + Hash + Copy> Facets<S> {
-    /// The sets of `all`, walked in number order: each insert an append.
-    fn built<'a, T: Faceted<State = S> + HasBody + 'a>(
-        all: impl Iterator<Item = &'a Stored<T>>,
-    ) -> Facets<S> {
-        let mut facets = Facets::default();
-        for doc in all {
-            facets.add(doc.fields());
-        }
-        facets
-    }
-}
-
 /// Adds `number` to `key`'s set, the key allocated only for a new set.
 fn add_to(map: &mut HashMap<String, Numbers>, key: &str, number: u64) {
     match map.get_mut(key) {
@@ -188,27 +189,43 @@ fn add_to(map: &mut HashMap<String, Numbers>, key: &str, number: u64) {
     }
 }
 
+/// The keys of what is applied while the facets are deferred.
+#[derive(Debug, Default)]
+pub(super) struct Deferred {
+    pub(super) issues: Gathered<IssueState>,
+    pub(super) changes: Gathered<ChangeState>,
+}
+
 impl Index {
     /// Leaves the facets (by state, label, author) out of what is applied
-    /// until [`Index::build_deferred_facets`]: for a background read,
-    /// whose documents come in the shards' order, which is no order of
-    /// numbers. Put in one by one, each was an insert in the middle of a
-    /// ranked set's node (a shift of up to a node's thousand numbers),
-    /// a fifth of the read; built from the maps, each is an append. The
-    /// repo is not served until then (`loading.rs`: every call that reads
-    /// the facets waits for the repo to be whole, and a repo given up on,
-    /// stopped or deleted during its read never is).
+    /// until [`Index::build_deferred_facets`], gathering the keys of each
+    /// document instead: for a background read, whose documents come in
+    /// the shards' order, which is no order of numbers. Put in one by
+    /// one, each was an insert in the middle of a ranked set's node (a
+    /// shift of up to a node's thousand numbers), a fifth of the read;
+    /// built at the end, each is an append. The repo is not served until
+    /// then (`loading.rs`: every call that reads the facets waits for the
+    /// repo to be whole, and a repo given up on, stopped or deleted
+    /// during its read never is).
     pub(crate) fn defer_facets(&mut self) {
-        self.facets_deferred = true;
+        self.deferred.get_or_insert_with(Box::default);
     }
 
-    /// The facets built whole from the issues and change requests held,
-    /// in number order, if they were deferred.
-    pub(crate) fn build_deferred_facets(&mut self) {
-        if !std::mem::take(&mut self.facets_deferred) {
-            return;
+    /// Room for `more` issues gathered while deferred.
+    pub(crate) fn expect_deferred_issues(&mut self, more: usize) {
+        if let Some(deferred) = &mut self.deferred {
+            deferred.issues.reserve(more);
         }
-        self.issue_facets = Facets::built(self.issues.values());
-        self.change_facets = Facets::built(self.changes.values());
+    }
+
+    /// The facets with what was gathered while they were deferred, built
+    /// in number order, if they were.
+    pub(crate) fn build_deferred_facets(&mut self) {
+        let Some(deferred) = self.deferred.take() else {
+            return;
+        };
+        let Deferred { issues, changes } = *deferred;
+        self.issue_facets = issues.built_into(std::mem::take(&mut self.issue_facets));
+        self.change_facets = changes.built_into(std::mem::take(&mut self.change_facets));
     }
 }

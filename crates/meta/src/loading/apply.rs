@@ -134,6 +134,7 @@ fn apply(step: Step) -> Option<Vec<Found>> {
                 let mut state = meta.state.lock();
                 state.index.defer_facets();
                 state.index.expect_threads(threads * shards);
+                state.index.expect_deferred_issues(threads * shards);
                 for (entity, blob, left) in found.drain(..) {
                     state.index.apply_persisted(entity, blob, left);
                 }
