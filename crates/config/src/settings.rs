@@ -272,8 +272,9 @@ pub struct Settings {
     #[arg(long, env = "VOLE_META_FOLD_INTERVAL", value_name = "DURATION")]
     pub meta_fold_interval: Option<String>,
 
-    /// How long a start reads the repos' issues, pull requests and
-    /// comments before it serves; what is left is read in the background
+    /// How long a start waits for the background read of the repos'
+    /// issues, pull requests and comments before it serves; what is left
+    /// is read on in the background
     /// (a request that needs it meanwhile is answered 503 with
     /// `Retry-After`) [default: 250ms].
     #[arg(long, env = "VOLE_META_READ_AT_OPEN", value_name = "DURATION")]

@@ -20,9 +20,9 @@
 //! record above its shard tip's `Vole-Log-Seq` is put back in the index and
 //! the fold queue: an acknowledged write is never lost, and one already
 //! folded is never folded twice. With `read_at_open` (the server's way)
-//! the open reads for a bounded time (the repo-level shards always) and
-//! leaves the rest to a background reader (`loading.rs`), so a start does
-//! not grow with the issues stored.
+//! the open reads the repo-level shards and leaves the rest to a
+//! background reader (`loading.rs`), waiting for it a bounded time, so a
+//! start does not grow with the issues stored.
 //!
 //! # Where each part lives
 //!
@@ -138,11 +138,12 @@ pub struct StoreOptions {
     /// Bytes of documents one author may hold in one repo
     /// (`Index::over_authored_limit`); `None`: no limit.
     pub max_authored_bytes: Option<u64>,
-    /// `Some(d)`: the open reads each repo's repo-level documents, then
-    /// its issues, change requests and comments for at most `d` in all,
-    /// and leaves the rest to a background reader (`loading.rs`), so a
-    /// start does not grow with what is stored; `None`: the open reads
-    /// everything (tools, tests).
+    /// `Some(d)`: the open reads each repo's repo-level documents and
+    /// leaves its issues, change requests and comments to a background
+    /// reader (`loading.rs`), which it waits for at most `d` in all (a
+    /// store read by then is whole when served), so a start does not grow
+    /// with what is stored; `None`: the open reads everything (tools,
+    /// tests).
     pub read_at_open: Option<Duration>,
     /// Test seam: called at each stage of a fold cycle.
     pub fold_hook: Option<FoldHook>,

@@ -1,8 +1,8 @@
 //! Reading a repo's documents after the store has opened. The open reads
 //! each repo's repo-level shards (ACL, settings, labels: what every clone,
-//! push and site request needs) and then its issues, change requests and
-//! comments for a bounded time ([`StoreOptions::read_at_open`]); what is
-//! left is read by one background thread, a shard at a time, the repos
+//! push and site request needs) and waits a bounded time
+//! ([`StoreOptions::read_at_open`]) for the rest, which is read by one
+//! background thread, a shard at a time, the repos
 //! calls ask for first (a second puts what it read in the index:
 //! `apply.rs`), so a start costs the same whatever the repos hold. A
 //! call that needs a repo's whole index before it is read is told at

@@ -18,10 +18,15 @@ impl MetaStore {
         options: StoreOptions,
     ) -> Result<MetaStore, MetaError> {
         let started = Instant::now();
-        // A budget past any instant reads everything.
-        let deadline = options
+        // A budget past any instant reads everything here. Within one,
+        // only the repo-level shards are read here; the rest is the
+        // loader's, whose two threads (a reader and an applier) the open
+        // waits for until the budget is spent: read on this thread alone,
+        // the same documents took about twice as long.
+        let budget_end = options
             .read_at_open
             .and_then(|budget| started.checked_add(budget));
+        let deadline = budget_end.map(|_| started);
         let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
         let mut persisting = match options.persist_index {
             true => persisted::Persisting::begin(&persisted_path(&log)),
@@ -38,31 +43,17 @@ impl MetaStore {
             other_incarnation,
         } = requeue_unfolded(&mut loaded, replayed, &mut unfolded, options.shards);
         let mut map = HashMap::new();
-        let mut entities = 0;
         let mut partial = 0;
-        for (name, (mut meta, _)) in loaded {
-            let state = meta.state.get_mut();
-            entities += state.index.len();
+        for (name, (meta, _)) in loaded {
             partial += usize::from(!meta.loading.is_whole());
             map.insert(name, Arc::new(meta));
         }
+        let (from_git, from_file) = (persisting.from_git, persisting.from_file);
         log.mark_applied(unfolded.applied());
         if let Err(e) = log.persist_applied() {
             tracing::warn!(error = %e, "cannot write the meta log's applied sequence");
         }
         let index_rebuild_ms = started.elapsed().as_secs_f64() * 1e3;
-        tracing::info!(
-            repos = map.len(),
-            entities,
-            read_in_background = partial,
-            requeued,
-            orphaned,
-            other_incarnation,
-            index_rebuild_ms,
-            docs_from_git = persisting.from_git,
-            docs_from_file = persisting.from_file,
-            "metadata index rebuilt"
-        );
         let counters = Counters::read_at_open(&persisting);
         let inner = Arc::new(Inner {
             log,
@@ -99,10 +90,42 @@ impl MetaStore {
             .name("vole-meta-fold".into())
             .spawn(move || fold_loop(folder_inner))
             .map_err(|e| MetaError::Unavailable(Unavailable::Thread(Arc::new(e))))?;
-        Ok(MetaStore {
+        let store = MetaStore {
             inner,
             folder: Mutex::new(Some(folder)),
-        })
+        };
+        store.wait_for_budget(budget_end);
+        let inner = &store.inner;
+        let repos = inner.repos.read();
+        tracing::info!(
+            repos = repos.len(),
+            entities = repos
+                .values()
+                .map(|m| m.state.lock().index.len())
+                .sum::<usize>(),
+            read_in_background = repos.values().filter(|m| !m.loading.is_whole()).count(),
+            requeued,
+            orphaned,
+            other_incarnation,
+            index_rebuild_ms = started.elapsed().as_secs_f64() * 1e3,
+            docs_from_git = from_git,
+            docs_from_file = from_file,
+            "metadata index rebuilt"
+        );
+        drop(repos);
+        Ok(store)
+    }
+
+    /// Waits for the loader until `end`, if any: a store it reads whole
+    /// by then is whole when it is served.
+    fn wait_for_budget(&self, end: Option<Instant>) {
+        let Some(end) = end else { return };
+        let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
+        for meta in repos {
+            let left = end.saturating_duration_since(Instant::now());
+            // Not read by then, or not readable: its calls say so.
+            let _ = meta.loading.wait(&meta.name, Some(left));
+        }
     }
 }
 

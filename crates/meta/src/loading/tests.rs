@@ -46,3 +46,65 @@ fn the_repo_level_documents_are_on_the_shards_read_at_open() {
         assert!(others <= 2, "{others} shards read at open of {shards}");
     }
 }
+
+#[test]
+fn a_start_waits_for_the_background_read_until_its_budget_and_no_longer() {
+    use crate::tests::{Fixture, REPO, create_issues, only_on_flush};
+    let fx = Fixture::new();
+    {
+        let (_log, store) = fx.open(only_on_flush());
+        create_issues(&store, "issue ", 60);
+        assert!(
+            store.flush(Duration::from_secs(10)),
+            "the fold did not settle"
+        );
+    }
+    let whole = |store: &MetaStore| {
+        let meta = store.inner.repos.read().get(REPO).cloned().unwrap();
+        (meta.loading.is_whole(), meta.state.lock().index.len())
+    };
+    // Within the budget: the open read the repo-level shards only, and
+    // waited for the loader to read the rest.
+    {
+        let (_log, store) = fx.open(StoreOptions {
+            read_at_open: Some(Duration::from_secs(60)),
+            ..only_on_flush()
+        });
+        let (is_whole, held) = whole(&store);
+        assert!(
+            is_whole,
+            "a small store was not whole when the open returned"
+        );
+        assert!(held >= 60, "anti-vacuity: {held} documents held");
+    }
+    // A loader held at its first step: the open returns once the budget
+    // is spent, the repo still to read.
+    let gate = Arc::new((std::sync::Mutex::new(false), std::sync::Condvar::new()));
+    let hook: LoadHook = {
+        let gate = gate.clone();
+        Arc::new(move || {
+            let (open, opened) = &*gate;
+            let mut open = open.lock().unwrap();
+            while !*open {
+                open = opened.wait(open).unwrap();
+            }
+        })
+    };
+    let budget = Duration::from_millis(150);
+    let started = Instant::now();
+    let (_log, store) = fx.open(StoreOptions {
+        read_at_open: Some(budget),
+        load_hook: Some(hook),
+        ..only_on_flush()
+    });
+    let took = started.elapsed();
+    assert!(
+        took >= budget && took < Duration::from_secs(20),
+        "the open took {took:?} with a budget of {budget:?} and a loader that cannot go on"
+    );
+    assert!(!whole(&store).0, "the repo was whole with its loader held");
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    assert!(store.wait_until_read());
+    assert!(whole(&store).0);
+}
