@@ -7,7 +7,7 @@
 //! is left in the git blob of the version held once it is folded
 //! ([`stored`]) and read back on demand ([`crate::bodies`]).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, btree_map};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use gix::ObjectId;
 use vole_stdx::page::Pagination;
@@ -17,6 +17,8 @@ use super::entity::{
     RepoId, Sequence, SerialKind, Settings, ThreadKind, Token, User,
 };
 
+mod by_number;
+use by_number::ByNumber;
 mod facets;
 use facets::{Deferred, Facets};
 mod thread_ids;
@@ -74,9 +76,9 @@ impl<S> Default for Filter<S> {
 
 #[derive(Debug, Default)]
 pub struct Index {
-    issues: BTreeMap<u64, Stored<Issue>>,
+    issues: ByNumber<Stored<Issue>>,
     issue_facets: Facets<IssueState>,
-    changes: BTreeMap<u64, Stored<Change>>,
+    changes: ByNumber<Stored<Change>>,
     change_facets: Facets<ChangeState>,
     /// Thread id -> (kind, number) ([`thread_ids`]).
     threads: ThreadIds,
@@ -234,33 +236,31 @@ impl Index {
     }
 
     /// [`Index::apply_doc`] of an issue the index does not hold (nearly
-    /// every document of a start's read): one search of the map for the
-    /// look-up and the insert, which were two random walks down a million
-    /// entries. The issue back, not applied, if the index holds its
-    /// number.
+    /// every document of a start's read), without the look-ups the
+    /// general path makes for a document it may hold. The issue back,
+    /// not applied, if the index holds its number.
     fn apply_new_issue(
         &mut self,
         issue: Issue,
         blob: Option<ObjectId>,
         body_left: u32,
     ) -> Option<Issue> {
-        match self.issues.entry(issue.number) {
-            btree_map::Entry::Vacant(slot) => {
-                self.entities += 1;
-                let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
-                authored::add(&mut self.authored, &issue.author, bytes);
-                let gathered = self.deferred.as_mut().map(|d| &mut d.issues);
-                self.issue_facets.put(None, &issue, gathered);
-                note_thread(
-                    &mut self.threads,
-                    &mut self.max_number,
-                    (&issue.id, ThreadKind::Issue, issue.number),
-                );
-                slot.insert(stored(issue, blob, body_left));
-                None
-            }
-            btree_map::Entry::Occupied(_) => Some(issue),
+        if self.issues.contains_key(&issue.number) {
+            return Some(issue);
         }
+        self.entities += 1;
+        let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
+        authored::add(&mut self.authored, &issue.author, bytes);
+        let gathered = self.deferred.as_mut().map(|d| &mut d.issues);
+        self.issue_facets.put(None, &issue, gathered);
+        note_thread(
+            &mut self.threads,
+            &mut self.max_number,
+            (&issue.id, ThreadKind::Issue, issue.number),
+        );
+        self.issues
+            .insert(issue.number, stored(issue, blob, body_left));
+        None
     }
 
     /// Stores a comment, keeping the counts of what people wrote.

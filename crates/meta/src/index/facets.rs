@@ -6,10 +6,10 @@
 //! gathers the keys of what it applies and builds the sets at its end,
 //! in number order ([`gathered`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::Hash;
 
-use super::{Change, ChangeState, Index, Issue, IssueState};
+use super::{ByNumber, Change, ChangeState, Index, Issue, IssueState};
 
 mod gathered;
 pub(super) use gathered::Gathered;
@@ -130,7 +130,7 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     /// the count of the state's set when nothing else filters).
     pub(super) fn count(
         &self,
-        all: &BTreeMap<u64, impl Sized>,
+        all: &ByNumber<impl Sized>,
         state: S,
         label: Option<&str>,
         author: Option<&str>,
@@ -148,7 +148,7 @@ impl<S: Eq + Hash + Copy> Facets<S> {
     /// Numbers matching every given facet, newest (highest) first.
     pub(super) fn select(
         &self,
-        all: &BTreeMap<u64, impl Sized>,
+        all: &ByNumber<impl Sized>,
         state: Option<S>,
         label: Option<&str>,
         author: Option<&str>,
@@ -166,7 +166,7 @@ impl<S: Eq + Hash + Copy> Facets<S> {
         }
         sets.sort_by_key(|s| s.len());
         match sets.split_first() {
-            None => all.keys().rev().copied().collect(),
+            None => all.keys().rev().collect(),
             Some((smallest, rest)) => smallest
                 .iter()
                 .rev()

@@ -128,6 +128,7 @@ impl Index {
     /// background read of a million).
     pub(crate) fn expect_threads(&mut self, more: usize) {
         self.threads.reserve(more);
+        self.issues.expect(more);
     }
 }
 
