@@ -95,8 +95,20 @@ impl MetaStore {
             folder: Mutex::new(Some(folder)),
         };
         store.wait_for_budget(budget_end);
-        let inner = &store.inner;
-        let repos = inner.repos.read();
+        let opened = Opened {
+            requeued,
+            orphaned,
+            other_incarnation,
+            from_git,
+            from_file,
+        };
+        store.log_opened(&opened, started);
+        Ok(store)
+    }
+
+    /// The open's line in the log, once its budget is spent.
+    fn log_opened(&self, opened: &Opened, started: Instant) {
+        let repos = self.inner.repos.read();
         tracing::info!(
             repos = repos.len(),
             entities = repos
@@ -104,16 +116,14 @@ impl MetaStore {
                 .map(|m| m.state.lock().index.len())
                 .sum::<usize>(),
             read_in_background = repos.values().filter(|m| !m.loading.is_whole()).count(),
-            requeued,
-            orphaned,
-            other_incarnation,
+            requeued = opened.requeued,
+            orphaned = opened.orphaned,
+            other_incarnation = opened.other_incarnation,
             index_rebuild_ms = started.elapsed().as_secs_f64() * 1e3,
-            docs_from_git = from_git,
-            docs_from_file = from_file,
+            docs_from_git = opened.from_git,
+            docs_from_file = opened.from_file,
             "metadata index rebuilt"
         );
-        drop(repos);
-        Ok(store)
     }
 
     /// Waits for the loader until `end`, if any: a store it reads whole
@@ -127,6 +137,15 @@ impl MetaStore {
             let _ = meta.loading.wait(&meta.name, Some(left));
         }
     }
+}
+
+/// What an open did, for its line in the log.
+struct Opened {
+    requeued: usize,
+    orphaned: usize,
+    other_incarnation: usize,
+    from_git: usize,
+    from_file: usize,
 }
 
 /// Reads a repo's shard trees into a fresh index; returns each shard's
