@@ -32,7 +32,8 @@ pub(super) fn call<T: serde::de::DeserializeOwned>(
         match data.lock("vole cli") {
             Ok(lock) => {
                 let git = Git::locate(config.git.as_deref())?;
-                // A command run once reads every repo's documents at open,
+                // A command run once waits at open until every repo's
+                // documents are read and the persisted index is written,
                 // rather than be told to retry while a background read runs
                 // (which would also outlive the data dir's lock).
                 let mut config = config.clone();

@@ -313,7 +313,9 @@ struct Inner {
     ids: Mutex<ulid::Generator>,
     failed: Mutex<Option<Unavailable>>,
     counters: Counters,
-    index_rebuild_ms: f64,
+    /// How long the open took, its wait for the loader included (an
+    /// `f64`'s bits: set once the wait is over).
+    index_rebuild_ms: AtomicU64,
     /// Cores available to fold on (see `PARALLEL_FOLD_SHARDS`).
     cores: usize,
     /// Bumped after every settings or ACL write (once the index has it),

@@ -161,8 +161,8 @@ impl RepoMeta {
         if self.loading.is_whole() {
             return Ok(());
         }
-        // A repo with a few shards left (one the start's budget ran out
-        // on) is read in a moment: worth a short wait rather than a retry.
+        // A repo with a few shards left (one nearly read) is read in a
+        // moment: worth a short wait rather than a retry.
         let few_left = self.loading.left_mut().trees.len() <= FEW_SHARDS_LEFT;
         self.want(inner);
         // Only when the loader takes it next (nothing else asked first).

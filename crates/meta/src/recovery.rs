@@ -26,6 +26,7 @@ impl MetaStore {
         let budget_end = options
             .read_at_open
             .and_then(|budget| started.checked_add(budget));
+        // With a budget, the open reads the repo-level shards only.
         let deadline = budget_end.map(|_| started);
         let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
         let mut persisting = match options.persist_index {
@@ -74,7 +75,7 @@ impl MetaStore {
             cores: vole_config::defaults::cores(),
             failed: Mutex::new(None),
             counters,
-            index_rebuild_ms,
+            index_rebuild_ms: AtomicU64::new(index_rebuild_ms.to_bits()),
             settings_generation: AtomicU64::new(0),
             fold_gate: Mutex::new(()),
             maintenance_holds: Arc::new(AtomicUsize::new(0)),
@@ -108,6 +109,8 @@ impl MetaStore {
 
     /// The open's line in the log, once its budget is spent.
     fn log_opened(&self, opened: &Opened, started: Instant) {
+        let index_rebuild_ms = started.elapsed().as_secs_f64() * 1e3;
+        (self.inner.index_rebuild_ms).store(index_rebuild_ms.to_bits(), Ordering::Relaxed);
         let repos = self.inner.repos.read();
         tracing::info!(
             repos = repos.len(),
@@ -119,7 +122,7 @@ impl MetaStore {
             requeued = opened.requeued,
             orphaned = opened.orphaned,
             other_incarnation = opened.other_incarnation,
-            index_rebuild_ms = started.elapsed().as_secs_f64() * 1e3,
+            index_rebuild_ms,
             docs_from_git = opened.from_git,
             docs_from_file = opened.from_file,
             "metadata index rebuilt"
@@ -127,7 +130,9 @@ impl MetaStore {
     }
 
     /// Waits for the loader until `end`, if any: a store it reads whole
-    /// by then is whole when it is served.
+    /// by then is whole when it is served, and the persisted index it
+    /// writes then is in place (a command run once, whose budget is long,
+    /// leaves no write behind when it drops the data dir's lock).
     fn wait_for_budget(&self, end: Option<Instant>) {
         let Some(end) = end else { return };
         let repos: Vec<Arc<RepoMeta>> = self.inner.repos.read().values().cloned().collect();
@@ -135,6 +140,17 @@ impl MetaStore {
             let left = end.saturating_duration_since(Instant::now());
             // Not read by then, or not readable: its calls say so.
             let _ = meta.loading.wait(&meta.name, Some(left));
+        }
+        let all_done = || {
+            self.inner
+                .repos
+                .read()
+                .values()
+                .all(|m| m.loading.is_done())
+        };
+        // The loader holds the lock while it writes the file.
+        while all_done() && self.inner.persisting.lock().is_some() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 }

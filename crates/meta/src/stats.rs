@@ -222,7 +222,7 @@ impl MetaStore {
             fold_pack_ms: c.pack_nanos.load(Ordering::Relaxed) as f64 / 1e6,
             fold_refs_ms: c.refs_nanos.load(Ordering::Relaxed) as f64 / 1e6,
             fold_sync_ms: c.sync_nanos.load(Ordering::Relaxed) as f64 / 1e6,
-            index_rebuild_ms: self.inner.index_rebuild_ms,
+            index_rebuild_ms: f64::from_bits(self.inner.index_rebuild_ms.load(Ordering::Relaxed)),
             docs_from_git: c.docs_from_git.load(Ordering::Relaxed),
             docs_from_file: c.docs_from_file.load(Ordering::Relaxed),
         }

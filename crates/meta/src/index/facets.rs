@@ -211,13 +211,6 @@ impl Index {
         self.deferred.get_or_insert_with(Box::default);
     }
 
-    /// Room for `more` issues gathered while deferred.
-    pub(crate) fn expect_deferred_issues(&mut self, more: usize) {
-        if let Some(deferred) = &mut self.deferred {
-            deferred.issues.reserve(more);
-        }
-    }
-
     /// The facets with what was gathered while they were deferred, built
     /// in number order, if they were.
     pub(crate) fn build_deferred_facets(&mut self) {

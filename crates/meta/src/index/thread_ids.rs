@@ -123,12 +123,23 @@ pub(super) fn note_thread(
 
 impl Index {
     /// Room for `more` issues and change requests besides those held,
-    /// made at once: the thread map grown by doubling rehashed every id
-    /// it held and faulted in a fresh table each time (a tenth of a
-    /// background read of a million).
-    pub(crate) fn expect_threads(&mut self, more: usize) {
-        self.threads.reserve(more);
-        self.issues.expect(more);
+    /// made at once (for a background read): the thread map grown by
+    /// doubling rehashed every id it held and faulted in a fresh table
+    /// each time (a tenth of a background read of a million); each
+    /// kind's slots by number, and the facet keys gathered. The thread
+    /// map gets room only for ids `kept_as_bits` (the store's ULIDs);
+    /// others are kept as text.
+    pub(crate) fn expect_threads(&mut self, more: (usize, usize), kept_as_bits: bool) {
+        let (issues, changes) = more;
+        if kept_as_bits {
+            self.threads.reserve(issues.saturating_add(changes));
+        }
+        self.issues.expect(issues);
+        self.changes.expect(changes);
+        if let Some(deferred) = &mut self.deferred {
+            deferred.issues.reserve(issues);
+            deferred.changes.reserve(changes);
+        }
     }
 }
 

@@ -121,20 +121,31 @@ fn apply(step: Step) -> Option<Vec<Found>> {
             // The shards left are about as big as this one (a document's
             // shard is a hash of its id): room for all their threads. The
             // reader may be up to `QUEUED + 1` shards ahead of this one.
-            // Ids not kept as bits (none the store makes) get none.
-            let mut threads = found.iter().filter_map(|(e, _, _)| match e {
-                Entity::Issue(i) => Some(i.id.as_str()),
-                Entity::Change(c) => Some(c.id.as_str()),
-                _ => None,
-            });
-            let compact = threads.next().is_some_and(index::thread_id_kept_as_bits);
-            let threads = if compact { threads.count() + 1 } else { 0 };
+            let (mut issues, mut changes, mut first_id) = (0usize, 0usize, None);
+            for (entity, _, _) in &found {
+                let id = match entity {
+                    Entity::Issue(i) => {
+                        issues += 1;
+                        &i.id
+                    }
+                    Entity::Change(c) => {
+                        changes += 1;
+                        &c.id
+                    }
+                    _ => continue,
+                };
+                first_id.get_or_insert(id.as_str());
+            }
+            let ids_as_bits = first_id.is_some_and(index::thread_id_kept_as_bits);
             let shards = meta.loading.left_mut().trees.len() + 1 + QUEUED + 1;
             let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut state = meta.state.lock();
                 state.index.defer_facets();
-                state.index.expect_threads(threads * shards);
-                state.index.expect_deferred_issues(threads * shards);
+                let expected = (
+                    issues.saturating_mul(shards),
+                    changes.saturating_mul(shards),
+                );
+                state.index.expect_threads(expected, ids_as_bits);
                 for (entity, blob, left) in found.drain(..) {
                     state.index.apply_persisted(entity, blob, left);
                 }

@@ -66,6 +66,8 @@ fn a_start_waits_for_the_background_read_until_its_budget_and_no_longer() {
     // Within the budget: the open read the repo-level shards only, and
     // waited for the loader to read the rest.
     {
+        let file = fx.log_dir.join(crate::persisted::FILE_NAME);
+        let _ = std::fs::remove_file(&file);
         let (_log, store) = fx.open(StoreOptions {
             read_at_open: Some(Duration::from_secs(60)),
             ..only_on_flush()
@@ -76,6 +78,12 @@ fn a_start_waits_for_the_background_read_until_its_budget_and_no_longer() {
             "a small store was not whole when the open returned"
         );
         assert!(held >= 60, "anti-vacuity: {held} documents held");
+        // What the read writes is written too (a command run once drops
+        // the data dir's lock right after).
+        assert!(
+            store.inner.persisting.lock().is_none() && file.exists(),
+            "the persisted index the read writes was not in place when the open returned"
+        );
     }
     // A loader held at its first step: the open returns once the budget
     // is spent, the repo still to read.
