@@ -161,6 +161,10 @@ mod tests {
             map.values().collect::<Vec<_>>(),
             kept.values().collect::<Vec<_>>()
         );
+        assert_eq!(
+            map.values().rev().collect::<Vec<_>>(),
+            kept.values().rev().collect::<Vec<_>>()
+        );
         assert!(
             map.slots.len() <= 2 * map.len() + SLOTS_AHEAD + 1,
             "{} slots for {} numbers",
@@ -179,6 +183,22 @@ mod tests {
             *map.get_mut(&far).unwrap() = 7;
             assert_eq!(map.get(&far), Some(&7));
         }
+    }
+
+    #[test]
+    fn numbers_in_descending_order_and_unexpected_end_in_the_slots_as_they_are_reached() {
+        let mut map = ByNumber::default();
+        for number in (1..=50_000u64).rev() {
+            assert_eq!(map.insert(number, number), None);
+        }
+        // Most came before the slots could reach them; those the slots
+        // reached since moved there.
+        let slotted = map.slots.iter().flatten().count();
+        assert_eq!(slotted + map.beyond.len(), 50_000);
+        assert!(slotted > 0 && map.slots.len() <= 2 * 50_000 + SLOTS_AHEAD + 1);
+        assert!(map.beyond.keys().all(|&k| k >= map.slots.len() as u64));
+        assert!(map.keys().eq(1..=50_000u64));
+        assert!(map.values().copied().eq(1..=50_000u64));
     }
 
     #[test]

@@ -542,9 +542,10 @@ fn a_text_filter_reads_bodies_left_in_git_newest_first_and_no_more_than_its_boun
     assert_eq!(decide_within(100, lens.iter().sum()), [7, 5, 2, 1]);
 }
 
-/// Facets built whole at the end of a background read (some documents
-/// applied before it, as the open does, the rest in another order, some
-/// in two versions) are the sets kept document by document: the same
+/// Facets built at the end of a background read (some documents applied
+/// before it, as the open does, the rest in another order, some in two
+/// or three versions, with repeated labels and authors of one version)
+/// are the sets kept document by document: the same
 /// parts, and the same deep pages by state, label and author, in sets of
 /// several ranked nodes each.
 #[test]
@@ -560,17 +561,25 @@ fn facets_built_at_the_end_of_a_read_are_the_ones_kept_document_by_document() {
     let authors = ["ann", "bob", "cy"];
     let mut docs = Vec::new();
     for n in 1..=6000u64 {
-        let versions = 1 + next() % 2;
+        let versions = 1 + next() % 3;
         for version in 1..=versions {
             let mut entity = if n % 4 == 0 {
                 let states = [ChangeState::Open, ChangeState::Closed, ChangeState::Merged];
                 change_at(n, version, states[(next() % 3) as usize])
             } else {
                 let states = [IssueState::Open, IssueState::Closed];
-                let label = labels[(next() % 3) as usize];
-                issue(n, version, states[(next() % 2) as usize], &[label])
+                // One to three labels, a label sometimes twice.
+                let on: Vec<&str> = (0..1 + next() % 3)
+                    .map(|_| labels[(next() % 3) as usize])
+                    .collect();
+                issue(n, version, states[(next() % 2) as usize], &on)
             };
-            let author = authors[(next() % 3) as usize].to_string();
+            // Now and then an author of one version only: their set is
+            // left empty when a later version is someone else's.
+            let author = match next() % 5 {
+                0 => format!("once-{n}-{version}"),
+                pick => authors[(pick % 3) as usize].to_string(),
+            };
             match &mut entity {
                 Entity::Issue(i) => i.author = author,
                 Entity::Change(c) => c.author = author,
