@@ -79,6 +79,15 @@ fn start(vole: &Path, data: &Path) -> Started {
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let (mut replay_ms, mut index_rebuild_ms) = (0.0, 0.0);
+    // Where the background read took its documents from: its line can
+    // come before the server listens (a read done within the open's
+    // wait) or after.
+    let whole_read = |fields: &serde_json::Value| {
+        let count = |k: &str| fields[k].as_u64().unwrap_or(0);
+        (fields["message"] == "metadata index whole")
+            .then(|| (count("docs_from_git"), count("docs_from_file")))
+    };
+    let mut read_before_listening = None;
     loop {
         let line = lines
             .next()
@@ -92,6 +101,7 @@ fn start(vole: &Path, data: &Path) -> Started {
         if let Some(ms) = fields["index_rebuild_ms"].as_f64() {
             index_rebuild_ms = ms;
         }
+        read_before_listening = read_before_listening.or(whole_read(fields));
         if fields["message"]
             .as_str()
             .is_some_and(|m| m.starts_with("vole listening"))
@@ -102,15 +112,13 @@ fn start(vole: &Path, data: &Path) -> Started {
     let ms = began.elapsed().as_secs_f64() * 1e3;
     // Keep draining its log so it never blocks on a full pipe, noting
     // where the background read took its documents from.
-    let read_from = Arc::new(Mutex::new(None));
+    let read_from = Arc::new(Mutex::new(read_before_listening));
     let noted = read_from.clone();
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
             let value: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
-            let fields = &value["fields"];
-            if fields["message"] == "metadata index whole" {
-                let count = |k: &str| fields[k].as_u64().unwrap_or(0);
-                *noted.lock().unwrap() = Some((count("docs_from_git"), count("docs_from_file")));
+            if let Some(read) = whole_read(&value["fields"]) {
+                *noted.lock().unwrap() = Some(read);
             }
         }
     });
