@@ -176,18 +176,7 @@ impl Index {
         }
         self.count_authored(&entity, current.is_some(), body_left);
         match entity {
-            Entity::Issue(issue) => {
-                let old = self.issues.get(&issue.number).map(Stored::fields);
-                let gathered = self.deferred.as_mut().map(|d| &mut d.issues);
-                self.issue_facets.put(old, &issue, gathered);
-                note_thread(
-                    &mut self.threads,
-                    &mut self.max_number,
-                    (&issue.id, ThreadKind::Issue, issue.number),
-                );
-                self.issues
-                    .insert(issue.number, stored(issue, blob, body_left));
-            }
+            Entity::Issue(issue) => self.put_issue(issue, blob, body_left),
             Entity::Change(change) => {
                 let old = self.changes.get(&change.number).map(Stored::fields);
                 let gathered = self.deferred.as_mut().map(|d| &mut d.changes);
@@ -251,8 +240,16 @@ impl Index {
         self.entities += 1;
         let bytes = authored::issue_bytes(&issue) + u64::from(body_left);
         authored::add(&mut self.authored, &issue.author, bytes);
+        self.put_issue(issue, blob, body_left);
+        None
+    }
+
+    /// `issue` in the map, its sets and the thread ids, in place of the
+    /// version held if any.
+    fn put_issue(&mut self, issue: Issue, blob: Option<ObjectId>, body_left: u32) {
+        let old = self.issues.get(&issue.number).map(Stored::fields);
         let gathered = self.deferred.as_mut().map(|d| &mut d.issues);
-        self.issue_facets.put(None, &issue, gathered);
+        self.issue_facets.put(old, &issue, gathered);
         note_thread(
             &mut self.threads,
             &mut self.max_number,
@@ -260,7 +257,6 @@ impl Index {
         );
         self.issues
             .insert(issue.number, stored(issue, blob, body_left));
-        None
     }
 
     /// Stores a comment, keeping the counts of what people wrote.
