@@ -26,14 +26,19 @@ impl MetaStore {
         let budget_end = options
             .read_at_open
             .and_then(|budget| started.checked_add(budget));
-        // With a budget, the open reads the repo-level shards only.
-        let deadline = budget_end.map(|_| started);
         let bodies = bodies::BodyCache::new(bodies::BODY_CACHE_BYTES);
         let mut persisting = match options.persist_index {
             true => persisted::Persisting::begin(&persisted_path(&log)),
             false => persisted::Persisting::default(),
         };
-        let mut loaded = load_repos(repos, options.shards, deadline, &bodies, &mut persisting)?;
+        let repo_level_only = budget_end.is_some();
+        let mut loaded = load_repos(
+            repos,
+            options.shards,
+            repo_level_only,
+            &bodies,
+            &mut persisting,
+        )?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,
             ..Unfolded::default()
@@ -165,17 +170,18 @@ struct Opened {
 }
 
 /// Reads a repo's shard trees into a fresh index; returns each shard's
-/// folded sequence too. Past `deadline`, only the shards of its
-/// repo-level documents: the rest is left to the loader (`loading.rs`).
+/// folded sequence too. With `repo_level_only`, only the shards of its
+/// repo-level documents (the system repo's all): the rest is left to
+/// the loader (`loading.rs`).
 pub(super) fn load_repo(
     name: &str,
     git_dir: &Path,
     shards: u16,
-    deadline: Option<Instant>,
+    repo_level_only: bool,
     bodies: &bodies::BodyCache,
     persisting: &mut persisted::Persisting,
 ) -> Result<(RepoMeta, HashMap<u8, u64>), MetaRepoError> {
-    let deadline = deadline.filter(|_| name != SYSTEM);
+    let repo_level_only = repo_level_only && name != SYSTEM;
     let repo = fold::open_repo(git_dir)?;
     let docs = Arc::new(bodies::DocReader::new(name, git_dir, bodies.clone()));
     let incarnation = if name == SYSTEM {
@@ -195,8 +201,7 @@ pub(super) fn load_repo(
         let Some(tip) = tip else { continue };
         folded.insert(shard, fold::folded_seq(&repo, tip)?);
         let tree = fold::tree_of(&repo, tip)?;
-        let late = deadline.is_some_and(|d| Instant::now() >= d);
-        if late && !loading::eager_shard(shard, shards) {
+        if repo_level_only && !loading::eager_shard(shard, shards) {
             left.trees.push((shard, tree));
             continue;
         }
@@ -241,13 +246,13 @@ type Loaded = HashMap<String, (RepoMeta, HashMap<u8, u64>)>;
 fn load_repos(
     repos: &[(String, PathBuf)],
     shards: u16,
-    deadline: Option<Instant>,
+    repo_level_only: bool,
     bodies: &bodies::BodyCache,
     persisting: &mut persisted::Persisting,
 ) -> Result<Loaded, MetaError> {
     let mut loaded = HashMap::new();
     for (name, git_dir) in repos {
-        let (meta, folded) = load_repo(name, git_dir, shards, deadline, bodies, persisting)
+        let (meta, folded) = load_repo(name, git_dir, shards, repo_level_only, bodies, persisting)
             .map_err(|e| Unavailable::unreadable(name, e))?;
         loaded.insert(name.clone(), (meta, folded));
     }
@@ -341,7 +346,7 @@ pub fn folded_users(git_dir: &Path) -> Result<Vec<User>, MetaRepoError> {
         SYSTEM,
         git_dir,
         crate::shard::SHARDS,
-        None,
+        false,
         &bodies,
         &mut persisted::Persisting::default(),
     )?;

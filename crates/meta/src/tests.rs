@@ -1596,13 +1596,13 @@ fn a_repo_forgotten_while_it_is_read_in_the_background_is_no_repo() {
         create_issues(&store, "folded ", 20);
         assert!(store.flush(Duration::from_secs(10)));
     }
-    // Read as an open past its budget leaves it, with no loader to finish
+    // Read as an open with a budget leaves it, with no loader to finish
     // it: only the forgetting ends the read.
     let (meta, _) = recovery::load_repo(
         REPO,
         &fx.git_dir,
         shard::SHARDS,
-        Some(Instant::now()),
+        true,
         &bodies::BodyCache::new(1 << 20),
         &mut persisted::Persisting::default(),
     )

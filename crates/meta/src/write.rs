@@ -228,7 +228,7 @@ impl MetaStore {
             &key,
             &git_dir,
             self.inner.options.shards,
-            None,
+            false,
             &self.inner.bodies,
             &mut persisted::Persisting::default(),
         )

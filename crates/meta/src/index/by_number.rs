@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 const SLOTS_AHEAD: usize = 4096;
 
 /// A map from number to `V`, iterated in number order.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct ByNumber<V> {
     /// `slots[n]`: number `n`.
     slots: Vec<Option<V>>,

@@ -108,13 +108,15 @@ impl<S: Eq + Hash + Copy> Gathered<S> {
         self.label_ids.clear();
         for label in doc.labels() {
             let id = self.labels.id(label.as_str());
-            // A label twice on one document is in its set once.
+            // A label twice on one document is one key, as in its set.
             if !self.label_ids.contains(&id) {
                 self.label_ids.push(id);
             }
         }
         let author = self.authors.id(doc.author());
         let state = doc.state();
+        // `Interned::id`'s own look at the last keys, made before a `Keys`
+        // is: making one allocates its labels.
         let last = self.keys.values.get(self.keys.last);
         let keys = match last {
             Some(k)
