@@ -31,14 +31,8 @@ impl MetaStore {
             true => persisted::Persisting::begin(&persisted_path(&log)),
             false => persisted::Persisting::default(),
         };
-        let repo_level_only = budget_end.is_some();
-        let mut loaded = load_repos(
-            repos,
-            options.shards,
-            repo_level_only,
-            &bodies,
-            &mut persisting,
-        )?;
+        let repo_level = budget_end.is_some();
+        let mut loaded = load_repos(repos, options.shards, repo_level, &bodies, &mut persisting)?;
         let mut unfolded = Unfolded {
             max_seen: log.watermarks().0,
             ..Unfolded::default()
